@@ -1,0 +1,51 @@
+# The habits of this project. `make help` lists them.
+PY ?= python3
+EXTRAS ?= test,torch
+CARGO_TEST_FLAGS ?=
+PYTEST_FLAGS ?=
+
+RUST_SOURCES := Cargo.toml $(wildcard Cargo.lock) pyproject.toml $(shell find rust -name '*.rs' -o -name 'Cargo.toml')
+STAMP := build/.installed-$(subst $(comma),-,$(EXTRAS))
+comma := ,
+
+.DEFAULT_GOAL := help
+.PHONY: help dev test test-rust test-python test-tiny lint fmt bench example clean
+
+help:  ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
+
+$(STAMP): $(RUST_SOURCES)
+	$(PY) -m pip install -e ".[$(EXTRAS)]"
+	@mkdir -p build && touch $@
+
+dev: $(STAMP)  ## build the extension (release) and install the package in editable mode with its extras
+
+test: dev test-rust test-python  ## the whole suite: Rust unit/property tests, then pytest
+
+test-rust:  ## cargo test for the workspace (the core needs no Python)
+	cargo test --workspace $(CARGO_TEST_FLAGS)
+
+test-python: dev  ## pytest (add PYTEST_FLAGS="-m 'not slow'" for a quick run)
+	$(PY) -m pytest $(PYTEST_FLAGS)
+
+lint:  ## rustfmt, clippy, ruff, mypy
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(PY) -m ruff check python tests benches
+	$(PY) -m ruff format --check python tests benches
+	$(PY) -m mypy
+
+fmt:  ## format Rust and Python sources
+	cargo fmt --all
+	$(PY) -m ruff format python tests benches
+	$(PY) -m ruff check --fix python tests benches
+
+bench: dev  ## run the benchmarks in benches/ (minutes; prints ratios against the peers)
+	$(PY) benches/run_all.py
+
+example: dev  ## generate a small corpus and run the pipeline on it
+	$(PY) examples/quickstart.py
+
+clean:  ## remove build outputs
+	cargo clean
+	rm -rf build python/tokshuf/*.so

@@ -1,0 +1,39 @@
+"""A small end-to-end run: generate a corpus, preprocess it, read the result back.
+
+Run with ``make example`` (which installs the package first).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+from pathlib import Path
+
+import tokshuf
+
+WORDS = "the of and to in is that for it as with was on be by this are from at or an".split()
+
+
+def make_corpus(path: Path, docs: int, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    with path.open("w", encoding="utf-8") as f:
+        for i in range(docs):
+            text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 400)))
+            f.write(json.dumps({"id": i, "text": text}) + "\n")
+
+
+def main() -> None:
+    out = Path(tempfile.mkdtemp(prefix="tokshuf-example-"))
+    corpus = out / "corpus.jsonl"
+    make_corpus(corpus, 2000)
+    summary = tokshuf.preprocess(corpus, out / "corpus", "byte", ["text"], append_eod=True, workers=2)
+    ds = tokshuf.IndexedDataset(out / "corpus_text_document")
+    print(f"preprocess: {summary['documents']} documents, {ds.num_tokens:,} tokens in {summary['seconds']:.2f}s")
+    print(f"  {ds!r}")
+    print(f"  first sequence starts with ids {ds[0][:8].tolist()}")
+    print(f"outputs in {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The ``tokshuf`` command line: one subcommand per pipeline stage."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tokshuf import __version__
+from tokshuf.errors import BadInputError, TokshufError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _add_preprocess(sub: Any) -> None:
+    p = sub.add_parser(
+        "preprocess",
+        help="tokenize JSON lines into Megatron .bin/.idx datasets",
+        description="Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst; files, directories, globs) "
+        "into {output_prefix}_{key}_document.bin/.idx, byte-compatible with Megatron-LM.",
+    )
+    p.add_argument("--input", nargs="+", required=True, metavar="PATH", help="files, directories or globs")
+    p.add_argument("--output-prefix", required=True, help="outputs are {prefix}_{key}_document.bin/.idx")
+    p.add_argument("--tokenizer", default="byte", help="tokenizer spec (default: byte)")
+    p.add_argument("--json-keys", nargs="+", default=["text"], metavar="KEY", help="keys to tokenize")
+    p.add_argument("--append-eod", action="store_true", help="end every non-empty document with the eod id")
+    p.add_argument("--dtype", default="auto", help="output dtype: auto (Megatron's rule), uint16, int32, ...")
+    p.add_argument("--workers", type=int, default=1, help="tokenizer threads (output is identical for any)")
+    p.add_argument(
+        "--on-error", choices=["fail", "skip"], default="fail", help="what to do with a bad input line"
+    )
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="document order of Megatron's --partitions P (round-robin); default 1: input order",
+    )
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.set_defaults(handler=_preprocess)
+
+
+def _preprocess(args: argparse.Namespace) -> int:
+    from tokshuf.preprocess import preprocess
+
+    summary = preprocess(
+        args.input,
+        args.output_prefix,
+        args.tokenizer,
+        args.json_keys,
+        append_eod=args.append_eod,
+        dtype=args.dtype,
+        workers=args.workers,
+        on_error=args.on_error,
+        partitions=args.partitions,
+    )
+    if not args.quiet:
+        _report_preprocess(summary)
+    return 0
+
+
+def _report_preprocess(summary: dict[str, Any]) -> None:
+    for out in summary["outputs"]:
+        print(
+            f"{out['prefix']}.{{bin,idx}}: {out['documents']:,} documents, "
+            f"{out['sequences']:,} sequences, {out['tokens']:,} tokens ({summary['dtype']})"
+        )
+    skipped = summary.get("skipped") or {}
+    if skipped:
+        total = sum(skipped.values())
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items()))
+        print(f"skipped {total:,} bad lines ({reasons})", file=sys.stderr)
+        for rec in summary.get("first_skipped", [])[:5]:
+            print(f"  {rec['path']}:{rec['line']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
+    mb = summary["decompressed_bytes"] / 1e6
+    secs = max(summary["seconds"], 1e-9)
+    print(f"{summary['lines']:,} lines, {mb:,.1f} MB in {secs:.2f} s ({mb / secs:,.1f} MB/s)")
+
+
+def _add_merge(sub: Any) -> None:
+    p = sub.add_parser(
+        "merge",
+        help="concatenate indexed datasets",
+        description="Merge .bin/.idx datasets into one, as Megatron's tools/merge_datasets.py: "
+        "a directory contributes its pairs sorted by name; explicit prefixes keep their order.",
+    )
+    p.add_argument("--input", nargs="+", required=True, metavar="DIR_OR_PREFIX")
+    p.add_argument("--output-prefix", required=True)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(handler=_merge)
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from tokshuf.indexed import merge
+
+    summary = merge(args.input, args.output_prefix)
+    if not args.quiet:
+        print(json.dumps(summary))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tokshuf", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"tokshuf {__version__}")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    _add_preprocess(sub)
+    _add_merge(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tokshuf`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print("tokshuf: interrupted; no partial output was kept", file=sys.stderr)
+        return 130
+    except BadInputError as e:
+        print(f"tokshuf: bad input: {e}", file=sys.stderr)
+        print("  (use --on-error skip to skip and count bad lines)", file=sys.stderr)
+        return 1
+    except (TokshufError, OSError) as e:
+        print(f"tokshuf: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+//! One error type for the whole core; the binding maps each variant to a Python exception.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Result alias used throughout the core.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why an input line could not be turned into a document.
+///
+/// The names are the categories users see in skip counts and error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BadInputReason {
+    /// The line is not valid JSON (syntax error).
+    InvalidJson,
+    /// The line ends before the JSON value does (a cut-off line).
+    TruncatedJson,
+    /// The line is valid JSON but not an object.
+    NotObject,
+    /// A requested key is absent.
+    MissingKey,
+    /// A requested key holds something other than a string or a list of strings.
+    NotString,
+    /// The line's bytes are not valid UTF-8.
+    InvalidUtf8,
+    /// A `\uD800`-style escape with no partner: valid JSON grammar, not valid Unicode.
+    LoneSurrogate,
+    /// An empty or whitespace-only line.
+    BlankLine,
+    /// A UTF-8 byte-order mark before the JSON value.
+    Bom,
+    /// The line is longer than the configured maximum.
+    LineTooLong,
+    /// The tokenizer rejected the text, or an id does not fit the output dtype.
+    Tokenizer,
+}
+
+impl BadInputReason {
+    /// Every reason, in reporting order.
+    pub const ALL: [BadInputReason; 11] = [
+        Self::InvalidJson,
+        Self::TruncatedJson,
+        Self::NotObject,
+        Self::MissingKey,
+        Self::NotString,
+        Self::InvalidUtf8,
+        Self::LoneSurrogate,
+        Self::BlankLine,
+        Self::Bom,
+        Self::LineTooLong,
+        Self::Tokenizer,
+    ];
+
+    /// The stable snake_case name used in summaries and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidJson => "invalid_json",
+            Self::TruncatedJson => "truncated_json",
+            Self::NotObject => "not_object",
+            Self::MissingKey => "missing_key",
+            Self::NotString => "not_string",
+            Self::InvalidUtf8 => "invalid_utf8",
+            Self::LoneSurrogate => "lone_surrogate",
+            Self::BlankLine => "blank_line",
+            Self::Bom => "bom",
+            Self::LineTooLong => "line_too_long",
+            Self::Tokenizer => "tokenizer",
+        }
+    }
+}
+
+impl fmt::Display for BadInputReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Errors of the core.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O failure on a named file.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file that exists but is not what it should be (corrupt or foreign `.idx/.bin`, torn archive).
+    #[error("{}: {msg}", path.display())]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// A bad input record under the `fail` policy.
+    #[error("{}:{line}: {reason}: {msg}", path.display())]
+    BadInput {
+        /// The input file.
+        path: PathBuf,
+        /// 1-based line number in the decompressed file.
+        line: u64,
+        /// The category.
+        reason: BadInputReason,
+        /// Details.
+        msg: String,
+    },
+    /// An argument or configuration value that cannot be used.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The work was stopped by the caller (Ctrl-C).
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl Error {
+    /// An I/O error on `path`.
+    pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        Error::Io { path: path.as_ref().to_path_buf(), source }
+    }
+
+    /// A format error on `path`.
+    pub fn format(path: impl AsRef<Path>, msg: impl Into<String>) -> Self {
+        Error::Format { path: path.as_ref().to_path_buf(), msg: msg.into() }
+    }
+
+    /// An invalid-argument error.
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidArgument(msg.into())
+    }
+}
+
+/// Attach a path to `std::io::Result`s.
+pub trait IoContext<T> {
+    /// Map an `io::Error` into [`Error::Io`] naming `path`.
+    fn with_path(self, path: impl AsRef<Path>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn with_path(self, path: impl AsRef<Path>) -> Result<T> {
+        self.map_err(|e| Error::io(path, e))
+    }
+}

@@ -1,0 +1,24 @@
+//! Megatron-LM's indexed dataset (`MMIDIDX` version 1): a `.bin` of raw token ids and an
+//! `.idx` describing sequences and documents. Byte-compatible with Megatron's writer.
+
+mod format;
+mod merge;
+mod reader;
+mod writer;
+
+pub use format::{Header, Layout, HEADER_LEN, MAGIC, VERSION};
+pub use merge::{list_prefixes, merge};
+pub use reader::{IndexedDataset, Mapping, Validate};
+pub use writer::{IndexedDatasetWriter, WriteSummary};
+
+use std::path::{Path, PathBuf};
+
+/// `{prefix}.bin`
+pub fn bin_path(prefix: &Path) -> PathBuf {
+    crate::fsutil::with_suffix(prefix, ".bin")
+}
+
+/// `{prefix}.idx`
+pub fn idx_path(prefix: &Path) -> PathBuf {
+    crate::fsutil::with_suffix(prefix, ".idx")
+}

@@ -1,0 +1,333 @@
+//! Memory-mapped, validated reader of `.bin/.idx` pairs.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use super::format::{Header, Layout, HEADER_LEN, MAGIC, VERSION};
+use super::{bin_path, idx_path};
+use crate::dtype::DType;
+use crate::error::{Error, IoContext, Result};
+
+/// A read-only mapping of a whole file; empty files (which cannot be mapped) are empty slices.
+#[derive(Debug, Clone)]
+pub struct Mapping(Option<Arc<Mmap>>);
+
+impl Mapping {
+    /// Map `path` read-only.
+    pub fn open(path: &Path) -> Result<Mapping> {
+        let file = File::open(path).with_path(path)?;
+        let len = file.metadata().with_path(path)?.len();
+        if len == 0 {
+            return Ok(Mapping(None));
+        }
+        // SAFETY: the mapping is read-only and the file is never written through it. Another
+        // process truncating the file while it is mapped is outside what any mmap reader
+        // (numpy included) can defend against; all reads below are bounds-checked against
+        // the length seen at open.
+        let map = unsafe { Mmap::map(&file) }.with_path(path)?;
+        Ok(Mapping(Some(Arc::new(map))))
+    }
+
+    /// The mapped bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.0.as_deref().map_or(&[], |m| &m[..])
+    }
+}
+
+/// How much of the index to check at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Validate {
+    /// Header, array sizes, first/last document index and the last sequence's extent: O(1).
+    Header,
+    /// Also every length, pointer and document index: O(sequences + documents).
+    Full,
+}
+
+/// An opened indexed dataset.
+#[derive(Debug, Clone)]
+pub struct IndexedDataset {
+    prefix: PathBuf,
+    idx_path: PathBuf,
+    bin_path: PathBuf,
+    idx: Mapping,
+    bin: Mapping,
+    header: Header,
+    layout: Layout,
+    multimodal: bool,
+}
+
+#[inline]
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[inline]
+fn le_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+impl IndexedDataset {
+    /// Open `{prefix}.idx` and `{prefix}.bin`.
+    ///
+    /// `multimodal`: `None` detects `sequence_modes` from the file size, `Some(x)` requires it.
+    pub fn open(prefix: impl AsRef<Path>, multimodal: Option<bool>, validate: Validate) -> Result<Self> {
+        let prefix = prefix.as_ref().to_path_buf();
+        let idx_path = idx_path(&prefix);
+        let bin_path = bin_path(&prefix);
+        let idx = Mapping::open(&idx_path)?;
+        let bin = Mapping::open(&bin_path)?;
+        let (header, layout, multimodal) = parse_index(idx.bytes(), &idx_path, multimodal)?;
+        let ds = IndexedDataset { prefix, idx_path, bin_path, idx, bin, header, layout, multimodal };
+        ds.validate(validate)?;
+        Ok(ds)
+    }
+
+    fn corrupt(&self, msg: String) -> Error {
+        Error::format(&self.idx_path, msg)
+    }
+
+    fn validate(&self, level: Validate) -> Result<()> {
+        let s = self.len();
+        let d = self.header.document_count as usize;
+        if d == 0 {
+            return Err(self.corrupt("document count is 0, but document_indices always holds a leading 0".into()));
+        }
+        if self.document_index(0) != 0 {
+            return Err(self.corrupt(format!("document_indices[0] is {}, expected 0", self.document_index(0))));
+        }
+        let last = self.document_index(d - 1);
+        if last != s as u64 {
+            return Err(self.corrupt(format!(
+                "document_indices[-1] is {last} but there are {s} sequences; the two must be equal"
+            )));
+        }
+        let check = |i: usize| -> Result<()> {
+            let len = self.raw_length(i);
+            if len < 0 {
+                return Err(self.corrupt(format!("sequence_lengths[{i}] is negative ({len})")));
+            }
+            let ptr = self.sequence_pointer(i);
+            let end = (len as u64).checked_mul(self.dtype().itemsize() as u64).and_then(|n| n.checked_add(ptr));
+            match end {
+                Some(end) if end <= self.bin.bytes().len() as u64 => Ok(()),
+                _ => Err(Error::format(
+                    &self.bin_path,
+                    format!(
+                        "the .bin is shorter than the index says: sequence {i} ({len} tokens at byte {ptr}) \
+                         ends past the file's {} bytes",
+                        self.bin.bytes().len()
+                    ),
+                )),
+            }
+        };
+        match level {
+            Validate::Header => {
+                if s > 0 {
+                    check(s - 1)?;
+                }
+            }
+            Validate::Full => {
+                (0..s).try_for_each(check)?;
+                let mut prev = 0u64;
+                for i in 1..d {
+                    let cur = self.document_index(i);
+                    if cur < prev {
+                        return Err(self.corrupt(format!(
+                            "document_indices are not non-decreasing: [{}] = {prev} > [{i}] = {cur}",
+                            i - 1
+                        )));
+                    }
+                    prev = cur;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The prefix this dataset was opened from.
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
+    /// Path of the `.idx`.
+    pub fn idx_path(&self) -> &Path {
+        &self.idx_path
+    }
+
+    /// Path of the `.bin`.
+    pub fn bin_path(&self) -> &Path {
+        &self.bin_path
+    }
+
+    /// The parsed header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Byte offsets of the `.idx` arrays.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Token dtype.
+    pub fn dtype(&self) -> DType {
+        self.header.dtype
+    }
+
+    /// Whether the index carries `sequence_modes`.
+    pub fn multimodal(&self) -> bool {
+        self.multimodal
+    }
+
+    /// Number of sequences.
+    pub fn len(&self) -> usize {
+        self.header.sequence_count as usize
+    }
+
+    /// Whether there are no sequences.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of documents (the document-index array has one more entry).
+    pub fn num_documents(&self) -> usize {
+        self.header.document_count as usize - 1
+    }
+
+    /// The `.idx` mapping (arrays at the offsets of [`IndexedDataset::layout`]).
+    pub fn idx_mapping(&self) -> &Mapping {
+        &self.idx
+    }
+
+    /// The `.bin` mapping.
+    pub fn bin_mapping(&self) -> &Mapping {
+        &self.bin
+    }
+
+    fn raw_length(&self, i: usize) -> i32 {
+        le_i32(self.idx.bytes(), self.layout.lengths + 4 * i)
+    }
+
+    /// Tokens in sequence `i` (validated non-negative at open with [`Validate::Full`]).
+    #[inline]
+    pub fn sequence_length(&self, i: usize) -> u32 {
+        self.raw_length(i).max(0) as u32
+    }
+
+    /// Byte offset of sequence `i` in the `.bin`.
+    #[inline]
+    pub fn sequence_pointer(&self, i: usize) -> u64 {
+        le_u64(self.idx.bytes(), self.layout.pointers + 8 * i)
+    }
+
+    /// Entry `i` of the document-index array (`0..=num_documents()`).
+    #[inline]
+    pub fn document_index(&self, i: usize) -> u64 {
+        le_u64(self.idx.bytes(), self.layout.document_indices + 8 * i)
+    }
+
+    /// Mode of sequence `i` (multimodal datasets only).
+    pub fn sequence_mode(&self, i: usize) -> Option<i8> {
+        self.multimodal.then(|| self.idx.bytes()[self.layout.modes + i] as i8)
+    }
+
+    /// All sequence lengths as a vector (the `.idx` array is unaligned, so this copies).
+    pub fn sequence_lengths(&self) -> Vec<i32> {
+        let b = &self.idx.bytes()[self.layout.lengths..self.layout.pointers];
+        b.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()
+    }
+
+    /// The raw bytes of `length` tokens of sequence `i` starting at token `offset`
+    /// (`length = None`: to the end of the sequence), bounds-checked against the sequence.
+    pub fn sequence_bytes(&self, i: usize, offset: u64, length: Option<u64>) -> Result<&[u8]> {
+        if i >= self.len() {
+            return Err(Error::invalid(format!("sequence index {i} out of range for {} sequences", self.len())));
+        }
+        let n = u64::from(self.sequence_length(i));
+        let length = length.unwrap_or(n.saturating_sub(offset));
+        if offset.checked_add(length).is_none_or(|end| end > n) {
+            return Err(Error::invalid(format!("offset {offset} + length {length} exceeds sequence {i}'s {n} tokens")));
+        }
+        let item = self.dtype().itemsize() as u64;
+        let start = self.sequence_pointer(i) + offset * item;
+        let end = start + length * item;
+        self.bin.bytes().get(start as usize..end as usize).ok_or_else(|| {
+            Error::format(&self.bin_path, format!("sequence {i} bytes {start}..{end} lie outside the .bin"))
+        })
+    }
+
+    /// Whether sequence pointers are exactly the running sum of lengths (Megatron's writer
+    /// always produces this; merges can then copy the `.bin` in one piece).
+    pub fn is_contiguous(&self) -> bool {
+        let item = self.dtype().itemsize() as u64;
+        let mut expect = 0u64;
+        (0..self.len()).all(|i| {
+            let ok = self.sequence_pointer(i) == expect;
+            expect += u64::from(self.sequence_length(i)) * item;
+            ok
+        })
+    }
+
+    /// Bytes of `.bin` covered by the sequences (Σ lengths × itemsize).
+    pub fn data_bytes(&self) -> u64 {
+        let item = self.dtype().itemsize() as u64;
+        (0..self.len()).map(|i| u64::from(self.sequence_length(i)) * item).sum()
+    }
+}
+
+fn parse_index(b: &[u8], path: &Path, multimodal: Option<bool>) -> Result<(Header, Layout, bool)> {
+    let corrupt = |msg: String| Error::format(path, msg);
+    if b.len() < HEADER_LEN {
+        return Err(corrupt(format!(
+            "truncated index: the file has {} bytes but the MMIDIDX header alone is {HEADER_LEN}",
+            b.len()
+        )));
+    }
+    if &b[..9] != MAGIC {
+        return Err(corrupt(format!(
+            "not a Megatron MMIDIDX index: the file starts with {:?}, expected {:?}",
+            String::from_utf8_lossy(&b[..9]),
+            String::from_utf8_lossy(MAGIC)
+        )));
+    }
+    let version = le_u64(b, 9);
+    if version != VERSION {
+        return Err(corrupt(format!("unsupported index version {version} (only version {VERSION} exists)")));
+    }
+    let code = b[17];
+    let dtype = DType::from_code(code).ok_or_else(|| {
+        let valid: Vec<_> = DType::ALL.iter().map(|d| format!("{}={}", d.code(), d.name())).collect();
+        corrupt(format!("unknown dtype code {code} (valid codes: {})", valid.join(", ")))
+    })?;
+    let header = Header { dtype, sequence_count: le_u64(b, 18), document_count: le_u64(b, 26) };
+    let layout = Layout::of(&header).ok_or_else(|| {
+        corrupt(format!(
+            "the header's counts ({} sequences, {} document entries) cannot describe a real file",
+            header.sequence_count, header.document_count
+        ))
+    })?;
+    let len = b.len();
+    let plain = layout.end;
+    let modal = plain.saturating_add(header.sequence_count as usize);
+    let has_modes = multimodal.unwrap_or(len != plain && len == modal);
+    let need = if has_modes { modal } else { plain };
+    if len < need {
+        return Err(corrupt(format!(
+            "truncated index: {} sequences and {} document entries need {need} bytes{}, the file has {len}",
+            header.sequence_count,
+            header.document_count,
+            if has_modes { " (with sequence_modes)" } else { "" },
+        )));
+    }
+    if len > need {
+        return Err(corrupt(format!(
+            "index size {len} does not match its header: {} sequences and {} document entries need \
+             {plain} bytes ({modal} with sequence_modes)",
+            header.sequence_count, header.document_count
+        )));
+    }
+    Ok((header, layout, has_modes))
+}

@@ -1,0 +1,273 @@
+//! Streaming writer: the `.bin` grows as sequences arrive, the `.idx` is written at the end.
+//! Both go to temporary names and are renamed only when complete.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::format::{Header, HEADER_LEN};
+use super::reader::IndexedDataset;
+use super::{bin_path, idx_path};
+use crate::dtype::DType;
+use crate::error::{Error, IoContext, Result};
+use crate::fsutil::TempFile;
+
+const BUF: usize = 8 << 20;
+
+/// What a finished writer produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriteSummary {
+    /// Documents (entries of document_indices minus one).
+    pub documents: u64,
+    /// Sequences.
+    pub sequences: u64,
+    /// Tokens.
+    pub tokens: u64,
+    /// Bytes of `.bin`.
+    pub bin_bytes: u64,
+    /// Bytes of `.idx`.
+    pub idx_bytes: u64,
+}
+
+/// Writes one indexed dataset, byte-identical to Megatron's `IndexedDatasetBuilder`.
+#[derive(Debug)]
+pub struct IndexedDatasetWriter {
+    prefix: PathBuf,
+    dtype: DType,
+    bin_tmp: TempFile,
+    idx_tmp: TempFile,
+    bin: BufWriter<File>,
+    bin_bytes: u64,
+    lengths: Vec<i32>,
+    document_indices: Vec<u64>,
+    modes: Option<Vec<i8>>,
+    scratch: Vec<u8>,
+}
+
+impl IndexedDatasetWriter {
+    /// Start writing `{prefix}.bin/.idx` with token `dtype`; `multimodal` adds `sequence_modes`.
+    pub fn create(prefix: impl AsRef<Path>, dtype: DType, multimodal: bool) -> Result<Self> {
+        let prefix = prefix.as_ref().to_path_buf();
+        if let Some(dir) = prefix.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_path(dir)?;
+        }
+        let bin_tmp = TempFile::new(bin_path(&prefix));
+        let idx_tmp = TempFile::new(idx_path(&prefix));
+        let bin = BufWriter::with_capacity(BUF, bin_tmp.create()?);
+        Ok(Self {
+            prefix,
+            dtype,
+            bin_tmp,
+            idx_tmp,
+            bin,
+            bin_bytes: 0,
+            lengths: Vec::new(),
+            document_indices: vec![0],
+            modes: multimodal.then(Vec::new),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The token dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The output prefix.
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
+    /// Sequences written so far.
+    pub fn num_sequences(&self) -> usize {
+        self.lengths.len()
+    }
+
+    fn push_length(&mut self, n: usize, mode: Option<i8>) -> Result<()> {
+        let len = i32::try_from(n).map_err(|_| {
+            Error::invalid(format!("a sequence of {n} tokens exceeds the format's limit of {} (int32)", i32::MAX))
+        })?;
+        match (&mut self.modes, mode) {
+            (Some(modes), m) => modes.push(m.unwrap_or(0)),
+            (None, Some(_)) => return Err(Error::invalid("a sequence mode was given to a non-multimodal writer")),
+            (None, None) => {}
+        }
+        self.lengths.push(len);
+        Ok(())
+    }
+
+    /// Append one sequence of token ids (checked against the dtype's range).
+    pub fn add_sequence(&mut self, tokens: &[u32]) -> Result<()> {
+        self.add_sequence_with_mode(tokens, None)
+    }
+
+    /// Append one sequence with a mode (multimodal writers; `None` records mode 0).
+    pub fn add_sequence_with_mode(&mut self, tokens: &[u32], mode: Option<i8>) -> Result<()> {
+        self.scratch.clear();
+        self.dtype.encode_tokens(tokens, &mut self.scratch)?;
+        self.push_length(tokens.len(), mode)?;
+        self.bin.write_all(&self.scratch).with_path(self.bin_tmp.path())?;
+        self.bin_bytes += self.scratch.len() as u64;
+        Ok(())
+    }
+
+    /// Append one sequence already encoded as little-endian elements of the dtype.
+    pub fn add_sequence_bytes(&mut self, bytes: &[u8], mode: Option<i8>) -> Result<()> {
+        let item = self.dtype.itemsize();
+        if bytes.len() % item != 0 {
+            return Err(Error::invalid(format!(
+                "{} bytes is not a whole number of {} elements",
+                bytes.len(),
+                self.dtype
+            )));
+        }
+        self.push_length(bytes.len() / item, mode)?;
+        self.bin.write_all(bytes).with_path(self.bin_tmp.path())?;
+        self.bin_bytes += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Close the current document (an empty document repeats the previous boundary, as in Megatron).
+    pub fn end_document(&mut self) {
+        self.document_indices.push(self.lengths.len() as u64);
+    }
+
+    /// Megatron's `add_document(tokens, lengths)`: the sequences `lengths` cut from `tokens`, then
+    /// a document boundary.
+    pub fn add_document(&mut self, tokens: &[u32], lengths: &[usize]) -> Result<()> {
+        let total: usize = lengths.iter().sum();
+        if total != tokens.len() {
+            return Err(Error::invalid(format!(
+                "sequence lengths sum to {total} but the document has {} tokens",
+                tokens.len()
+            )));
+        }
+        let mut rest = tokens;
+        for &n in lengths {
+            let (seq, tail) = rest.split_at(n);
+            self.add_sequence(seq)?;
+            rest = tail;
+        }
+        self.end_document();
+        Ok(())
+    }
+
+    /// Append every document of `other` (Megatron's `add_index`): same dtype required.
+    pub fn append(&mut self, other: &IndexedDataset) -> Result<()> {
+        if other.dtype() != self.dtype {
+            return Err(Error::invalid(format!(
+                "cannot merge {} ({}) into a {} dataset: every input must have the same dtype",
+                other.prefix().display(),
+                other.dtype(),
+                self.dtype
+            )));
+        }
+        if other.multimodal() != self.modes.is_some() {
+            return Err(Error::invalid(format!(
+                "cannot merge {}: it is {}multimodal and the output is {}",
+                other.prefix().display(),
+                if other.multimodal() { "" } else { "not " },
+                if self.modes.is_some() { "multimodal" } else { "not" }
+            )));
+        }
+        let offset = self.lengths.len() as u64;
+        let item = self.dtype.itemsize() as u64;
+        for i in 0..other.len() {
+            self.push_length(other.sequence_length(i) as usize, other.sequence_mode(i))?;
+        }
+        self.document_indices.extend((1..=other.num_documents()).map(|d| offset + other.document_index(d)));
+        let bytes = other.bin_mapping().bytes();
+        let out = self.bin_tmp.path().to_path_buf();
+        if other.is_contiguous() {
+            let n = other.data_bytes() as usize;
+            self.bin.write_all(&bytes[..n]).with_path(&out)?;
+            self.bin_bytes += n as u64;
+        } else {
+            for i in 0..other.len() {
+                let start = other.sequence_pointer(i) as usize;
+                let n = (u64::from(other.sequence_length(i)) * item) as usize;
+                self.bin.write_all(&bytes[start..start + n]).with_path(&out)?;
+                self.bin_bytes += n as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the `.idx`, flush and sync both files and rename them into place.
+    ///
+    /// Sequences added after the last [`end_document`](Self::end_document) form a final document.
+    pub fn finish(mut self) -> Result<WriteSummary> {
+        if *self.document_indices.last().expect("leading 0") != self.lengths.len() as u64 {
+            self.end_document();
+        }
+        let bin_path = self.bin_tmp.path().to_path_buf();
+        let bin = self.bin.into_inner().map_err(|e| Error::io(&bin_path, e.into_error()))?;
+        bin.sync_all().with_path(&bin_path)?;
+        drop(bin);
+
+        let idx_file = self.idx_tmp.create()?;
+        let idx_bytes = write_index(
+            BufWriter::with_capacity(BUF, idx_file),
+            self.dtype,
+            &self.lengths,
+            &self.document_indices,
+            self.modes.as_deref(),
+        )
+        .with_path(self.idx_tmp.path())?;
+        let summary = WriteSummary {
+            documents: self.document_indices.len() as u64 - 1,
+            sequences: self.lengths.len() as u64,
+            tokens: self.lengths.iter().map(|&l| l as u64).sum(),
+            bin_bytes: self.bin_bytes,
+            idx_bytes,
+        };
+        self.bin_tmp.commit()?;
+        self.idx_tmp.commit()?;
+        Ok(summary)
+    }
+}
+
+fn write_index(
+    mut w: BufWriter<File>,
+    dtype: DType,
+    lengths: &[i32],
+    document_indices: &[u64],
+    modes: Option<&[i8]>,
+) -> std::io::Result<u64> {
+    let header = Header { dtype, sequence_count: lengths.len() as u64, document_count: document_indices.len() as u64 };
+    w.write_all(&header.to_bytes())?;
+    let mut chunk = Vec::with_capacity(BUF);
+    let flush = |chunk: &mut Vec<u8>, w: &mut BufWriter<File>| -> std::io::Result<()> {
+        w.write_all(chunk)?;
+        chunk.clear();
+        Ok(())
+    };
+    for &l in lengths {
+        chunk.extend_from_slice(&l.to_le_bytes());
+        if chunk.len() >= BUF - 8 {
+            flush(&mut chunk, &mut w)?;
+        }
+    }
+    let item = dtype.itemsize() as u64;
+    let mut ptr = 0u64;
+    for &l in lengths {
+        chunk.extend_from_slice(&ptr.to_le_bytes());
+        ptr += l as u64 * item;
+        if chunk.len() >= BUF - 8 {
+            flush(&mut chunk, &mut w)?;
+        }
+    }
+    for &d in document_indices {
+        chunk.extend_from_slice(&d.to_le_bytes());
+        if chunk.len() >= BUF - 8 {
+            flush(&mut chunk, &mut w)?;
+        }
+    }
+    if let Some(modes) = modes {
+        chunk.extend(modes.iter().map(|&m| m as u8));
+    }
+    flush(&mut chunk, &mut w)?;
+    let file = w.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    Ok((HEADER_LEN + lengths.len() * 12 + document_indices.len() * 8 + modes.map_or(0, |m| m.len())) as u64)
+}

@@ -1,0 +1,18 @@
+//! tokshuf-core: the pure-Rust half of tokshuf (no Python here).
+//!
+//! The modules follow the pipeline: `read` (inputs, decompression, JSON lines) →
+//! `tokenize` → `indexed` (Megatron's MMIDIDX `.bin/.idx`, written and read) →
+//! `preprocess` (the parallel pipeline that ties them together).
+
+pub mod cancel;
+pub mod dtype;
+pub mod error;
+pub mod fsutil;
+pub mod indexed;
+pub mod preprocess;
+pub mod read;
+pub mod tokenize;
+
+pub use cancel::Cancel;
+pub use dtype::DType;
+pub use error::{Error, Result};

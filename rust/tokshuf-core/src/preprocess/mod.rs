@@ -1,0 +1,124 @@
+//! `tokshuf preprocess`: JSON lines → tokens → Megatron `.bin/.idx`, one output per key.
+//!
+//! A reader thread decompresses and splits lines into batches, a pool of workers tokenizes
+//! them, and this thread writes results strictly in input order (file order, then line order),
+//! so the output is byte-identical for any number of workers. Batches in flight are bounded,
+//! so memory does not grow with the input.
+
+mod document;
+mod pipeline;
+mod summary;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use document::{encode_batch, EncodedBatch, KeyTokens};
+pub use summary::{SkipRecord, Summary};
+
+use crate::cancel::Cancel;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tokenize::Tokenizer;
+
+/// What to do with an input line that cannot be turned into a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ErrorPolicy {
+    /// Stop at the first bad line with an error naming the file, line and reason.
+    #[default]
+    Fail,
+    /// Skip the line, count it by reason and report the first few.
+    Skip,
+}
+
+impl std::str::FromStr for ErrorPolicy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "fail" => Ok(Self::Fail),
+            "skip" => Ok(Self::Skip),
+            _ => Err(Error::invalid(format!("unknown error policy {s:?} (expected one of: fail, skip)"))),
+        }
+    }
+}
+
+/// Options of one preprocessing run.
+#[derive(Debug, Clone)]
+pub struct PreprocessConfig {
+    /// Input files, in the order their documents are written.
+    pub inputs: Vec<PathBuf>,
+    /// Outputs are `{output_prefix}_{key}_document.bin/.idx`.
+    pub output_prefix: PathBuf,
+    /// JSON keys to tokenize, one output each.
+    pub json_keys: Vec<String>,
+    /// Append the tokenizer's end-of-document id to every non-empty document.
+    pub append_eod: bool,
+    /// Output dtype; `None` picks uint16 below 65500 ids, else int32 (Megatron's rule).
+    pub dtype: Option<DType>,
+    /// Tokenizer threads (at least 1).
+    pub workers: usize,
+    /// Bad-line policy.
+    pub on_error: ErrorPolicy,
+    /// `1`: input order. `P > 1`: Megatron's `--partitions P` order (line k goes to partition
+    /// k mod P; partitions are concatenated in order).
+    pub partitions: usize,
+    /// Approximate bytes of input per batch handed to a worker.
+    pub batch_bytes: usize,
+    /// Longest accepted line; longer lines are bad input (`line_too_long`).
+    pub max_line_bytes: usize,
+}
+
+impl PreprocessConfig {
+    /// Defaults for everything but the inputs, output and keys.
+    pub fn new(inputs: Vec<PathBuf>, output_prefix: impl Into<PathBuf>, json_keys: Vec<String>) -> Self {
+        Self {
+            inputs,
+            output_prefix: output_prefix.into(),
+            json_keys,
+            append_eod: false,
+            dtype: None,
+            workers: 1,
+            on_error: ErrorPolicy::Fail,
+            partitions: 1,
+            batch_bytes: 1 << 20,
+            max_line_bytes: 1 << 30,
+        }
+    }
+
+    /// The output prefix of `key`: `{output_prefix}_{key}_document`.
+    pub fn key_prefix(&self, key: &str) -> PathBuf {
+        output_prefix_for(&self.output_prefix, key)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.inputs.is_empty() {
+            return Err(Error::invalid("no input files"));
+        }
+        if self.json_keys.is_empty() {
+            return Err(Error::invalid("at least one JSON key is needed (e.g. text)"));
+        }
+        if let Some(dup) = self.json_keys.iter().enumerate().find(|(i, k)| self.json_keys[..*i].contains(k)) {
+            return Err(Error::invalid(format!("the JSON key {:?} is given twice", dup.1)));
+        }
+        if self.workers == 0 {
+            return Err(Error::invalid("workers must be at least 1"));
+        }
+        if self.partitions == 0 {
+            return Err(Error::invalid("partitions must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// `{prefix}_{key}_document`, Megatron's output naming.
+pub fn output_prefix_for(prefix: &Path, key: &str) -> PathBuf {
+    crate::fsutil::with_suffix(prefix, &format!("_{key}_document"))
+}
+
+/// Run the pipeline. Outputs appear only when complete; on error or cancellation none are left.
+pub fn preprocess(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel) -> Result<Summary> {
+    cfg.check()?;
+    if cfg.append_eod && tokenizer.eod_id().is_none() {
+        return Err(Error::invalid("--append-eod needs an end-of-document id, but the tokenizer has none"));
+    }
+    pipeline::run(cfg, tokenizer, cancel)
+}

@@ -1,0 +1,88 @@
+//! What a preprocessing run did, for the CLI, the Python API and the JSON file beside the outputs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::indexed::WriteSummary;
+
+/// A skipped line (the first few are kept for the report).
+#[derive(Debug, Clone, Serialize)]
+pub struct SkipRecord {
+    /// Input file.
+    pub path: PathBuf,
+    /// 1-based line number.
+    pub line: u64,
+    /// Reason name.
+    pub reason: String,
+    /// Details.
+    pub message: String,
+}
+
+/// One output dataset.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutputSummary {
+    /// JSON key.
+    pub key: String,
+    /// Dataset prefix.
+    pub prefix: PathBuf,
+    /// Documents written.
+    pub documents: u64,
+    /// Sequences written.
+    pub sequences: u64,
+    /// Tokens written.
+    pub tokens: u64,
+    /// Bytes of `.bin`.
+    pub bin_bytes: u64,
+    /// Bytes of `.idx`.
+    pub idx_bytes: u64,
+}
+
+impl OutputSummary {
+    pub(crate) fn new(key: &str, prefix: PathBuf, w: WriteSummary) -> Self {
+        Self {
+            key: key.to_string(),
+            prefix,
+            documents: w.documents,
+            sequences: w.sequences,
+            tokens: w.tokens,
+            bin_bytes: w.bin_bytes,
+            idx_bytes: w.idx_bytes,
+        }
+    }
+}
+
+/// The result of a run.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Summary {
+    /// Input files read.
+    pub files: u64,
+    /// Lines read (accepted and skipped).
+    pub lines: u64,
+    /// Documents written (per key, the same number).
+    pub documents: u64,
+    /// Bytes of input read from disk (compressed size).
+    pub input_bytes: u64,
+    /// Bytes after decompression.
+    pub decompressed_bytes: u64,
+    /// Skipped lines by reason.
+    pub skipped: BTreeMap<String, u64>,
+    /// The first skipped lines.
+    pub first_skipped: Vec<SkipRecord>,
+    /// Output dtype.
+    pub dtype: String,
+    /// The tokenizer's identity.
+    pub tokenizer: serde_json::Value,
+    /// One entry per key.
+    pub outputs: Vec<OutputSummary>,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+impl Summary {
+    /// Total skipped lines.
+    pub fn skipped_total(&self) -> u64 {
+        self.skipped.values().sum()
+    }
+}

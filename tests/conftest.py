@@ -1,0 +1,44 @@
+"""Shared test helpers: fixture paths, hypothesis profiles, small corpus writers."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MEGATRON = FIXTURES / "megatron"
+
+settings.register_profile(
+    "fast", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "slow", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
+
+
+@pytest.fixture(scope="session")
+def megatron_manifest() -> dict[str, Any]:
+    return json.loads((MEGATRON / "manifest.json").read_text())
+
+
+def write_jsonl(path: Path, records: Iterable[Any], compress: str | None = None) -> Path:
+    """Write one JSON value per line; ``compress`` is None, "gz" or "zst"."""
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if compress == "gz":
+        path.write_bytes(gzip.compress(data, mtime=0))
+    elif compress == "zst":
+        import zstandard
+
+        path.write_bytes(zstandard.ZstdCompressor().compress(data))
+    else:
+        path.write_bytes(data)
+    return path
