@@ -11,9 +11,17 @@ use super::{bin_path, idx_path};
 use crate::dtype::DType;
 use crate::error::{Error, IoContext, Result};
 
-/// A read-only mapping of a whole file; empty files (which cannot be mapped) are empty slices.
+/// Read-only bytes of a whole file: a memory map, or owned bytes (tests, fuzzing, small files).
+/// Empty files (which cannot be mapped) are empty slices.
 #[derive(Debug, Clone)]
-pub struct Mapping(Option<Arc<Mmap>>);
+pub struct Mapping(Backing);
+
+#[derive(Debug, Clone)]
+enum Backing {
+    Empty,
+    Mmap(Arc<Mmap>),
+    Owned(Arc<[u8]>),
+}
 
 impl Mapping {
     /// Map `path` read-only.
@@ -21,19 +29,28 @@ impl Mapping {
         let file = File::open(path).with_path(path)?;
         let len = file.metadata().with_path(path)?.len();
         if len == 0 {
-            return Ok(Mapping(None));
+            return Ok(Mapping(Backing::Empty));
         }
         // SAFETY: the mapping is read-only and the file is never written through it. Another
         // process truncating the file while it is mapped is outside what any mmap reader
         // (numpy included) can defend against; all reads below are bounds-checked against
         // the length seen at open.
         let map = unsafe { Mmap::map(&file) }.with_path(path)?;
-        Ok(Mapping(Some(Arc::new(map))))
+        Ok(Mapping(Backing::Mmap(Arc::new(map))))
+    }
+
+    /// Owned bytes behind the same interface.
+    pub fn from_bytes(bytes: impl Into<Arc<[u8]>>) -> Mapping {
+        Mapping(Backing::Owned(bytes.into()))
     }
 
     /// The mapped bytes.
     pub fn bytes(&self) -> &[u8] {
-        self.0.as_deref().map_or(&[], |m| &m[..])
+        match &self.0 {
+            Backing::Empty => &[],
+            Backing::Mmap(m) => m,
+            Backing::Owned(b) => b,
+        }
     }
 }
 
@@ -79,6 +96,19 @@ impl IndexedDataset {
         let bin_path = bin_path(&prefix);
         let idx = Mapping::open(&idx_path)?;
         let bin = Mapping::open(&bin_path)?;
+        Self::from_mappings(prefix, idx, bin, multimodal, validate)
+    }
+
+    /// A dataset over already-loaded `.idx` and `.bin` bytes; `prefix` is only used in messages.
+    pub fn from_mappings(
+        prefix: impl AsRef<Path>,
+        idx: Mapping,
+        bin: Mapping,
+        multimodal: Option<bool>,
+        validate: Validate,
+    ) -> Result<Self> {
+        let prefix = prefix.as_ref().to_path_buf();
+        let (idx_path, bin_path) = (idx_path(&prefix), bin_path(&prefix));
         let (header, layout, multimodal) = parse_index(idx.bytes(), &idx_path, multimodal)?;
         let ds = IndexedDataset { prefix, idx_path, bin_path, idx, bin, header, layout, multimodal };
         ds.validate(validate)?;
