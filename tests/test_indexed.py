@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tokshuf
 from conftest import MEGATRON
 from hypothesis import given
 from hypothesis import strategies as st
 from megatron_idx import parse_idx, write_idx_bytes
+
+import tokshuf
 
 FIXTURE_PREFIXES = sorted(p.with_suffix("") for p in (MEGATRON / "data").glob("*.idx"))
 DTYPES = ["uint8", "int8", "int16", "int32", "int64", "float32", "float64", "uint16"]
@@ -254,3 +255,19 @@ def test_random_bytes_never_crash(
         return
     for i in range(len(ds)):
         ds[i]
+
+
+@pytest.mark.parametrize("prefix", FIXTURE_PREFIXES, ids=lambda p: p.name)
+def test_write_index_reproduces_fixture_idx(tmp_path: Path, prefix: Path) -> None:
+    ref = parse_idx(f"{prefix}.idx")
+    size = tokshuf.indexed.write_index(tmp_path / "x", ref["dtype"], ref["lengths"], ref["document_indices"])
+    assert (tmp_path / "x.idx").read_bytes() == Path(f"{prefix}.idx").read_bytes()
+    assert size == (tmp_path / "x.idx").stat().st_size
+
+
+def test_write_index_rejects_inconsistent_arrays(tmp_path: Path) -> None:
+    with pytest.raises(tokshuf.ConfigError, match="end at the number of sequences"):
+        tokshuf.indexed.write_index(tmp_path / "x", "uint16", [1, 2], [0, 1])
+    with pytest.raises(tokshuf.ConfigError, match="decrease"):
+        tokshuf.indexed.write_index(tmp_path / "x", "uint16", [1, 2], [0, 2, 1, 2])
+    assert list(tmp_path.iterdir()) == []

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tokshuf
 from conftest import MEGATRON
+
+import tokshuf
 
 
 def sha256(path: Path) -> str:

@@ -13,6 +13,7 @@ __all__ = [
     "list_prefixes",
     "merge",
     "preprocess",
+    "write_index",
 ]
 
 __version__: str
@@ -57,6 +58,13 @@ class IndexWriter:
     def abort(self) -> None: ...
 
 def merge(prefixes: list[str], output: str | PathLike[str]) -> dict[str, int]: ...
+def write_index(
+    path: str | PathLike[str],
+    dtype: str,
+    sequence_lengths: memoryview,
+    document_indices: memoryview,
+    sequence_modes: memoryview | None = None,
+) -> int: ...
 def list_prefixes(directory: str | PathLike[str]) -> list[Path]: ...
 def expand_input_paths(inputs: list[str]) -> list[Path]: ...
 def preprocess(

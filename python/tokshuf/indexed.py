@@ -19,7 +19,7 @@ import numpy.typing as npt
 from tokshuf import _core
 from tokshuf.errors import ConfigError
 
-__all__ = ["IndexedDataset", "IndexedDatasetWriter", "merge"]
+__all__ = ["IndexedDataset", "IndexedDatasetWriter", "merge", "write_index"]
 
 PathLike = str | os.PathLike[str]
 
@@ -299,3 +299,24 @@ def merge(inputs: PathLike | Iterable[PathLike], output_prefix: PathLike) -> dic
     if not prefixes:
         raise ConfigError(f"no .bin/.idx pairs found in {[os.fspath(i) for i in items]}")
     return _core.merge(prefixes, _prefix(output_prefix))
+
+
+def write_index(
+    prefix: PathLike,
+    dtype: npt.DTypeLike,
+    sequence_lengths: npt.ArrayLike,
+    document_indices: npt.ArrayLike,
+    sequence_modes: npt.ArrayLike | None = None,
+) -> int:
+    """Write ``{prefix}.idx`` for an existing ``.bin`` from its arrays (Megatron's ``_IndexWriter``).
+
+    Pointers are derived from the lengths, as Megatron does. ``document_indices`` is
+    ``[0, e_1, ..., e_D]`` ending at the number of sequences. Returns the size of the index.
+    """
+    lengths = np.require(sequence_lengths, np.int32, ["C", "A"])
+    docs = np.require(document_indices, np.int64, ["C", "A"])
+    modes = None if sequence_modes is None else np.require(sequence_modes, np.int8, ["C", "A"])
+    path = _prefix(prefix) + ".idx"
+    return _core.write_index(
+        path, np.dtype(dtype).name, lengths.data, docs.data, None if modes is None else modes.data
+    )

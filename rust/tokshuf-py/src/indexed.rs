@@ -17,6 +17,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyIndexWriter>()?;
     m.add_function(wrap_pyfunction!(merge, m)?)?;
     m.add_function(wrap_pyfunction!(list_prefixes, m)?)?;
+    m.add_function(wrap_pyfunction!(write_index, m)?)?;
     Ok(())
 }
 
@@ -163,4 +164,28 @@ fn merge<'py>(py: Python<'py>, prefixes: Vec<PathBuf>, output: PathBuf) -> PyRes
 #[pyfunction]
 fn list_prefixes(py: Python<'_>, directory: PathBuf) -> PyResult<Vec<PathBuf>> {
     indexed::list_prefixes(&directory).into_py(py)
+}
+
+/// Write an `.idx` from int32 lengths, int64 document indices and optional int8 modes (any
+/// C-contiguous buffers of those types, e.g. numpy arrays), atomically; returns its size.
+#[pyfunction]
+#[pyo3(signature = (path, dtype, sequence_lengths, document_indices, sequence_modes=None))]
+fn write_index(
+    py: Python<'_>,
+    path: PathBuf,
+    dtype: &str,
+    sequence_lengths: PyBuffer<i32>,
+    document_indices: PyBuffer<i64>,
+    sequence_modes: Option<PyBuffer<i8>>,
+) -> PyResult<u64> {
+    let dtype = parse_dtype(dtype).into_py(py)?;
+    let lengths = sequence_lengths.to_vec(py)?;
+    let docs = document_indices
+        .to_vec(py)?
+        .into_iter()
+        .map(|d| u64::try_from(d).map_err(|_| Error::invalid(format!("negative document index {d}"))))
+        .collect::<Result<Vec<u64>, Error>>()
+        .into_py(py)?;
+    let modes = sequence_modes.map(|m| m.to_vec(py)).transpose()?;
+    run_detached(py, |_| indexed::write_index_file(&path, dtype, &lengths, &docs, modes.as_deref()))
 }

@@ -227,6 +227,43 @@ impl IndexedDatasetWriter {
     }
 }
 
+/// Write an `.idx` for arrays that describe an existing `.bin` (Megatron's `_IndexWriter.write`),
+/// atomically. `document_indices` must start at 0, never decrease and end at `lengths.len()`.
+pub fn write_index_file(
+    path: &Path,
+    dtype: DType,
+    lengths: &[i32],
+    document_indices: &[u64],
+    modes: Option<&[i8]>,
+) -> Result<u64> {
+    let bad = |msg: String| Err(Error::invalid(msg));
+    if document_indices.first() != Some(&0) {
+        return bad("document_indices must start with 0".into());
+    }
+    if let Some(w) = document_indices.windows(2).position(|w| w[1] < w[0]) {
+        return bad(format!("document_indices decrease at position {}", w + 1));
+    }
+    if document_indices.last() != Some(&(lengths.len() as u64)) {
+        return bad(format!(
+            "document_indices must end at the number of sequences ({}), not {}",
+            lengths.len(),
+            document_indices.last().unwrap_or(&0)
+        ));
+    }
+    if let Some(i) = lengths.iter().position(|&l| l < 0) {
+        return bad(format!("sequence_lengths[{i}] is negative"));
+    }
+    if modes.is_some_and(|m| m.len() != lengths.len()) {
+        return bad("sequence_modes must have one entry per sequence".into());
+    }
+    let tmp = TempFile::new(path);
+    let file = tmp.create()?;
+    let n = write_index(BufWriter::with_capacity(BUF, file), dtype, lengths, document_indices, modes)
+        .with_path(tmp.path())?;
+    tmp.commit()?;
+    Ok(n)
+}
+
 fn write_index(
     mut w: BufWriter<File>,
     dtype: DType,
