@@ -12,6 +12,7 @@ pub mod indexed;
 pub mod parallel;
 pub mod preprocess;
 pub mod read;
+pub mod rng;
 pub mod tokenize;
 
 pub use cancel::Cancel;
