@@ -14,6 +14,7 @@ pub mod preprocess;
 pub mod read;
 pub mod rng;
 pub mod tokenize;
+pub mod tokens;
 
 pub use cancel::Cancel;
 pub use dtype::DType;
