@@ -9,6 +9,7 @@ pub mod dtype;
 pub mod error;
 pub mod fsutil;
 pub mod indexed;
+pub mod instances;
 pub mod parallel;
 pub mod preprocess;
 pub mod read;

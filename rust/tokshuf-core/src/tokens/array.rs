@@ -83,7 +83,10 @@ impl TokenType {
     /// OLMo's and Dolma's choice: the smallest unsigned type that holds `vocab_size - 1`.
     pub fn for_vocab(vocab_size: u64) -> TokenType {
         let max = vocab_size.saturating_sub(1);
-        [TokenType::U8, TokenType::U16, TokenType::U32].into_iter().find(|t| max <= t.max_token()).unwrap_or(TokenType::U64)
+        [TokenType::U8, TokenType::U16, TokenType::U32]
+            .into_iter()
+            .find(|t| max <= t.max_token())
+            .unwrap_or(TokenType::U64)
     }
 
     /// The type of an indexed dataset's `.bin` (floats are not token ids).

@@ -1,0 +1,332 @@
+//! Turning index arrays into batches: the rows of `input_ids` (int64), `label_mask` and the
+//! per-instance document lengths, filled in parallel straight from the token files.
+
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use super::{concat, interleaved, Span, TokenStore};
+use crate::error::{Error, Result};
+use crate::indexed::Mapping;
+use crate::parallel;
+
+/// A little-endian `u64` array: a cache file mapped read-only, or owned values.
+#[derive(Debug, Clone)]
+pub struct U64s(Mapping);
+
+impl U64s {
+    /// Map a raw little-endian `u64` file.
+    pub fn open(path: &Path) -> Result<U64s> {
+        let map = Mapping::open(path)?;
+        if map.bytes().len() % 8 != 0 {
+            return Err(Error::format(path, format!("size {} is not a whole number of uint64", map.bytes().len())));
+        }
+        Ok(U64s(map))
+    }
+
+    /// Owned values.
+    pub fn from_vec(v: &[u64]) -> U64s {
+        U64s(Mapping::from_bytes(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()))
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.0.bytes().len() / 8
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Value `i` (panics out of range).
+    #[inline]
+    pub fn get(&self, i: usize) -> u64 {
+        u64::from_le_bytes(self.0.bytes()[8 * i..8 * i + 8].try_into().expect("8 bytes"))
+    }
+
+    /// Pair `i` of an `(n, 2)` array.
+    #[inline]
+    pub fn span(&self, i: usize) -> Span {
+        [self.get(2 * i), self.get(2 * i + 1)]
+    }
+
+    /// Number of pairs of an `(n, 2)` array.
+    pub fn spans(&self) -> usize {
+        self.len() / 2
+    }
+
+    /// All values.
+    pub fn to_vec(&self) -> Vec<u64> {
+        (0..self.len()).map(|i| self.get(i)).collect()
+    }
+}
+
+/// How instances map onto tokens.
+#[derive(Debug, Clone)]
+pub enum Layout {
+    /// Concatenate and chunk: file `f` holds instances `first[f]..first[f + 1]`, instance `j` of a
+    /// file being its tokens `j * seq_len..(j + 1) * seq_len`. `docs[f]` (local `(n, 2)` spans)
+    /// gives document lengths; empty when they are not wanted.
+    Chunks {
+        /// Prefix sums of instances per file.
+        first: Vec<u64>,
+        /// Per-file document spans (local offsets).
+        docs: Vec<U64s>,
+    },
+    /// One span per instance (padded and VSL datasets): `(n, 2)` global spans.
+    Spans(U64s),
+    /// Packed instances: `doc_ids[offsets[i]..offsets[i + 1]]` index the `(n, 2)` `docs`.
+    Packed {
+        /// Document spans in packing order.
+        docs: U64s,
+        /// `instances + 1` offsets into `doc_ids`.
+        offsets: U64s,
+        /// Document ids, instance by instance.
+        doc_ids: U64s,
+    },
+    /// Interleaved instances over padded base spans.
+    Interleaved {
+        /// Base (padded) spans.
+        base: U64s,
+        /// Exempt base ids (served first, un-interleaved).
+        exempt: U64s,
+        /// Permuted interleavable base ids.
+        order: U64s,
+        /// Documents per instance.
+        docs_per_instance: u64,
+        /// Chunks each document is split into.
+        chunks_per_doc: u64,
+    },
+}
+
+/// Document lengths of a batch, ragged: row `r` has `counts[r]` entries of `lens`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DocLens {
+    /// Concatenated lengths.
+    pub lens: Vec<i32>,
+    /// Entries per row.
+    pub counts: Vec<u32>,
+}
+
+/// Fills batches of one dataset.
+#[derive(Debug, Clone)]
+pub struct Reader {
+    store: TokenStore,
+    layout: Layout,
+    seq_len: u64,
+    pad: i64,
+    eos: i64,
+    bos: Option<i64>,
+}
+
+impl Reader {
+    /// A reader of `layout` over `store`; `seq_len` is the fixed instance length (the maximum
+    /// for VSL), `pad`, `eos` and `bos` the special token ids.
+    pub fn new(store: TokenStore, layout: Layout, seq_len: u64, pad: i64, eos: i64, bos: Option<i64>) -> Result<Self> {
+        super::positive("sequence_length", seq_len)?;
+        let bad = |m: &str| Err(Error::invalid(format!("inconsistent instance index: {m}")));
+        match &layout {
+            Layout::Chunks { first, docs }
+                if first.len() != store.files().len() + 1
+                    || !(docs.is_empty() || docs.len() == store.files().len()) =>
+            {
+                return bad("one instance count and one document list per file expected")
+            }
+            Layout::Spans(s) if s.len() % 2 != 0 => return bad("spans must be pairs"),
+            Layout::Packed { docs, offsets, .. } if docs.len() % 2 != 0 || offsets.is_empty() => {
+                return bad("packed documents must be pairs and offsets non-empty")
+            }
+            Layout::Interleaved { base, docs_per_instance, chunks_per_doc, .. }
+                if base.len() % 2 != 0 || *docs_per_instance == 0 || *chunks_per_doc == 0 =>
+            {
+                return bad("interleaving needs pairs and positive docs_per_instance/chunks_per_doc")
+            }
+            _ => {}
+        }
+        Ok(Self { store, layout, seq_len, pad, eos, bos })
+    }
+
+    /// The token files.
+    pub fn store(&self) -> &TokenStore {
+        &self.store
+    }
+
+    /// Number of instances.
+    pub fn len(&self) -> u64 {
+        match &self.layout {
+            Layout::Chunks { first, .. } => *first.last().unwrap_or(&0),
+            Layout::Spans(s) => s.spans() as u64,
+            Layout::Packed { offsets, .. } => offsets.len() as u64 - 1,
+            Layout::Interleaved { exempt, order, docs_per_instance, .. } => {
+                exempt.len() as u64 + order.len() as u64 / docs_per_instance
+            }
+        }
+    }
+
+    /// Whether there are no instances.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Tokens (before padding) of instance `i`.
+    pub fn instance_len(&self, i: u64) -> Result<u64> {
+        self.check(i)?;
+        Ok(match &self.layout {
+            Layout::Spans(s) => {
+                let [a, b] = s.span(i as usize);
+                b - a
+            }
+            _ => self.seq_len,
+        })
+    }
+
+    fn check(&self, i: u64) -> Result<()> {
+        if i >= self.len() {
+            return Err(Error::invalid(format!("instance index {i} out of range for {} instances", self.len())));
+        }
+        Ok(())
+    }
+
+    /// Fill one row per index: `ids` (`indices.len() × width`, int64), `mask` (same shape, 1 on
+    /// tokens, 0 on padding) and, if `doc_lens`, the document lengths of each row.
+    pub fn fill(
+        &self,
+        indices: &[u64],
+        width: usize,
+        ids: &mut [i64],
+        mask: Option<&mut [u8]>,
+        doc_lens: bool,
+        threads: Option<usize>,
+    ) -> Result<DocLens> {
+        if width == 0 || ids.len() != indices.len() * width || mask.as_ref().is_some_and(|m| m.len() != ids.len()) {
+            return Err(Error::invalid(format!(
+                "output buffers must hold {} rows of width {width} > 0",
+                indices.len()
+            )));
+        }
+        let fixed = !matches!(self.layout, Layout::Spans(_));
+        if fixed && width as u64 != self.seq_len {
+            return Err(Error::invalid(format!("rows must be sequence_length ({}) wide, got {width}", self.seq_len)));
+        }
+        let mut scratch = Vec::new();
+        let mask = match mask {
+            Some(m) => m,
+            None => {
+                scratch.resize(ids.len(), 0u8);
+                &mut scratch[..]
+            }
+        };
+        let rows = ids.par_chunks_mut(width).zip(mask.par_chunks_mut(width)).zip(indices.par_iter());
+        let run = || -> Result<Vec<Vec<i32>>> {
+            rows.map(|((row, m), &i)| {
+                let mut lens = Vec::new();
+                self.fill_row(i, row, m, doc_lens.then_some(&mut lens))?;
+                Ok(lens)
+            })
+            .collect()
+        };
+        let per_row = if indices.len() <= 1 { run()? } else { parallel::pool(threads).install(run)? };
+        let mut out = DocLens { lens: Vec::new(), counts: Vec::with_capacity(per_row.len()) };
+        for r in per_row {
+            out.counts.push(r.len() as u32);
+            out.lens.extend(r);
+        }
+        Ok(out)
+    }
+
+    fn fill_row(&self, i: u64, row: &mut [i64], mask: &mut [u8], lens: Option<&mut Vec<i32>>) -> Result<()> {
+        self.check(i)?;
+        let used = match &self.layout {
+            Layout::Chunks { first, docs } => {
+                let f = first.partition_point(|&x| x <= i) - 1;
+                let start = (i - first[f]) * self.seq_len;
+                let file = &self.store.files()[f];
+                file.read_into(start, row)?;
+                if let (Some(lens), Some(d)) = (lens, docs.get(f)) {
+                    concat::window_doc_lens(d, start, start + self.seq_len, lens);
+                }
+                row.len()
+            }
+            Layout::Spans(s) => self.read_span(s.span(i as usize), row, lens)?,
+            Layout::Packed { docs, offsets, doc_ids } => {
+                let (a, b) = (offsets.get(i as usize) as usize, offsets.get(i as usize + 1) as usize);
+                let mut at = 0;
+                let mut lens = lens;
+                for k in a..b {
+                    let [s, e] = docs.span(doc_ids.get(k) as usize);
+                    let n = (e - s) as usize;
+                    let dst = row.get_mut(at..at + n).ok_or_else(|| {
+                        Error::invalid(format!("packed instance {i} holds more than {} tokens", self.seq_len))
+                    })?;
+                    self.store.read([s, e], dst)?;
+                    if let Some(l) = lens.as_deref_mut() {
+                        l.push(n as i32);
+                    }
+                    at += n;
+                }
+                if let Some(l) = lens {
+                    if at < row.len() {
+                        l.push((row.len() - at) as i32); // padding counts as one more "document", as in OLMo
+                    }
+                }
+                at
+            }
+            Layout::Interleaved { base, exempt, order, docs_per_instance, chunks_per_doc } => {
+                let n_ex = exempt.len() as u64;
+                if i < n_ex {
+                    self.read_span(base.span(exempt.get(i as usize) as usize), row, None)?
+                } else {
+                    let k = *docs_per_instance as usize;
+                    let j = (i - n_ex) as usize * k;
+                    let spans: Vec<Span> = (j..j + k).map(|x| base.span(order.get(x) as usize)).collect();
+                    self.interleave_row(&spans, *chunks_per_doc as usize, row)?
+                }
+            }
+        };
+        row[used..].fill(self.pad);
+        mask[..used].fill(1);
+        mask[used..].fill(0);
+        Ok(())
+    }
+
+    fn read_span(&self, [s, e]: Span, row: &mut [i64], lens: Option<&mut Vec<i32>>) -> Result<usize> {
+        let n = ((e - s) as usize).min(row.len());
+        self.store.read([s, s + n as u64], &mut row[..n])?;
+        if let Some(l) = lens {
+            l.push(n as i32);
+        }
+        Ok(n)
+    }
+
+    /// OLMo's interleaving: each document truncated to `seq_len / k` tokens, special tokens
+    /// (pad, EOS, BOS) dropped, chunks interleaved, then BOS and EOS added if there is room.
+    fn interleave_row(&self, spans: &[Span], chunks: usize, row: &mut [i64]) -> Result<usize> {
+        let per_doc = self.seq_len / spans.len() as u64;
+        let mut docs = Vec::with_capacity(spans.len());
+        for &[s, e] in spans {
+            let n = (e - s).min(per_doc) as usize;
+            let mut toks = vec![0i64; n];
+            self.store.read([s, s + n as u64], &mut toks)?;
+            toks.retain(|&t| t != self.pad && t != self.eos && Some(t) != self.bos);
+            docs.push(toks);
+        }
+        let mut out = Vec::with_capacity(row.len());
+        if let Some(b) = self.bos {
+            out.push(b);
+        }
+        let skip = out.len();
+        interleaved::interleave(&docs, chunks, &mut out);
+        let mut body = &out[..];
+        if self.bos.is_some() && out.len() - skip >= row.len() {
+            body = &out[skip..]; // no room for BOS
+        }
+        let n = body.len().min(row.len());
+        row[..n].copy_from_slice(&body[..n]);
+        if n < row.len() {
+            row[n] = self.eos;
+            return Ok(n + 1);
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,50 @@
+//! The files of a dataset laid end to end: one global token space.
+
+use super::Span;
+use crate::error::{Error, Result};
+use crate::tokens::TokenArray;
+
+/// Token files in order; file `f` holds global positions `starts[f]..starts[f + 1]`.
+#[derive(Debug, Clone)]
+pub struct TokenStore {
+    files: Vec<TokenArray>,
+    starts: Vec<u64>,
+}
+
+impl TokenStore {
+    /// Lay `files` end to end.
+    pub fn new(files: Vec<TokenArray>) -> Self {
+        let mut starts = vec![0u64];
+        for f in &files {
+            starts.push(starts.last().copied().unwrap_or(0) + f.len());
+        }
+        Self { files, starts }
+    }
+
+    /// The files.
+    pub fn files(&self) -> &[TokenArray] {
+        &self.files
+    }
+
+    /// Global position of each file's first token, plus the total.
+    pub fn starts(&self) -> &[u64] {
+        &self.starts
+    }
+
+    /// Tokens in all files.
+    pub fn num_tokens(&self) -> u64 {
+        *self.starts.last().unwrap_or(&0)
+    }
+
+    /// Read the tokens of `span` (which must lie inside one file) into `out` (its length).
+    pub fn read(&self, span: Span, out: &mut [i64]) -> Result<()> {
+        let [s, e] = span;
+        let f = self.starts.partition_point(|&x| x <= s).saturating_sub(1);
+        if e < s || f >= self.files.len() || e > self.starts[f + 1] || out.len() as u64 != e - s {
+            return Err(Error::invalid(format!(
+                "token span {s}..{e} does not lie inside one of the dataset's files (a stale or foreign index?)"
+            )));
+        }
+        self.files[f].read_into(s - self.starts[f], out)
+    }
+}
