@@ -4,11 +4,14 @@
 //! [`long_call::run_detached`], and every core error becomes a Python exception in
 //! [`errors`]. The public API lives in the `tokshuf` Python package.
 
+mod arrays;
 mod buffer;
 mod errors;
 mod indexed;
+mod instances;
 mod long_call;
 mod preprocess;
+mod tokens;
 
 use pyo3::prelude::*;
 
@@ -19,5 +22,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::PyMappedBuffer>()?;
     indexed::register(m)?;
     preprocess::register(m)?;
+    tokens::register(m)?;
+    instances::register(m)?;
     Ok(())
 }

@@ -7,11 +7,13 @@
 //! [`TokenArray`] and [`document_spans`].
 
 mod array;
+mod indexed_docs;
 mod metadata;
 mod scan;
 mod write;
 
 pub use array::{TokenArray, TokenType};
+pub use indexed_docs::indexed_document_spans;
 pub use metadata::{metadata_path, read_metadata, write_metadata};
 pub use scan::document_spans;
 pub use write::{convert_indexed, TokenFileWriter};
