@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _core
+from tokshuf import _arrays, _core
 from tokshuf.errors import ConfigError
 
 __all__ = [
@@ -65,7 +65,9 @@ def read_tokens(path: PathLike, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
     d = _dtype(dtype)
     size = os.path.getsize(path)
     if size % d.itemsize:
-        raise ConfigError(f"{os.fspath(path)}: size {size} is not a multiple of {d.name}'s {d.itemsize} bytes")
+        raise ConfigError(
+            f"{os.fspath(path)}: size {size} is not a multiple of {d.name}'s {d.itemsize} bytes"
+        )
     if size == 0:
         return np.empty(0, d)
     return np.memmap(path, dtype=d, mode="r")
@@ -95,9 +97,11 @@ def document_spans(
         buf = _core.read_metadata(os.fspath(meta), n)
     else:
         if eos_token_id is None:
-            raise ConfigError(f"eos_token_id is needed to find the documents of {os.fspath(path)} (no metadata)")
+            raise ConfigError(
+                f"eos_token_id is needed to find the documents of {os.fspath(path)} (no metadata)"
+            )
         buf = _core.scan_documents(os.fspath(path), d.name, eos_token_id, bos_token_id, threads)
-    return np.frombuffer(buf, np.uint64).reshape(-1, 2)  # type: ignore[no-any-return]
+    return _arrays.spans(buf)
 
 
 class TokenFileWriter:
@@ -197,7 +201,7 @@ def from_indexed(
         dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[src.itemsize]
     d = _dtype(dtype)
     buf = _core.convert_indexed(p, os.fspath(output), d.name, append_eos)
-    spans = np.frombuffer(buf, np.uint64).reshape(-1, 2)
+    spans = _arrays.spans(buf)
     if metadata:
         write_metadata(metadata_path(output), spans, p)
-    return spans  # type: ignore[no-any-return]
+    return spans

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _core
+from tokshuf import _arrays, _core
 from tokshuf.errors import ConfigError
 from tokshuf.instances._cache import default_work_dir, key_of
 from tokshuf.instances._sources import Source, resolve_sources
@@ -111,7 +111,9 @@ class InstanceDataset:
     def _documents(self) -> list[tuple[Path, npt.NDArray[np.uint64]]]:
         """Per source: (cache file, local ``(n, 2)`` document spans)."""
         return [
-            s.documents(self.work_dir, self.eos_token_id, self.bos_token_id, self.document_boundaries, self.threads)
+            s.documents(
+                self.work_dir, self.eos_token_id, self.bos_token_id, self.document_boundaries, self.threads
+            )
             for s in self.sources
         ]
 
@@ -139,7 +141,8 @@ class InstanceDataset:
         type(self).__init__(self, *paths, **args)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({len(self.sources)} sources, {len(self)} instances, fingerprint={self.fingerprint[:12]})"
+        name, n = type(self).__name__, len(self.sources)
+        return f"{name}({n} sources, {len(self)} instances, fingerprint={self.fingerprint[:12]})"
 
     # -- the map-style interface --------------------------------------------------------------
     def __len__(self) -> int:
@@ -154,6 +157,8 @@ class InstanceDataset:
 
     def _check(self, indices: npt.ArrayLike) -> npt.NDArray[np.int64]:
         idx = np.asarray(indices)
+        if idx.size == 0:
+            idx = idx.astype(np.int64)
         if idx.dtype.kind not in "iu":
             raise TypeError(f"indices must be integers, got {idx.dtype}")
         idx = idx.astype(np.int64).reshape(-1)
@@ -188,8 +193,8 @@ class InstanceDataset:
         if mask is not None:
             out["label_mask"] = mask
         if lens is not None:
-            flat = np.frombuffer(lens[0], np.int32)
-            counts = np.frombuffer(lens[1], np.uint32).astype(np.int64)
+            flat = _arrays.view(lens[0], np.int32)
+            counts = _arrays.view(lens[1], np.uint32).astype(np.int64)
             doc_lens = np.zeros((idx.size, int(counts.max(initial=0))), np.int32)
             rows = np.repeat(np.arange(idx.size), counts)
             cols = np.arange(flat.size) - np.repeat(np.cumsum(counts) - counts, counts)

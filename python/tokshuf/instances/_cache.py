@@ -111,12 +111,14 @@ def _write(tmp: Path, arrays: Mapping[str, npt.ArrayLike], fields: Mapping[str, 
         arr = np.ascontiguousarray(value)
         arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
         with open(tmp / f"{name}.bin", "wb") as f:
-            f.write(memoryview(arr).cast("B"))
+            f.write(arr.reshape(-1).view(np.uint8).data)
             f.flush()
             os.fsync(f.fileno())
         spec[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape)}
     meta = tmp / "meta.json"
-    meta.write_text(json.dumps({"format": FORMAT, "arrays": spec, "fields": dict(fields)}, indent=1, sort_keys=True))
+    meta.write_text(
+        json.dumps({"format": FORMAT, "arrays": spec, "fields": dict(fields)}, indent=1, sort_keys=True)
+    )
     with open(meta, "rb") as f:
         os.fsync(f.fileno())
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _core
+from tokshuf import _arrays, _core
 from tokshuf.errors import ConfigError
 from tokshuf.instances._cache import cached, file_identity
 from tokshuf.olmo_tokens import Boundaries, metadata_path, token_dtype
@@ -58,7 +58,7 @@ class Source:
 
             def build() -> dict[str, Any]:
                 buf, _, _ = _core.indexed_documents(self.path)
-                return {"spans": np.frombuffer(buf, np.uint64).reshape(-1, 2)}
+                return {"spans": _arrays.spans(buf)}
 
         else:
             use_meta = boundaries == "metadata" or (boundaries == "auto" and meta.is_file())
@@ -73,7 +73,7 @@ class Source:
                     buf = _core.read_metadata(os.fspath(meta), self.num_tokens)
                 else:
                     buf = _core.scan_documents(self.path, dtype, eos_token_id, bos_token_id, threads)
-                return {"spans": np.frombuffer(buf, np.uint64).reshape(-1, 2)}
+                return {"spans": _arrays.spans(buf)}
 
         entry = cached(work_dir, "documents", fields, build)
         return entry.file("spans"), entry.array("spans")
@@ -110,7 +110,8 @@ def resolve_sources(
         size = os.path.getsize(p)
         if size % d.itemsize:
             raise ConfigError(
-                f"{p}: size {size} is not a multiple of {d.itemsize} ({d.name}); wrong dtype or a truncated file"
+                f"{p}: size {size} is not a multiple of {d.itemsize} ({d.name}); "
+                "wrong dtype or a truncated file"
             )
         out.append(Source(str(Path(p).resolve()), d.name, size // d.itemsize))
     return out
@@ -120,4 +121,6 @@ def _indexed_source(prefix: str) -> Source:
     from tokshuf.indexed import IndexedDataset
 
     ds = IndexedDataset(prefix, validate=False)
-    return Source(str(Path(prefix).resolve()), None, int(os.path.getsize(prefix + ".bin")) // ds.dtype.itemsize)
+    return Source(
+        str(Path(prefix).resolve()), None, int(os.path.getsize(prefix + ".bin")) // ds.dtype.itemsize
+    )

@@ -91,5 +91,12 @@ class FSLDataset(InstanceDataset):
         doc_files = [os.fspath(f) for f, _ in self._documents()] if self.generate_doc_lengths else []
         sources, seq, pad, eos, bos = self._reader_args()
         return _core.InstanceReader(
-            sources, "chunks", seq, pad, eos, bos, instances_per_file=self.instances_per_file, doc_files=doc_files
+            sources,
+            "chunks",
+            seq,
+            pad,
+            eos,
+            bos,
+            instances_per_file=self.instances_per_file,
+            doc_files=doc_files,
         )

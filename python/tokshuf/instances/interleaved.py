@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _core
+from tokshuf import _arrays, _core
 from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
 from tokshuf.instances._cache import cached
@@ -55,7 +55,8 @@ class InterleavedFSLDataset(InstanceDataset):
             raise ConfigError("docs_per_instance and chunks_per_doc must be positive")
         if sequence_length % docs_per_instance:
             raise ConfigError(
-                f"sequence_length ({sequence_length}) must be a multiple of docs_per_instance ({docs_per_instance})"
+                f"sequence_length ({sequence_length}) must be a multiple of "
+                f"docs_per_instance ({docs_per_instance})"
             )
         if seed < 0:
             raise ConfigError(f"seed must be non-negative, got {seed}")
@@ -100,7 +101,11 @@ class InterleavedFSLDataset(InstanceDataset):
         base, counts = padded_spans(self, "truncate")
         mask = np.repeat(np.array(self._exempt_sources(), np.uint8), counts)
         exempt, order = _core.interleave_plan(mask, self.sequence_length, self.docs_per_instance, self.seed)
-        return {"base": base, "exempt": np.frombuffer(exempt, np.uint64), "order": np.frombuffer(order, np.uint64)}
+        return {
+            "base": base,
+            "exempt": _arrays.u64(exempt),
+            "order": _arrays.u64(order),
+        }
 
     def _open(self) -> _core.InstanceReader:
         entry = cached(self.work_dir, "interleaved", self._fields(), self._build)

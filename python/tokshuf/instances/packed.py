@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _core
+from tokshuf import _arrays, _core
 from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
 from tokshuf.instances._cache import cached
@@ -88,12 +88,12 @@ class PackedFSLDataset(InstanceDataset):
         for k in range(0, len(spans), g):
             docs = np.concatenate(spans[k : k + g])
             limited = _core.limit_documents(docs, self.sequence_length, self.long_doc_strategy)
-            groups.append(np.frombuffer(limited, np.uint64))
-        docs, offsets, ids = _core.pack_documents(groups, self.sequence_length, self.threads)
+            groups.append(_arrays.u64(limited))
+        packed, offsets, ids = _core.pack_documents(groups, self.sequence_length, self.threads)
         return {
-            "docs": np.frombuffer(docs, np.uint64).reshape(-1, 2),
-            "offsets": np.frombuffer(offsets, np.uint64),
-            "doc_ids": np.frombuffer(ids, np.uint64),
+            "docs": _arrays.spans(packed),
+            "offsets": _arrays.u64(offsets),
+            "doc_ids": _arrays.u64(ids),
         }
 
     def _open(self) -> _core.InstanceReader:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _core
+from tokshuf import _arrays, _core
 from tokshuf.instances._base import InstanceDataset, PathLike
 from tokshuf.instances._cache import cached
 from tokshuf.olmo_tokens import Boundaries
@@ -23,7 +23,7 @@ def padded_spans(
 ) -> tuple[npt.NDArray[np.uint64], list[int]]:
     """All instances' spans and the number of instances from each source."""
     per_source = [
-        np.frombuffer(_core.padded_instances(s, dataset.sequence_length, strategy), np.uint64).reshape(-1, 2)
+        _arrays.spans(_core.padded_instances(s, dataset.sequence_length, strategy))
         for s in dataset._global_spans()
     ]
     spans = np.concatenate(per_source) if per_source else np.empty((0, 2), np.uint64)
@@ -77,9 +77,14 @@ class PaddedFSLDataset(InstanceDataset):
 
     def _open(self) -> _core.InstanceReader:
         entry = cached(
-            self.work_dir, "padded", self._fields(), lambda: {"spans": padded_spans(self, self.long_doc_strategy)[0]}
+            self.work_dir,
+            "padded",
+            self._fields(),
+            lambda: {"spans": padded_spans(self, self.long_doc_strategy)[0]},
         )
         self.cache_path = entry.path
         self.spans = entry.array("spans")
         sources, seq, pad, eos, bos = self._reader_args()
-        return _core.InstanceReader(sources, "spans", seq, pad, eos, bos, files={"spans": os.fspath(entry.file("spans"))})
+        return _core.InstanceReader(
+            sources, "spans", seq, pad, eos, bos, files={"spans": os.fspath(entry.file("spans"))}
+        )

@@ -49,12 +49,18 @@ def collate(items: dict[str, Any] | Sequence[dict[str, Any]], pad_token_id: int 
     width = max(len(x["input_ids"]) for x in items)
     out: dict[str, Any] = {
         "input_ids": torch.stack(
-            [torch.nn.functional.pad(x["input_ids"], (0, width - len(x["input_ids"])), value=pad_token_id) for x in items]
+            [
+                torch.nn.functional.pad(x["input_ids"], (0, width - len(x["input_ids"])), value=pad_token_id)
+                for x in items
+            ]
         )
     }
     if "label_mask" in items[0]:
         out["label_mask"] = torch.stack(
-            [torch.nn.functional.pad(x["label_mask"], (0, width - len(x["label_mask"])), value=False) for x in items]
+            [
+                torch.nn.functional.pad(x["label_mask"], (0, width - len(x["label_mask"])), value=False)
+                for x in items
+            ]
         )
     if "doc_lens" in items[0]:
         docs = max(len(x["doc_lens"]) for x in items)

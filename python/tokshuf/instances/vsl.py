@@ -10,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _core
+from tokshuf import _arrays, _core
 from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
 from tokshuf.instances._cache import cached
@@ -53,20 +53,22 @@ class VSLEpoch:
     """One epoch of VSL batches: the curriculum's batch order and each bucket's permuted
     instances. Global batch ``b`` is ``global_batch_size // L`` instances of one length ``L``."""
 
-    def __init__(self, dataset: VSLDataset, global_batch_size: int, seed: int, epoch: int, mode: SeedMode) -> None:
+    def __init__(
+        self, dataset: VSLDataset, global_batch_size: int, seed: int, epoch: int, mode: SeedMode
+    ) -> None:
         c = dataset.curriculum
         self.global_batch_size = global_batch_size
         self.batches_per_bucket: list[tuple[int, int]] = _core.vsl_batches_per_bucket(
             dataset.instances_per_bucket, global_batch_size, *c._args()
         )
         seed_words = [seed + epoch] if mode == "olmo" else [seed, epoch]
-        self.order = np.frombuffer(
-            _core.vsl_batch_order(self.batches_per_bucket, seed_words, *c._args()), np.uint64
+        self.order = _arrays.u64(
+            _core.vsl_batch_order(self.batches_per_bucket, seed_words, *c._args())
         ).astype(np.int64)
         self._buckets = []
         for length, ids in dataset.buckets:
             words = [seed + epoch + length] if mode == "olmo" else [seed, epoch, length]
-            self._buckets.append(np.frombuffer(_core.numpy_shuffled(ids, words), np.uint64).astype(np.int64))
+            self._buckets.append(_arrays.u64(_core.numpy_shuffled(ids, words)).astype(np.int64))
         self._first_batch = np.cumsum([0] + [n for _, n in self.batches_per_bucket])
 
     def __len__(self) -> int:
@@ -80,7 +82,9 @@ class VSLEpoch:
         length = self.batches_per_bucket[k][0]
         per_batch = self.global_batch_size // length
         if per_batch % world_size:
-            raise ConfigError(f"{per_batch} instances of length {length} do not split over {world_size} ranks")
+            raise ConfigError(
+                f"{per_batch} instances of length {length} do not split over {world_size} ranks"
+            )
         per_rank = per_batch // world_size
         start = (b - int(self._first_batch[k])) * per_batch + rank * per_rank
         return self._buckets[k][start : start + per_rank]
@@ -115,12 +119,16 @@ class VSLDataset(InstanceDataset):
         work_dir: PathLike | None = None,
         threads: int | None = None,
     ) -> None:
-        for name, v in (("min_sequence_length", min_sequence_length), ("max_sequence_length", max_sequence_length)):
+        for name, v in (
+            ("min_sequence_length", min_sequence_length),
+            ("max_sequence_length", max_sequence_length),
+        ):
             if v <= 0 or v & (v - 1):
                 raise ConfigError(f"{name} must be a power of 2, got {v}")
         if min_sequence_length > max_sequence_length:
             raise ConfigError(
-                f"min_sequence_length ({min_sequence_length}) exceeds max_sequence_length ({max_sequence_length})"
+                f"min_sequence_length ({min_sequence_length}) exceeds "
+                f"max_sequence_length ({max_sequence_length})"
             )
         self.min_sequence_length = min_sequence_length
         self.max_sequence_length = max_sequence_length
@@ -160,13 +168,11 @@ class VSLDataset(InstanceDataset):
     def _build(self) -> dict[str, npt.NDArray[np.uint64]]:
         spans = self._global_spans()
         docs = np.concatenate(spans) if spans else np.empty((0, 2), np.uint64)
-        pieces = np.frombuffer(
-            _core.vsl_decompose(docs, self.min_sequence_length, self.max_sequence_length), np.uint64
-        ).reshape(-1, 2)
+        pieces = _arrays.spans(_core.vsl_decompose(docs, self.min_sequence_length, self.max_sequence_length))
         buckets = _core.vsl_buckets(pieces, self.min_sequence_length, self.max_sequence_length)
         out = {"spans": pieces}
         for length, ids in zip(self.all_sequence_lengths, buckets, strict=True):
-            out[f"bucket{length}"] = np.frombuffer(ids, np.uint64)
+            out[f"bucket{length}"] = _arrays.u64(ids)
         return out
 
     def _open(self) -> _core.InstanceReader:
@@ -188,13 +194,16 @@ class VSLDataset(InstanceDataset):
     @property
     def instance_lengths(self) -> npt.NDArray[np.uint64]:
         """The length of every instance."""
-        return self.spans[:, 1] - self.spans[:, 0]  # type: ignore[no-any-return]
+        lengths: npt.NDArray[np.uint64] = self.spans[:, 1] - self.spans[:, 0]
+        return lengths
 
     @property
     def instances_per_bucket(self) -> list[tuple[int, int]]:
         return [(length, len(ids)) for length, ids in self.buckets]
 
-    def epoch(self, global_batch_size: int, seed: int, epoch: int = 0, seed_mode: SeedMode = "hashed") -> VSLEpoch:
+    def epoch(
+        self, global_batch_size: int, seed: int, epoch: int = 0, seed_mode: SeedMode = "hashed"
+    ) -> VSLEpoch:
         """The batches of ``epoch``: ``global_batch_size`` is in tokens (a multiple of
         ``max_sequence_length``).
 

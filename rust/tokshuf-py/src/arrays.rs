@@ -53,9 +53,7 @@ impl<T: Element> Writable<T> {
         if buf.readonly() {
             return Err(PyValueError::new_err(format!("{name} must be writable")));
         }
-        buf.as_slice_ptr()
-            .map(Writable)
-            .ok_or_else(|| PyValueError::new_err(format!("{name} must be C-contiguous")))
+        buf.as_slice_ptr().map(Writable).ok_or_else(|| PyValueError::new_err(format!("{name} must be C-contiguous")))
     }
 
     /// The memory as a slice.
