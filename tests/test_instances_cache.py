@@ -72,6 +72,14 @@ def test_a_failed_build_leaves_no_entry(tmp_path: Path) -> None:
     assert again.path == entry.path
 
 
+def test_a_damaged_entry_is_rebuilt(tmp_path: Path) -> None:
+    entry = cached(tmp_path, "x", {"a": 1}, lambda: {"v": np.arange(5, dtype=np.uint64)})
+    entry.file("v").write_bytes(b"\0" * 8)  # e.g. a partial copy of the work_dir
+    again = cached(tmp_path, "x", {"a": 1}, lambda: {"v": np.arange(5, dtype=np.uint64)})
+    assert again.path == entry.path
+    assert again.array("v").tolist() == [0, 1, 2, 3, 4]
+
+
 def test_keys_cover_content_and_parameters(tmp_path: Path) -> None:
     c = corpus(files=1, docs=50)
     paths, tokens = write_files(tmp_path, c)

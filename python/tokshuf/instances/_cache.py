@@ -73,6 +73,20 @@ class CacheEntry:
         self.path = path
         self.meta: dict[str, Any] = json.loads((path / "meta.json").read_text())
 
+    @classmethod
+    def load(cls, path: Path) -> CacheEntry | None:
+        """The entry at ``path`` if it is complete: ``meta.json`` readable and every array file
+        of the recorded size (a damaged entry, e.g. a partial copy of a work_dir, is None)."""
+        try:
+            entry = cls(path)
+            for name, spec in entry.meta["arrays"].items():
+                size = int(np.prod(spec["shape"])) * np.dtype(spec["dtype"]).itemsize
+                if entry.file(name).stat().st_size != size:
+                    return None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return entry
+
     def file(self, name: str) -> Path:
         return self.path / f"{name}.bin"
 
@@ -135,14 +149,20 @@ def cached(
     """
     root = Path(work_dir)
     final = root / f"{name}-{key_of({'name': name, **fields})}"
-    if (final / "meta.json").is_file():
-        return CacheEntry(final)
+    entry = CacheEntry.load(final)
+    if entry is not None:
+        return entry
     root.mkdir(parents=True, exist_ok=True)
     locks = root / ".locks"
     locks.mkdir(exist_ok=True)
     with _locked(locks / f"{final.name}.lock"):
-        if (final / "meta.json").is_file():  # built by whoever held the lock before us
-            return CacheEntry(final)
+        entry = CacheEntry.load(final)
+        if entry is not None:  # built by whoever held the lock before us
+            return entry
+        if final.exists():  # damaged: move it out of the way (open maps stay valid) and rebuild
+            damaged = root / f".{final.name}.damaged-{os.getpid()}-{secrets.token_hex(4)}"
+            os.rename(final, damaged)
+            shutil.rmtree(damaged, ignore_errors=True)
         tmp = root / f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
         tmp.mkdir()
         try:
@@ -151,7 +171,7 @@ def cached(
                 os.rename(tmp, final)
             except OSError:
                 # A builder on another host (where the lock is not shared) won the race.
-                if not (final / "meta.json").is_file():
+                if CacheEntry.load(final) is None:
                     raise
                 shutil.rmtree(tmp)
             else:
@@ -159,4 +179,7 @@ def cached(
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-    return CacheEntry(final)
+    entry = CacheEntry.load(final)
+    if entry is None:
+        raise OSError(f"cache entry {final} is incomplete right after it was written")
+    return entry

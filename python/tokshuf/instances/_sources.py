@@ -105,7 +105,7 @@ def resolve_sources(
         if not os.path.isfile(p):
             raise FileNotFoundError(2, "no such token file or .bin/.idx prefix", p)
         if dtype is None and vocab_size is None:
-            raise ConfigError(f"{p}: OLMo token files record no dtype; pass dtype= or vocab_size=")
+            raise ConfigError(f"{p}: OLMo token files record no dtype; pass the dtype or the vocab_size")
         d = np.dtype(dtype) if dtype is not None else token_dtype(vocab_size)  # type: ignore[arg-type]
         size = os.path.getsize(p)
         if size % d.itemsize:

@@ -330,3 +330,79 @@ impl Reader {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::{TokenArray, TokenType};
+
+    fn store(files: &[&[u64]]) -> TokenStore {
+        TokenStore::new(
+            files
+                .iter()
+                .map(|t| {
+                    let mut b = Vec::new();
+                    TokenType::U16.encode(t, &mut b).unwrap();
+                    TokenArray::from_bytes(b, TokenType::U16)
+                })
+                .collect(),
+        )
+    }
+
+    fn fill(r: &Reader, idx: &[u64], width: usize, lens: bool) -> (Vec<i64>, Vec<u8>, DocLens) {
+        let mut ids = vec![-1; idx.len() * width];
+        let mut mask = vec![9; idx.len() * width];
+        let d = r.fill(idx, width, &mut ids, Some(&mut mask), lens, Some(2)).unwrap();
+        (ids, mask, d)
+    }
+
+    #[test]
+    fn chunks_per_file_with_doc_lens() {
+        // File 0: docs [0, 3) [3, 5); file 1: one doc [0, 4). Windows of 2.
+        let s = store(&[&[5, 6, 0, 7, 0], &[8, 9, 10, 0]]);
+        let docs = vec![U64s::from_vec(&[0, 3, 3, 5]), U64s::from_vec(&[0, 4])];
+        let r = Reader::new(s, Layout::Chunks { first: vec![0, 2, 4], docs }, 2, 99, 0, None).unwrap();
+        assert_eq!(r.len(), 4);
+        let (ids, mask, d) = fill(&r, &[1, 2, 0], 2, true);
+        assert_eq!(ids, [0, 7, 8, 9, 5, 6]);
+        assert_eq!(mask, [1; 6]);
+        assert_eq!(d, DocLens { lens: vec![1, 1, 2, 2], counts: vec![2, 1, 1] });
+        assert!(r.fill(&[4], 2, &mut [0; 2], None, false, None).is_err());
+        assert!(r.fill(&[0], 3, &mut [0; 3], None, false, None).is_err());
+    }
+
+    #[test]
+    fn spans_pad_and_packed_count_padding_as_a_document() {
+        let s = store(&[&[5, 6, 0, 7, 0], &[8, 9, 10, 0]]);
+        let spans = Reader::new(s.clone(), Layout::Spans(U64s::from_vec(&[5, 9, 3, 5])), 4, 99, 0, None).unwrap();
+        let (ids, mask, _) = fill(&spans, &[1, 0], 4, false);
+        assert_eq!(ids, [7, 0, 99, 99, 8, 9, 10, 0]);
+        assert_eq!(mask, [1, 1, 0, 0, 1, 1, 1, 1]);
+        let packed = Layout::Packed {
+            docs: U64s::from_vec(&[0, 3, 5, 9, 3, 5]),
+            offsets: U64s::from_vec(&[0, 1, 3]),
+            doc_ids: U64s::from_vec(&[1, 0, 2]),
+        };
+        let r = Reader::new(s, packed, 6, 99, 0, None).unwrap();
+        let (ids, _, d) = fill(&r, &[0, 1], 6, true);
+        assert_eq!(ids, [8, 9, 10, 0, 99, 99, 5, 6, 0, 7, 0, 99]);
+        assert_eq!(d, DocLens { lens: vec![4, 2, 3, 2, 1], counts: vec![2, 3] });
+    }
+
+    #[test]
+    fn interleaved_rows() {
+        let s = store(&[&[5, 6, 7, 8, 0, 11, 12, 0]]);
+        let layout = Layout::Interleaved {
+            base: U64s::from_vec(&[0, 5, 5, 8]),
+            exempt: U64s::from_vec(&[]),
+            order: U64s::from_vec(&[1, 0]),
+            docs_per_instance: 2,
+            chunks_per_doc: 2,
+        };
+        let r = Reader::new(s, layout, 8, 99, 0, Some(1)).unwrap();
+        let (ids, mask, _) = fill(&r, &[0], 8, false);
+        // Docs [11 12] and [5 6 7 8] (EOS dropped), chunks interleaved, BOS + EOS added.
+        assert_eq!(ids, [1, 11, 5, 6, 12, 7, 8, 0]);
+        assert_eq!(mask, [1; 8]);
+    }
+}

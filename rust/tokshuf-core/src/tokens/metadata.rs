@@ -25,7 +25,11 @@ pub fn metadata_path(token_file: &Path) -> PathBuf {
 /// The `(start, end)` of every row, checked against a token file of `num_tokens` tokens.
 pub fn read_metadata(path: &Path, num_tokens: u64) -> Result<Vec<[u64; 2]>> {
     let file = File::open(path).with_path(path)?;
-    let reader = BufReader::new(MultiGzDecoder::new(BufReader::new(file)));
+    parse_metadata(BufReader::new(MultiGzDecoder::new(BufReader::new(file))), path, num_tokens)
+}
+
+/// Parse decompressed metadata rows (`path` is for messages).
+pub fn parse_metadata(reader: impl BufRead, path: &Path, num_tokens: u64) -> Result<Vec<[u64; 2]>> {
     let mut spans = Vec::new();
     for (i, line) in reader.lines().enumerate() {
         let line = line.map_err(|e| Error::format(path, format!("line {}: {e}", i + 1)))?;
@@ -73,6 +77,23 @@ pub fn write_metadata(path: &Path, spans: &[[u64; 2]], src: &str) -> Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_bytes_parse_or_fail_cleanly(data in prop::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok(spans) = parse_metadata(&data[..], Path::new("x"), 1000) {
+                prop_assert!(spans.iter().all(|[s, e]| s <= e && *e <= 1000));
+            }
+        }
+
+        #[test]
+        fn rows_round_trip(rows in prop::collection::vec((0u64..500, 0u64..500), 0..20)) {
+            let text: String = rows.iter().map(|(a, b)| format!("{},{},x,y,1\n", a.min(b), a.max(b))).collect();
+            let spans = parse_metadata(text.as_bytes(), Path::new("x"), 500).unwrap();
+            prop_assert_eq!(spans, rows.iter().map(|(a, b)| [*a.min(b), *a.max(b)]).collect::<Vec<_>>());
+        }
+    }
 
     #[test]
     fn round_trip_and_bounds() {
