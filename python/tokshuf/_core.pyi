@@ -177,6 +177,7 @@ class InstanceReader:
         doc_files: Sequence[str | PathLike[str]] = ...,
         docs_per_instance: int = 1,
         chunks_per_doc: int = 1,
+        label_masks: Sequence[str | PathLike[str]] = ...,
     ) -> InstanceReader: ...
     def __len__(self) -> int: ...
     @property

@@ -4,6 +4,7 @@ pickling by path."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -12,7 +13,7 @@ import numpy.typing as npt
 
 from tokshuf import _arrays, _core
 from tokshuf.errors import ConfigError
-from tokshuf.instances._cache import default_work_dir, key_of
+from tokshuf.instances._cache import default_work_dir, file_identity, key_of
 from tokshuf.instances._sources import Source, resolve_sources
 from tokshuf.olmo_tokens import Boundaries
 
@@ -43,6 +44,7 @@ class InstanceDataset:
         vocab_size: int | None = None,
         dtype: npt.DTypeLike | None = None,
         document_boundaries: Boundaries = "auto",
+        label_mask_paths: Sequence[PathLike] | None = None,
         work_dir: PathLike | None = None,
         threads: int | None = None,
         **strategy: Any,
@@ -56,6 +58,9 @@ class InstanceDataset:
             "vocab_size": vocab_size,
             "dtype": None if dtype is None else np.dtype(dtype).name,
             "document_boundaries": document_boundaries,
+            "label_mask_paths": None
+            if label_mask_paths is None
+            else [os.fspath(p) for p in label_mask_paths],
             "work_dir": None if work_dir is None else os.fspath(work_dir),
             "threads": threads,
             **strategy,
@@ -76,6 +81,12 @@ class InstanceDataset:
         self.work_dir = Path(work_dir) if work_dir is not None else default_work_dir()
         self.sources: list[Source] = resolve_sources(tuple(paths), dtype, vocab_size)
         self._identities = [s.identity() for s in self.sources]
+        self.label_mask_paths = [str(Path(p).resolve()) for p in label_mask_paths or ()]
+        if label_mask_paths is not None and len(self.label_mask_paths) != len(self.sources):
+            raise ConfigError(
+                f"{len(self.label_mask_paths)} label_mask_paths for {len(self.sources)} paths; "
+                "give one per path"
+            )
         self.cache_path: Path | None = None
         self._reader: _core.InstanceReader = self._open()
 
@@ -106,7 +117,8 @@ class InstanceDataset:
     @property
     def fingerprint(self) -> str:
         """A hash of the data's identity and every parameter that shapes the instances."""
-        return key_of({**self._fields(), "pad": self.pad_token_id})
+        masks = [file_identity(p) for p in self.label_mask_paths]
+        return key_of({**self._fields(), "pad": self.pad_token_id, "label_masks": masks})
 
     def _documents(self) -> list[tuple[Path, npt.NDArray[np.uint64]]]:
         """Per source: (cache file, local ``(n, 2)`` document spans)."""
@@ -122,13 +134,16 @@ class InstanceDataset:
         offsets = np.cumsum([0] + [s.num_tokens for s in self.sources], dtype=np.uint64)
         return [spans + offsets[i] for i, (_, spans) in enumerate(self._documents())]
 
-    def _reader_args(self) -> tuple[list[tuple[str, str | None]], int, int, int, int | None]:
-        return (
+    def _make_reader(self, kind: str, **layout: Any) -> _core.InstanceReader:
+        return _core.InstanceReader(
             [s.reader_spec() for s in self.sources],
+            kind,
             self.sequence_length,
             self.pad_token_id,
             self.eos_token_id,
             self.bos_token_id,
+            label_masks=self.label_mask_paths,
+            **layout,
         )
 
     # -- pickling by arguments ----------------------------------------------------------------
@@ -180,7 +195,7 @@ class InstanceDataset:
         idx = self._check(indices)
         width = self._width(idx)
         ids = np.empty((idx.size, width), np.int64)
-        want_mask = self._label_mask or self._needs_mask(idx, width)
+        want_mask = self._label_mask or bool(self.label_mask_paths) or self._needs_mask(idx, width)
         mask = np.empty((idx.size, width), np.bool_) if want_mask else None
         lens = self._reader.fill(
             idx.astype(np.uint64),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy.typing as npt
@@ -58,6 +59,7 @@ class FSLDataset(InstanceDataset):
         generate_doc_lengths: bool = False,
         max_target_sequence_length: int | None = None,
         document_boundaries: Boundaries = "auto",
+        label_mask_paths: Sequence[PathLike] | None = None,
         work_dir: PathLike | None = None,
         threads: int | None = None,
     ) -> None:
@@ -72,6 +74,7 @@ class FSLDataset(InstanceDataset):
             vocab_size=vocab_size,
             dtype=dtype,
             document_boundaries=document_boundaries,
+            label_mask_paths=label_mask_paths,
             work_dir=work_dir,
             threads=threads,
             generate_doc_lengths=generate_doc_lengths,
@@ -89,14 +92,8 @@ class FSLDataset(InstanceDataset):
             [s.num_tokens for s in self.sources], self.sequence_length, self.max_target_sequence_length
         )
         doc_files = [os.fspath(f) for f, _ in self._documents()] if self.generate_doc_lengths else []
-        sources, seq, pad, eos, bos = self._reader_args()
-        return _core.InstanceReader(
-            sources,
+        return self._make_reader(
             "chunks",
-            seq,
-            pad,
-            eos,
-            bos,
             instances_per_file=self.instances_per_file,
             doc_files=doc_files,
         )

@@ -48,6 +48,7 @@ class InterleavedFSLDataset(InstanceDataset):
         dtype: npt.DTypeLike | None = None,
         interleaving_exempt_paths: Sequence[PathLike] | None = None,
         document_boundaries: Boundaries = "auto",
+        label_mask_paths: Sequence[PathLike] | None = None,
         work_dir: PathLike | None = None,
         threads: int | None = None,
     ) -> None:
@@ -74,6 +75,7 @@ class InterleavedFSLDataset(InstanceDataset):
             vocab_size=vocab_size,
             dtype=dtype,
             document_boundaries=document_boundaries,
+            label_mask_paths=label_mask_paths,
             work_dir=work_dir,
             threads=threads,
             seed=seed,
@@ -111,14 +113,8 @@ class InterleavedFSLDataset(InstanceDataset):
         entry = cached(self.work_dir, "interleaved", self._fields(), self._build)
         self.cache_path = entry.path
         files = {name: os.fspath(entry.file(name)) for name in ("base", "exempt", "order")}
-        sources, seq, pad, eos, bos = self._reader_args()
-        return _core.InstanceReader(
-            sources,
+        return self._make_reader(
             "interleaved",
-            seq,
-            pad,
-            eos,
-            bos,
             files=files,
             docs_per_instance=self.docs_per_instance,
             chunks_per_doc=self.chunks_per_doc,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,7 @@ class PackedFSLDataset(InstanceDataset):
         long_doc_strategy: LongDocStrategy = "truncate",
         source_group_size: int = 1,
         document_boundaries: Boundaries = "auto",
+        label_mask_paths: Sequence[PathLike] | None = None,
         work_dir: PathLike | None = None,
         threads: int | None = None,
     ) -> None:
@@ -68,6 +70,7 @@ class PackedFSLDataset(InstanceDataset):
             vocab_size=vocab_size,
             dtype=dtype,
             document_boundaries=document_boundaries,
+            label_mask_paths=label_mask_paths,
             work_dir=work_dir,
             threads=threads,
             generate_doc_lengths=generate_doc_lengths,
@@ -103,8 +106,7 @@ class PackedFSLDataset(InstanceDataset):
         self.instance_offsets = entry.array("offsets")
         self.documents_by_instance = entry.array("doc_ids")
         files = {name: os.fspath(entry.file(name)) for name in ("docs", "offsets", "doc_ids")}
-        sources, seq, pad, eos, bos = self._reader_args()
-        return _core.InstanceReader(sources, "packed", seq, pad, eos, bos, files=files)
+        return self._make_reader("packed", files=files)
 
     def instance_documents(self, index: int) -> npt.NDArray[np.uint64]:
         """The ``(k, 2)`` global token spans of the documents packed into instance ``index``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -54,6 +55,7 @@ class PaddedFSLDataset(InstanceDataset):
         dtype: npt.DTypeLike | None = None,
         long_doc_strategy: LongDocStrategy = "truncate",
         document_boundaries: Boundaries = "auto",
+        label_mask_paths: Sequence[PathLike] | None = None,
         work_dir: PathLike | None = None,
         threads: int | None = None,
     ) -> None:
@@ -67,6 +69,7 @@ class PaddedFSLDataset(InstanceDataset):
             vocab_size=vocab_size,
             dtype=dtype,
             document_boundaries=document_boundaries,
+            label_mask_paths=label_mask_paths,
             work_dir=work_dir,
             threads=threads,
             long_doc_strategy=long_doc_strategy,
@@ -84,7 +87,4 @@ class PaddedFSLDataset(InstanceDataset):
         )
         self.cache_path = entry.path
         self.spans = entry.array("spans")
-        sources, seq, pad, eos, bos = self._reader_args()
-        return _core.InstanceReader(
-            sources, "spans", seq, pad, eos, bos, files={"spans": os.fspath(entry.file("spans"))}
-        )
+        return self._make_reader("spans", files={"spans": os.fspath(entry.file("spans"))})

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -116,6 +117,7 @@ class VSLDataset(InstanceDataset):
         vocab_size: int | None = None,
         dtype: npt.DTypeLike | None = None,
         document_boundaries: Boundaries = "auto",
+        label_mask_paths: Sequence[PathLike] | None = None,
         work_dir: PathLike | None = None,
         threads: int | None = None,
     ) -> None:
@@ -142,6 +144,7 @@ class VSLDataset(InstanceDataset):
             vocab_size=vocab_size,
             dtype=dtype,
             document_boundaries=document_boundaries,
+            label_mask_paths=label_mask_paths,
             work_dir=work_dir,
             threads=threads,
             min_sequence_length=min_sequence_length,
@@ -186,10 +189,7 @@ class VSLDataset(InstanceDataset):
             raise ConfigError(
                 f"no document has {self.min_sequence_length} tokens or more, so there are no instances"
             )
-        sources, seq, pad, eos, bos = self._reader_args()
-        return _core.InstanceReader(
-            sources, "spans", seq, pad, eos, bos, files={"spans": os.fspath(entry.file("spans"))}
-        )
+        return self._make_reader("spans", files={"spans": os.fspath(entry.file("spans"))})
 
     @property
     def instance_lengths(self) -> npt.NDArray[np.uint64]:

@@ -194,14 +194,15 @@ pub struct PyInstanceReader {
 
 #[pymethods]
 impl PyInstanceReader {
-    /// `sources`: `(path, dtype)` of OLMo token files, or `(prefix, None)` of indexed datasets.
+    /// `sources`: `(path, dtype)` of OLMo token files, or `(prefix, None)` of indexed datasets;
+    /// `label_masks`: optional per-source bool arrays (one byte per token).
     /// `kind`: `chunks` (with `instances_per_file` and optional per-file `doc_files`), `spans`
     /// (`files["spans"]`), `packed` (`docs`, `offsets`, `doc_ids`) or `interleaved` (`base`,
     /// `exempt`, `order`).
     #[new]
     #[pyo3(signature = (sources, kind, sequence_length, pad_token_id, eos_token_id, bos_token_id=None, *,
                         files=HashMap::new(), instances_per_file=Vec::new(), doc_files=Vec::new(),
-                        docs_per_instance=1, chunks_per_doc=1))]
+                        docs_per_instance=1, chunks_per_doc=1, label_masks=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -216,6 +217,7 @@ impl PyInstanceReader {
         doc_files: Vec<PathBuf>,
         docs_per_instance: u64,
         chunks_per_doc: u64,
+        label_masks: Vec<PathBuf>,
     ) -> PyResult<Self> {
         let kind = kind.to_string();
         let inner = py
@@ -249,7 +251,20 @@ impl PyInstanceReader {
                         )))
                     }
                 };
-                Reader::new(TokenStore::new(arrays), layout, sequence_length, pad_token_id, eos_token_id, bos_token_id)
+                let reader = Reader::new(
+                    TokenStore::new(arrays),
+                    layout,
+                    sequence_length,
+                    pad_token_id,
+                    eos_token_id,
+                    bos_token_id,
+                )?;
+                if label_masks.is_empty() {
+                    return Ok(reader);
+                }
+                let masks =
+                    label_masks.iter().map(|p| TokenArray::open(p, TokenType::U8)).collect::<Result<Vec<_>>>()?;
+                reader.with_label_masks(TokenStore::new(masks))
             })
             .into_py(py)?;
         Ok(Self { inner })

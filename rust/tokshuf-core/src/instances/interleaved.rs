@@ -51,7 +51,7 @@ pub fn plan(exempt: &[bool], seq_len: u64, docs_per_instance: u64, seed: u64) ->
 /// Interleave documents: drop special tokens from each, split each into `chunks` nearly equal
 /// parts (`torch.tensor_split`: the first `len % chunks` parts one longer) and emit part 0 of
 /// every document, then part 1, and so on.
-pub fn interleave(docs: &[Vec<i64>], chunks: usize, out: &mut Vec<i64>) {
+pub fn interleave<T: Copy>(docs: &[Vec<T>], chunks: usize, out: &mut Vec<T>) {
     let bounds: Vec<Vec<usize>> = docs
         .iter()
         .map(|d| {

@@ -113,6 +113,7 @@ pub struct DocLens {
 #[derive(Debug, Clone)]
 pub struct Reader {
     store: TokenStore,
+    masks: Option<TokenStore>,
     layout: Layout,
     seq_len: u64,
     pad: i64,
@@ -144,7 +145,34 @@ impl Reader {
             }
             _ => {}
         }
-        Ok(Self { store, layout, seq_len, pad, eos, bos })
+        Ok(Self { store, masks: None, layout, seq_len, pad, eos, bos })
+    }
+
+    /// Take `label_mask` from per-file mask arrays (one byte per token, numpy bools), as OLMo-core's
+    /// `label_mask_paths`; each must have exactly as many elements as its token file.
+    pub fn with_label_masks(mut self, masks: TokenStore) -> Result<Self> {
+        if masks.files().len() != self.store.files().len() {
+            return Err(Error::invalid(format!(
+                "{} label-mask files for {} token files",
+                masks.files().len(),
+                self.store.files().len()
+            )));
+        }
+        for (m, t) in masks.files().iter().zip(self.store.files()) {
+            if m.token_type().itemsize() != 1 || m.len() != t.len() {
+                return Err(Error::format(
+                    m.path(),
+                    format!(
+                        "the label mask has {} one-byte flags but {} has {} tokens",
+                        m.len(),
+                        t.path().display(),
+                        t.len()
+                    ),
+                ));
+            }
+        }
+        self.masks = Some(masks);
+        Ok(self)
     }
 
     /// The token files.
@@ -240,26 +268,35 @@ impl Reader {
         let used = match &self.layout {
             Layout::Chunks { first, docs } => {
                 let f = first.partition_point(|&x| x <= i) - 1;
-                let start = (i - first[f]) * self.seq_len;
-                let file = &self.store.files()[f];
-                file.read_into(start, row)?;
+                let local = (i - first[f]) * self.seq_len;
+                let start = self.store.starts()[f] + local;
+                self.read_span([start, start + self.seq_len], row, mask)?;
                 if let (Some(lens), Some(d)) = (lens, docs.get(f)) {
-                    concat::window_doc_lens(d, start, start + self.seq_len, lens);
+                    concat::window_doc_lens(d, local, local + self.seq_len, lens);
                 }
                 row.len()
             }
-            Layout::Spans(s) => self.read_span(s.span(i as usize), row, lens)?,
+            Layout::Spans(s) => {
+                let n = self.read_span(s.span(i as usize), row, mask)?;
+                if let Some(l) = lens {
+                    l.push(n as i32);
+                }
+                n
+            }
             Layout::Packed { docs, offsets, doc_ids } => {
                 let (a, b) = (offsets.get(i as usize) as usize, offsets.get(i as usize + 1) as usize);
                 let mut at = 0;
                 let mut lens = lens;
                 for k in a..b {
-                    let [s, e] = docs.span(doc_ids.get(k) as usize);
-                    let n = (e - s) as usize;
-                    let dst = row.get_mut(at..at + n).ok_or_else(|| {
-                        Error::invalid(format!("packed instance {i} holds more than {} tokens", self.seq_len))
-                    })?;
-                    self.store.read([s, e], dst)?;
+                    let span = docs.span(doc_ids.get(k) as usize);
+                    let n = (span[1] - span[0]) as usize;
+                    if at + n > row.len() {
+                        return Err(Error::invalid(format!(
+                            "packed instance {i} holds more than {} tokens",
+                            self.seq_len
+                        )));
+                    }
+                    self.read_span(span, &mut row[at..at + n], &mut mask[at..at + n])?;
                     if let Some(l) = lens.as_deref_mut() {
                         l.push(n as i32);
                     }
@@ -275,57 +312,64 @@ impl Reader {
             Layout::Interleaved { base, exempt, order, docs_per_instance, chunks_per_doc } => {
                 let n_ex = exempt.len() as u64;
                 if i < n_ex {
-                    self.read_span(base.span(exempt.get(i as usize) as usize), row, None)?
+                    self.read_span(base.span(exempt.get(i as usize) as usize), row, mask)?
                 } else {
                     let k = *docs_per_instance as usize;
                     let j = (i - n_ex) as usize * k;
                     let spans: Vec<Span> = (j..j + k).map(|x| base.span(order.get(x) as usize)).collect();
-                    self.interleave_row(&spans, *chunks_per_doc as usize, row)?
+                    self.interleave_row(&spans, *chunks_per_doc as usize, row, mask)?
                 }
             }
         };
         row[used..].fill(self.pad);
-        mask[..used].fill(1);
         mask[used..].fill(0);
         Ok(())
     }
 
-    fn read_span(&self, [s, e]: Span, row: &mut [i64], lens: Option<&mut Vec<i32>>) -> Result<usize> {
+    /// Read up to `row.len()` tokens of `span` and their label mask (1s without mask files);
+    /// returns the number read.
+    fn read_span(&self, [s, e]: Span, row: &mut [i64], mask: &mut [u8]) -> Result<usize> {
         let n = ((e - s) as usize).min(row.len());
-        self.store.read([s, s + n as u64], &mut row[..n])?;
-        if let Some(l) = lens {
-            l.push(n as i32);
+        let span = [s, s + n as u64];
+        self.store.read(span, &mut row[..n])?;
+        match &self.masks {
+            Some(m) => m.read_flags(span, &mut mask[..n])?,
+            None => mask[..n].fill(1),
         }
         Ok(n)
     }
 
     /// OLMo's interleaving: each document truncated to `seq_len / k` tokens, special tokens
-    /// (pad, EOS, BOS) dropped, chunks interleaved, then BOS and EOS added if there is room.
-    fn interleave_row(&self, spans: &[Span], chunks: usize, row: &mut [i64]) -> Result<usize> {
+    /// (pad, EOS, BOS) dropped with their mask flags, chunks interleaved, then BOS and EOS added
+    /// (with mask 1) if there is room.
+    fn interleave_row(&self, spans: &[Span], chunks: usize, row: &mut [i64], mask: &mut [u8]) -> Result<usize> {
         let per_doc = self.seq_len / spans.len() as u64;
         let mut docs = Vec::with_capacity(spans.len());
         for &[s, e] in spans {
             let n = (e - s).min(per_doc) as usize;
-            let mut toks = vec![0i64; n];
-            self.store.read([s, s + n as u64], &mut toks)?;
-            toks.retain(|&t| t != self.pad && t != self.eos && Some(t) != self.bos);
-            docs.push(toks);
+            let (mut toks, mut flags) = (vec![0i64; n], vec![1u8; n]);
+            self.read_span([s, s + n as u64], &mut toks, &mut flags)?;
+            let kept: Vec<(i64, u8)> = toks
+                .into_iter()
+                .zip(flags)
+                .filter(|&(t, _)| t != self.pad && t != self.eos && Some(t) != self.bos)
+                .collect();
+            docs.push(kept);
         }
-        let mut out = Vec::with_capacity(row.len());
-        if let Some(b) = self.bos {
-            out.push(b);
+        let mut body = Vec::with_capacity(row.len());
+        interleaved::interleave(&docs, chunks, &mut body);
+        let mut out: Vec<(i64, u8)> = Vec::with_capacity(row.len());
+        if let Some(b) = self.bos.filter(|_| body.len() < row.len()) {
+            out.push((b, 1));
         }
-        let skip = out.len();
-        interleaved::interleave(&docs, chunks, &mut out);
-        let mut body = &out[..];
-        if self.bos.is_some() && out.len() - skip >= row.len() {
-            body = &out[skip..]; // no room for BOS
+        out.extend(body);
+        if out.len() < row.len() {
+            out.push((self.eos, 1));
         }
-        let n = body.len().min(row.len());
-        row[..n].copy_from_slice(&body[..n]);
-        if n < row.len() {
-            row[n] = self.eos;
-            return Ok(n + 1);
+        let n = out.len().min(row.len());
+        for (k, &(t, m)) in out[..n].iter().enumerate() {
+            row[k] = t;
+            mask[k] = m;
         }
         Ok(n)
     }

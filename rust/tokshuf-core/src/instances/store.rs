@@ -36,15 +36,31 @@ impl TokenStore {
         *self.starts.last().unwrap_or(&0)
     }
 
-    /// Read the tokens of `span` (which must lie inside one file) into `out` (its length).
-    pub fn read(&self, span: Span, out: &mut [i64]) -> Result<()> {
-        let [s, e] = span;
+    /// The file holding `span` and the span's local start.
+    fn locate(&self, [s, e]: Span, len: usize) -> Result<(usize, u64)> {
         let f = self.starts.partition_point(|&x| x <= s).saturating_sub(1);
-        if e < s || f >= self.files.len() || e > self.starts[f + 1] || out.len() as u64 != e - s {
+        if e < s || f >= self.files.len() || e > self.starts[f + 1] || len as u64 != e - s {
             return Err(Error::invalid(format!(
                 "token span {s}..{e} does not lie inside one of the dataset's files (a stale or foreign index?)"
             )));
         }
-        self.files[f].read_into(s - self.starts[f], out)
+        Ok((f, s - self.starts[f]))
+    }
+
+    /// Read the tokens of `span` (which must lie inside one file) into `out` (its length).
+    pub fn read(&self, span: Span, out: &mut [i64]) -> Result<()> {
+        let (f, start) = self.locate(span, out.len())?;
+        self.files[f].read_into(start, out)
+    }
+
+    /// Read the bytes of `span` as 0/1 flags (label-mask files: numpy bools, one per token).
+    pub fn read_flags(&self, span: Span, out: &mut [u8]) -> Result<()> {
+        let (f, start) = self.locate(span, out.len())?;
+        let bytes = self.files[f].bytes();
+        let src = &bytes[start as usize..start as usize + out.len()];
+        for (o, &b) in out.iter_mut().zip(src) {
+            *o = u8::from(b != 0);
+        }
+        Ok(())
     }
 }
