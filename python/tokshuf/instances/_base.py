@@ -3,6 +3,7 @@ pickling by path."""
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,6 +46,7 @@ class InstanceDataset:
         dtype: npt.DTypeLike | None = None,
         document_boundaries: Boundaries = "auto",
         label_mask_paths: Sequence[PathLike] | None = None,
+        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         work_dir: PathLike | None = None,
         threads: int | None = None,
         **strategy: Any,
@@ -87,6 +89,14 @@ class InstanceDataset:
                 f"{len(self.label_mask_paths)} label_mask_paths for {len(self.sources)} paths; "
                 "give one per path"
             )
+        if metadata is None or isinstance(metadata, dict):
+            self.metadata: list[dict[str, Any]] | None = None if metadata is None else [metadata] * len(paths)
+        else:
+            self.metadata = list(metadata)
+            if len(self.metadata) != len(paths):
+                raise ConfigError(
+                    f"{len(self.metadata)} metadata dicts for {len(paths)} paths; give one per path"
+                )
         self.cache_path: Path | None = None
         self._reader: _core.InstanceReader = self._open()
 
@@ -217,7 +227,23 @@ class InstanceDataset:
             out["doc_lens"] = doc_lens
             out["max_doc_lens"] = [int(m) for m in doc_lens.max(axis=1, initial=0)]
         out["index"] = idx
+        if self.metadata is not None:
+            out["metadata"] = self._metadata_of(idx)
         return out
+
+    def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The source (path) index of each instance."""
+        raise NotImplementedError
+
+    def _source_of_tokens(self, starts: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        """The source holding each global token position."""
+        bounds = np.cumsum([s.num_tokens for s in self.sources], dtype=np.uint64)
+        return np.searchsorted(bounds, np.asarray(starts, np.uint64), side="right").astype(np.int64)
+
+    def _metadata_of(self, idx: npt.NDArray[np.int64]) -> list[Any]:
+        """Per instance, a copy of its source's metadata dict (as OLMo-core's ``metadata``)."""
+        assert self.metadata is not None
+        return [copy.deepcopy(self.metadata[int(s)]) for s in self._source_of(idx)]
 
     def _needs_mask(self, idx: npt.NDArray[np.int64], width: int) -> bool:
         return False
@@ -234,4 +260,6 @@ class InstanceDataset:
         if "doc_lens" in b:
             row = b["doc_lens"][0]
             item["doc_lens"] = row[: int(np.count_nonzero(row))] if row.size else row
+        if "metadata" in b:
+            item["metadata"] = b["metadata"][0]
         return item

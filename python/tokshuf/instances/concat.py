@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _core
@@ -60,6 +61,7 @@ class FSLDataset(InstanceDataset):
         max_target_sequence_length: int | None = None,
         document_boundaries: Boundaries = "auto",
         label_mask_paths: Sequence[PathLike] | None = None,
+        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         work_dir: PathLike | None = None,
         threads: int | None = None,
     ) -> None:
@@ -75,11 +77,15 @@ class FSLDataset(InstanceDataset):
             dtype=dtype,
             document_boundaries=document_boundaries,
             label_mask_paths=label_mask_paths,
+            metadata=metadata,
             work_dir=work_dir,
             threads=threads,
             generate_doc_lengths=generate_doc_lengths,
             max_target_sequence_length=max_target_sequence_length,
         )
+
+    def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return np.searchsorted(np.cumsum(self.instances_per_file), idx, side="right").astype(np.int64)
 
     def _strategy_fields(self) -> dict[str, Any]:
         return {"max_target_sequence_length": self.max_target_sequence_length}

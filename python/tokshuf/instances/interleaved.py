@@ -49,6 +49,7 @@ class InterleavedFSLDataset(InstanceDataset):
         interleaving_exempt_paths: Sequence[PathLike] | None = None,
         document_boundaries: Boundaries = "auto",
         label_mask_paths: Sequence[PathLike] | None = None,
+        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         work_dir: PathLike | None = None,
         threads: int | None = None,
     ) -> None:
@@ -76,6 +77,7 @@ class InterleavedFSLDataset(InstanceDataset):
             dtype=dtype,
             document_boundaries=document_boundaries,
             label_mask_paths=label_mask_paths,
+            metadata=metadata,
             work_dir=work_dir,
             threads=threads,
             seed=seed,
@@ -91,6 +93,14 @@ class InterleavedFSLDataset(InstanceDataset):
         if missing:
             raise ConfigError(f"interleaving_exempt_paths not among the dataset's paths: {sorted(missing)}")
         return flags
+
+    def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        n_ex = len(self._exempt)
+        base_ids = np.empty(idx.size, np.int64)
+        exempt = idx < n_ex
+        base_ids[exempt] = self._exempt[idx[exempt]]
+        base_ids[~exempt] = self._order[(idx[~exempt] - n_ex) * self.docs_per_instance]
+        return self._source_of_tokens(self._base[base_ids, 0])
 
     def _strategy_fields(self) -> dict[str, Any]:
         return {
@@ -112,6 +122,7 @@ class InterleavedFSLDataset(InstanceDataset):
     def _open(self) -> _core.InstanceReader:
         entry = cached(self.work_dir, "interleaved", self._fields(), self._build)
         self.cache_path = entry.path
+        self._base, self._exempt, self._order = (entry.array(n) for n in ("base", "exempt", "order"))
         files = {name: os.fspath(entry.file(name)) for name in ("base", "exempt", "order")}
         return self._make_reader(
             "interleaved",

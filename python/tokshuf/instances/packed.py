@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -53,6 +54,7 @@ class PackedFSLDataset(InstanceDataset):
         source_group_size: int = 1,
         document_boundaries: Boundaries = "auto",
         label_mask_paths: Sequence[PathLike] | None = None,
+        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         work_dir: PathLike | None = None,
         threads: int | None = None,
     ) -> None:
@@ -71,12 +73,25 @@ class PackedFSLDataset(InstanceDataset):
             dtype=dtype,
             document_boundaries=document_boundaries,
             label_mask_paths=label_mask_paths,
+            metadata=metadata,
             work_dir=work_dir,
             threads=threads,
             generate_doc_lengths=generate_doc_lengths,
             long_doc_strategy=long_doc_strategy,
             source_group_size=source_group_size,
         )
+
+    def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        first_doc = self.documents_by_instance[self.instance_offsets[idx].astype(np.int64)].astype(np.int64)
+        return self._source_of_tokens(self.documents[first_doc, 0])
+
+    def _metadata_of(self, idx: npt.NDArray[np.int64]) -> list[Any]:
+        """Per instance, the metadata dicts of its source group (a list, as in OLMo-core)."""
+        assert self.metadata is not None
+        g = self.source_group_size
+        return [
+            copy.deepcopy(self.metadata[s - s % g : s - s % g + g]) for s in self._source_of(idx).tolist()
+        ]
 
     def _strategy_fields(self) -> dict[str, Any]:
         return {"long_doc_strategy": self.long_doc_strategy, "source_group_size": self.source_group_size}

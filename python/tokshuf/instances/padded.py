@@ -56,6 +56,7 @@ class PaddedFSLDataset(InstanceDataset):
         long_doc_strategy: LongDocStrategy = "truncate",
         document_boundaries: Boundaries = "auto",
         label_mask_paths: Sequence[PathLike] | None = None,
+        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         work_dir: PathLike | None = None,
         threads: int | None = None,
     ) -> None:
@@ -70,10 +71,14 @@ class PaddedFSLDataset(InstanceDataset):
             dtype=dtype,
             document_boundaries=document_boundaries,
             label_mask_paths=label_mask_paths,
+            metadata=metadata,
             work_dir=work_dir,
             threads=threads,
             long_doc_strategy=long_doc_strategy,
         )
+
+    def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return self._source_of_tokens(self.spans[idx, 0])
 
     def _strategy_fields(self) -> dict[str, Any]:
         return {"long_doc_strategy": self.long_doc_strategy}

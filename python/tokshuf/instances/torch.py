@@ -68,4 +68,6 @@ def collate(items: dict[str, Any] | Sequence[dict[str, Any]], pad_token_id: int 
             [torch.nn.functional.pad(x["doc_lens"], (0, docs - len(x["doc_lens"])), value=0) for x in items]
         )
         out["max_doc_lens"] = [int(x["doc_lens"].max()) for x in items]
+    if "metadata" in items[0]:
+        out["metadata"] = [x["metadata"] for x in items]
     return out

@@ -118,6 +118,7 @@ class VSLDataset(InstanceDataset):
         dtype: npt.DTypeLike | None = None,
         document_boundaries: Boundaries = "auto",
         label_mask_paths: Sequence[PathLike] | None = None,
+        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         work_dir: PathLike | None = None,
         threads: int | None = None,
     ) -> None:
@@ -145,6 +146,7 @@ class VSLDataset(InstanceDataset):
             dtype=dtype,
             document_boundaries=document_boundaries,
             label_mask_paths=label_mask_paths,
+            metadata=metadata,
             work_dir=work_dir,
             threads=threads,
             min_sequence_length=min_sequence_length,
@@ -164,6 +166,9 @@ class VSLDataset(InstanceDataset):
             out.append(length)
             length *= 2
         return out
+
+    def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return self._source_of_tokens(self.spans[idx, 0])
 
     def _strategy_fields(self) -> dict[str, Any]:
         return {"min_sequence_length": self.min_sequence_length}

@@ -1,5 +1,5 @@
-"""Label-mask files (OLMo-core's ``label_mask_paths``): one bool per token, carried into
-``label_mask`` by every strategy, False on padding."""
+"""Label-mask files (OLMo-core's ``label_mask_paths``), carried into ``label_mask`` by every strategy
+(False on padding), and per-path ``metadata``."""
 
 from __future__ import annotations
 
@@ -100,3 +100,36 @@ def test_vsl_and_validation(tmp_path: Path) -> None:
     masks[0].write_bytes(b"\x01" * 5)
     with pytest.raises(FormatError, match="label mask"):
         FSLDataset(*paths, sequence_length=4, label_mask_paths=masks, **common(tmp_path))
+
+
+def test_metadata_per_source(tmp_path: Path) -> None:
+    paths, _ = write_files(tmp_path, [[[3] * 9, [4] * 5], [[5] * 7], [[6] * 3, [7] * 2]])
+    meta = [{"label": "a"}, {"label": "b"}, {"label": "c"}]
+    kw = common(tmp_path / "w", metadata=meta)
+    fsl = FSLDataset(*paths, sequence_length=4, **kw)
+    labels = [m["label"] for m in fsl.get_batch(np.arange(len(fsl)))["metadata"]]
+    assert labels == ["a"] * 4 + ["b"] * 2 + ["c"]  # 16, 8 and 7 tokens
+    padded = PaddedFSLDataset(*paths, sequence_length=8, **kw)
+    assert [m["label"] for m in padded.get_batch(np.arange(len(padded)))["metadata"]] == list("aabcc")
+    item = padded[2]
+    assert item["metadata"] == {"label": "b"}
+    item["metadata"]["label"] = "changed"  # a copy
+    assert padded[2]["metadata"] == {"label": "b"}
+    packed = PackedFSLDataset(*paths, sequence_length=16, source_group_size=2, **kw)
+    groups = packed.get_batch(np.arange(len(packed)))["metadata"]
+    assert all(g in ([meta[0], meta[1]], [meta[2]]) for g in groups)  # a list per group, as OLMo
+    assert [meta[2]] in groups
+    il = InterleavedFSLDataset(
+        *paths,
+        sequence_length=8,
+        seed=0,
+        docs_per_instance=2,
+        chunks_per_doc=1,
+        interleaving_exempt_paths=[paths[1]],
+        **kw,
+    )
+    assert il.get_batch([0])["metadata"] == [{"label": "b"}]  # the exempt file's instance comes first
+    one = FSLDataset(*paths, sequence_length=4, **common(tmp_path / "w", metadata={"x": 1}))
+    assert one[0]["metadata"] == {"x": 1}
+    with pytest.raises(ConfigError, match="one per path"):
+        FSLDataset(*paths, sequence_length=4, **common(tmp_path / "w", metadata=meta[:2]))
