@@ -14,7 +14,14 @@ import numpy as np
 import pytest
 from instance_data import common, write_files
 
-from tokshuf.instances import FSLDataset, PackedFSLDataset, PaddedFSLDataset
+from tokshuf.instances import (
+    FSLDataset,
+    InterleavedFSLDataset,
+    PackedFSLDataset,
+    PaddedFSLDataset,
+    VSLCurriculum,
+    VSLDataset,
+)
 from tokshuf.instances._cache import cached
 
 
@@ -115,6 +122,35 @@ def test_pickles_by_arguments(tmp_path: Path) -> None:
     idx = np.arange(len(ds))
     for key in ("input_ids", "label_mask", "doc_lens"):
         assert np.array_equal(copy.get_batch(idx)[key], ds.get_batch(idx)[key])
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs"),
+    [
+        (FSLDataset, {"sequence_length": 16, "generate_doc_lengths": True, "max_target_sequence_length": 32}),
+        (PaddedFSLDataset, {"sequence_length": 16, "long_doc_strategy": "fragment"}),
+        (PackedFSLDataset, {"sequence_length": 16, "source_group_size": 2}),
+        (
+            InterleavedFSLDataset,
+            {"sequence_length": 16, "seed": 3, "docs_per_instance": 2, "chunks_per_doc": 2},
+        ),
+        (
+            VSLDataset,
+            {"max_sequence_length": 16, "min_sequence_length": 4, "curriculum": VSLCurriculum("grow_p2", 2)},
+        ),
+    ],
+)
+def test_every_dataset_round_trips_through_pickle(tmp_path: Path, cls: type, kwargs: dict[str, Any]) -> None:
+    paths, _ = write_files(tmp_path, corpus(files=2, docs=40))
+    ds = cls(*paths, **kwargs, **common(tmp_path / "w", metadata={"src": "x"}))
+    copy = pickle.loads(pickle.dumps(ds))
+    assert type(copy) is cls
+    assert len(copy) == len(ds)
+    assert copy.fingerprint == ds.fingerprint
+    idx = np.arange(len(ds))
+    a, b = ds.get_batch(idx), copy.get_batch(idx)
+    assert a.keys() == b.keys()
+    assert all(np.array_equal(a[k], b[k]) if isinstance(a[k], np.ndarray) else a[k] == b[k] for k in a)
 
 
 def _read_in_child(ds: FSLDataset, q: Any) -> None:

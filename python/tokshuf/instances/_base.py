@@ -63,6 +63,7 @@ class InstanceDataset:
             "label_mask_paths": None
             if label_mask_paths is None
             else [os.fspath(p) for p in label_mask_paths],
+            "metadata": metadata,
             "work_dir": None if work_dir is None else os.fspath(work_dir),
             "threads": threads,
             **strategy,
