@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from instance_data import common, write_files
 
+from tokshuf import FormatError
 from tokshuf.instances import (
     FSLDataset,
     InterleavedFSLDataset,
@@ -85,6 +86,17 @@ def test_a_damaged_entry_is_rebuilt(tmp_path: Path) -> None:
     again = cached(tmp_path, "x", {"a": 1}, lambda: {"v": np.arange(5, dtype=np.uint64)})
     assert again.path == entry.path
     assert again.array("v").tolist() == [0, 1, 2, 3, 4]
+
+
+def test_corrupt_index_contents_raise_a_format_error(tmp_path: Path) -> None:
+    paths, _ = write_files(tmp_path, corpus(files=1, docs=50))
+    ds = PackedFSLDataset(*paths, sequence_length=64, **common(tmp_path / "w"))
+    assert ds.cache_path is not None
+    ids = ds.cache_path / "doc_ids.bin"
+    ids.write_bytes(np.full(len(ds.documents_by_instance), 2**40, np.uint64).tobytes())  # same size
+    again = PackedFSLDataset(*paths, sequence_length=64, **common(tmp_path / "w"))
+    with pytest.raises(FormatError, match=r"packed-.*damaged"):
+        again.get_batch([0])
 
 
 def test_keys_cover_content_and_parameters(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 //! Turning index arrays into batches: the rows of `input_ids` (int64), `label_mask` and the
 //! per-instance document lengths, filled in parallel straight from the token files.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
@@ -12,7 +12,7 @@ use crate::parallel;
 
 /// A little-endian `u64` array: a cache file mapped read-only, or owned values.
 #[derive(Debug, Clone)]
-pub struct U64s(Mapping);
+pub struct U64s(Mapping, Option<PathBuf>);
 
 impl U64s {
     /// Map a raw little-endian `u64` file.
@@ -21,12 +21,12 @@ impl U64s {
         if map.bytes().len() % 8 != 0 {
             return Err(Error::format(path, format!("size {} is not a whole number of uint64", map.bytes().len())));
         }
-        Ok(U64s(map))
+        Ok(U64s(map, Some(path.to_path_buf())))
     }
 
     /// Owned values.
     pub fn from_vec(v: &[u64]) -> U64s {
-        U64s(Mapping::from_bytes(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()))
+        U64s(Mapping::from_bytes(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()), None)
     }
 
     /// Number of values.
@@ -59,6 +59,25 @@ impl U64s {
     /// All values.
     pub fn to_vec(&self) -> Vec<u64> {
         (0..self.len()).map(|i| self.get(i)).collect()
+    }
+
+    /// Value `i`, or an error if the array is shorter (a damaged or foreign index).
+    #[inline]
+    pub fn at(&self, i: u64) -> Result<u64> {
+        if i >= self.len() as u64 {
+            let msg = format!("entry {i} of {} was asked for: the index is damaged; delete it to rebuild", self.len());
+            return Err(match &self.1 {
+                Some(path) => Error::format(path, msg),
+                None => Error::invalid(msg),
+            });
+        }
+        Ok(self.get(i as usize))
+    }
+
+    /// Pair `i`, checked.
+    #[inline]
+    pub fn span_at(&self, i: u64) -> Result<Span> {
+        Ok([self.at(2 * i)?, self.at(2 * i + 1)?])
     }
 }
 
@@ -284,12 +303,12 @@ impl Reader {
                 n
             }
             Layout::Packed { docs, offsets, doc_ids } => {
-                let (a, b) = (offsets.get(i as usize) as usize, offsets.get(i as usize + 1) as usize);
+                let (a, b) = (offsets.at(i)?, offsets.at(i + 1)?);
                 let mut at = 0;
                 let mut lens = lens;
                 for k in a..b {
-                    let span = docs.span(doc_ids.get(k) as usize);
-                    let n = (span[1] - span[0]) as usize;
+                    let span = docs.span_at(doc_ids.at(k)?)?;
+                    let n = span[1].saturating_sub(span[0]) as usize;
                     if at + n > row.len() {
                         return Err(Error::invalid(format!(
                             "packed instance {i} holds more than {} tokens",
@@ -312,11 +331,11 @@ impl Reader {
             Layout::Interleaved { base, exempt, order, docs_per_instance, chunks_per_doc } => {
                 let n_ex = exempt.len() as u64;
                 if i < n_ex {
-                    self.read_span(base.span(exempt.get(i as usize) as usize), row, mask)?
+                    self.read_span(base.span_at(exempt.at(i)?)?, row, mask)?
                 } else {
                     let k = *docs_per_instance as usize;
                     let j = (i - n_ex) as usize * k;
-                    let spans: Vec<Span> = (j..j + k).map(|x| base.span(order.get(x) as usize)).collect();
+                    let spans = (j..j + k).map(|x| base.span_at(order.at(x as u64)?)).collect::<Result<Vec<Span>>>()?;
                     self.interleave_row(&spans, *chunks_per_doc as usize, row, mask)?
                 }
             }
@@ -329,6 +348,9 @@ impl Reader {
     /// Read up to `row.len()` tokens of `span` and their label mask (1s without mask files);
     /// returns the number read.
     fn read_span(&self, [s, e]: Span, row: &mut [i64], mask: &mut [u8]) -> Result<usize> {
+        if e < s {
+            return Err(Error::invalid(format!("an instance index holds the reversed span {s}..{e}")));
+        }
         let n = ((e - s) as usize).min(row.len());
         let span = [s, s + n as u64];
         self.store.read(span, &mut row[..n])?;
@@ -346,7 +368,7 @@ impl Reader {
         let per_doc = self.seq_len / spans.len() as u64;
         let mut docs = Vec::with_capacity(spans.len());
         for &[s, e] in spans {
-            let n = (e - s).min(per_doc) as usize;
+            let n = e.saturating_sub(s).min(per_doc) as usize;
             let (mut toks, mut flags) = (vec![0i64; n], vec![1u8; n]);
             self.read_span([s, s + n as u64], &mut toks, &mut flags)?;
             let kept: Vec<(i64, u8)> = toks

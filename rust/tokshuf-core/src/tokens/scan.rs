@@ -58,36 +58,41 @@ fn eos_positions(tokens: &TokenArray, s: usize, e: usize, eos: u64, out: &mut Ve
     let w = tokens.token_type().itemsize();
     let bytes = &tokens.bytes()[s * w..e * w];
     match w {
-        1 => scan::<1>(bytes, s, eos, out),
-        2 => scan::<2>(bytes, s, eos, out),
-        4 => scan::<4>(bytes, s, eos, out),
-        _ => scan::<8>(bytes, s, eos, out),
+        1 => scan!(u8, bytes, s, eos, out),
+        2 => scan!(u16, bytes, s, eos, out),
+        4 => scan!(u32, bytes, s, eos, out),
+        _ => scan!(u64, bytes, s, eos, out),
     }
 }
 
-/// Compare 64 elements at a time into a bit mask (vectorizes), then walk the set bits.
-fn scan<const W: usize>(bytes: &[u8], base: usize, eos: u64, out: &mut Vec<u64>) {
-    let target: [u8; W] = eos.to_le_bytes()[..W].try_into().expect("W <= 8");
-    let block = 64 * W;
-    let mut blocks = bytes.chunks_exact(block);
-    let mut at = base as u64;
-    for b in &mut blocks {
-        let mut mask = 0u64;
-        for (j, c) in b.chunks_exact(W).enumerate() {
-            mask |= u64::from(c == target) << j;
+/// Compare 64 elements at a time into a bit mask (the compares vectorize), then walk the set
+/// bits. Only the bit pattern matters, so signed files are scanned as unsigned.
+macro_rules! scan {
+    ($t:ty, $bytes:expr, $base:expr, $eos:expr, $out:expr) => {{
+        const W: usize = std::mem::size_of::<$t>();
+        let target = $eos as $t;
+        let read = |c: &[u8]| <$t>::from_le_bytes(c.try_into().expect("W bytes"));
+        let mut blocks = $bytes.chunks_exact(64 * W);
+        let mut at = $base as u64;
+        for b in &mut blocks {
+            let mut mask = 0u64;
+            for j in 0..64 {
+                mask |= u64::from(read(&b[j * W..(j + 1) * W]) == target) << j;
+            }
+            while mask != 0 {
+                $out.push(at + u64::from(mask.trailing_zeros()));
+                mask &= mask - 1;
+            }
+            at += 64;
         }
-        while mask != 0 {
-            out.push(at + u64::from(mask.trailing_zeros()));
-            mask &= mask - 1;
+        for (j, c) in blocks.remainder().chunks_exact(W).enumerate() {
+            if read(c) == target {
+                $out.push(at + j as u64);
+            }
         }
-        at += 64;
-    }
-    for (j, c) in blocks.remainder().chunks_exact(W).enumerate() {
-        if c == target {
-            out.push(at + j as u64);
-        }
-    }
+    }};
 }
+use scan;
 
 #[cfg(test)]
 mod tests {
