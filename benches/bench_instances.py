@@ -4,6 +4,9 @@ side by side with OLMo-core's own datasets when an interpreter with `ai2-olmo-co
     python benches/bench_instances.py [--tokens 1000000000] [--files 8] [--sequence-length 4096]
                                       [--olmo-python PATH] [--data-dir DIR]
 
+`make bench` runs it with the defaults (a 4 GB corpus under bench-out/); set OLMO_PYTHON to an
+interpreter of a separate venv where `pip install ai2-olmo-core` worked to time OLMo-core too.
+
 The corpus is OLMo token files (uint32, dolma2 ids: EOS 100257) with log-normal document lengths
 (median ~600 tokens), written once to --data-dir and reused. For each strategy: the cold build
 (document scan + index + cache write, fresh work_dir), the warm open (cache hit), `get_batch`
@@ -143,7 +146,11 @@ def main() -> None:
     ap.add_argument("--strategies", nargs="+", default=["fsl", "padded", "packed", "vsl"])
     ap.add_argument("--data-dir", type=Path, default=Path("bench-out/instances-corpus"))
     ap.add_argument("--work-root", default=None, help="where cold-build work dirs go (default: system temp)")
-    ap.add_argument("--olmo-python", default=None, help="an interpreter with ai2-olmo-core installed")
+    ap.add_argument(
+        "--olmo-python",
+        default=os.environ.get("OLMO_PYTHON"),
+        help="an interpreter with ai2-olmo-core installed (default: $OLMO_PYTHON, or this one if it has it)",
+    )
     args = ap.parse_args()
     if args.olmo_python is None:
         try:
