@@ -123,6 +123,20 @@ def test_keys_cover_content_and_parameters(tmp_path: Path) -> None:
     assert int(c2.spans[0][1]) == min(int(starts[0]) + 1, 32)
 
 
+def test_metadata_appearing_later_changes_the_index(tmp_path: Path) -> None:
+    from tokshuf import olmo_tokens as ot
+
+    docs = [np.array([5, 6, 0]), np.array([7, 8]), np.array([9, 0])]  # the 2nd lost its EOS
+    ot.write_tokens(tmp_path / "a.npy", docs, np.uint16)
+    kw = {**common(tmp_path / "w"), "document_boundaries": "auto"}
+    before = PaddedFSLDataset(tmp_path / "a.npy", sequence_length=8, **kw)
+    assert before.spans.tolist() == [[0, 3], [3, 7]]  # EOS scan
+    ot.write_metadata(ot.metadata_path(tmp_path / "a.npy"), [[0, 3], [3, 5], [5, 7]])
+    after = PaddedFSLDataset(tmp_path / "a.npy", sequence_length=8, **kw)
+    assert after.cache_path != before.cache_path
+    assert after.spans.tolist() == [[0, 3], [3, 5], [5, 7]]
+
+
 def test_pickles_by_arguments(tmp_path: Path) -> None:
     paths, _ = write_files(tmp_path, corpus())
     ds = PackedFSLDataset(*paths, sequence_length=64, generate_doc_lengths=True, **common(tmp_path / "w"))

@@ -84,6 +84,9 @@ class InstanceDataset:
         self.work_dir = Path(work_dir) if work_dir is not None else default_work_dir()
         self.sources: list[Source] = resolve_sources(tuple(paths), dtype, vocab_size)
         self._identities = [s.identity() for s in self.sources]
+        self._origins = [
+            s.boundary_source(eos_token_id, bos_token_id, document_boundaries) for s in self.sources
+        ]
         self.label_mask_paths = [str(Path(p).resolve()) for p in label_mask_paths or ()]
         if label_mask_paths is not None and len(self.label_mask_paths) != len(self.sources):
             raise ConfigError(
@@ -118,10 +121,10 @@ class InstanceDataset:
         return {
             "class": type(self).__name__,
             "sources": self._identities,
+            "documents": self._origins,
             "sequence_length": self.sequence_length,
             "eos": self.eos_token_id,
             "bos": self.bos_token_id,
-            "boundaries": self.document_boundaries,
             **self._strategy_fields(),
         }
 

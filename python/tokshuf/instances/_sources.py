@@ -42,6 +42,16 @@ class Source:
     def reader_spec(self) -> tuple[str, str | None]:
         return (self.path, self.dtype)
 
+    def boundary_source(self, eos_token_id: int, bos_token_id: int | None, boundaries: Boundaries) -> Any:
+        """Where this file's documents come from, as part of cache keys: the index, the Dolma
+        metadata (with its identity) or an EOS/BOS scan."""
+        if self.dtype is None:
+            return "index"
+        meta = metadata_path(self.path)
+        if boundaries == "metadata" or (boundaries == "auto" and meta.is_file()):
+            return {"metadata": file_identity(meta)}
+        return {"eos": eos_token_id, "bos": bos_token_id}
+
     def documents(
         self,
         work_dir: Path,
@@ -51,31 +61,19 @@ class Source:
         threads: int | None,
     ) -> tuple[Path, npt.NDArray[np.uint64]]:
         """The ``(n, 2)`` local spans of this file's documents, cached; returns (file, array)."""
-        fields: dict[str, Any] = {"source": self.identity()}
-        meta = metadata_path(self.path)
-        if self.dtype is None:
-            fields["boundaries"] = "index"
+        origin = self.boundary_source(eos_token_id, bos_token_id, boundaries)
+        dtype = self.dtype
 
-            def build() -> dict[str, Any]:
+        def build() -> dict[str, Any]:
+            if dtype is None:
                 buf, _, _ = _core.indexed_documents(self.path)
-                return {"spans": _arrays.spans(buf)}
-
-        else:
-            use_meta = boundaries == "metadata" or (boundaries == "auto" and meta.is_file())
-            if use_meta:
-                fields["boundaries"] = {"metadata": file_identity(meta)}
+            elif isinstance(origin, dict) and "metadata" in origin:
+                buf = _core.read_metadata(os.fspath(metadata_path(self.path)), self.num_tokens)
             else:
-                fields["boundaries"] = {"eos": eos_token_id, "bos": bos_token_id}
-            dtype = self.dtype
+                buf = _core.scan_documents(self.path, dtype, eos_token_id, bos_token_id, threads)
+            return {"spans": _arrays.spans(buf)}
 
-            def build() -> dict[str, Any]:
-                if use_meta:
-                    buf = _core.read_metadata(os.fspath(meta), self.num_tokens)
-                else:
-                    buf = _core.scan_documents(self.path, dtype, eos_token_id, bos_token_id, threads)
-                return {"spans": _arrays.spans(buf)}
-
-        entry = cached(work_dir, "documents", fields, build)
+        entry = cached(work_dir, "documents", {"source": self.identity(), "boundaries": origin}, build)
         return entry.file("spans"), entry.array("spans")
 
 
