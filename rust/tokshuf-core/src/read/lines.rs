@@ -38,6 +38,19 @@ impl LineBatch {
     }
 }
 
+/// Where a corrupt or truncated stream stopped (see [`LineReader::tolerate_corruption`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// Decompressed bytes read before the failure.
+    pub offset: u64,
+    /// Number of the line the failure cut (the first line lost).
+    pub line: u64,
+    /// Bytes of that line that were read and dropped (0: the stream broke at a line boundary).
+    pub fragment_bytes: u64,
+    /// The decoder's message.
+    pub message: String,
+}
+
 /// Reads a stream in batches of whole lines of about `batch_bytes` bytes.
 pub struct LineReader<R> {
     path: PathBuf,
@@ -48,6 +61,10 @@ pub struct LineReader<R> {
     next_line: u64,
     offset: u64,
     eof: bool,
+    tolerate: bool,
+    truncation: Option<Truncation>,
+    /// Complete lines of the batch being cut (for messages about a failure mid-batch).
+    scanned: u64,
 }
 
 const READ_CHUNK: usize = 1 << 20;
@@ -64,7 +81,22 @@ impl<R: Read> LineReader<R> {
             next_line: 1,
             offset: 0,
             eof: false,
+            tolerate: false,
+            truncation: None,
+            scanned: 0,
         }
+    }
+
+    /// On a decoding error (truncated or corrupt gzip/zstd), end the stream after the last
+    /// complete line instead of failing, and record what was lost in [`LineReader::truncation`].
+    pub fn tolerate_corruption(mut self) -> Self {
+        self.tolerate = true;
+        self
+    }
+
+    /// Where the stream broke, once the reader has stopped on a decoding error.
+    pub fn truncation(&self) -> Option<&Truncation> {
+        self.truncation.as_ref()
     }
 
     /// Decompressed bytes consumed so far.
@@ -72,18 +104,23 @@ impl<R: Read> LineReader<R> {
         self.offset
     }
 
+    fn is_decoding_error(e: &std::io::Error) -> bool {
+        matches!(
+            e.kind(),
+            ErrorKind::UnexpectedEof | ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::Other
+        )
+    }
+
     fn read_error(&self, e: std::io::Error) -> Error {
         match e.kind() {
-            ErrorKind::UnexpectedEof | ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::Other => {
-                Error::format(
-                    &self.path,
-                    format!(
-                        "cannot decompress past byte {} (after line {}): the file is truncated or corrupt ({e})",
-                        self.offset,
-                        self.next_line.saturating_sub(1)
-                    ),
-                )
-            }
+            _ if Self::is_decoding_error(&e) => Error::format(
+                &self.path,
+                format!(
+                    "cannot decompress past byte {} (after line {}): the file is truncated or corrupt ({e})",
+                    self.offset,
+                    self.next_line.saturating_sub(1) + self.scanned
+                ),
+            ),
             _ => Error::io(&self.path, e),
         }
     }
@@ -96,6 +133,13 @@ impl<R: Read> LineReader<R> {
             match self.inner.read(&mut buf[start..]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if self.tolerate && Self::is_decoding_error(&e) => {
+                    buf.truncate(start);
+                    // `line` and `fragment_bytes` are filled in when the last batch is cut.
+                    self.truncation =
+                        Some(Truncation { offset: self.offset, line: 0, fragment_bytes: 0, message: e.to_string() });
+                    return Ok(false);
+                }
                 Err(e) => {
                     buf.truncate(start);
                     return Err(self.read_error(e));
@@ -165,7 +209,7 @@ impl<R: Read> LineReader<R> {
                 break;
             }
             if self.eof {
-                if line_start < data.len() {
+                if self.truncation.is_none() && line_start < data.len() {
                     let end = data.len();
                     let text_end = if data[end - 1] == b'\r' { end - 1 } else { end };
                     lines.push(self.span(line_start..text_end));
@@ -173,9 +217,16 @@ impl<R: Read> LineReader<R> {
                 }
                 break;
             }
+            self.scanned = lines.len() as u64;
             if !self.fill(&mut data)? {
                 self.eof = true;
             }
+        }
+        if let Some(t) = self.truncation.as_mut().filter(|t| self.eof && t.line == 0) {
+            // The bytes after the last newline are a fragment of the line the failure cut.
+            t.line = self.next_line + lines.len() as u64;
+            t.fragment_bytes = (data.len() - line_start) as u64;
+            line_start = data.len();
         }
         self.pending = data[line_start..].to_vec();
         data.truncate(line_start);
@@ -234,6 +285,49 @@ mod tests {
         let got = flat(&batches);
         assert_eq!(got.len(), 100);
         assert_eq!(got[42], Some(b"line42".to_vec()));
+    }
+
+    /// A reader whose stream fails with `kind` after `data`.
+    struct Broken<'a>(&'a [u8], ErrorKind);
+
+    impl Read for Broken<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(std::io::Error::new(self.1, "corrupt deflate stream"));
+            }
+            let n = self.0.len().min(buf.len()).min(3);
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn truncation_fails_or_is_recorded() {
+        let input = b"one\ntwo\nthr";
+        // Broken at a line boundary: nothing cut, the next line number is still reported.
+        let mut r = LineReader::new(Path::new("f.gz"), Broken(b"a\nb\n", ErrorKind::InvalidData), 1 << 20, 100)
+            .tolerate_corruption();
+        assert_eq!(r.next_batch().unwrap().unwrap().len(), 2);
+        assert!(r.next_batch().unwrap().is_none());
+        assert_eq!(r.truncation().map(|t| (t.offset, t.line, t.fragment_bytes)), Some((4, 3, 0)));
+
+        let mut strict = LineReader::new(Path::new("f.gz"), Broken(input, ErrorKind::UnexpectedEof), 1 << 20, 100);
+        let e = strict.next_batch().unwrap_err().to_string();
+        assert!(e.contains("f.gz") && e.contains("past byte 11") && e.contains("after line 2"), "{e}");
+
+        let mut r = LineReader::new(Path::new("f.gz"), Broken(input, ErrorKind::UnexpectedEof), 1 << 20, 100)
+            .tolerate_corruption();
+        let b = r.next_batch().unwrap().unwrap();
+        assert_eq!(b.lines, vec![LineSpan::Text(0..3), LineSpan::Text(4..7)]);
+        assert!(r.next_batch().unwrap().is_none());
+        let t = r.truncation().unwrap();
+        assert_eq!((t.offset, t.line, t.fragment_bytes), (11, 3, 3));
+
+        // Real I/O errors are never tolerated.
+        let mut r = LineReader::new(Path::new("f"), Broken(input, ErrorKind::PermissionDenied), 1 << 20, 100)
+            .tolerate_corruption();
+        assert!(r.next_batch().is_err());
     }
 
     #[test]

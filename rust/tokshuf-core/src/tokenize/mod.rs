@@ -5,6 +5,7 @@
 //! ([`build`]). Callers use [`from_spec`] (or [`build`] on a model they resolved themselves);
 //! which encoder serves a model is decided in [`build`] alone.
 
+mod batch;
 mod byte;
 mod hf;
 mod model;
@@ -14,6 +15,7 @@ pub mod tiktoken_files;
 
 use std::sync::Arc;
 
+pub use batch::{encode_many, EncodedTexts};
 pub use byte::ByteTokenizer;
 pub use hf::HfTokenizer;
 pub use model::{resolve, BpeModel, HfModel, TokenizerModel};
