@@ -181,7 +181,9 @@ def test_batch_apis_agree() -> None:
 # Text likely to expose regex-engine differences: apostrophes, mixed case, Unicode spaces and
 # digits, newlines, scripts with combining marks.
 TRICKY = st.text(
-    alphabet=st.sampled_from(list("  \t\n\r\x0b\x0c'sSdDtTmMlLvVeErR aé1２٣Ⅻ日本\u00a0\u2009\u3000\u200b!?.,-_/\\\"")),
+    alphabet=st.sampled_from(
+        list("  \t\n\r\x0b\x0c'sSdDtTmMlLvVeErR aé1２٣Ⅻ日本\u00a0\u2009\u3000\u200b!?.,-_/\\\"")
+    ),
     max_size=80,
 )
 

@@ -68,6 +68,8 @@ pub struct LineReader<R> {
 }
 
 const READ_CHUNK: usize = 1 << 20;
+/// Smallest read once a batch is nearly full (a line may still be incomplete).
+const MIN_READ: usize = 64 << 10;
 
 impl<R: Read> LineReader<R> {
     /// A reader over `inner` (already decompressed), `path` for messages.
@@ -125,10 +127,13 @@ impl<R: Read> LineReader<R> {
         }
     }
 
-    /// Append up to `READ_CHUNK` bytes to `buf`; false at end of stream.
+    /// Append up to what the batch still needs (between `MIN_READ` and `READ_CHUNK` bytes) to
+    /// `buf`, so a batch holds about `batch_bytes`, not a whole read chunk more; false at end of
+    /// stream.
     fn fill(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
         let start = buf.len();
-        buf.resize(start + READ_CHUNK, 0);
+        let want = self.batch_bytes.saturating_sub(start).clamp(MIN_READ, READ_CHUNK);
+        buf.resize(start + want, 0);
         let n = loop {
             match self.inner.read(&mut buf[start..]) {
                 Ok(n) => break n,
@@ -184,6 +189,7 @@ impl<R: Read> LineReader<R> {
             return Ok(None);
         }
         let mut data = std::mem::take(&mut self.pending);
+        data.reserve((self.batch_bytes + MIN_READ).saturating_sub(data.len()).min(READ_CHUNK + MIN_READ));
         let mut lines = Vec::new();
         let mut line_start = 0usize;
         let mut scan = 0usize;
