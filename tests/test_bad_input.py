@@ -216,3 +216,19 @@ def test_dtype_too_small_is_refused_up_front(tmp_path: Path) -> None:
     with pytest.raises(tokshuf.ConfigError, match=r"dtype uint16 cannot hold .* \(up to 100276\)"):
         tokshuf.preprocess(path, tmp_path / "o", "tiktoken:cl100k_base", dtype="uint16")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_the_first_problem_in_input_order_is_reported(tmp_path: Path, workers: int) -> None:
+    # A bad line deep in the first file comes before an empty second file, however far ahead
+    # the reader gets; and an empty first file before a bad line in the second.
+    records = [{"text": "ok"}] * 5000 + [{"content": "no text"}]
+    bad = write_jsonl(tmp_path / "a.jsonl", records)
+    empty = tmp_path / "b.jsonl"
+    empty.write_bytes(b"")
+    with pytest.raises(tokshuf.BadInputError) as info:
+        tokshuf.preprocess([bad, empty], tmp_path / "o", workers=workers, batch_bytes=1024)
+    assert (info.value.path, info.value.line, info.value.reason) == (str(bad), 5001, "missing_key")
+    with pytest.raises(tokshuf.BadInputError) as info:
+        tokshuf.preprocess([empty, bad], tmp_path / "o", workers=workers, batch_bytes=1024)
+    assert (info.value.path, info.value.reason) == (str(empty), "empty_file")

@@ -21,7 +21,8 @@ from corpus import GPT2
 
 def synthetic_corpus(path: Path, mb: float) -> Path:
     """Varied text of about ``mb`` MB (fast to write; tokenizes like prose)."""
-    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu naïve café 日本 42".split()
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+    words += ["lambda", "mu", "naïve", "café", "日本", "42"]
     with open(path, "w", encoding="utf-8") as f:
         written, i = 0, 0
         while written < mb * 1e6:
@@ -181,9 +182,9 @@ def test_tokenizers_object_gives_the_same_output(tmp_path: Path) -> None:
 
 def test_cli_reports_unknown_tokenizer(tmp_path: Path) -> None:
     corpus = synthetic_corpus(tmp_path / "c.jsonl", 0.01)
+    cmd = [sys.executable, "-m", "tokshuf", "preprocess", "--input", str(corpus), "--output-prefix", "x"]
     run = subprocess.run(
-        [sys.executable, "-m", "tokshuf", "preprocess", "--input", str(corpus), "--output-prefix", "x"]
-        + ["--tokenizer", "cl100k_base"],
+        [*cmd, "--tokenizer", "cl100k_base"],
         capture_output=True,
         text=True,
         check=False,

@@ -107,7 +107,7 @@ def test_unknown_specs_name_the_choices(spec: str, message: str) -> None:
 
 
 def test_directory_without_tokenizer_json(tmp_path: Path) -> None:
-    with pytest.raises(tokshuf.ConfigError, match="no tokenizer.json"):
+    with pytest.raises(tokshuf.ConfigError, match=r"no tokenizer\.json"):
         tokshuf.Tokenizer(tmp_path)
     with pytest.raises(TypeError, match="cannot make a tokenizer from int"):
         tokshuf.Tokenizer(3)
@@ -182,7 +182,7 @@ def test_batch_apis_agree() -> None:
 # digits, newlines, scripts with combining marks.
 TRICKY = st.text(
     alphabet=st.sampled_from(
-        list("  \t\n\r\x0b\x0c'sSdDtTmMlLvVeErR aé1２٣Ⅻ日本\u00a0\u2009\u3000\u200b!?.,-_/\\\"")
+        list("  \t\n\r\x0b\x0c'sSdDtTmMlLvVeErR aé1\uff12\u0663\u216b日本\u00a0\u2009\u3000\u200b!?.,-_/\\\"")
     ),
     max_size=80,
 )

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tokshuf import _core
+from tokshuf._core import Tokenizer as _Native
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -61,12 +62,16 @@ class Tokenizer:
     """
 
     __slots__ = ("_core", "_eod_override", "_hf_json", "_spec")
+    _core: _Native
+    _spec: str
+    _hf_json: str | None
+    _eod_override: int | None
 
     def __init__(self, spec: Any, *, eod_id: int | None = None) -> None:
         if isinstance(spec, Tokenizer):
             if eod_id is None:
                 self._spec, self._hf_json, self._eod_override = spec._spec, spec._hf_json, spec._eod_override
-                self._core: _core.Tokenizer = spec._core
+                self._core = spec._core
                 return
             name, hf_json = spec._spec, spec._hf_json
         elif _is_hf_tokenizer(spec):
@@ -127,7 +132,7 @@ class Tokenizer:
         ids, offsets = self._core.encode_batch_flat(list(texts), num_threads)
         return np.frombuffer(ids, dtype="<u4"), np.frombuffer(offsets, dtype="<i8")
 
-    def _native(self) -> _core.Tokenizer:
+    def _native(self) -> _Native:
         return self._core
 
     def __reduce__(self) -> tuple[Any, ...]:

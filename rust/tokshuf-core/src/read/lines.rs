@@ -202,7 +202,8 @@ impl<R: Read> LineReader<R> {
                 scan = line_start;
             }
             scan = data.len();
-            if data.len() - line_start > self.max_line_bytes {
+            // +1: the line may still end in a CR that is not part of it.
+            if data.len() - line_start > self.max_line_bytes.saturating_add(1) {
                 let mut rest = data.split_off(line_start);
                 let skipped = self.skip_line(&mut rest)?;
                 lines.push(LineSpan::TooLong(skipped));
@@ -268,6 +269,40 @@ mod tests {
 
     fn flat(batches: &[(u64, Vec<Option<Vec<u8>>>)]) -> Vec<Option<Vec<u8>>> {
         batches.iter().flat_map(|b| b.1.clone()).collect()
+    }
+
+    proptest::proptest! {
+        /// Whatever the batch size, line limit and line lengths, the reader yields exactly the
+        /// lines of the input (CR before LF dropped), numbered in order, over-long ones flagged.
+        #[test]
+        fn batches_are_the_lines(
+            lines in proptest::collection::vec(proptest::collection::vec(proptest::sample::select(b"ab\r {}".to_vec()), 0..300), 0..60),
+            batch in 1usize..2000,
+            max_line in 1usize..400,
+            final_newline: bool,
+        ) {
+            let mut input = lines.join(&b'\n');
+            if final_newline && !lines.is_empty() {
+                input.push(b'\n');
+            }
+            let mut expected: Vec<Option<Vec<u8>>> = if input.is_empty() { vec![] } else {
+                let body = input.strip_suffix(b"\n").unwrap_or(&input);
+                body.split(|&b| b == b'\n').map(|l| {
+                    let l = l.strip_suffix(b"\r").unwrap_or(l);
+                    (l.len() <= max_line).then(|| l.to_vec())
+                }).collect()
+            };
+            if final_newline && lines.len() == 1 && lines[0].is_empty() {
+                expected = vec![Some(vec![])];
+            }
+            let batches = collect(&input, batch, max_line);
+            let mut next = 1;
+            for (first, b) in &batches {
+                proptest::prop_assert_eq!(*first, next);
+                next += b.len() as u64;
+            }
+            proptest::prop_assert_eq!(flat(&batches), expected);
+        }
     }
 
     #[test]
