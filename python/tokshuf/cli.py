@@ -127,7 +127,7 @@ def _report_preprocess(summary: dict[str, Any]) -> None:
     print(
         f"{summary['lines']:,} lines, {mb:,.1f} MB in {secs:.2f} s "
         f"({mb / secs:,.1f} MB/s, {summary['tokens'] / secs / 1e6:,.2f} M tokens/s, "
-        f"{summary['workers']} workers)"
+        f"{summary['workers']} worker{'s' if summary['workers'] != 1 else ''})"
     )
 
 

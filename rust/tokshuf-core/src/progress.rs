@@ -68,10 +68,9 @@ impl Progress {
     pub fn new(style: ProgressStyle, job: &'static str, total_bytes: u64) -> Self {
         let bar = (style == ProgressStyle::Bar).then(|| {
             let bar = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr_with_hz(4));
-            let template = "{prefix} {elapsed_precise} [{wide_bar}] {binary_bytes}/{binary_total_bytes} \
-                            ({binary_bytes_per_sec}) {msg} ETA {eta}";
+            // Short enough for an 80-column terminal with room for the bar.
+            let template = "{elapsed_precise} [{wide_bar}] {binary_bytes}/{binary_total_bytes} {msg} ETA {eta}";
             bar.set_style(BarStyle::with_template(template).expect("a valid template").progress_chars("=> "));
-            bar.set_prefix(job);
             bar
         });
         Self { style, job, total_bytes, start: Instant::now(), bar, interval: Duration::from_secs(1), last_line: None }
@@ -91,7 +90,7 @@ impl Progress {
                 if let Some(bar) = &self.bar {
                     let secs = self.start.elapsed().as_secs_f64().max(1e-9);
                     bar.set_message(format!(
-                        "{} docs/s, {} tok/s",
+                        "{} doc/s {} tok/s",
                         human(snap.documents as f64 / secs),
                         human(snap.tokens as f64 / secs)
                     ));
@@ -107,14 +106,14 @@ impl Progress {
         }
     }
 
-    /// The job is done: a last line, or the bar completed.
+    /// The job is done: a last JSON line, or the bar removed.
     pub fn finish(&mut self, snap: ProgressSnapshot) {
         match self.style {
             ProgressStyle::Off => {}
             ProgressStyle::Bar => {
-                self.update(snap);
+                // The caller prints the final figures; a finished bar would only repeat them.
                 if let Some(bar) = self.bar.take() {
-                    bar.finish();
+                    bar.finish_and_clear();
                 }
             }
             ProgressStyle::JsonLines => self.emit(snap, true),
