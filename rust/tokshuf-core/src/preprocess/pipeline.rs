@@ -384,6 +384,10 @@ impl Writer<'_> {
                 let _ = slot_tx.send(());
             }
         }
+        if !pending.is_empty() {
+            // A worker died with a batch: never write around the hole.
+            return Err(Error::invalid(format!("internal error: batch {next} of the input was lost")));
+        }
         Ok(())
     }
 

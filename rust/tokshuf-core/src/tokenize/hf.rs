@@ -6,6 +6,8 @@
 //! `--tokenizer-hf-include-special-tokens`): no BOS/EOS from the post-processor, but added tokens
 //! that appear literally in the text (e.g. `<|endoftext|>`) are recognised, as in `transformers`.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use super::model::HfModel;
 use super::Tokenizer;
 use crate::error::{Error, Result};
@@ -61,8 +63,10 @@ impl HfTokenizer {
 
 impl Tokenizer for HfTokenizer {
     fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
-        let enc = self.inner.encode_fast(text, false).map_err(|e| e.to_string())?;
-        out.extend_from_slice(enc.get_ids());
+        // A panic inside the library on one document becomes that document's error.
+        let encoded = catch_unwind(AssertUnwindSafe(|| self.inner.encode_fast(text, false)))
+            .map_err(|_| "the tokenizers library panicked on this text".to_string())?;
+        out.extend_from_slice(encoded.map_err(|e| e.to_string())?.get_ids());
         Ok(())
     }
 
