@@ -36,14 +36,16 @@ def synthetic_corpus(path: Path, mb: float) -> Path:
 
 
 def test_gil_is_released(tmp_path: Path) -> None:
-    corpus = synthetic_corpus(tmp_path / "c.jsonl", 8)
+    corpus = synthetic_corpus(tmp_path / "c.jsonl", 4)
     done = threading.Event()
-    thread = threading.Thread(
-        target=lambda: (
-            tokshuf.preprocess(corpus, tmp_path / "o", "tiktoken:r50k_base", workers=1),
-            done.set(),
-        )
-    )
+
+    def work() -> None:
+        try:
+            tokshuf.preprocess(corpus, tmp_path / "o", GPT2, workers=1)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=work)
     ticks: list[float] = []
     start = time.perf_counter()
     thread.start()
