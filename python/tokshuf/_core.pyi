@@ -1,18 +1,20 @@
 # Stub of the native module, kept honest by `python -m mypy.stubtest tokshuf._core` (tests/test_stubs.py).
 from os import PathLike
 from pathlib import Path
-from typing import final
+from typing import Any, final
 
 __all__ = [
     "IndexReader",
     "IndexWriter",
     "MappedBuffer",
+    "Tokenizer",
     "__version__",
     "build_profile",
     "expand_input_paths",
     "list_prefixes",
     "merge",
     "preprocess",
+    "tiktoken_encoding_data",
     "write_index",
 ]
 
@@ -70,14 +72,38 @@ def expand_input_paths(inputs: list[str]) -> list[Path]: ...
 def preprocess(
     inputs: list[str],
     output_prefix: str | PathLike[str],
-    tokenizer: str,
+    tokenizer: Tokenizer,
     json_keys: list[str],
     *,
     append_eod: bool = False,
     dtype: str | None = None,
-    workers: int = 1,
+    workers: int | None = None,
     on_error: str = "fail",
     partitions: int = 1,
     batch_bytes: int = 1048576,
     max_line_bytes: int = 1073741824,
+    sentence_lists: bool = True,
+    progress: str = "none",
+    write_summary: bool = True,
+    summary_path: str | PathLike[str] | None = None,
 ) -> str: ...
+
+@final
+class Tokenizer:
+    def __new__(cls, spec: str, eod_id: int | None = None) -> Tokenizer: ...
+    @staticmethod
+    def from_hf_json(
+        json: str, origin: str = "tokenizers.Tokenizer", eod_id: int | None = None
+    ) -> Tokenizer: ...
+    @property
+    def spec(self) -> str: ...
+    @property
+    def eod_id(self) -> int | None: ...
+    @property
+    def vocab_size(self) -> int: ...
+    def identity_json(self) -> str: ...
+    def encode(self, text: str) -> list[int]: ...
+    def encode_batch(self, texts: list[str], num_threads: int | None = None) -> list[list[int]]: ...
+    def encode_batch_flat(self, texts: list[str], num_threads: int | None = None) -> tuple[bytes, bytes]: ...
+
+def tiktoken_encoding_data(name: str) -> dict[str, Any]: ...

@@ -11,6 +11,7 @@ pub mod fsutil;
 pub mod indexed;
 pub mod parallel;
 pub mod preprocess;
+pub mod progress;
 pub mod read;
 pub mod tokenize;
 

@@ -9,6 +9,7 @@ mod errors;
 mod indexed;
 mod long_call;
 mod preprocess;
+mod tokenizer;
 
 use pyo3::prelude::*;
 
@@ -19,5 +20,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::PyMappedBuffer>()?;
     indexed::register(m)?;
     preprocess::register(m)?;
+    tokenizer::register(m)?;
     Ok(())
 }
