@@ -151,7 +151,11 @@ def main() -> None:
         default=os.environ.get("OLMO_PYTHON"),
         help="an interpreter with ai2-olmo-core installed (default: $OLMO_PYTHON, or this one if it has it)",
     )
+    ap.add_argument("--quick", action="store_true", help="a small run that proves the benchmark works")
     args = ap.parse_args()
+    if args.quick:
+        args.tokens, args.files, args.batches, args.items = 20_000_000, 4, 50, 500
+        args.data_dir = args.data_dir.with_name(args.data_dir.name + "-quick")
     if args.olmo_python is None:
         try:
             import olmo_core  # noqa: F401

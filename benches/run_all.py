@@ -1,8 +1,5 @@
-"""Run every benchmark in this directory (`make bench`): each `bench_*.py` with its defaults,
-one after another, printing their JSON lines. Benchmarks measure; tests assert.
-
-    python benches/run_all.py [NAME ...]   # e.g. `instances` runs bench_instances.py only
-"""
+"""Run every benchmark in this directory (``make bench``): each ``bench_*.py`` in turn, with the
+arguments given here passed on (e.g. ``--quick``). Exits non-zero if any benchmark failed."""
 
 from __future__ import annotations
 
@@ -12,15 +9,13 @@ from pathlib import Path
 
 
 def main() -> int:
-    here = Path(__file__).parent
-    wanted = set(sys.argv[1:])
-    failed = 0
-    for script in sorted(here.glob("bench_*.py")):
-        name = script.stem.removeprefix("bench_")
-        if wanted and name not in wanted:
-            continue
-        print(f"# {script.name}", file=sys.stderr, flush=True)
-        failed += subprocess.run([sys.executable, str(script)], check=False).returncode != 0
+    failed = []
+    for bench in sorted(Path(__file__).resolve().parent.glob("bench_*.py")):
+        print(f"== {bench.name}", flush=True)
+        if subprocess.run([sys.executable, str(bench), *sys.argv[1:]], check=False).returncode != 0:
+            failed.append(bench.name)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
 
 

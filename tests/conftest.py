@@ -42,3 +42,11 @@ def write_jsonl(path: Path, records: Iterable[Any], compress: str | None = None)
     else:
         path.write_bytes(data)
     return path
+
+
+@pytest.fixture(scope="session")
+def make_corpus(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``make_corpus(name, *args)`` → (path, manifest), generated once per session."""
+    from corpus import CorpusFactory
+
+    return CorpusFactory(tmp_path_factory.mktemp("corpora"))

@@ -1,6 +1,7 @@
 """tokshuf: raw text corpora to training-ready tokens, with a Rust core.
 
 * :func:`preprocess` — JSON lines to Megatron-compatible ``.bin/.idx``;
+* :class:`Tokenizer` — Hugging Face / tiktoken / byte tokenizers from the Rust core;
 * :class:`IndexedDataset`, :class:`IndexedDatasetWriter`, :func:`merge` — the indexed format;
 * the ``tokshuf`` command line (``tokshuf --help``).
 """
@@ -9,6 +10,7 @@ from tokshuf._core import __version__
 from tokshuf.errors import BadInputError, ConfigError, FormatError, TokshufError
 from tokshuf.indexed import IndexedDataset, IndexedDatasetWriter, merge
 from tokshuf.preprocess import preprocess
+from tokshuf.tokenizer import Tokenizer
 
 __all__ = [
     "BadInputError",
@@ -16,6 +18,7 @@ __all__ = [
     "FormatError",
     "IndexedDataset",
     "IndexedDatasetWriter",
+    "Tokenizer",
     "TokshufError",
     "__version__",
     "merge",

@@ -15,6 +15,7 @@ __all__ = [
     "InstanceReader",
     "MappedBuffer",
     "TokenWriter",
+    "Tokenizer",
     "__version__",
     "build_profile",
     "convert_indexed",
@@ -31,6 +32,7 @@ __all__ = [
     "preprocess",
     "read_metadata",
     "scan_documents",
+    "tiktoken_encoding_data",
     "vsl_batch_order",
     "vsl_batches_per_bucket",
     "vsl_buckets",
@@ -93,16 +95,20 @@ def expand_input_paths(inputs: list[str]) -> list[Path]: ...
 def preprocess(
     inputs: list[str],
     output_prefix: str | PathLike[str],
-    tokenizer: str,
+    tokenizer: Tokenizer,
     json_keys: list[str],
     *,
     append_eod: bool = False,
     dtype: str | None = None,
-    workers: int = 1,
+    workers: int | None = None,
     on_error: str = "fail",
     partitions: int = 1,
     batch_bytes: int = 1048576,
     max_line_bytes: int = 1073741824,
+    sentence_lists: bool = True,
+    progress: str = "none",
+    write_summary: bool = True,
+    summary_path: str | PathLike[str] | None = None,
 ) -> str: ...
 
 # -- OLMo token files (tokens.rs) ---------------------------------------------------------------
@@ -191,3 +197,22 @@ class InstanceReader:
         doc_lens: bool = False,
         threads: int | None = None,
     ) -> tuple[MappedBuffer, MappedBuffer] | None: ...
+@final
+class Tokenizer:
+    def __new__(cls, spec: str, eod_id: int | None = None) -> Tokenizer: ...
+    @staticmethod
+    def from_hf_json(
+        json: str, origin: str = "tokenizers.Tokenizer", eod_id: int | None = None
+    ) -> Tokenizer: ...
+    @property
+    def spec(self) -> str: ...
+    @property
+    def eod_id(self) -> int | None: ...
+    @property
+    def vocab_size(self) -> int: ...
+    def identity_json(self) -> str: ...
+    def encode(self, text: str) -> list[int]: ...
+    def encode_batch(self, texts: list[str], num_threads: int | None = None) -> list[list[int]]: ...
+    def encode_batch_flat(self, texts: list[str], num_threads: int | None = None) -> tuple[bytes, bytes]: ...
+
+def tiktoken_encoding_data(name: str) -> dict[str, Any]: ...

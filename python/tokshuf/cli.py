@@ -23,19 +23,55 @@ def _add_preprocess(sub: Any) -> None:
     )
     p.add_argument("--input", nargs="+", required=True, metavar="PATH", help="files, directories or globs")
     p.add_argument("--output-prefix", required=True, help="outputs are {prefix}_{key}_document.bin/.idx")
-    p.add_argument("--tokenizer", default="byte", help="tokenizer spec (default: byte)")
+    p.add_argument(
+        "--tokenizer",
+        default="byte",
+        metavar="SPEC",
+        help="byte | tiktoken:NAME (r50k_base, gpt2, p50k_base, p50k_edit, cl100k_base, o200k_base) | "
+        "FILE.tiktoken[@r50k|p50k|cl100k|o200k] | a tokenizer.json or its directory (default: byte)",
+    )
     p.add_argument("--json-keys", nargs="+", default=["text"], metavar="KEY", help="keys to tokenize")
     p.add_argument("--append-eod", action="store_true", help="end every non-empty document with the eod id")
+    p.add_argument("--eod-id", type=int, default=None, help="override the tokenizer's end-of-document id")
     p.add_argument("--dtype", default="auto", help="output dtype: auto (Megatron's rule), uint16, int32, ...")
-    p.add_argument("--workers", type=int, default=1, help="tokenizer threads (output is identical for any)")
     p.add_argument(
-        "--on-error", choices=["fail", "skip"], default="fail", help="what to do with a bad input line"
+        "--workers",
+        type=int,
+        default=None,
+        help="tokenizer threads (default: all CPUs; the output is identical for any value)",
+    )
+    p.add_argument(
+        "--on-error",
+        choices=["fail", "skip"],
+        default="fail",
+        help="bad lines and files: stop with an error (default), or skip, count and report them",
     )
     p.add_argument(
         "--partitions",
         type=int,
         default=1,
         help="document order of Megatron's --partitions P (round-robin); default 1: input order",
+    )
+    p.add_argument(
+        "--no-sentence-lists",
+        dest="sentence_lists",
+        action="store_false",
+        help="a JSON list value is bad input (not_string) instead of a list of sentences",
+    )
+    p.add_argument(
+        "--max-line-bytes", type=int, default=1 << 30, help="longer lines are bad input (line_too_long)"
+    )
+    p.add_argument(
+        "--progress",
+        choices=["auto", "bar", "json", "none"],
+        default="auto",
+        help="on stderr: a bar, JSON lines or nothing (auto: a bar on a terminal, else JSON lines)",
+    )
+    p.add_argument(
+        "--summary",
+        default=None,
+        metavar="PATH",
+        help="where to write the run summary (default {prefix}_summary.json; 'none' to skip)",
     )
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(handler=_preprocess)
@@ -44,16 +80,27 @@ def _add_preprocess(sub: Any) -> None:
 def _preprocess(args: argparse.Namespace) -> int:
     from tokshuf.preprocess import preprocess
 
+    progress = args.progress
+    if args.quiet:
+        progress = "none"
+    elif progress == "auto":
+        progress = "bar" if sys.stderr.isatty() else "json"
+    summary_arg: Any = True if args.summary is None else (False if args.summary == "none" else args.summary)
     summary = preprocess(
         args.input,
         args.output_prefix,
         args.tokenizer,
         args.json_keys,
         append_eod=args.append_eod,
+        eod_id=args.eod_id,
         dtype=args.dtype,
         workers=args.workers,
         on_error=args.on_error,
         partitions=args.partitions,
+        sentence_lists=args.sentence_lists,
+        progress=progress,
+        summary=summary_arg,
+        max_line_bytes=args.max_line_bytes,
     )
     if not args.quiet:
         _report_preprocess(summary)
@@ -73,9 +120,15 @@ def _report_preprocess(summary: dict[str, Any]) -> None:
         print(f"skipped {total:,} bad lines ({reasons})", file=sys.stderr)
         for rec in summary.get("first_skipped", [])[:5]:
             print(f"  {rec['path']}:{rec['line']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
+    for rec in summary.get("skipped_files", []):
+        print(f"skipped file {rec['path']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
     mb = summary["decompressed_bytes"] / 1e6
     secs = max(summary["seconds"], 1e-9)
-    print(f"{summary['lines']:,} lines, {mb:,.1f} MB in {secs:.2f} s ({mb / secs:,.1f} MB/s)")
+    print(
+        f"{summary['lines']:,} lines, {mb:,.1f} MB in {secs:.2f} s "
+        f"({mb / secs:,.1f} MB/s, {summary['tokens'] / secs / 1e6:,.2f} M tokens/s, "
+        f"{summary['workers']} worker{'s' if summary['workers'] != 1 else ''})"
+    )
 
 
 def _add_merge(sub: Any) -> None:

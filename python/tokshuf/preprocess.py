@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from tokshuf import _core
+from tokshuf.tokenizer import as_tokenizer
 
 __all__ = ["preprocess"]
 
@@ -15,18 +17,27 @@ __all__ = ["preprocess"]
 def preprocess(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     output_prefix: str | os.PathLike[str],
-    tokenizer: str = "byte",
+    tokenizer: Any = "byte",
     json_keys: Sequence[str] = ("text",),
     *,
     append_eod: bool = False,
+    eod_id: int | None = None,
     dtype: str | None = None,
-    workers: int = 1,
+    workers: int | None = None,
     on_error: str = "fail",
     partitions: int = 1,
+    sentence_lists: bool = True,
+    progress: str | None = None,
+    summary: bool | str | os.PathLike[str] = True,
     batch_bytes: int = 1 << 20,
     max_line_bytes: int = 1 << 30,
 ) -> dict[str, Any]:
     """Tokenize JSON lines into one Megatron indexed dataset per key.
+
+    The work runs in Rust with the GIL released: a reader thread decompresses and splits lines,
+    ``workers`` threads tokenize, and one writer keeps input order, so the output is
+    byte-identical for any ``workers``. Memory is bounded by a few batches, whatever the input
+    size. Ctrl-C stops it and removes every partial output (``KeyboardInterrupt``).
 
     Parameters
     ----------
@@ -36,34 +47,58 @@ def preprocess(
     output_prefix
         Outputs are ``{output_prefix}_{key}_document.bin/.idx`` (Megatron's names).
     tokenizer
-        ``"byte"`` (UTF-8 byte + 1, eod 0).
+        A spec string or path (``"byte"``, ``"tiktoken:cl100k_base"``, a ``tokenizer.json`` or
+        its directory, a ``.tiktoken`` file; see :mod:`tokshuf.tokenizer`), a
+        :class:`tokshuf.Tokenizer` or a ``tokenizers.Tokenizer``.
     json_keys
         Keys to tokenize. A string value is one sequence; a list of strings is one sequence per
-        non-empty element.
+        non-empty element (Megatron's rule).
     append_eod
-        Append the tokenizer's end-of-document id to every document with at least one token.
+        Append the end-of-document id to every document with at least one token.
+    eod_id
+        Override the tokenizer's end-of-document id.
     dtype
         Output dtype; ``None``/``"auto"`` picks uint16 below 65500 ids, else int32.
     workers
-        Tokenizer threads. The output is byte-identical for any value.
+        Tokenizer threads (default: ``TOKSHUF_NUM_THREADS`` or the number of CPUs).
     on_error
-        ``"fail"`` stops at the first bad line (:class:`tokshuf.BadInputError`); ``"skip"``
-        skips bad lines and counts them by reason in the returned summary.
+        ``"fail"`` stops at the first bad line or file (:class:`tokshuf.BadInputError` naming the
+        file, line and reason); ``"skip"`` skips it, counts skipped lines by reason
+        (``summary["skipped"]``), lists the first ones (``summary["first_skipped"]``) and every
+        empty or truncated file with what was lost (``summary["skipped_files"]``).
     partitions
         ``1``: input order. ``P > 1``: the document order of Megatron's ``--partitions P``
         (line k goes to partition k mod P, partitions concatenated).
+    sentence_lists
+        Accept a list of strings as a list of sentences (Megatron). ``False``: a list is bad
+        input (``not_string``), for corpora whose values must be strings.
+    progress
+        ``"bar"``, ``"json"`` (JSON lines) or ``"none"``, on stderr. Default: a bar when stderr
+        is a terminal, else nothing.
+    summary
+        Write the summary as JSON: ``True`` → ``{output_prefix}_summary.json``, a path → there,
+        ``False`` → nowhere. (Megatron's ``merge_datasets.py`` refuses directories holding files
+        other than ``.bin/.idx`` pairs; ``tokshuf merge`` ignores them.)
+    batch_bytes, max_line_bytes
+        Input bytes per batch of work; lines longer than ``max_line_bytes`` are bad input
+        (``line_too_long``) and are never held in memory.
 
     Returns
     -------
     dict
-        The run summary (documents, tokens, skipped lines by reason, outputs, seconds).
+        The run summary: documents, sequences, tokens, skipped lines by reason, skipped files,
+        input bytes, seconds, the tokenizer's identity, the outputs.
     """
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
-    summary: dict[str, Any] = json.loads(
+    tok = as_tokenizer(tokenizer, eod_id)
+    if progress is None:
+        progress = "bar" if sys.stderr.isatty() else "none"
+    summary_path = None if isinstance(summary, bool) else os.fspath(summary)
+    result: dict[str, Any] = json.loads(
         _core.preprocess(
             [os.fspath(i) for i in items],
             os.fspath(output_prefix),
-            tokenizer,
+            tok._native(),
             list(json_keys),
             append_eod=append_eod,
             dtype=dtype,
@@ -72,6 +107,10 @@ def preprocess(
             partitions=partitions,
             batch_bytes=batch_bytes,
             max_line_bytes=max_line_bytes,
+            sentence_lists=sentence_lists,
+            progress=progress,
+            write_summary=summary is not False,
+            summary_path=summary_path,
         )
     )
-    return summary
+    return result

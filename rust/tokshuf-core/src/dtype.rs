@@ -101,7 +101,9 @@ impl DType {
     /// Fails on the first id the dtype cannot hold, naming it and the dtype's limit.
     pub fn encode_tokens(self, tokens: &[u32], out: &mut Vec<u8>) -> Result<()> {
         let max = self.max_token();
-        if let Some(&bad) = tokens.iter().find(|&&t| u64::from(t) > max) {
+        // A branch-free maximum first (vectorized); the slow search only to name a bad id.
+        if u64::from(tokens.iter().fold(0u32, |m, &t| m.max(t))) > max {
+            let bad = tokens.iter().find(|&&t| u64::from(t) > max).expect("the maximum is out of range");
             return Err(Error::invalid(format!(
                 "token id {bad} does not fit dtype {} (largest id {max}); choose a wider dtype such as int32",
                 self.name()
@@ -110,8 +112,20 @@ impl DType {
         out.reserve(tokens.len() * self.itemsize());
         match self {
             DType::U8 | DType::I8 => out.extend(tokens.iter().map(|&t| t as u8)),
-            DType::I16 | DType::U16 => tokens.iter().for_each(|&t| out.extend_from_slice(&(t as u16).to_le_bytes())),
-            DType::I32 => tokens.iter().for_each(|&t| out.extend_from_slice(&t.to_le_bytes())),
+            DType::I16 | DType::U16 => {
+                let start = out.len();
+                out.resize(start + 2 * tokens.len(), 0);
+                for (dst, &t) in out[start..].chunks_exact_mut(2).zip(tokens) {
+                    dst.copy_from_slice(&(t as u16).to_le_bytes());
+                }
+            }
+            DType::I32 => {
+                let start = out.len();
+                out.resize(start + 4 * tokens.len(), 0);
+                for (dst, &t) in out[start..].chunks_exact_mut(4).zip(tokens) {
+                    dst.copy_from_slice(&t.to_le_bytes());
+                }
+            }
             DType::I64 => tokens.iter().for_each(|&t| out.extend_from_slice(&u64::from(t).to_le_bytes())),
             DType::F32 => tokens.iter().for_each(|&t| out.extend_from_slice(&(t as f32).to_le_bytes())),
             DType::F64 => tokens.iter().for_each(|&t| out.extend_from_slice(&f64::from(t).to_le_bytes())),

@@ -33,11 +33,16 @@ pub enum BadInputReason {
     LineTooLong,
     /// The tokenizer rejected the text, or an id does not fit the output dtype.
     Tokenizer,
+    /// A compressed file ends early (or is corrupt): the line it cuts, and everything after it,
+    /// is lost.
+    TruncatedFile,
+    /// A file with no bytes (after decompression).
+    EmptyFile,
 }
 
 impl BadInputReason {
     /// Every reason, in reporting order.
-    pub const ALL: [BadInputReason; 11] = [
+    pub const ALL: [BadInputReason; 13] = [
         Self::InvalidJson,
         Self::TruncatedJson,
         Self::NotObject,
@@ -49,6 +54,8 @@ impl BadInputReason {
         Self::Bom,
         Self::LineTooLong,
         Self::Tokenizer,
+        Self::TruncatedFile,
+        Self::EmptyFile,
     ];
 
     /// The stable snake_case name used in summaries and messages.
@@ -65,6 +72,8 @@ impl BadInputReason {
             Self::Bom => "bom",
             Self::LineTooLong => "line_too_long",
             Self::Tokenizer => "tokenizer",
+            Self::TruncatedFile => "truncated_file",
+            Self::EmptyFile => "empty_file",
         }
     }
 }
@@ -96,11 +105,11 @@ pub enum Error {
         msg: String,
     },
     /// A bad input record under the `fail` policy.
-    #[error("{}:{line}: {reason}: {msg}", path.display())]
+    #[error("{}{}: {reason}: {msg}", path.display(), if *line > 0 { format!(":{line}") } else { String::new() })]
     BadInput {
         /// The input file.
         path: PathBuf,
-        /// 1-based line number in the decompressed file.
+        /// 1-based line number in the decompressed file; 0 for a problem with the whole file.
         line: u64,
         /// The category.
         reason: BadInputReason,

@@ -12,6 +12,7 @@ pub mod indexed;
 pub mod instances;
 pub mod parallel;
 pub mod preprocess;
+pub mod progress;
 pub mod read;
 pub mod rng;
 pub mod tokenize;

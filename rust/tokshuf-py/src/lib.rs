@@ -12,6 +12,7 @@ mod instances;
 mod long_call;
 mod preprocess;
 mod tokens;
+mod tokenizer;
 
 use pyo3::prelude::*;
 
@@ -24,5 +25,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     preprocess::register(m)?;
     tokens::register(m)?;
     instances::register(m)?;
+    tokenizer::register(m)?;
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! One batch of lines → tokens, with Megatron's per-document rules.
 
+use crate::cancel::Cancel;
 use crate::error::BadInputReason;
-use crate::read::extract_fields;
 use crate::read::lines::{LineBatch, LineSpan};
+use crate::read::{extract_fields_with, FieldOptions};
 use crate::tokenize::Tokenizer;
 
 /// Tokens of one key for every accepted line of a batch, flattened.
@@ -29,14 +30,36 @@ pub struct EncodedBatch {
     pub lines: usize,
 }
 
+/// How lines become documents.
+#[derive(Debug, Clone, Copy)]
+pub struct DocumentRules<'a> {
+    /// The JSON keys, one output each.
+    pub keys: &'a [String],
+    /// Appended to every document with at least one token.
+    pub eod: Option<u32>,
+    /// How values are read.
+    pub fields: FieldOptions,
+}
+
 /// Tokenize every line of `batch`: for each key, a string value is one sentence and a list is
 /// several; zero-token sentences are dropped; with `eod` the id is appended to the last sentence
-/// of every document that has at least one token.
-pub fn encode_batch(batch: &LineBatch, keys: &[String], tokenizer: &dyn Tokenizer, eod: Option<u32>) -> EncodedBatch {
+/// of every document that has at least one token. Stops early (with a partial result) once
+/// `cancel` is set.
+pub fn encode_batch(
+    batch: &LineBatch,
+    rules: &DocumentRules<'_>,
+    tokenizer: &dyn Tokenizer,
+    cancel: &Cancel,
+) -> EncodedBatch {
+    let keys = rules.keys;
     let mut out =
         EncodedBatch { keys: vec![KeyTokens::default(); keys.len()], lines: batch.len(), ..Default::default() };
-    let mut scratch = Vec::new();
+    // Reused for every line: no per-document allocation here beyond what parsing needs.
+    let mut marks: Vec<(usize, usize)> = Vec::with_capacity(keys.len());
     'lines: for (i, span) in batch.lines.iter().enumerate() {
+        if cancel.is_cancelled() {
+            break;
+        }
         let range = match span {
             LineSpan::Text(r) => r.clone(),
             LineSpan::TooLong(n) => {
@@ -44,7 +67,7 @@ pub fn encode_batch(batch: &LineBatch, keys: &[String], tokenizer: &dyn Tokenize
                 continue;
             }
         };
-        let fields = match extract_fields(&batch.data[range], keys) {
+        let fields = match extract_fields_with(&batch.data[range], keys, rules.fields) {
             Ok(f) => f,
             Err((reason, msg)) => {
                 out.rejected.push((i as u32, reason, msg));
@@ -52,12 +75,14 @@ pub fn encode_batch(batch: &LineBatch, keys: &[String], tokenizer: &dyn Tokenize
             }
         };
         // Tokenize every key before committing any, so a rejected line leaves no partial document.
-        let marks: Vec<(usize, usize)> = out.keys.iter().map(|k| (k.tokens.len(), k.sequence_lengths.len())).collect();
+        marks.clear();
+        marks.extend(out.keys.iter().map(|k| (k.tokens.len(), k.sequence_lengths.len())));
         for (key, field) in out.keys.iter_mut().zip(&fields) {
             let mut sequences = 0u32;
             for sentence in &field.sentences {
-                scratch.clear();
-                if let Err(msg) = tokenizer.encode(sentence, &mut scratch) {
+                // Tokenizers append straight to the key's buffer; a failure rolls back below.
+                let start = key.tokens.len();
+                if let Err(msg) = tokenizer.encode(sentence, &mut key.tokens) {
                     for (k, &(t, s)) in out.keys.iter_mut().zip(&marks) {
                         k.tokens.truncate(t);
                         k.sequence_lengths.truncate(s);
@@ -66,14 +91,14 @@ pub fn encode_batch(batch: &LineBatch, keys: &[String], tokenizer: &dyn Tokenize
                     out.rejected.push((i as u32, BadInputReason::Tokenizer, msg));
                     continue 'lines;
                 }
-                if scratch.is_empty() {
+                let n = key.tokens.len() - start;
+                if n == 0 {
                     continue;
                 }
-                key.tokens.extend_from_slice(&scratch);
-                key.sequence_lengths.push(scratch.len() as u32);
+                key.sequence_lengths.push(n as u32);
                 sequences += 1;
             }
-            if let (Some(eod), true) = (eod, sequences > 0) {
+            if let (Some(eod), true) = (rules.eod, sequences > 0) {
                 key.tokens.push(eod);
                 *key.sequence_lengths.last_mut().expect("a sequence") += 1;
             }

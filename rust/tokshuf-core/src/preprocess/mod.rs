@@ -12,12 +12,13 @@ mod summary;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use document::{encode_batch, EncodedBatch, KeyTokens};
-pub use summary::{SkipRecord, Summary};
+pub use document::{encode_batch, DocumentRules, EncodedBatch, KeyTokens};
+pub use summary::{OutputSummary, SkipRecord, SkippedFile, Summary};
 
 use crate::cancel::Cancel;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::progress::ProgressStyle;
 use crate::tokenize::Tokenizer;
 
 /// What to do with an input line that cannot be turned into a document.
@@ -65,14 +66,22 @@ pub struct PreprocessConfig {
     pub batch_bytes: usize,
     /// Longest accepted line; longer lines are bad input (`line_too_long`).
     pub max_line_bytes: usize,
+    /// Accept a list of strings as a list of sentences (Megatron); else a list is `not_string`.
+    pub sentence_lists: bool,
+    /// Progress on stderr.
+    pub progress: ProgressStyle,
+    /// Where to write the run summary as JSON (default `{output_prefix}_summary.json`).
+    pub summary_path: Option<PathBuf>,
 }
 
 impl PreprocessConfig {
     /// Defaults for everything but the inputs, output and keys.
     pub fn new(inputs: Vec<PathBuf>, output_prefix: impl Into<PathBuf>, json_keys: Vec<String>) -> Self {
+        let output_prefix = output_prefix.into();
         Self {
             inputs,
-            output_prefix: output_prefix.into(),
+            summary_path: Some(summary_path_for(&output_prefix)),
+            output_prefix,
             json_keys,
             append_eod: false,
             dtype: None,
@@ -81,6 +90,8 @@ impl PreprocessConfig {
             partitions: 1,
             batch_bytes: 1 << 20,
             max_line_bytes: 1 << 30,
+            sentence_lists: true,
+            progress: ProgressStyle::Off,
         }
     }
 
@@ -99,8 +110,8 @@ impl PreprocessConfig {
         if let Some(dup) = self.json_keys.iter().enumerate().find(|(i, k)| self.json_keys[..*i].contains(k)) {
             return Err(Error::invalid(format!("the JSON key {:?} is given twice", dup.1)));
         }
-        if self.workers == 0 {
-            return Err(Error::invalid("workers must be at least 1"));
+        if self.workers == 0 || self.workers > 1024 {
+            return Err(Error::invalid(format!("workers must be between 1 and 1024, not {}", self.workers)));
         }
         if self.partitions == 0 {
             return Err(Error::invalid("partitions must be at least 1"));
@@ -114,11 +125,27 @@ pub fn output_prefix_for(prefix: &Path, key: &str) -> PathBuf {
     crate::fsutil::with_suffix(prefix, &format!("_{key}_document"))
 }
 
+/// `{prefix}_summary.json`, where a run's summary is written by default.
+pub fn summary_path_for(prefix: &Path) -> PathBuf {
+    crate::fsutil::with_suffix(prefix, "_summary.json")
+}
+
 /// Run the pipeline. Outputs appear only when complete; on error or cancellation none are left.
 pub fn preprocess(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel) -> Result<Summary> {
     cfg.check()?;
     if cfg.append_eod && tokenizer.eod_id().is_none() {
-        return Err(Error::invalid("--append-eod needs an end-of-document id, but the tokenizer has none"));
+        return Err(Error::invalid(
+            "--append-eod needs an end-of-document id, but the tokenizer has none: give one with --eod-id",
+        ));
+    }
+    if let Some(dtype) = cfg.dtype {
+        let largest = tokenizer.vocab_size().saturating_sub(1);
+        if largest > dtype.max_token() {
+            return Err(Error::invalid(format!(
+                "dtype {} cannot hold the tokenizer's ids (up to {largest}); use auto, int32 or a wider type",
+                dtype.name()
+            )));
+        }
     }
     pipeline::run(cfg, tokenizer, cancel)
 }

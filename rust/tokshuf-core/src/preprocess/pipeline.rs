@@ -1,79 +1,148 @@
 //! The threads of a run: one reader, `workers` tokenizers, and the ordered writer (the caller).
+//!
+//! Everything the reader finds — batches of lines, and problems with whole files (empty,
+//! truncated, unreadable) — travels through the same sequence-numbered stream, so the writer
+//! meets it in input order: the error reported under `fail` is always the first one in the
+//! input, whatever the thread timing.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
-use super::document::{encode_batch, EncodedBatch};
-use super::summary::{OutputSummary, SkipRecord, Summary};
+use super::document::{encode_batch, DocumentRules, EncodedBatch};
+use super::summary::{OutputSummary, SkipRecord, SkippedFile, Summary};
 use super::{ErrorPolicy, PreprocessConfig};
 use crate::cancel::Cancel;
 use crate::dtype::DType;
-use crate::error::{Error, Result};
-use crate::fsutil::with_suffix;
+use crate::error::{BadInputReason, Error, IoContext, Result};
+use crate::fsutil::{with_suffix, write_atomic};
 use crate::indexed::{IndexedDataset, IndexedDatasetWriter, Validate};
-use crate::read::lines::{LineBatch, LineReader};
-use crate::read::open_decompressed;
+use crate::progress::{Progress, ProgressSnapshot};
+use crate::read::lines::{LineBatch, LineReader, Truncation};
+use crate::read::{decompress, CountingReader, FieldOptions};
 use crate::tokenize::Tokenizer;
 
 /// How many skipped lines are listed individually in the summary.
 const SKIP_EXAMPLES: usize = 20;
+
+/// Something wrong with a whole file, found by the reader.
+enum Problem {
+    /// The file has no bytes.
+    Empty,
+    /// Decompression failed part-way.
+    Truncated(Truncation),
+    /// The file cannot be read (stops the run under any policy).
+    Fatal(Error),
+}
+
+enum Item {
+    Lines(LineBatch),
+    Problem(Problem),
+    /// A file was read to its end: its size on disk and decompressed.
+    FileDone {
+        compressed: u64,
+        decompressed: u64,
+    },
+}
 
 struct Job {
     seq: u64,
     file: usize,
     /// Global number (0-based, across files) of the batch's first line.
     global_line: u64,
-    batch: LineBatch,
+    /// Input bytes (on disk, all files) consumed once this item is written.
+    input_pos: u64,
+    item: Item,
+}
+
+enum Body {
+    Encoded { first_line: u64, encoded: EncodedBatch },
+    Other(Item),
 }
 
 struct Done {
     seq: u64,
     file: usize,
     global_line: u64,
-    first_line: u64,
-    encoded: EncodedBatch,
+    input_pos: u64,
+    body: Body,
 }
 
-enum ReaderMsg {
-    /// A file was fully read: its compressed and decompressed sizes.
-    FileDone(u64, u64),
-}
-
-fn read_all(
-    inputs: &[PathBuf],
-    cfg: &PreprocessConfig,
-    jobs: &Sender<Job>,
-    slots: &Receiver<()>,
-    events: &Sender<ReaderMsg>,
-    cancel: &Cancel,
-) -> Result<()> {
+/// The reader: files → items, in order. Returns only when done, stopped or unwanted.
+fn read_all(cfg: &PreprocessConfig, jobs: &Sender<Job>, slots: &Receiver<()>, stop: &Stop) {
     let mut seq = 0u64;
     let mut global_line = 0u64;
-    for (file, path) in inputs.iter().enumerate() {
-        let compressed = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        let mut reader = LineReader::new(path, open_decompressed(path)?, cfg.batch_bytes, cfg.max_line_bytes);
-        while let Some(batch) = reader.next_batch()? {
-            cancel.check()?;
-            // One slot per batch in flight bounds memory however far the reader gets ahead.
-            if slots.recv().is_err() {
-                return Ok(());
-            }
-            let n = batch.len() as u64;
-            if jobs.send(Job { seq, file, global_line, batch }).is_err() {
-                return Ok(());
-            }
-            seq += 1;
-            global_line += n;
+    let mut before = 0u64; // on-disk bytes of the files already read
+                           // One slot per item in flight bounds memory however far the reader gets ahead.
+    let mut send = |file: usize, global_line: u64, input_pos: u64, item: Item| -> bool {
+        if stop.is_set() || slots.recv().is_err() {
+            return false;
         }
-        if events.send(ReaderMsg::FileDone(compressed, reader.offset())).is_err() {
-            return Ok(());
+        let ok = jobs.send(Job { seq, file, global_line, input_pos, item }).is_ok();
+        seq += 1;
+        ok
+    };
+    for (file, path) in cfg.inputs.iter().enumerate() {
+        let size = match std::fs::metadata(path).with_path(path) {
+            Ok(m) => m.len(),
+            Err(e) => {
+                send(file, global_line, before, Item::Problem(Problem::Fatal(e)));
+                return;
+            }
+        };
+        if size == 0 {
+            if !send(file, global_line, before, Item::Problem(Problem::Empty)) {
+                return;
+            }
+            continue;
+        }
+        let counter = Arc::new(AtomicU64::new(0));
+        let opened = std::fs::File::open(path)
+            .with_path(path)
+            .and_then(|f| decompress(path, CountingReader::new(f, Arc::clone(&counter))));
+        let stream = match opened {
+            Ok(s) => s,
+            Err(e) => {
+                send(file, global_line, before, Item::Problem(Problem::Fatal(e)));
+                return;
+            }
+        };
+        let mut reader = LineReader::new(path, stream, cfg.batch_bytes, cfg.max_line_bytes).tolerate_corruption();
+        loop {
+            match reader.next_batch() {
+                Ok(Some(batch)) => {
+                    let n = batch.len() as u64;
+                    let pos = before + counter.load(Ordering::Relaxed).min(size);
+                    if !send(file, global_line, pos, Item::Lines(batch)) {
+                        return;
+                    }
+                    global_line += n;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    send(file, global_line, before, Item::Problem(Problem::Fatal(e)));
+                    return;
+                }
+            }
+        }
+        before += size;
+        let problem = match reader.truncation() {
+            Some(t) => Some(Problem::Truncated(t.clone())),
+            None if reader.offset() == 0 => Some(Problem::Empty),
+            None => None,
+        };
+        if let Some(p) = problem {
+            if !send(file, global_line, before, Item::Problem(p)) {
+                return;
+            }
+        }
+        if !send(file, global_line, before, Item::FileDone { compressed: size, decompressed: reader.offset() }) {
+            return;
         }
     }
-    Ok(())
 }
 
 struct Outputs {
@@ -101,13 +170,12 @@ impl Outputs {
         Ok(Self { writers, partitions: cfg.partitions })
     }
 
-    fn write(&mut self, done: &Done) -> Result<()> {
-        let enc = &done.encoded;
+    fn write(&mut self, global_line: u64, enc: &EncodedBatch) -> Result<()> {
         for (key, writers) in enc.keys.iter().zip(&mut self.writers) {
             let mut tok = 0usize;
             let mut seq = 0usize;
             for (doc, &n_seq) in key.document_sequences.iter().enumerate() {
-                let line = done.global_line + u64::from(enc.document_lines[doc]);
+                let line = global_line + u64::from(enc.document_lines[doc]);
                 let w = &mut writers[(line % self.partitions as u64) as usize];
                 for &len in &key.sequence_lengths[seq..seq + n_seq as usize] {
                     w.add_sequence(&key.tokens[tok..tok + len as usize])?;
@@ -146,50 +214,72 @@ impl Outputs {
 pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel) -> Result<Summary> {
     let start = Instant::now();
     let dtype = cfg.dtype.unwrap_or_else(|| DType::optimal(Some(tokenizer.vocab_size())));
-    let eod = if cfg.append_eod { tokenizer.eod_id() } else { None };
+    let rules = DocumentRules {
+        keys: &cfg.json_keys,
+        eod: if cfg.append_eod { tokenizer.eod_id() } else { None },
+        fields: FieldOptions { sentence_lists: cfg.sentence_lists },
+    };
     let in_flight = 2 * cfg.workers + 2;
     let (job_tx, job_rx) = bounded::<Job>(in_flight);
     let (done_tx, done_rx) = bounded::<Done>(in_flight);
     let (slot_tx, slot_rx) = bounded::<()>(in_flight);
-    let (event_tx, event_rx) = crossbeam_channel::unbounded::<ReaderMsg>();
     for _ in 0..in_flight {
         slot_tx.send(()).expect("capacity");
     }
     let mut outputs = Outputs::create(cfg, dtype)?;
-    let mut summary = Summary {
-        dtype: dtype.name().to_string(),
-        tokenizer: tokenizer.identity(),
-        files: cfg.inputs.len() as u64,
-        ..Default::default()
+    let total_bytes = cfg.inputs.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+    let mut writer = Writer {
+        cfg,
+        summary: Summary {
+            tokshuf_version: env!("CARGO_PKG_VERSION").to_string(),
+            inputs: cfg.inputs.clone(),
+            files: cfg.inputs.len() as u64,
+            dtype: dtype.name().to_string(),
+            tokenizer: tokenizer.identity(),
+            config: serde_json::json!({
+                "json_keys": cfg.json_keys,
+                "append_eod": cfg.append_eod,
+                "eod": rules.eod,
+                "dtype": dtype.name(),
+                "on_error": match cfg.on_error { ErrorPolicy::Fail => "fail", ErrorPolicy::Skip => "skip" },
+                "partitions": cfg.partitions,
+                "sentence_lists": cfg.sentence_lists,
+                "max_line_bytes": cfg.max_line_bytes,
+            }),
+            workers: cfg.workers,
+            ..Default::default()
+        },
+        progress: Progress::new(cfg.progress, "preprocess", total_bytes),
+        snapshot: ProgressSnapshot::default(),
     };
-    let stop = cancel.clone();
+    let stop = Stop { user: cancel.clone(), done: Cancel::new() };
 
-    let result = std::thread::scope(|s| -> Result<()> {
-        let reader = {
-            let (slot_rx, job_tx, stop) = (slot_rx.clone(), job_tx, stop.clone());
-            s.spawn(move || {
-                let r = read_all(&cfg.inputs, cfg, &job_tx, &slot_rx, &event_tx, &stop);
-                if r.is_err() {
-                    stop.cancel();
-                }
-                r
-            })
-        };
+    std::thread::scope(|s| -> Result<()> {
+        {
+            let (slot_rx, stop) = (slot_rx.clone(), &stop);
+            s.spawn(move || read_all(cfg, &job_tx, &slot_rx, stop));
+        }
         for _ in 0..cfg.workers {
-            let (job_rx, done_tx, tokenizer, stop) =
-                (job_rx.clone(), done_tx.clone(), Arc::clone(&tokenizer), stop.clone());
+            let (job_rx, done_tx, tokenizer, stop) = (job_rx.clone(), done_tx.clone(), Arc::clone(&tokenizer), &stop);
+            let rules = &rules;
             s.spawn(move || {
                 for job in job_rx.iter() {
-                    if stop.is_cancelled() {
+                    if stop.is_set() {
                         break;
                     }
-                    let encoded = encode_batch(&job.batch, &cfg.json_keys, tokenizer.as_ref(), eod);
+                    let body = match job.item {
+                        Item::Lines(batch) => Body::Encoded {
+                            first_line: batch.first_line,
+                            encoded: encode_batch(&batch, rules, tokenizer.as_ref(), &stop.user),
+                        },
+                        other => Body::Other(other),
+                    };
                     let done = Done {
                         seq: job.seq,
                         file: job.file,
                         global_line: job.global_line,
-                        first_line: job.batch.first_line,
-                        encoded,
+                        input_pos: job.input_pos,
+                        body,
                     };
                     if done_tx.send(done).is_err() {
                         break;
@@ -200,73 +290,174 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
         drop(done_tx);
         drop(job_rx);
 
-        let written = write_in_order(cfg, &done_rx, &slot_tx, &mut outputs, &mut summary, &stop);
-        if written.is_err() {
-            stop.cancel();
-        }
-        // Unblock and drain so every thread can exit: a reader waiting for a slot sees the
-        // channel close, workers see their results channel drained.
+        let written = writer.write_in_order(&done_rx, &slot_tx, &mut outputs, cancel);
+        // Stop the other threads whatever happened: the reader may be blocked on a slot, the
+        // workers on a full results channel.
+        stop.done.cancel();
         drop(slot_tx);
         drop(slot_rx);
         for _ in done_rx.iter() {}
-        let read = reader.join().unwrap_or_else(|_| Err(Error::invalid("the reader thread panicked")));
-        for ReaderMsg::FileDone(compressed, decompressed) in event_rx.try_iter() {
-            summary.input_bytes += compressed;
-            summary.decompressed_bytes += decompressed;
-        }
-        // The writer's error comes first: it is the earliest in input order. A reader error
-        // (truncated file) follows; a bare cancellation only if nothing else went wrong.
-        match (written, read) {
-            (Err(e), _) if !matches!(e, Error::Cancelled) => Err(e),
-            (_, Err(e)) if !matches!(e, Error::Cancelled) => Err(e),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-            (Ok(()), Ok(())) => cancel.check(),
-        }
-    });
-    result?;
+        written
+    })?;
+    cancel.check()?;
+
+    let mut summary = writer.summary;
     summary.outputs = outputs.finish(cfg)?;
     summary.documents = summary.outputs.first().map_or(0, |o| o.documents);
+    summary.sequences = summary.outputs.iter().map(|o| o.sequences).sum();
+    summary.tokens = summary.outputs.iter().map(|o| o.tokens).sum();
     summary.seconds = start.elapsed().as_secs_f64();
+    writer.progress.finish(ProgressSnapshot {
+        bytes: total_bytes,
+        documents: summary.documents,
+        tokens: summary.tokens,
+    });
+    if let Some(path) = &cfg.summary_path {
+        let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::invalid(e.to_string()))?;
+        write_atomic(path, &json)?;
+    }
     Ok(summary)
 }
 
-fn write_in_order(
-    cfg: &PreprocessConfig,
-    done_rx: &Receiver<Done>,
-    slot_tx: &Sender<()>,
-    outputs: &mut Outputs,
-    summary: &mut Summary,
-    cancel: &Cancel,
-) -> Result<()> {
-    let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
-    let mut next = 0u64;
-    for done in done_rx.iter() {
-        pending.insert(done.seq, done);
-        while let Some(done) = pending.remove(&next) {
-            cancel.check()?;
-            if let Some((i, reason, msg)) = done.encoded.rejected.first() {
-                let path = &cfg.inputs[done.file];
-                let line = done.first_line + u64::from(*i);
-                if cfg.on_error == ErrorPolicy::Fail {
-                    return Err(Error::BadInput { path: path.clone(), line, reason: *reason, msg: msg.clone() });
+/// Why the reader and workers should stop: Ctrl-C, or the writer is done (finished or failed).
+struct Stop {
+    user: Cancel,
+    done: Cancel,
+}
+
+impl Stop {
+    fn is_set(&self) -> bool {
+        self.user.is_cancelled() || self.done.is_cancelled()
+    }
+}
+
+/// The ordered writer's state.
+struct Writer<'c> {
+    cfg: &'c PreprocessConfig,
+    summary: Summary,
+    progress: Progress,
+    snapshot: ProgressSnapshot,
+}
+
+impl Writer<'_> {
+    fn write_in_order(
+        &mut self,
+        done_rx: &Receiver<Done>,
+        slot_tx: &Sender<()>,
+        outputs: &mut Outputs,
+        cancel: &Cancel,
+    ) -> Result<()> {
+        let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
+        let mut next = 0u64;
+        loop {
+            // Wake up now and then to notice Ctrl-C while a worker is busy with a long batch.
+            let done = match done_rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                Ok(done) => done,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    cancel.check()?;
+                    continue;
                 }
-                for (i, reason, msg) in &done.encoded.rejected {
-                    *summary.skipped.entry(reason.as_str().to_string()).or_default() += 1;
-                    if summary.first_skipped.len() < SKIP_EXAMPLES {
-                        summary.first_skipped.push(SkipRecord {
-                            path: path.clone(),
-                            line: done.first_line + u64::from(*i),
-                            reason: reason.as_str().to_string(),
-                            message: msg.clone(),
-                        });
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            };
+            pending.insert(done.seq, done);
+            while let Some(done) = pending.remove(&next) {
+                cancel.check()?;
+                let path = &self.cfg.inputs[done.file];
+                match done.body {
+                    Body::Encoded { first_line, encoded } => {
+                        self.rejected(path, first_line, &encoded)?;
+                        outputs.write(done.global_line, &encoded)?;
+                        self.summary.lines += encoded.lines as u64;
+                        self.snapshot.documents += encoded.document_lines.len() as u64;
+                        self.snapshot.tokens += encoded.keys.iter().map(|k| k.tokens.len() as u64).sum::<u64>();
                     }
+                    Body::Other(Item::Problem(problem)) => self.problem(path, problem)?,
+                    Body::Other(Item::FileDone { compressed, decompressed }) => {
+                        self.summary.input_bytes += compressed;
+                        self.summary.decompressed_bytes += decompressed;
+                    }
+                    Body::Other(Item::Lines(_)) => unreachable!("workers encode every batch"),
                 }
+                self.snapshot.bytes = done.input_pos;
+                self.progress.update(self.snapshot);
+                next += 1;
+                let _ = slot_tx.send(());
             }
-            outputs.write(&done)?;
-            summary.lines += done.encoded.lines as u64;
-            next += 1;
-            let _ = slot_tx.send(());
+        }
+        if !pending.is_empty() {
+            // A worker died with a batch: never write around the hole.
+            return Err(Error::invalid(format!("internal error: batch {next} of the input was lost")));
+        }
+        Ok(())
+    }
+
+    fn count_skip(&mut self, path: &std::path::Path, line: u64, reason: BadInputReason, msg: &str) {
+        *self.summary.skipped.entry(reason.as_str().to_string()).or_default() += 1;
+        if self.summary.first_skipped.len() < SKIP_EXAMPLES {
+            self.summary.first_skipped.push(SkipRecord {
+                path: path.to_path_buf(),
+                line,
+                reason: reason.as_str().to_string(),
+                message: msg.to_string(),
+            });
         }
     }
-    Ok(())
+
+    fn rejected(&mut self, path: &std::path::Path, first_line: u64, enc: &EncodedBatch) -> Result<()> {
+        for (i, reason, msg) in &enc.rejected {
+            let line = first_line + u64::from(*i);
+            if self.cfg.on_error == ErrorPolicy::Fail {
+                return Err(Error::BadInput { path: path.to_path_buf(), line, reason: *reason, msg: msg.clone() });
+            }
+            self.count_skip(path, line, *reason, msg);
+        }
+        Ok(())
+    }
+
+    fn problem(&mut self, path: &std::path::Path, problem: Problem) -> Result<()> {
+        let (reason, line, record) = match problem {
+            Problem::Fatal(e) => return Err(e),
+            Problem::Empty => (
+                BadInputReason::EmptyFile,
+                0,
+                SkippedFile {
+                    path: path.to_path_buf(),
+                    reason: BadInputReason::EmptyFile.as_str().into(),
+                    first_lost_line: None,
+                    decompressed_bytes_read: None,
+                    message: "the file is empty".into(),
+                },
+            ),
+            Problem::Truncated(t) => {
+                let lost = if t.fragment_bytes > 0 {
+                    format!(
+                        "line {} ({} bytes of it were read) and anything after it are lost",
+                        t.line, t.fragment_bytes
+                    )
+                } else {
+                    format!("anything after line {} is lost", t.line - 1)
+                };
+                let message = format!(
+                    "decompression failed after {} bytes: the file is truncated or corrupt ({}); {lost}",
+                    t.offset, t.message
+                );
+                if t.fragment_bytes > 0 && self.cfg.on_error == ErrorPolicy::Skip {
+                    self.count_skip(path, t.line, BadInputReason::TruncatedFile, &message);
+                }
+                let record = SkippedFile {
+                    path: path.to_path_buf(),
+                    reason: BadInputReason::TruncatedFile.as_str().into(),
+                    first_lost_line: Some(t.line),
+                    decompressed_bytes_read: Some(t.offset),
+                    message,
+                };
+                (BadInputReason::TruncatedFile, t.line, record)
+            }
+        };
+        if self.cfg.on_error == ErrorPolicy::Fail {
+            return Err(Error::BadInput { path: record.path, line, reason, msg: record.message });
+        }
+        self.summary.skipped_files.push(record);
+        Ok(())
+    }
 }

@@ -20,6 +20,21 @@ pub struct SkipRecord {
     pub message: String,
 }
 
+/// A whole file that was skipped, or only partly read, under `on_error = skip`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkippedFile {
+    /// Input file.
+    pub path: PathBuf,
+    /// `empty_file` or `truncated_file`.
+    pub reason: String,
+    /// For a truncated file: the first line lost (the one the failure cut).
+    pub first_lost_line: Option<u64>,
+    /// For a truncated file: decompressed bytes read before the failure.
+    pub decompressed_bytes_read: Option<u64>,
+    /// Details.
+    pub message: String,
+}
+
 /// One output dataset.
 #[derive(Debug, Clone, Serialize)]
 pub struct OutputSummary {
@@ -53,29 +68,43 @@ impl OutputSummary {
     }
 }
 
-/// The result of a run.
+/// The result of a run (also written as JSON beside the outputs).
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Summary {
+    /// tokshuf version that wrote the outputs.
+    pub tokshuf_version: String,
+    /// Input files, in processing order.
+    pub inputs: Vec<PathBuf>,
     /// Input files read.
     pub files: u64,
     /// Lines read (accepted and skipped).
     pub lines: u64,
     /// Documents written (per key, the same number).
     pub documents: u64,
+    /// Sequences written, over all keys.
+    pub sequences: u64,
+    /// Tokens written, over all keys.
+    pub tokens: u64,
     /// Bytes of input read from disk (compressed size).
     pub input_bytes: u64,
     /// Bytes after decompression.
     pub decompressed_bytes: u64,
-    /// Skipped lines by reason.
+    /// Skipped lines by reason (a line cut by a truncated file counts as `truncated_file`).
     pub skipped: BTreeMap<String, u64>,
     /// The first skipped lines.
     pub first_skipped: Vec<SkipRecord>,
+    /// Files skipped whole (empty) or cut short (truncated): what was lost.
+    pub skipped_files: Vec<SkippedFile>,
     /// Output dtype.
     pub dtype: String,
     /// The tokenizer's identity.
     pub tokenizer: serde_json::Value,
+    /// The options that shape the output.
+    pub config: serde_json::Value,
     /// One entry per key.
     pub outputs: Vec<OutputSummary>,
+    /// Tokenizer threads used.
+    pub workers: usize,
     /// Wall-clock seconds.
     pub seconds: f64,
 }

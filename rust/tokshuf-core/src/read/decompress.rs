@@ -41,10 +41,36 @@ impl Compression {
 /// corrupt stream) surface as `io::Error`s from `read`, which callers report with the path.
 pub fn open_decompressed(path: &Path) -> Result<Box<dyn Read + Send>> {
     let file = File::open(path).with_path(path)?;
-    let raw = BufReader::with_capacity(1 << 20, file);
+    decompress(path, file)
+}
+
+/// Decompress `raw` (the bytes of `path`, which picks the format by its extension).
+pub fn decompress(path: &Path, raw: impl Read + Send + 'static) -> Result<Box<dyn Read + Send>> {
+    let raw = BufReader::with_capacity(1 << 20, raw);
     Ok(match Compression::from_path(path) {
         Compression::None => Box::new(raw),
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(raw)),
         Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(raw).with_path(path)?),
     })
+}
+
+/// A reader that counts the bytes read through it (progress in compressed bytes).
+pub struct CountingReader<R> {
+    inner: R,
+    count: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R> CountingReader<R> {
+    /// Wrap `inner`; `count` is increased by every read.
+    pub fn new(inner: R, count: std::sync::Arc<std::sync::atomic::AtomicU64>) -> Self {
+        Self { inner, count }
+    }
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
 }

@@ -43,10 +43,25 @@ impl<'de> de::Deserialize<'de> for Str<'de> {
     }
 }
 
+/// How values are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldOptions {
+    /// Accept a list of strings as a list of sentences (Megatron's rule). When false a list is
+    /// `not_string`, like any other non-string value.
+    pub sentence_lists: bool,
+}
+
+impl Default for FieldOptions {
+    fn default() -> Self {
+        Self { sentence_lists: true }
+    }
+}
+
 /// The value of a requested key: a string or a list of strings.
 struct FieldSeed<'r> {
     reason: &'r Cell<Option<BadInputReason>>,
     key: &'r str,
+    sentence_lists: bool,
 }
 
 fn describe(kind: &str, key: &str) -> String {
@@ -75,6 +90,9 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         Ok(Field { sentences: vec![Cow::Owned(v)] })
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        if !self.sentence_lists {
+            return self.not_string("a list");
+        }
         let mut sentences = Vec::new();
         loop {
             match seq.next_element::<serde_json::Value>() {
@@ -135,6 +153,7 @@ fn kind_of(v: &serde_json::Value) -> &'static str {
 struct LineSeed<'r> {
     keys: &'r [String],
     reason: &'r Cell<Option<BadInputReason>>,
+    options: FieldOptions,
 }
 
 impl<'de> DeserializeSeed<'de> for LineSeed<'_> {
@@ -154,7 +173,14 @@ impl<'de> Visitor<'de> for LineSeed<'_> {
         while let Some(key) = map.next_key::<Str<'de>>()? {
             match self.keys.iter().position(|k| *k == *key.0) {
                 // Duplicate keys: the last one wins, as with Python's json.loads.
-                Some(i) => found[i] = Some(map.next_value_seed(FieldSeed { reason: self.reason, key: &self.keys[i] })?),
+                Some(i) => {
+                    let seed = FieldSeed {
+                        reason: self.reason,
+                        key: &self.keys[i],
+                        sentence_lists: self.options.sentence_lists,
+                    };
+                    found[i] = Some(map.next_value_seed(seed)?);
+                }
                 None => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -203,13 +229,21 @@ fn classify(e: &serde_json::Error) -> BadInputReason {
     }
 }
 
-/// The fields named by `keys` (in that order) of one JSON line, or why the line is unusable.
+/// The fields named by `keys` (in that order) of one JSON line, or why the line is unusable
+/// (Megatron's reading: a string is one sentence, a list of strings several).
 pub fn extract_fields<'a>(line: &'a [u8], keys: &[String]) -> Result<Vec<Field<'a>>, Rejection> {
+    extract_fields_with(line, keys, FieldOptions::default())
+}
+
+/// [`extract_fields`] with options.
+pub fn extract_fields_with<'a>(
+    line: &'a [u8],
+    keys: &[String],
+    options: FieldOptions,
+) -> Result<Vec<Field<'a>>, Rejection> {
     let text = match std::str::from_utf8(line) {
         Ok(t) => t,
-        Err(e) => {
-            return Err((BadInputReason::InvalidUtf8, format!("invalid UTF-8 at byte {} of the line", e.valid_up_to())))
-        }
+        Err(e) => return Err(utf8_rejection(line, &e)),
     };
     if text.starts_with('\u{feff}') {
         return Err((BadInputReason::Bom, "the line starts with a UTF-8 byte-order mark".into()));
@@ -219,13 +253,32 @@ pub fn extract_fields<'a>(line: &'a [u8], keys: &[String]) -> Result<Vec<Field<'
     }
     let reason = Cell::new(None);
     let mut de = serde_json::Deserializer::from_str(text);
-    let parsed = LineSeed { keys, reason: &reason }.deserialize(&mut de).and_then(|v| de.end().map(|()| v));
+    let parsed = LineSeed { keys, reason: &reason, options }.deserialize(&mut de).and_then(|v| de.end().map(|()| v));
     let found = parsed.map_err(|e| (reason.get().unwrap_or_else(|| classify(&e)), e.to_string()))?;
     found
         .into_iter()
         .zip(keys)
         .map(|(f, k)| f.ok_or_else(|| (BadInputReason::MissingKey, format!("the key {k:?} is missing"))))
         .collect()
+}
+
+/// A line that is not UTF-8. A line cut short inside a multi-byte character is a truncated
+/// line, not an encoding problem: it ends in an incomplete sequence and what precedes it is an
+/// unfinished JSON value.
+fn utf8_rejection(line: &[u8], e: &std::str::Utf8Error) -> Rejection {
+    let at = e.valid_up_to();
+    if e.error_len().is_none() {
+        let prefix = std::str::from_utf8(&line[..at]).expect("valid up to here");
+        if let Err(j) = serde_json::from_str::<IgnoredAny>(prefix) {
+            if j.is_eof() {
+                return (
+                    BadInputReason::TruncatedJson,
+                    format!("the line ends inside a multi-byte character and an unfinished JSON value: {j}"),
+                );
+            }
+        }
+    }
+    (BadInputReason::InvalidUtf8, format!("invalid UTF-8 at byte {at} of the line"))
 }
 
 #[cfg(test)]
@@ -252,6 +305,14 @@ mod tests {
     }
 
     #[test]
+    fn lists_can_be_refused() {
+        let strict = FieldOptions { sentence_lists: false };
+        let e = extract_fields_with(br#"{"text": ["a", "b"]}"#, &keys(&["text"]), strict).unwrap_err();
+        assert_eq!(e.0, BadInputReason::NotString);
+        assert!(e.1.contains("a list"), "{}", e.1);
+    }
+
+    #[test]
     fn each_kind_of_bad_line_has_its_reason() {
         assert_eq!(reason(r#"{"text": "cut"#), BadInputReason::TruncatedJson);
         assert_eq!(reason(r#"{"text": "a",}"#), BadInputReason::InvalidJson);
@@ -266,9 +327,17 @@ mod tests {
         assert_eq!(reason(r#"{"text": "\ud83d"}"#), BadInputReason::LoneSurrogate);
         assert_eq!(reason("  \t"), BadInputReason::BlankLine);
         assert_eq!(reason("\u{feff}{\"text\": \"a\"}"), BadInputReason::Bom);
-        assert_eq!(
-            extract_fields(b"{\"text\": \"\xff\"}", &keys(&["text"])).unwrap_err().0,
-            BadInputReason::InvalidUtf8
-        );
+        let bytes = |b: &[u8]| extract_fields(b, &keys(&["text"])).unwrap_err().0;
+        assert_eq!(bytes(b"{\"text\": \"\xff\"}"), BadInputReason::InvalidUtf8);
+        assert_eq!(bytes(b"{\"text\": \"\xe2\x82 x\"}"), BadInputReason::InvalidUtf8);
+        // Cut inside "é" (c3 a9): a truncated line.
+        assert_eq!(bytes(b"{\"text\": \"caf\xc3"), BadInputReason::TruncatedJson);
+        // A complete value followed by a stray lead byte is not.
+        assert_eq!(bytes(b"{\"text\": \"a\"}\xc3"), BadInputReason::InvalidUtf8);
+        for s in [r#"{"text": "\udc00 x"}"#, r#"{"text": "\udfff x \ud800"}"#, r#"{"text": "\ud83d x"}"#] {
+            assert_eq!(reason(s), BadInputReason::LoneSurrogate, "{s}");
+        }
+        // A line cut right after a surrogate escape is truncated, not a lone surrogate.
+        assert_eq!(reason(r#"{"text": "ab\ud83d"#), BadInputReason::TruncatedJson);
     }
 }

@@ -38,6 +38,19 @@ impl LineBatch {
     }
 }
 
+/// Where a corrupt or truncated stream stopped (see [`LineReader::tolerate_corruption`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// Decompressed bytes read before the failure.
+    pub offset: u64,
+    /// Number of the line the failure cut (the first line lost).
+    pub line: u64,
+    /// Bytes of that line that were read and dropped (0: the stream broke at a line boundary).
+    pub fragment_bytes: u64,
+    /// The decoder's message.
+    pub message: String,
+}
+
 /// Reads a stream in batches of whole lines of about `batch_bytes` bytes.
 pub struct LineReader<R> {
     path: PathBuf,
@@ -48,9 +61,15 @@ pub struct LineReader<R> {
     next_line: u64,
     offset: u64,
     eof: bool,
+    tolerate: bool,
+    truncation: Option<Truncation>,
+    /// Complete lines of the batch being cut (for messages about a failure mid-batch).
+    scanned: u64,
 }
 
 const READ_CHUNK: usize = 1 << 20;
+/// Smallest read once a batch is nearly full (a line may still be incomplete).
+const MIN_READ: usize = 64 << 10;
 
 impl<R: Read> LineReader<R> {
     /// A reader over `inner` (already decompressed), `path` for messages.
@@ -64,7 +83,22 @@ impl<R: Read> LineReader<R> {
             next_line: 1,
             offset: 0,
             eof: false,
+            tolerate: false,
+            truncation: None,
+            scanned: 0,
         }
+    }
+
+    /// On a decoding error (truncated or corrupt gzip/zstd), end the stream after the last
+    /// complete line instead of failing, and record what was lost in [`LineReader::truncation`].
+    pub fn tolerate_corruption(mut self) -> Self {
+        self.tolerate = true;
+        self
+    }
+
+    /// Where the stream broke, once the reader has stopped on a decoding error.
+    pub fn truncation(&self) -> Option<&Truncation> {
+        self.truncation.as_ref()
     }
 
     /// Decompressed bytes consumed so far.
@@ -72,30 +106,45 @@ impl<R: Read> LineReader<R> {
         self.offset
     }
 
+    fn is_decoding_error(e: &std::io::Error) -> bool {
+        matches!(
+            e.kind(),
+            ErrorKind::UnexpectedEof | ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::Other
+        )
+    }
+
     fn read_error(&self, e: std::io::Error) -> Error {
         match e.kind() {
-            ErrorKind::UnexpectedEof | ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::Other => {
-                Error::format(
-                    &self.path,
-                    format!(
-                        "cannot decompress past byte {} (after line {}): the file is truncated or corrupt ({e})",
-                        self.offset,
-                        self.next_line.saturating_sub(1)
-                    ),
-                )
-            }
+            _ if Self::is_decoding_error(&e) => Error::format(
+                &self.path,
+                format!(
+                    "cannot decompress past byte {} (after line {}): the file is truncated or corrupt ({e})",
+                    self.offset,
+                    self.next_line.saturating_sub(1) + self.scanned
+                ),
+            ),
             _ => Error::io(&self.path, e),
         }
     }
 
-    /// Append up to `READ_CHUNK` bytes to `buf`; false at end of stream.
+    /// Append up to what the batch still needs (between `MIN_READ` and `READ_CHUNK` bytes) to
+    /// `buf`, so a batch holds about `batch_bytes`, not a whole read chunk more; false at end of
+    /// stream.
     fn fill(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
         let start = buf.len();
-        buf.resize(start + READ_CHUNK, 0);
+        let want = self.batch_bytes.saturating_sub(start).clamp(MIN_READ, READ_CHUNK);
+        buf.resize(start + want, 0);
         let n = loop {
             match self.inner.read(&mut buf[start..]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if self.tolerate && Self::is_decoding_error(&e) => {
+                    buf.truncate(start);
+                    // `line` and `fragment_bytes` are filled in when the last batch is cut.
+                    self.truncation =
+                        Some(Truncation { offset: self.offset, line: 0, fragment_bytes: 0, message: e.to_string() });
+                    return Ok(false);
+                }
                 Err(e) => {
                     buf.truncate(start);
                     return Err(self.read_error(e));
@@ -140,6 +189,7 @@ impl<R: Read> LineReader<R> {
             return Ok(None);
         }
         let mut data = std::mem::take(&mut self.pending);
+        data.reserve((self.batch_bytes + MIN_READ).saturating_sub(data.len()).min(READ_CHUNK + MIN_READ));
         let mut lines = Vec::new();
         let mut line_start = 0usize;
         let mut scan = 0usize;
@@ -152,7 +202,8 @@ impl<R: Read> LineReader<R> {
                 scan = line_start;
             }
             scan = data.len();
-            if data.len() - line_start > self.max_line_bytes {
+            // +1: the line may still end in a CR that is not part of it.
+            if data.len() - line_start > self.max_line_bytes.saturating_add(1) {
                 let mut rest = data.split_off(line_start);
                 let skipped = self.skip_line(&mut rest)?;
                 lines.push(LineSpan::TooLong(skipped));
@@ -165,7 +216,7 @@ impl<R: Read> LineReader<R> {
                 break;
             }
             if self.eof {
-                if line_start < data.len() {
+                if self.truncation.is_none() && line_start < data.len() {
                     let end = data.len();
                     let text_end = if data[end - 1] == b'\r' { end - 1 } else { end };
                     lines.push(self.span(line_start..text_end));
@@ -173,9 +224,16 @@ impl<R: Read> LineReader<R> {
                 }
                 break;
             }
+            self.scanned = lines.len() as u64;
             if !self.fill(&mut data)? {
                 self.eof = true;
             }
+        }
+        if let Some(t) = self.truncation.as_mut().filter(|t| self.eof && t.line == 0) {
+            // The bytes after the last newline are a fragment of the line the failure cut.
+            t.line = self.next_line + lines.len() as u64;
+            t.fragment_bytes = (data.len() - line_start) as u64;
+            line_start = data.len();
         }
         self.pending = data[line_start..].to_vec();
         data.truncate(line_start);
@@ -213,6 +271,40 @@ mod tests {
         batches.iter().flat_map(|b| b.1.clone()).collect()
     }
 
+    proptest::proptest! {
+        /// Whatever the batch size, line limit and line lengths, the reader yields exactly the
+        /// lines of the input (CR before LF dropped), numbered in order, over-long ones flagged.
+        #[test]
+        fn batches_are_the_lines(
+            lines in proptest::collection::vec(proptest::collection::vec(proptest::sample::select(b"ab\r {}".to_vec()), 0..300), 0..60),
+            batch in 1usize..2000,
+            max_line in 1usize..400,
+            final_newline: bool,
+        ) {
+            let mut input = lines.join(&b'\n');
+            if final_newline && !lines.is_empty() {
+                input.push(b'\n');
+            }
+            let mut expected: Vec<Option<Vec<u8>>> = if input.is_empty() { vec![] } else {
+                let body = input.strip_suffix(b"\n").unwrap_or(&input);
+                body.split(|&b| b == b'\n').map(|l| {
+                    let l = l.strip_suffix(b"\r").unwrap_or(l);
+                    (l.len() <= max_line).then(|| l.to_vec())
+                }).collect()
+            };
+            if final_newline && lines.len() == 1 && lines[0].is_empty() {
+                expected = vec![Some(vec![])];
+            }
+            let batches = collect(&input, batch, max_line);
+            let mut next = 1;
+            for (first, b) in &batches {
+                proptest::prop_assert_eq!(*first, next);
+                next += b.len() as u64;
+            }
+            proptest::prop_assert_eq!(flat(&batches), expected);
+        }
+    }
+
     #[test]
     fn crlf_final_line_and_blank_lines() {
         let got = flat(&collect(b"a\r\n\nb\nc", 1 << 20, 1 << 20));
@@ -234,6 +326,49 @@ mod tests {
         let got = flat(&batches);
         assert_eq!(got.len(), 100);
         assert_eq!(got[42], Some(b"line42".to_vec()));
+    }
+
+    /// A reader whose stream fails with `kind` after `data`.
+    struct Broken<'a>(&'a [u8], ErrorKind);
+
+    impl Read for Broken<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(std::io::Error::new(self.1, "corrupt deflate stream"));
+            }
+            let n = self.0.len().min(buf.len()).min(3);
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn truncation_fails_or_is_recorded() {
+        let input = b"one\ntwo\nthr";
+        // Broken at a line boundary: nothing cut, the next line number is still reported.
+        let mut r = LineReader::new(Path::new("f.gz"), Broken(b"a\nb\n", ErrorKind::InvalidData), 1 << 20, 100)
+            .tolerate_corruption();
+        assert_eq!(r.next_batch().unwrap().unwrap().len(), 2);
+        assert!(r.next_batch().unwrap().is_none());
+        assert_eq!(r.truncation().map(|t| (t.offset, t.line, t.fragment_bytes)), Some((4, 3, 0)));
+
+        let mut strict = LineReader::new(Path::new("f.gz"), Broken(input, ErrorKind::UnexpectedEof), 1 << 20, 100);
+        let e = strict.next_batch().unwrap_err().to_string();
+        assert!(e.contains("f.gz") && e.contains("past byte 11") && e.contains("after line 2"), "{e}");
+
+        let mut r = LineReader::new(Path::new("f.gz"), Broken(input, ErrorKind::UnexpectedEof), 1 << 20, 100)
+            .tolerate_corruption();
+        let b = r.next_batch().unwrap().unwrap();
+        assert_eq!(b.lines, vec![LineSpan::Text(0..3), LineSpan::Text(4..7)]);
+        assert!(r.next_batch().unwrap().is_none());
+        let t = r.truncation().unwrap();
+        assert_eq!((t.offset, t.line, t.fragment_bytes), (11, 3, 3));
+
+        // Real I/O errors are never tolerated.
+        let mut r = LineReader::new(Path::new("f"), Broken(input, ErrorKind::PermissionDenied), 1 << 20, 100)
+            .tolerate_corruption();
+        assert!(r.next_batch().is_err());
     }
 
     #[test]

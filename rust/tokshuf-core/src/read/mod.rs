@@ -6,7 +6,7 @@ pub mod inputs;
 pub mod json;
 pub mod lines;
 
-pub use decompress::{open_decompressed, Compression};
+pub use decompress::{decompress, open_decompressed, Compression, CountingReader};
 pub use inputs::{expand_inputs, JSONL_EXTENSIONS};
-pub use json::{extract_fields, Field};
-pub use lines::{LineBatch, LineReader};
+pub use json::{extract_fields, extract_fields_with, Field, FieldOptions};
+pub use lines::{LineBatch, LineReader, Truncation};

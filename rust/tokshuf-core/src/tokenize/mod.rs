@@ -1,8 +1,28 @@
 //! Tokenizers behind one trait, so the pipeline does not care which one it runs.
+//!
+//! A spec string is parsed ([`TokenizerSpec`]), resolved into a loaded description
+//! ([`TokenizerModel`]: vocabulary, split pattern, special tokens) and built into an encoder
+//! ([`build`]). Callers use [`from_spec`] (or [`build`] on a model they resolved themselves);
+//! which encoder serves a model is decided in [`build`] alone.
 
+mod batch;
 mod byte;
+mod hf;
+mod model;
+mod spec;
+mod tiktoken;
+pub mod tiktoken_files;
 
+use std::sync::Arc;
+
+pub use batch::{encode_many, EncodedTexts};
 pub use byte::ByteTokenizer;
+pub use hf::HfTokenizer;
+pub use model::{resolve, BpeModel, HfModel, TokenizerModel};
+pub use spec::TokenizerSpec;
+pub use tiktoken::TiktokenTokenizer;
+
+use crate::error::{Error, Result};
 
 /// Text → token ids. Implementations are shared by every worker thread.
 pub trait Tokenizer: Send + Sync {
@@ -19,10 +39,70 @@ pub trait Tokenizer: Send + Sync {
     fn identity(&self) -> serde_json::Value;
 }
 
-/// Resolve a tokenizer spec (`byte`, ...) into a shared tokenizer.
-pub fn from_spec(spec: &str) -> crate::Result<std::sync::Arc<dyn Tokenizer>> {
-    match spec {
-        "byte" => Ok(std::sync::Arc::new(ByteTokenizer)),
-        _ => Err(crate::Error::invalid(format!("unknown tokenizer {spec:?} (expected one of: byte)"))),
+/// Build the encoder of a resolved model.
+pub fn build(model: &TokenizerModel) -> Result<Arc<dyn Tokenizer>> {
+    Ok(match model {
+        TokenizerModel::Byte => Arc::new(ByteTokenizer),
+        // The place to choose a faster exact encoder for the byte-level BPE families.
+        TokenizerModel::Bpe(m) => Arc::new(TiktokenTokenizer::new(m)?),
+        TokenizerModel::Hf(m) => Arc::new(HfTokenizer::new(m)?),
+    })
+}
+
+/// Resolve a tokenizer spec (see [`TokenizerSpec::parse`]) into a shared tokenizer.
+pub fn from_spec(spec: &str) -> Result<Arc<dyn Tokenizer>> {
+    build(&resolve(&TokenizerSpec::parse(spec)?)?)
+}
+
+/// `tokenizer` with its end-of-document id replaced by `eod` (`--eod-id`).
+pub fn with_eod(tokenizer: Arc<dyn Tokenizer>, eod: u32) -> Result<Arc<dyn Tokenizer>> {
+    if u64::from(eod) >= tokenizer.vocab_size() {
+        return Err(Error::invalid(format!(
+            "eod id {eod} is outside the tokenizer's vocabulary (ids 0..{})",
+            tokenizer.vocab_size()
+        )));
+    }
+    Ok(Arc::new(EodOverride { inner: tokenizer, eod }))
+}
+
+struct EodOverride {
+    inner: Arc<dyn Tokenizer>,
+    eod: u32,
+}
+
+impl Tokenizer for EodOverride {
+    fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
+        self.inner.encode(text, out)
+    }
+
+    fn eod_id(&self) -> Option<u32> {
+        Some(self.eod)
+    }
+
+    fn vocab_size(&self) -> u64 {
+        self.inner.vocab_size()
+    }
+
+    fn identity(&self) -> serde_json::Value {
+        let mut id = self.inner.identity();
+        if let Some(obj) = id.as_object_mut() {
+            obj.insert("eod".into(), self.eod.into());
+            obj.insert("eod_overridden".into(), true.into());
+        }
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eod_override_is_checked_and_recorded() {
+        let t = with_eod(from_spec("byte").unwrap(), 7).unwrap();
+        assert_eq!(t.eod_id(), Some(7));
+        assert_eq!(t.identity()["eod"], 7);
+        let e = with_eod(from_spec("byte").unwrap(), 257).err().unwrap().to_string();
+        assert!(e.contains("0..257"), "{e}");
     }
 }

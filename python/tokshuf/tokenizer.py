@@ -1,0 +1,175 @@
+"""Tokenizers from the Rust core: Hugging Face ``tokenizer.json``, tiktoken encodings, bytes.
+
+>>> tok = Tokenizer("tiktoken:cl100k_base")
+>>> tok.encode("hello world")
+[15339, 1917]
+
+Spec strings (also accepted by :func:`tokshuf.preprocess` and ``tokshuf preprocess --tokenizer``):
+
+==============================  ===============================================================
+``byte``                        UTF-8 byte + 1, eod 0, 257 ids (the Megatron fixtures' tokenizer)
+``tiktoken:NAME``               an OpenAI encoding shipped inside tokshuf (no download):
+                                ``r50k_base`` (alias ``gpt2``), ``p50k_base``, ``p50k_edit``,
+                                ``cl100k_base``, ``o200k_base``
+``tiktoken:FILE.tiktoken``      a rank file; OpenAI's own files are recognised by their SHA-256
+``FILE.tiktoken@PATTERN``       a rank file with the split regex of ``r50k``, ``p50k``,
+                                ``cl100k`` or ``o200k`` (``tiktoken:`` prefix optional)
+``PATH`` or ``hf:PATH``         a Hugging Face ``tokenizer.json``, or a directory holding one
+                                (its ``tokenizer_config.json`` names the eos token)
+==============================  ===============================================================
+
+Ids are those of ``tiktoken``'s ``encode_ordinary`` (special tokens in the text are plain text)
+and of ``tokenizers``' ``encode(text, add_special_tokens=False)`` (no BOS/EOS added; added tokens
+written in the text are recognised), which is what Megatron-LM's ``preprocess_data.py`` writes
+with its HuggingFaceTokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tokshuf import _core
+from tokshuf._core import Tokenizer as _Native
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+__all__ = ["Tokenizer", "as_tokenizer", "tiktoken_encoding"]
+
+
+def _is_hf_tokenizer(obj: object) -> bool:
+    return type(obj).__module__.split(".")[0] == "tokenizers" and hasattr(obj, "to_str")
+
+
+class Tokenizer:
+    """A tokenizer loaded by the Rust core, usable from many threads.
+
+    Parameters
+    ----------
+    spec
+        A spec string or path (see the module documentation), a ``tokenizers.Tokenizer`` object,
+        or another :class:`Tokenizer`.
+    eod_id
+        Override the end-of-document id (default: ``<|endoftext|>``, or the eos token of the
+        Hugging Face tokenizer).
+
+    Pickles by its spec (or, for a ``tokenizers.Tokenizer``, by its JSON).
+    """
+
+    __slots__ = ("_core", "_eod_override", "_hf_json", "_spec")
+    _core: _Native
+    _spec: str
+    _hf_json: str | None
+    _eod_override: int | None
+
+    def __init__(self, spec: Any, *, eod_id: int | None = None) -> None:
+        if isinstance(spec, Tokenizer):
+            if eod_id is None:
+                self._spec, self._hf_json, self._eod_override = spec._spec, spec._hf_json, spec._eod_override
+                self._core = spec._core
+                return
+            name, hf_json = spec._spec, spec._hf_json
+        elif _is_hf_tokenizer(spec):
+            name, hf_json = "tokenizers.Tokenizer", spec.to_str()
+        elif isinstance(spec, str | os.PathLike):
+            name, hf_json = os.fspath(spec), None
+        else:
+            raise TypeError(
+                f"cannot make a tokenizer from {type(spec).__name__}: expected a spec string or path, "
+                "a tokenizers.Tokenizer or a tokshuf.Tokenizer"
+            )
+        self._load(name, hf_json, eod_id)
+
+    def _load(self, name: str, hf_json: str | None, eod_id: int | None) -> None:
+        self._spec, self._hf_json, self._eod_override = name, hf_json, eod_id
+        if hf_json is None:
+            self._core = _core.Tokenizer(name, eod_id)
+        else:
+            self._core = _core.Tokenizer.from_hf_json(hf_json, name, eod_id)
+
+    @property
+    def spec(self) -> str:
+        """The spec it was loaded from (``"tokenizers.Tokenizer"`` for an object)."""
+        return self._spec
+
+    @property
+    def eod_id(self) -> int | None:
+        """The end-of-document id that ``append_eod`` writes, if any."""
+        return self._core.eod_id
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids (every id is below it)."""
+        return self._core.vocab_size
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What identifies this tokenizer (kind, source, SHA-256 of its data, eod, vocab size)."""
+        identity: dict[str, Any] = json.loads(self._core.identity_json())
+        return identity
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of ``text`` (no special tokens added)."""
+        return self._core.encode(text)
+
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
+        """The ids of each text, computed in parallel with the GIL released.
+
+        ``num_threads`` defaults to ``TOKSHUF_NUM_THREADS`` or the number of CPUs.
+        """
+        return self._core.encode_batch(list(texts), num_threads)
+
+    def encode_batch_numpy(
+        self, texts: Sequence[str], *, num_threads: int | None = None
+    ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
+        """``(ids, offsets)``: every text's ids concatenated (uint32) and ``len(texts) + 1`` offsets
+        (int64), text ``i`` being ``ids[offsets[i]:offsets[i + 1]]``. No Python int per token."""
+        ids, offsets = self._core.encode_batch_flat(list(texts), num_threads)
+        return np.frombuffer(ids, dtype="<u4"), np.frombuffer(offsets, dtype="<i8")
+
+    def _native(self) -> _Native:
+        return self._core
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore, (self._spec, self._hf_json, self._eod_override))
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({self._spec!r}, vocab_size={self.vocab_size}, eod_id={self.eod_id})"
+
+
+def _restore(spec: str, hf_json: str | None, eod_id: int | None) -> Tokenizer:
+    tok = Tokenizer.__new__(Tokenizer)
+    tok._load(spec, hf_json, eod_id)
+    return tok
+
+
+def as_tokenizer(tokenizer: Any, eod_id: int | None = None) -> Tokenizer:
+    """``tokenizer`` (anything :class:`Tokenizer` accepts) as a :class:`Tokenizer`."""
+    if isinstance(tokenizer, Tokenizer) and eod_id is None:
+        return tokenizer
+    return Tokenizer(tokenizer, eod_id=eod_id)
+
+
+def tiktoken_encoding(name: str) -> Any:
+    """A ``tiktoken.Encoding`` for OpenAI encoding ``name`` built from tokshuf's embedded copy
+    (checked against tiktoken's pinned SHA-256), so ``tiktoken`` works with no download."""
+    import base64
+
+    import tiktoken
+
+    data = _core.tiktoken_encoding_data(name)
+    ranks = {
+        base64.b64decode(token): int(rank)
+        for token, rank in (line.split() for line in data["tiktoken_file"].splitlines() if line)
+    }
+    return tiktoken.Encoding(
+        name=data["name"],
+        pat_str=data["pat_str"],
+        mergeable_ranks=ranks,
+        special_tokens=dict(data["special_tokens"]),
+    )

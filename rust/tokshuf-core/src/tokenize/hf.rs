@@ -1,0 +1,84 @@
+//! Hugging Face `tokenizer.json` through the `tokenizers` crate.
+//!
+//! Ids are those of `tokenizers.Tokenizer.encode(text, add_special_tokens=False)`, which is also
+//! what Megatron-LM's `preprocess_data.py` writes with `--tokenizer-type HuggingFaceTokenizer`
+//! (megatron-core 0.16: `text_to_ids` = `convert_tokens_to_ids(tokenize(text))` unless
+//! `--tokenizer-hf-include-special-tokens`): no BOS/EOS from the post-processor, but added tokens
+//! that appear literally in the text (e.g. `<|endoftext|>`) are recognised, as in `transformers`.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use super::model::HfModel;
+use super::Tokenizer;
+use crate::error::{Error, Result};
+
+/// End-of-document tokens tried when no `tokenizer_config.json` names the eos token.
+const EOD_CANDIDATES: &[&str] = &["<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>"];
+
+/// A Hugging Face tokenizer.
+pub struct HfTokenizer {
+    inner: tokenizers::Tokenizer,
+    eod: Option<u32>,
+    vocab_size: u64,
+    identity: serde_json::Value,
+}
+
+impl HfTokenizer {
+    /// Load `model`.
+    pub fn new(model: &HfModel) -> Result<Self> {
+        let inner: tokenizers::Tokenizer = model
+            .json
+            .parse()
+            .map_err(|e| Error::invalid(format!("tokenizer {:?} is not a usable tokenizer.json: {e}", model.spec)))?;
+        let vocab = inner.get_vocab(true);
+        let max_id = vocab.values().copied().max().map_or(0, |m| u64::from(m) + 1);
+        let vocab_size = (inner.get_vocab_size(true) as u64).max(max_id);
+        let (eod_token, eod) = match &model.config_eos {
+            Some(tok) => {
+                let id = inner.token_to_id(tok).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "tokenizer {:?}: tokenizer_config.json names the eos token {tok:?}, which is not in the \
+                         vocabulary",
+                        model.spec
+                    ))
+                })?;
+                (Some(tok.clone()), Some(id))
+            }
+            None => EOD_CANDIDATES
+                .iter()
+                .find_map(|t| inner.token_to_id(t).map(|id| (Some(t.to_string()), Some(id))))
+                .unwrap_or((None, None)),
+        };
+        let identity = serde_json::json!({
+            "kind": "huggingface",
+            "spec": model.spec,
+            "sha256": model.sha256,
+            "vocab_size": vocab_size,
+            "eod": eod,
+            "eod_token": eod_token,
+        });
+        Ok(Self { inner, eod, vocab_size, identity })
+    }
+}
+
+impl Tokenizer for HfTokenizer {
+    fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
+        // A panic inside the library on one document becomes that document's error.
+        let encoded = catch_unwind(AssertUnwindSafe(|| self.inner.encode_fast(text, false)))
+            .map_err(|_| "the tokenizers library panicked on this text".to_string())?;
+        out.extend_from_slice(encoded.map_err(|e| e.to_string())?.get_ids());
+        Ok(())
+    }
+
+    fn eod_id(&self) -> Option<u32> {
+        self.eod
+    }
+
+    fn vocab_size(&self) -> u64 {
+        self.vocab_size
+    }
+
+    fn identity(&self) -> serde_json::Value {
+        self.identity.clone()
+    }
+}

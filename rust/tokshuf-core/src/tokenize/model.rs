@@ -1,0 +1,137 @@
+//! What a spec resolves to: the vocabulary, split pattern and special tokens, loaded but not yet
+//! turned into an encoder. Keeping this step separate lets [`super::build`] pick the encoder
+//! for a model (e.g. a faster exact one for a byte-level BPE family) without callers knowing.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::spec::TokenizerSpec;
+use super::tiktoken_files::{embedded_ranks, known_by_sha256, known_encoding, sha256_hex, Pattern, RankTable};
+use crate::error::{Error, IoContext, Result};
+
+/// A loaded tokenizer description.
+#[derive(Debug, Clone)]
+pub enum TokenizerModel {
+    /// UTF-8 byte + 1, eod 0.
+    Byte,
+    /// A tiktoken-style byte-level BPE: mergeable ranks + split regex + special tokens.
+    Bpe(BpeModel),
+    /// A Hugging Face `tokenizer.json`.
+    Hf(HfModel),
+}
+
+/// A tiktoken-style byte-level BPE.
+#[derive(Debug, Clone)]
+pub struct BpeModel {
+    /// The encoding's name (`cl100k_base`) or the rank file's path.
+    pub name: String,
+    /// The spec it came from.
+    pub spec: String,
+    /// Mergeable ranks.
+    pub ranks: Arc<RankTable>,
+    /// The split pattern.
+    pub pattern: Pattern,
+    /// Special tokens (recognised only by `encode` with specials allowed; `encode_ordinary`,
+    /// which preprocessing uses, treats them as text).
+    pub specials: Vec<(String, u32)>,
+}
+
+impl BpeModel {
+    /// Ids `0..vocab_size` cover every rank and special token.
+    pub fn vocab_size(&self) -> u64 {
+        let specials = self.specials.iter().map(|&(_, id)| u64::from(id) + 1).max().unwrap_or(0);
+        self.ranks.n_vocab().max(specials)
+    }
+
+    /// The id of `<|endoftext|>`, if the encoding has it.
+    pub fn endoftext(&self) -> Option<u32> {
+        self.specials.iter().find(|(t, _)| t == "<|endoftext|>").map(|&(_, id)| id)
+    }
+}
+
+/// A Hugging Face tokenizer, as JSON.
+#[derive(Debug, Clone)]
+pub struct HfModel {
+    /// The serialized tokenizer.
+    pub json: String,
+    /// The spec it came from (a path, or a description of the Python object).
+    pub spec: String,
+    /// SHA-256 of `json`.
+    pub sha256: String,
+    /// The eos token named by a `tokenizer_config.json` beside the file, if any.
+    pub config_eos: Option<String>,
+}
+
+/// Load what `spec` names.
+pub fn resolve(spec: &TokenizerSpec) -> Result<TokenizerModel> {
+    let described = spec.describe();
+    match spec {
+        TokenizerSpec::Byte => Ok(TokenizerModel::Byte),
+        TokenizerSpec::TiktokenEmbedded(name) => {
+            let enc = known_encoding(name).expect("parsed specs name known encodings");
+            Ok(TokenizerModel::Bpe(BpeModel {
+                name: enc.name.to_string(),
+                spec: described,
+                ranks: embedded_ranks(enc)?,
+                pattern: enc.pattern,
+                specials: enc.specials.iter().map(|&(t, id)| (t.to_string(), id)).collect(),
+            }))
+        }
+        TokenizerSpec::TiktokenFile { path, pattern } => {
+            let bytes = std::fs::read(path).with_path(path)?;
+            let ranks = RankTable::parse(&bytes, &path.display().to_string())?;
+            let known = known_by_sha256(&ranks.sha256);
+            let pattern = match (pattern, known) {
+                (Some(p), _) => *p,
+                (None, Some(k)) => k.pattern,
+                (None, None) => {
+                    let names: Vec<&str> = Pattern::ALL.iter().map(|p| p.name()).collect();
+                    return Err(Error::invalid(format!(
+                        "tokenizer {described:?}: the rank file is not one of OpenAI's encodings, so its split \
+                         pattern must be given: {}@PATTERN with PATTERN one of {}",
+                        path.display(),
+                        names.join(", ")
+                    )));
+                }
+            };
+            // The special tokens of a known file are its encoding's; a custom file has none
+            // (give the end-of-document id explicitly).
+            let specials = known.map(|k| k.specials.iter().map(|&(t, id)| (t.to_string(), id)).collect());
+            Ok(TokenizerModel::Bpe(BpeModel {
+                name: path.display().to_string(),
+                spec: described,
+                ranks: Arc::new(ranks),
+                pattern,
+                specials: specials.unwrap_or_default(),
+            }))
+        }
+        TokenizerSpec::HfFile(path) => {
+            let json = std::fs::read_to_string(path).with_path(path)?;
+            let config_eos = path.parent().map(config_eos_token).transpose()?.flatten();
+            Ok(TokenizerModel::Hf(HfModel { sha256: sha256_hex(json.as_bytes()), json, spec: described, config_eos }))
+        }
+        TokenizerSpec::HfJson { json, origin } => Ok(TokenizerModel::Hf(HfModel {
+            sha256: sha256_hex(json.as_bytes()),
+            json: json.clone(),
+            spec: origin.clone(),
+            config_eos: None,
+        })),
+    }
+}
+
+/// The `eos_token` of `dir/tokenizer_config.json` (a string or an `{"content": ...}` object),
+/// which is what `transformers` — and so Megatron's HuggingFaceTokenizer — uses as eod.
+fn config_eos_token(dir: &Path) -> Result<Option<String>> {
+    let path = dir.join("tokenizer_config.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path).with_path(&path)?;
+    let config: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::format(&path, format!("not valid JSON: {e}")))?;
+    Ok(match config.get("eos_token") {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(serde_json::Value::Object(o)) => o.get("content").and_then(|c| c.as_str()).map(str::to_string),
+        _ => None,
+    })
+}

@@ -1,0 +1,86 @@
+//! tiktoken-compatible encoding through `tiktoken-rs` (the same Rust core and regex engine as
+//! the `tiktoken` Python package, so ids are identical to its `encode_ordinary`).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use rustc_hash::FxHashMap;
+use tiktoken_rs::CoreBPE;
+
+use super::model::BpeModel;
+use super::Tokenizer;
+use crate::error::{Error, Result};
+
+/// A tiktoken encoding. Special tokens in the text are ordinary text (`encode_ordinary`): a
+/// document that quotes `<|endoftext|>` must not end early.
+pub struct TiktokenTokenizer {
+    bpe: CoreBPE,
+    eod: Option<u32>,
+    vocab_size: u64,
+    identity: serde_json::Value,
+}
+
+impl TiktokenTokenizer {
+    /// Build the encoder of `model`.
+    pub fn new(model: &BpeModel) -> Result<Self> {
+        let encoder: FxHashMap<Vec<u8>, u32> = model.ranks.entries.iter().cloned().collect();
+        if encoder.len() != model.ranks.entries.len() {
+            return Err(Error::invalid(format!("tokenizer {:?}: the rank file repeats a token", model.spec)));
+        }
+        let specials: FxHashMap<String, u32> = model.specials.iter().cloned().collect();
+        let bpe = CoreBPE::new(encoder, specials, model.pattern.regex())
+            .map_err(|e| Error::invalid(format!("tokenizer {:?}: {e}", model.spec)))?;
+        let eod = model.endoftext();
+        let identity = serde_json::json!({
+            "kind": "tiktoken",
+            "spec": model.spec,
+            "name": model.name,
+            "pattern": model.pattern.name(),
+            "ranks_sha256": model.ranks.sha256,
+            "vocab_size": model.vocab_size(),
+            "eod": eod,
+        });
+        Ok(Self { bpe, eod, vocab_size: model.vocab_size(), identity })
+    }
+}
+
+impl Tokenizer for TiktokenTokenizer {
+    fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
+        // tiktoken-rs unwraps regex errors (fancy-regex's backtrack limit); keep a pathological
+        // document from taking the whole run down.
+        match catch_unwind(AssertUnwindSafe(|| self.bpe.encode_ordinary(text))) {
+            Ok(ids) => {
+                out.extend_from_slice(&ids);
+                Ok(())
+            }
+            Err(_) => Err("the tiktoken encoder failed on this text (regex backtrack limit)".into()),
+        }
+    }
+
+    fn eod_id(&self) -> Option<u32> {
+        self.eod
+    }
+
+    fn vocab_size(&self) -> u64 {
+        self.vocab_size
+    }
+
+    fn identity(&self) -> serde_json::Value {
+        self.identity.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::from_spec;
+
+    #[test]
+    fn endoftext_in_text_is_ordinary_text() {
+        let t = from_spec("tiktoken:cl100k_base").unwrap();
+        let mut ids = Vec::new();
+        t.encode("hello world<|endoftext|>", &mut ids).unwrap();
+        assert!(!ids.contains(&100257), "{ids:?}");
+        assert_eq!(&ids[..2], &[15339, 1917]); // "hello", " world" in cl100k_base
+        assert_eq!(t.eod_id(), Some(100257));
+        assert_eq!(t.vocab_size(), 100277);
+    }
+}

@@ -1,0 +1,277 @@
+//! tiktoken's data: the split patterns of OpenAI's encodings, their special tokens, the rank
+//! files (`base64(token) rank` per line) and the copies `tiktoken-rs` embeds.
+//!
+//! Every rank table is checked against the SHA-256 that `tiktoken` pins for the same file, so
+//! what we tokenize with is exactly what `tiktoken` would download.
+
+use std::sync::{Arc, OnceLock};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// The pre-tokenization regex of an encoding family (as in `tiktoken_ext/openai_public.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pattern {
+    /// GPT-2 / r50k_base / p50k_base.
+    R50k,
+    /// p50k_base uses r50k's regex; accepted as a name for clarity.
+    P50k,
+    /// cl100k_base.
+    Cl100k,
+    /// o200k_base.
+    O200k,
+}
+
+const R50K_PATTERN: &str = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s";
+const CL100K_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
+const O200K_PATTERN: &str = concat!(
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    "|",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    "|",
+    r"\p{N}{1,3}",
+    "|",
+    r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+    "|",
+    r"\s*[\r\n]+",
+    "|",
+    r"\s+(?!\S)",
+    "|",
+    r"\s+",
+);
+
+impl Pattern {
+    /// Every family, for messages.
+    pub const ALL: [Pattern; 4] = [Pattern::R50k, Pattern::P50k, Pattern::Cl100k, Pattern::O200k];
+
+    /// The family named `name` (`r50k`, `p50k`, `cl100k`, `o200k`, optionally with `_base`).
+    pub fn from_name(name: &str) -> Option<Pattern> {
+        let name = name.strip_suffix("_base").unwrap_or(name);
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::R50k => "r50k",
+            Pattern::P50k => "p50k",
+            Pattern::Cl100k => "cl100k",
+            Pattern::O200k => "o200k",
+        }
+    }
+
+    /// The regex.
+    pub fn regex(self) -> &'static str {
+        match self {
+            Pattern::R50k | Pattern::P50k => R50K_PATTERN,
+            Pattern::Cl100k => CL100K_PATTERN,
+            Pattern::O200k => O200K_PATTERN,
+        }
+    }
+}
+
+/// One of OpenAI's encodings.
+#[derive(Debug)]
+pub struct KnownEncoding {
+    /// tiktoken's name.
+    pub name: &'static str,
+    /// The split pattern.
+    pub pattern: Pattern,
+    /// SHA-256 of the `.tiktoken` file, as pinned by `tiktoken`.
+    pub sha256: &'static str,
+    /// The largest mergeable rank (ranks are `0..=last_rank` minus the special ids).
+    pub last_rank: u32,
+    /// Special tokens and their ids.
+    pub specials: &'static [(&'static str, u32)],
+    embedded: fn() -> std::result::Result<tiktoken_rs::CoreBPE, String>,
+}
+
+const ENDOFTEXT: &str = "<|endoftext|>";
+
+/// The encodings `tiktoken:NAME` accepts.
+pub static KNOWN_ENCODINGS: [KnownEncoding; 5] = [
+    KnownEncoding {
+        name: "r50k_base",
+        pattern: Pattern::R50k,
+        sha256: "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+        last_rank: 50255,
+        specials: &[(ENDOFTEXT, 50256)],
+        embedded: || tiktoken_rs::r50k_base().map_err(|e| e.to_string()),
+    },
+    KnownEncoding {
+        name: "p50k_base",
+        pattern: Pattern::P50k,
+        sha256: "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
+        last_rank: 50280,
+        specials: &[(ENDOFTEXT, 50256)],
+        embedded: || tiktoken_rs::p50k_base().map_err(|e| e.to_string()),
+    },
+    KnownEncoding {
+        name: "p50k_edit",
+        pattern: Pattern::P50k,
+        sha256: "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
+        last_rank: 50280,
+        specials: &[
+            (ENDOFTEXT, 50256),
+            ("<|fim_prefix|>", 50281),
+            ("<|fim_middle|>", 50282),
+            ("<|fim_suffix|>", 50283),
+        ],
+        embedded: || tiktoken_rs::p50k_edit().map_err(|e| e.to_string()),
+    },
+    KnownEncoding {
+        name: "cl100k_base",
+        pattern: Pattern::Cl100k,
+        sha256: "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        last_rank: 100255,
+        specials: &[
+            (ENDOFTEXT, 100257),
+            ("<|fim_prefix|>", 100258),
+            ("<|fim_middle|>", 100259),
+            ("<|fim_suffix|>", 100260),
+            ("<|endofprompt|>", 100276),
+        ],
+        embedded: || tiktoken_rs::cl100k_base().map_err(|e| e.to_string()),
+    },
+    KnownEncoding {
+        name: "o200k_base",
+        pattern: Pattern::O200k,
+        sha256: "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        last_rank: 199997,
+        specials: &[(ENDOFTEXT, 199999), ("<|endofprompt|>", 200018)],
+        embedded: || tiktoken_rs::o200k_base().map_err(|e| e.to_string()),
+    },
+];
+
+/// The encoding called `name` (`gpt2` is tiktoken's alias of r50k_base's ranks and regex).
+pub fn known_encoding(name: &str) -> Option<&'static KnownEncoding> {
+    let name = if name == "gpt2" { "r50k_base" } else { name };
+    KNOWN_ENCODINGS.iter().find(|e| e.name == name)
+}
+
+/// The known encoding whose rank file has this SHA-256 (p50k_edit shares p50k_base's file).
+pub fn known_by_sha256(sha256: &str) -> Option<&'static KnownEncoding> {
+    KNOWN_ENCODINGS.iter().find(|e| e.sha256 == sha256)
+}
+
+/// A mergeable-rank table: `tokens[i]` has rank `ranks[i]` (the file's order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankTable {
+    /// (token bytes, rank), in file order.
+    pub entries: Vec<(Vec<u8>, u32)>,
+    /// SHA-256 of the table serialized as a `.tiktoken` file.
+    pub sha256: String,
+}
+
+impl RankTable {
+    /// Parse a `.tiktoken` file's contents (tiktoken's rules: blank lines ignored, each other
+    /// line `base64 rank`). `origin` names the file in errors.
+    pub fn parse(contents: &[u8], origin: &str) -> Result<Self> {
+        let mut entries = Vec::new();
+        for (i, line) in contents.split(|&b| b == b'\n').enumerate() {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.is_empty() {
+                continue;
+            }
+            let bad = |what: &str| Error::invalid(format!("{origin}: line {}: {what} (expected `base64 rank`)", i + 1));
+            let text = std::str::from_utf8(line).map_err(|_| bad("not ASCII"))?;
+            let mut parts = text.split_ascii_whitespace();
+            let (Some(token), Some(rank), None) = (parts.next(), parts.next(), parts.next()) else {
+                return Err(bad("not two fields"));
+            };
+            let token = STANDARD.decode(token).map_err(|_| bad("invalid base64"))?;
+            let rank: u32 = rank.parse().map_err(|_| bad("invalid rank"))?;
+            entries.push((token, rank));
+        }
+        if entries.is_empty() {
+            return Err(Error::invalid(format!("{origin}: no ranks (is it a .tiktoken file?)")));
+        }
+        Ok(Self { entries, sha256: sha256_hex(contents) })
+    }
+
+    /// The table as a `.tiktoken` file (byte-identical to the original for OpenAI's files).
+    pub fn to_tiktoken_file(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.entries.len() * 16);
+        for (token, rank) in &self.entries {
+            out.extend_from_slice(STANDARD.encode(token).as_bytes());
+            out.push(b' ');
+            out.extend_from_slice(rank.to_string().as_bytes());
+            out.push(b'\n');
+        }
+        out
+    }
+
+    /// The largest rank plus one.
+    pub fn n_vocab(&self) -> u64 {
+        self.entries.iter().map(|&(_, r)| u64::from(r) + 1).max().unwrap_or(0)
+    }
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The rank table of a known encoding, from the copy `tiktoken-rs` embeds, verified against
+/// tiktoken's pinned hash; computed once per process.
+pub fn embedded_ranks(enc: &'static KnownEncoding) -> Result<Arc<RankTable>> {
+    static CACHE: [OnceLock<Arc<RankTable>>; 5] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let slot = KNOWN_ENCODINGS.iter().position(|e| std::ptr::eq(e, enc)).expect("a known encoding");
+    if let Some(t) = CACHE[slot].get() {
+        return Ok(Arc::clone(t));
+    }
+    let bpe = (enc.embedded)().map_err(|e| Error::invalid(format!("loading the embedded {}: {e}", enc.name)))?;
+    // tiktoken-rs keeps its maps private; the decoder gives every rank's bytes back.
+    let entries = (0..=enc.last_rank)
+        .filter(|rank| !enc.specials.iter().any(|(_, id)| id == rank))
+        .map(|rank| {
+            bpe.decode_bytes(&[rank])
+                .map(|bytes| (bytes, rank))
+                .map_err(|_| Error::invalid(format!("the embedded {} has no rank {rank}", enc.name)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut table = RankTable { entries, sha256: String::new() };
+    table.sha256 = sha256_hex(&table.to_tiktoken_file());
+    if table.sha256 != enc.sha256 {
+        return Err(Error::invalid(format!(
+            "the embedded {} ranks have SHA-256 {}, not tiktoken's {}",
+            enc.name, table.sha256, enc.sha256
+        )));
+    }
+    Ok(Arc::clone(CACHE[slot].get_or_init(|| Arc::new(table))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_r50k_matches_tiktokens_pinned_hash() {
+        let enc = known_encoding("gpt2").unwrap();
+        let t = embedded_ranks(enc).unwrap();
+        assert_eq!(t.entries.len(), 50256);
+        assert_eq!(t.entries[0], (b"!".to_vec(), 0));
+        assert_eq!(t.entries[256].0, b" t"); // the first merge of GPT-2
+                                             // Round trip through the file format.
+        let again = RankTable::parse(&t.to_tiktoken_file(), "x").unwrap();
+        assert_eq!(again, *t);
+    }
+
+    #[test]
+    fn parse_errors_name_the_line() {
+        let e = RankTable::parse(b"IQ== 0\nnot-base64! 1\n", "f.tiktoken").unwrap_err().to_string();
+        assert!(e.contains("f.tiktoken: line 2: invalid base64"), "{e}");
+        assert!(RankTable::parse(b"\n\n", "f").is_err());
+    }
+
+    #[test]
+    fn pattern_names() {
+        assert_eq!(Pattern::from_name("cl100k_base"), Some(Pattern::Cl100k));
+        assert_eq!(Pattern::from_name("o200k"), Some(Pattern::O200k));
+        assert_eq!(Pattern::from_name("x"), None);
+    }
+}

@@ -1,0 +1,234 @@
+"""Bad input: every kind of bad line the corpus generator makes, truncated .gz/.zst, empty files
+and huge lines — a clear error under ``fail``, exact counts and a report under ``skip``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tokshuf
+import zstandard
+from conftest import write_jsonl
+
+# The generator's kinds (make_corpus.py --bad-fraction) → our reasons.
+KIND_TO_REASON = {
+    "truncated": "truncated_json",
+    "syntax": "invalid_json",
+    "missing_text": "missing_key",
+    "text_not_string": "not_string",
+    "invalid_utf8": "invalid_utf8",
+    "lone_surrogate": "lone_surrogate",
+    "not_object": "not_object",
+    "blank": "blank_line",
+    "bom": "bom",
+}
+
+
+def lines_of(path: Path) -> list[bytes]:
+    data = path.read_bytes()
+    assert data.endswith(b"\n")
+    return data[:-1].split(b"\n")
+
+
+def text_value(line: bytes) -> Any:
+    """The value of "text" if the line is a usable JSON object (Python's rules, stricter where
+    Python is lenient: no BOM, no lone surrogates); else None."""
+    if line.startswith(b"\xef\xbb\xbf"):
+        return None
+    try:
+        obj = json.loads(line.decode("utf-8"))
+    except ValueError:  # includes UnicodeDecodeError and blank lines
+        return None
+    if not isinstance(obj, dict) or "text" not in obj:
+        return None
+    value = obj["text"]
+    strings = [value] if isinstance(value, str) else value if isinstance(value, list) else [None]
+    if not all(isinstance(s, str) for s in strings):
+        return None
+    try:
+        for s in strings:
+            s.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
+
+
+def is_good(line: bytes, sentence_lists: bool) -> bool:
+    value = text_value(line)
+    return isinstance(value, str) or (sentence_lists and isinstance(value, list))
+
+
+@pytest.fixture(scope="module", params=[(), ("--ensure-ascii",)], ids=["utf8", "ascii-escapes"])
+def bad_corpus(make_corpus: Any, request: pytest.FixtureRequest) -> tuple[Path, dict[str, Any]]:
+    extra: tuple[str, ...] = request.param
+    path, manifest = make_corpus(
+        f"bad{len(extra)}.jsonl", "--size", "1MB", "--seed", "3", "--bad-fraction", "0.3", *extra
+    )
+    assert set(manifest["bad_lines"]) == set(KIND_TO_REASON), "every kind of bad line occurs"
+    return path, manifest
+
+
+def test_skip_counts_match_the_generators_manifest(
+    tmp_path: Path, bad_corpus: tuple[Path, dict[str, Any]]
+) -> None:
+    path, manifest = bad_corpus
+    summary = tokshuf.preprocess(path, tmp_path / "b", on_error="skip", sentence_lists=False, workers=2)
+    assert summary["skipped"] == {KIND_TO_REASON[k]: n for k, n in manifest["bad_lines"].items()}
+    assert summary["documents"] == manifest["documents"]
+    assert summary["lines"] == manifest["documents"] + manifest["bad_lines_total"]
+    bad = [i + 1 for i, line in enumerate(lines_of(path)) if not is_good(line, sentence_lists=False)]
+    assert len(bad) == manifest["bad_lines_total"]
+    assert [r["line"] for r in summary["first_skipped"]] == bad[:20]
+    assert {r["path"] for r in summary["first_skipped"]} == {str(path)}
+    written = json.loads((tmp_path / "b_summary.json").read_text())
+    assert written["skipped"] == summary["skipped"]
+
+
+def test_lists_of_strings_are_sentences_by_default(
+    tmp_path: Path, bad_corpus: tuple[Path, dict[str, Any]]
+) -> None:
+    # The generator counts {"text": ["a", "list", ...]} as text_not_string; Megatron (and so our
+    # default) reads it as a list of sentences.
+    path, manifest = bad_corpus
+    lists = sum(isinstance(text_value(line), list) for line in lines_of(path))
+    assert lists > 0
+    summary = tokshuf.preprocess(path, tmp_path / "b", on_error="skip")
+    expected = {KIND_TO_REASON[k]: n for k, n in manifest["bad_lines"].items()}
+    expected["not_string"] -= lists
+    assert summary["skipped"] == {k: n for k, n in expected.items() if n}
+    assert summary["documents"] == manifest["documents"] + lists
+
+
+def test_fail_names_the_first_bad_line(tmp_path: Path, bad_corpus: tuple[Path, dict[str, Any]]) -> None:
+    path, _ = bad_corpus
+    first = next(i + 1 for i, line in enumerate(lines_of(path)) if not is_good(line, sentence_lists=True))
+    with pytest.raises(tokshuf.BadInputError) as info:
+        tokshuf.preprocess(path, tmp_path / "b", workers=3, batch_bytes=4096)
+    err = info.value
+    assert (err.path, err.line) == (str(path), first)
+    assert err.reason in KIND_TO_REASON.values()
+    assert str(err).startswith(f"{path}:{first}: {err.reason}: ")
+    assert list(tmp_path.iterdir()) == []
+
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tokshuf",
+            "preprocess",
+            "--input",
+            str(path),
+            "--output-prefix",
+            str(tmp_path / "c"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert cli.returncode == 1
+    assert f"{path}:{first}: {err.reason}" in cli.stderr
+    assert "--on-error skip" in cli.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def decodable_prefix(blob: bytes, fmt: str) -> bytes:
+    """What Python's own decoders recover from a cut stream."""
+    if fmt == "gz":
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(blob)
+    return zstandard.ZstdDecompressor().decompressobj().decompress(blob)
+
+
+@pytest.mark.parametrize("fmt", ["gz", "zst"])
+def test_truncated_compressed_file(tmp_path: Path, make_corpus: Any, fmt: str) -> None:
+    src, manifest = make_corpus("c1.jsonl", "--size", "1MB", "--seed", "1")
+    data = src.read_bytes()
+    blob = gzip.compress(data, mtime=0) if fmt == "gz" else zstandard.ZstdCompressor().compress(data)
+    cut = tmp_path / f"cut.jsonl.{fmt}"
+    cut.write_bytes(blob[: len(blob) // 2])
+    after = write_jsonl(tmp_path / "z_after.jsonl", [{"text": "still read"}])
+    decoded = decodable_prefix(cut.read_bytes(), fmt)
+    complete = decoded[: decoded.rfind(b"\n") + 1].count(b"\n")
+    fragment = len(decoded) - (decoded.rfind(b"\n") + 1)
+    assert 0 < complete < manifest["documents"]
+
+    with pytest.raises(tokshuf.BadInputError) as info:
+        tokshuf.preprocess([cut, after], tmp_path / "f")
+    err = info.value
+    assert (err.path, err.reason) == (str(cut), "truncated_file")
+    assert f"after {len(decoded)} bytes" in str(err)
+    assert err.line == complete + 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([cut.name, after.name])
+
+    summary = tokshuf.preprocess([cut, after], tmp_path / "s", on_error="skip")
+    assert summary["documents"] == complete + 1  # the next file is still read
+    assert summary["skipped"] == ({"truncated_file": 1} if fragment else {})
+    [record] = summary["skipped_files"]
+    assert record["path"] == str(cut)
+    assert record["reason"] == "truncated_file"
+    assert record["first_lost_line"] == complete + 1
+    assert record["decompressed_bytes_read"] == len(decoded)
+    assert "truncated or corrupt" in record["message"]
+
+
+def test_empty_files(tmp_path: Path) -> None:
+    good = write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "x"}])
+    empty = tmp_path / "in" / "b.jsonl"
+    empty.write_bytes(b"")
+    empty_gz = tmp_path / "in" / "c.jsonl.gz"
+    empty_gz.write_bytes(gzip.compress(b""))  # not empty on disk, empty once decompressed
+    with pytest.raises(tokshuf.BadInputError) as info:
+        tokshuf.preprocess(tmp_path / "in", tmp_path / "out" / "e")
+    assert (info.value.path, info.value.line, info.value.reason) == (str(empty), 0, "empty_file")
+    assert str(info.value) == f"{empty}: empty_file: the file is empty"
+
+    summary = tokshuf.preprocess(tmp_path / "in", tmp_path / "out" / "e", on_error="skip")
+    assert summary["documents"] == 1
+    assert summary["skipped"] == {}
+    assert [(r["path"], r["reason"]) for r in summary["skipped_files"]] == [
+        (str(empty), "empty_file"),
+        (str(empty_gz), "empty_file"),
+    ]
+    assert good.exists()
+
+
+def test_huge_lines(tmp_path: Path) -> None:
+    big = "x" * 3_000_000
+    path = write_jsonl(tmp_path / "h.jsonl", [{"text": "a"}, {"text": big}, {"text": "b"}])
+    summary = tokshuf.preprocess(path, tmp_path / "s", on_error="skip", max_line_bytes=1_000_000)
+    assert summary["skipped"] == {"line_too_long": 1}
+    assert summary["first_skipped"][0]["line"] == 2
+    assert summary["documents"] == 2
+    with pytest.raises(tokshuf.BadInputError, match=r"h\.jsonl:2: line_too_long"):
+        tokshuf.preprocess(path, tmp_path / "f", max_line_bytes=1_000_000)
+    summary = tokshuf.preprocess(path, tmp_path / "d", batch_bytes=4096)
+    assert summary["documents"] == 3
+    assert summary["tokens"] == 1 + len(big) + 1
+
+
+def test_dtype_too_small_is_refused_up_front(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "in.jsonl", [{"text": "x"}])
+    with pytest.raises(tokshuf.ConfigError, match=r"dtype uint16 cannot hold .* \(up to 100276\)"):
+        tokshuf.preprocess(path, tmp_path / "o", "tiktoken:cl100k_base", dtype="uint16")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_the_first_problem_in_input_order_is_reported(tmp_path: Path, workers: int) -> None:
+    # A bad line deep in the first file comes before an empty second file, however far ahead
+    # the reader gets; and an empty first file before a bad line in the second.
+    records = [{"text": "ok"}] * 5000 + [{"content": "no text"}]
+    bad = write_jsonl(tmp_path / "a.jsonl", records)
+    empty = tmp_path / "b.jsonl"
+    empty.write_bytes(b"")
+    with pytest.raises(tokshuf.BadInputError) as info:
+        tokshuf.preprocess([bad, empty], tmp_path / "o", workers=workers, batch_bytes=1024)
+    assert (info.value.path, info.value.line, info.value.reason) == (str(bad), 5001, "missing_key")
+    with pytest.raises(tokshuf.BadInputError) as info:
+        tokshuf.preprocess([empty, bad], tmp_path / "o", workers=workers, batch_bytes=1024)
+    assert (info.value.path, info.value.reason) == (str(empty), "empty_file")
