@@ -11,8 +11,8 @@ mod indexed;
 mod instances;
 mod long_call;
 mod preprocess;
-mod tokens;
 mod tokenizer;
+mod tokens;
 
 use pyo3::prelude::*;
 
