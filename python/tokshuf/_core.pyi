@@ -1,21 +1,44 @@
 # Stub of the native module, kept honest by `python -m mypy.stubtest tokshuf._core` (tests/test_stubs.py).
+from collections.abc import Mapping, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any, final
+from typing import Any, TypeAlias, final
+
+import numpy as np
+
+# Anything that exports a C-contiguous buffer of the expected item type.
+_Buffer: TypeAlias = np.ndarray[Any, Any] | memoryview | bytes
 
 __all__ = [
     "IndexReader",
     "IndexWriter",
+    "InstanceReader",
     "MappedBuffer",
+    "TokenWriter",
     "Tokenizer",
     "__version__",
     "build_profile",
+    "convert_indexed",
     "expand_input_paths",
+    "indexed_documents",
+    "instances_per_file",
+    "interleave_plan",
+    "limit_documents",
     "list_prefixes",
     "merge",
+    "numpy_shuffled",
+    "pack_documents",
+    "padded_instances",
     "preprocess",
+    "read_metadata",
+    "scan_documents",
     "tiktoken_encoding_data",
+    "vsl_batch_order",
+    "vsl_batches_per_bucket",
+    "vsl_buckets",
+    "vsl_decompose",
     "write_index",
+    "write_metadata",
 ]
 
 __version__: str
@@ -88,6 +111,92 @@ def preprocess(
     summary_path: str | PathLike[str] | None = None,
 ) -> str: ...
 
+# -- OLMo token files (tokens.rs) ---------------------------------------------------------------
+def scan_documents(
+    path: str | PathLike[str],
+    dtype: str,
+    eos_token_id: int,
+    bos_token_id: int | None = None,
+    threads: int | None = None,
+) -> MappedBuffer: ...
+def indexed_documents(prefix: str | PathLike[str]) -> tuple[MappedBuffer, str, int]: ...
+def read_metadata(path: str | PathLike[str], num_tokens: int) -> MappedBuffer: ...
+def write_metadata(path: str | PathLike[str], spans: _Buffer, src: str) -> None: ...
+def convert_indexed(
+    prefix: str | PathLike[str], output: str | PathLike[str], dtype: str, append_eos: int | None = None
+) -> MappedBuffer: ...
+
+@final
+class TokenWriter:
+    def __new__(cls, path: str | PathLike[str], dtype: str) -> TokenWriter: ...
+    def write(self, tokens: _Buffer) -> None: ...
+    @property
+    def tokens(self) -> int: ...
+    def finish(self) -> int: ...
+    def abort(self) -> None: ...
+
+# -- instance strategies (instances.rs) ---------------------------------------------------------
+def instances_per_file(
+    tokens_per_file: list[int], sequence_length: int, max_target_sequence_length: int | None = None
+) -> list[int]: ...
+def limit_documents(spans: _Buffer, max_length: int, long_doc_strategy: str) -> MappedBuffer: ...
+def padded_instances(
+    spans: _Buffer, sequence_length: int, long_doc_strategy: str = "truncate"
+) -> MappedBuffer: ...
+def pack_documents(
+    groups: Sequence[_Buffer], sequence_length: int, threads: int | None = None
+) -> tuple[MappedBuffer, MappedBuffer, MappedBuffer]: ...
+def vsl_decompose(spans: _Buffer, min_length: int, max_length: int) -> MappedBuffer: ...
+def vsl_buckets(pieces: _Buffer, min_length: int, max_length: int) -> list[MappedBuffer]: ...
+def vsl_batches_per_bucket(
+    instances_per_bucket: Sequence[tuple[int, int]],
+    global_batch_tokens: int,
+    curriculum_name: str = "natural",
+    num_cycles: int | None = None,
+    balanced: bool = False,
+) -> list[tuple[int, int]]: ...
+def vsl_batch_order(
+    batches_per_bucket: Sequence[tuple[int, int]],
+    seed: list[int],
+    curriculum_name: str = "natural",
+    num_cycles: int | None = None,
+    balanced: bool = False,
+) -> MappedBuffer: ...
+def interleave_plan(
+    exempt: _Buffer, sequence_length: int, docs_per_instance: int, seed: int
+) -> tuple[MappedBuffer, MappedBuffer]: ...
+def numpy_shuffled(values: _Buffer, seed: list[int]) -> MappedBuffer: ...
+
+@final
+class InstanceReader:
+    def __new__(
+        cls,
+        sources: Sequence[tuple[str | PathLike[str], str | None]],
+        kind: str,
+        sequence_length: int,
+        pad_token_id: int,
+        eos_token_id: int,
+        bos_token_id: int | None = None,
+        *,
+        files: Mapping[str, str | PathLike[str]] = ...,
+        instances_per_file: Sequence[int] = ...,
+        doc_files: Sequence[str | PathLike[str]] = ...,
+        docs_per_instance: int = 1,
+        chunks_per_doc: int = 1,
+        label_masks: Sequence[str | PathLike[str]] = ...,
+    ) -> InstanceReader: ...
+    def __len__(self) -> int: ...
+    @property
+    def source_tokens(self) -> list[int]: ...
+    def instance_len(self, i: int) -> int: ...
+    def fill(
+        self,
+        indices: _Buffer,
+        input_ids: _Buffer,
+        label_mask: _Buffer | None = None,
+        doc_lens: bool = False,
+        threads: int | None = None,
+    ) -> tuple[MappedBuffer, MappedBuffer] | None: ...
 @final
 class Tokenizer:
     def __new__(cls, spec: str, eod_id: int | None = None) -> Tokenizer: ...

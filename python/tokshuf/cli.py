@@ -159,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     _add_preprocess(sub)
     _add_merge(sub)
+    from tokshuf.instances.cli import add_commands as _add_instances
+
+    _add_instances(sub)
     return parser
 
 

@@ -9,11 +9,14 @@ pub mod dtype;
 pub mod error;
 pub mod fsutil;
 pub mod indexed;
+pub mod instances;
 pub mod parallel;
 pub mod preprocess;
 pub mod progress;
 pub mod read;
+pub mod rng;
 pub mod tokenize;
+pub mod tokens;
 
 pub use cancel::Cancel;
 pub use dtype::DType;

@@ -4,12 +4,15 @@
 //! [`long_call::run_detached`], and every core error becomes a Python exception in
 //! [`errors`]. The public API lives in the `tokshuf` Python package.
 
+mod arrays;
 mod buffer;
 mod errors;
 mod indexed;
+mod instances;
 mod long_call;
 mod preprocess;
 mod tokenizer;
+mod tokens;
 
 use pyo3::prelude::*;
 
@@ -20,6 +23,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::PyMappedBuffer>()?;
     indexed::register(m)?;
     preprocess::register(m)?;
+    tokens::register(m)?;
+    instances::register(m)?;
     tokenizer::register(m)?;
     Ok(())
 }

@@ -1,0 +1,269 @@
+"""What every instance dataset shares: sources, the index cache, batches filled in Rust,
+pickling by path."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from tokshuf import _arrays, _core
+from tokshuf.errors import ConfigError
+from tokshuf.instances._cache import default_work_dir, file_identity, key_of
+from tokshuf.instances._sources import Source, resolve_sources
+from tokshuf.olmo_tokens import Boundaries
+
+__all__ = ["InstanceDataset"]
+
+PathLike = str | os.PathLike[str]
+Batch = dict[str, Any]
+
+
+class InstanceDataset:
+    """Base of the map-style instance datasets (``len(ds)``, ``ds[i] -> dict``, ``get_batch``).
+
+    Subclasses build their index arrays in ``_open`` and return the Rust reader. Instances pickle
+    by their arguments: a DataLoader worker reopens the memory maps and finds the index in the
+    cache instead of rebuilding it.
+    """
+
+    #: Whether instances carry a ``label_mask`` (False on padding).
+    _label_mask: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *paths: PathLike,
+        sequence_length: int,
+        pad_token_id: int,
+        eos_token_id: int,
+        bos_token_id: int | None = None,
+        vocab_size: int | None = None,
+        dtype: npt.DTypeLike | None = None,
+        document_boundaries: Boundaries = "auto",
+        label_mask_paths: Sequence[PathLike] | None = None,
+        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
+        work_dir: PathLike | None = None,
+        threads: int | None = None,
+        **strategy: Any,
+    ) -> None:
+        self._args: dict[str, Any] = {
+            "paths": tuple(os.fspath(p) for p in paths),
+            "sequence_length": sequence_length,
+            "pad_token_id": pad_token_id,
+            "eos_token_id": eos_token_id,
+            "bos_token_id": bos_token_id,
+            "vocab_size": vocab_size,
+            "dtype": None if dtype is None else np.dtype(dtype).name,
+            "document_boundaries": document_boundaries,
+            "label_mask_paths": None
+            if label_mask_paths is None
+            else [os.fspath(p) for p in label_mask_paths],
+            "metadata": metadata,
+            "work_dir": None if work_dir is None else os.fspath(work_dir),
+            "threads": threads,
+            **strategy,
+        }
+        if sequence_length <= 0:
+            raise ConfigError(f"sequence_length must be positive, got {sequence_length}")
+        if vocab_size is not None:
+            for name, tok in (("pad", pad_token_id), ("eos", eos_token_id), ("bos", bos_token_id)):
+                if tok is not None and not 0 <= tok < vocab_size:
+                    raise ConfigError(f"{name}_token_id {tok} is outside the vocabulary [0, {vocab_size})")
+        self.sequence_length = sequence_length
+        self.pad_token_id = pad_token_id
+        self.eos_token_id = eos_token_id
+        self.bos_token_id = bos_token_id
+        self.vocab_size = vocab_size
+        self.document_boundaries: Boundaries = document_boundaries
+        self.threads = threads
+        self.work_dir = Path(work_dir) if work_dir is not None else default_work_dir()
+        self.sources: list[Source] = resolve_sources(tuple(paths), dtype, vocab_size)
+        self._identities = [s.identity() for s in self.sources]
+        self._origins = [
+            s.boundary_source(eos_token_id, bos_token_id, document_boundaries) for s in self.sources
+        ]
+        self.label_mask_paths = [str(Path(p).resolve()) for p in label_mask_paths or ()]
+        if label_mask_paths is not None and len(self.label_mask_paths) != len(self.sources):
+            raise ConfigError(
+                f"{len(self.label_mask_paths)} label_mask_paths for {len(self.sources)} paths; "
+                "give one per path"
+            )
+        if metadata is None or isinstance(metadata, dict):
+            self.metadata: list[dict[str, Any]] | None = None if metadata is None else [metadata] * len(paths)
+        else:
+            self.metadata = list(metadata)
+            if len(self.metadata) != len(paths):
+                raise ConfigError(
+                    f"{len(self.metadata)} metadata dicts for {len(paths)} paths; give one per path"
+                )
+        self.cache_path: Path | None = None
+        self._reader: _core.InstanceReader = self._open()
+
+    # -- subclass hooks -----------------------------------------------------------------------
+    def _open(self) -> _core.InstanceReader:
+        raise NotImplementedError
+
+    def _strategy_fields(self) -> dict[str, Any]:
+        """Parameters of the strategy that change its index arrays."""
+        return {}
+
+    def _wants_doc_lens(self) -> bool:
+        return False
+
+    # -- helpers for subclasses ---------------------------------------------------------------
+    def _fields(self) -> dict[str, Any]:
+        """Everything the index depends on: the data's identity and the strategy's parameters."""
+        return {
+            "class": type(self).__name__,
+            "sources": self._identities,
+            "documents": self._origins,
+            "sequence_length": self.sequence_length,
+            "eos": self.eos_token_id,
+            "bos": self.bos_token_id,
+            **self._strategy_fields(),
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the data's identity and every parameter that shapes the instances."""
+        masks = [file_identity(p) for p in self.label_mask_paths]
+        return key_of({**self._fields(), "pad": self.pad_token_id, "label_masks": masks})
+
+    def _documents(self) -> list[tuple[Path, npt.NDArray[np.uint64]]]:
+        """Per source: (cache file, local ``(n, 2)`` document spans)."""
+        return [
+            s.documents(
+                self.work_dir, self.eos_token_id, self.bos_token_id, self.document_boundaries, self.threads
+            )
+            for s in self.sources
+        ]
+
+    def _global_spans(self) -> list[npt.NDArray[np.uint64]]:
+        """Per source: its document spans in the dataset's global token space."""
+        offsets = np.cumsum([0] + [s.num_tokens for s in self.sources], dtype=np.uint64)
+        return [spans + offsets[i] for i, (_, spans) in enumerate(self._documents())]
+
+    def _make_reader(self, kind: str, **layout: Any) -> _core.InstanceReader:
+        return _core.InstanceReader(
+            [s.reader_spec() for s in self.sources],
+            kind,
+            self.sequence_length,
+            self.pad_token_id,
+            self.eos_token_id,
+            self.bos_token_id,
+            label_masks=self.label_mask_paths,
+            **layout,
+        )
+
+    # -- pickling by arguments ----------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self._args)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        args = dict(state)
+        paths = args.pop("paths")
+        type(self).__init__(self, *paths, **args)
+
+    def __repr__(self) -> str:
+        name, n = type(self).__name__, len(self.sources)
+        return f"{name}({n} sources, {len(self)} instances, fingerprint={self.fingerprint[:12]})"
+
+    # -- the map-style interface --------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._reader)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(s.path for s in self.sources)
+
+    def _width(self, idx: npt.NDArray[np.int64]) -> int:
+        return self.sequence_length
+
+    def _check(self, indices: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        idx = np.asarray(indices)
+        if idx.size == 0:
+            idx = idx.astype(np.int64)
+        if idx.dtype.kind not in "iu":
+            raise TypeError(f"indices must be integers, got {idx.dtype}")
+        idx = idx.astype(np.int64).reshape(-1)
+        n = len(self)
+        idx = np.where(idx < 0, idx + n, idx)
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
+            bad = next(int(i) for i in np.asarray(indices).reshape(-1) if not -n <= int(i) < n)
+            raise IndexError(f"index {bad} is out of range for {n} instances")
+        return idx
+
+    def get_batch(self, indices: npt.ArrayLike) -> Batch:
+        """The instances ``indices`` as one batch, filled in Rust with the GIL released.
+
+        Keys follow OLMo-core's collated batches: ``input_ids`` (int64 ``[B, S]``, right-padded with
+        ``pad_token_id``), ``label_mask`` (bool, False on padding; padded, packed and interleaved
+        datasets), ``doc_lens`` (int32 ``[B, max_docs]``, zero-padded) and ``max_doc_lens``
+        (``list[int]``) with ``generate_doc_lengths``, and ``index`` (int64 ``[B]``).
+        """
+        idx = self._check(indices)
+        width = self._width(idx)
+        ids = np.empty((idx.size, width), np.int64)
+        want_mask = self._label_mask or bool(self.label_mask_paths) or self._needs_mask(idx, width)
+        mask = np.empty((idx.size, width), np.bool_) if want_mask else None
+        lens = self._reader.fill(
+            idx.astype(np.uint64),
+            ids,
+            None if mask is None else mask.view(np.uint8),
+            self._wants_doc_lens(),
+            self.threads,
+        )
+        out: Batch = {"input_ids": ids}
+        if mask is not None:
+            out["label_mask"] = mask
+        if lens is not None:
+            flat = _arrays.view(lens[0], np.int32)
+            counts = _arrays.view(lens[1], np.uint32).astype(np.int64)
+            doc_lens = np.zeros((idx.size, int(counts.max(initial=0))), np.int32)
+            rows = np.repeat(np.arange(idx.size), counts)
+            cols = np.arange(flat.size) - np.repeat(np.cumsum(counts) - counts, counts)
+            doc_lens[rows, cols] = flat
+            out["doc_lens"] = doc_lens
+            out["max_doc_lens"] = [int(m) for m in doc_lens.max(axis=1, initial=0)]
+        out["index"] = idx
+        if self.metadata is not None:
+            out["metadata"] = self._metadata_of(idx)
+        return out
+
+    def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The source (path) index of each instance."""
+        raise NotImplementedError
+
+    def _source_of_tokens(self, starts: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        """The source holding each global token position."""
+        bounds = np.cumsum([s.num_tokens for s in self.sources], dtype=np.uint64)
+        return np.searchsorted(bounds, np.asarray(starts, np.uint64), side="right").astype(np.int64)
+
+    def _metadata_of(self, idx: npt.NDArray[np.int64]) -> list[Any]:
+        """Per instance, a copy of its source's metadata dict (as OLMo-core's ``metadata``)."""
+        assert self.metadata is not None
+        return [copy.deepcopy(self.metadata[int(s)]) for s in self._source_of(idx)]
+
+    def _needs_mask(self, idx: npt.NDArray[np.int64], width: int) -> bool:
+        return False
+
+    def __getitem__(self, index: int) -> Batch:
+        """Instance ``index`` as a dict of numpy arrays: ``input_ids`` (int64), ``label_mask``
+        and ``doc_lens`` (int32, unpadded) where the dataset has them."""
+        if not isinstance(index, int | np.integer):
+            raise TypeError(f"dataset indices must be integers, got {type(index).__name__}")
+        b = self.get_batch([index])
+        item: Batch = {"input_ids": b["input_ids"][0]}
+        if "label_mask" in b:
+            item["label_mask"] = b["label_mask"][0]
+        if "doc_lens" in b:
+            row = b["doc_lens"][0]
+            item["doc_lens"] = row[: int(np.count_nonzero(row))] if row.size else row
+        if "metadata" in b:
+            item["metadata"] = b["metadata"][0]
+        return item

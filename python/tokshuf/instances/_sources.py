@@ -1,0 +1,124 @@
+"""Data sources of instance datasets: OLMo token files and Megatron ``.bin/.idx`` datasets, with
+their documents (cached per file)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tokshuf import _arrays, _core
+from tokshuf.errors import ConfigError
+from tokshuf.instances._cache import cached, file_identity
+from tokshuf.olmo_tokens import Boundaries, metadata_path, token_dtype
+
+__all__ = ["Source", "resolve_sources"]
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One file of tokens: an OLMo token file (``dtype`` set) or an indexed dataset (``dtype``
+    None, ``path`` is the prefix)."""
+
+    path: str
+    dtype: str | None
+    num_tokens: int
+
+    @property
+    def is_indexed(self) -> bool:
+        return self.dtype is None
+
+    def identity(self) -> dict[str, Any]:
+        if self.dtype is None:
+            return {"idx": file_identity(self.path + ".idx"), "bin": file_identity(self.path + ".bin")}
+        return {"npy": file_identity(self.path), "dtype": self.dtype}
+
+    def reader_spec(self) -> tuple[str, str | None]:
+        return (self.path, self.dtype)
+
+    def boundary_source(self, eos_token_id: int, bos_token_id: int | None, boundaries: Boundaries) -> Any:
+        """Where this file's documents come from, as part of cache keys: the index, the Dolma
+        metadata (with its identity) or an EOS/BOS scan."""
+        if self.dtype is None:
+            return "index"
+        meta = metadata_path(self.path)
+        if boundaries == "metadata" or (boundaries == "auto" and meta.is_file()):
+            return {"metadata": file_identity(meta)}
+        return {"eos": eos_token_id, "bos": bos_token_id}
+
+    def documents(
+        self,
+        work_dir: Path,
+        eos_token_id: int,
+        bos_token_id: int | None,
+        boundaries: Boundaries,
+        threads: int | None,
+    ) -> tuple[Path, npt.NDArray[np.uint64]]:
+        """The ``(n, 2)`` local spans of this file's documents, cached; returns (file, array)."""
+        origin = self.boundary_source(eos_token_id, bos_token_id, boundaries)
+        dtype = self.dtype
+
+        def build() -> dict[str, Any]:
+            if dtype is None:
+                buf, _, _ = _core.indexed_documents(self.path)
+            elif isinstance(origin, dict) and "metadata" in origin:
+                buf = _core.read_metadata(os.fspath(metadata_path(self.path)), self.num_tokens)
+            else:
+                buf = _core.scan_documents(self.path, dtype, eos_token_id, bos_token_id, threads)
+            return {"spans": _arrays.spans(buf)}
+
+        entry = cached(work_dir, "documents", {"source": self.identity(), "boundaries": origin}, build)
+        return entry.file("spans"), entry.array("spans")
+
+
+def _indexed_prefix(p: str) -> str | None:
+    for suffix in (".bin", ".idx"):
+        if p.endswith(suffix) and os.path.isfile(p[: -len(suffix)] + ".idx"):
+            return p[: -len(suffix)]
+    if os.path.isfile(p + ".idx") and os.path.isfile(p + ".bin"):
+        return p
+    return None
+
+
+def resolve_sources(
+    paths: tuple[PathLike, ...], dtype: npt.DTypeLike | None, vocab_size: int | None
+) -> list[Source]:
+    """Sources for ``paths``: ``.bin/.idx`` prefixes (or either file) are indexed datasets,
+    everything else an OLMo token file of ``dtype`` (default: from ``vocab_size``)."""
+    if not paths:
+        raise ConfigError("at least one data path is needed")
+    out = []
+    for raw in paths:
+        p = os.fspath(raw)
+        prefix = _indexed_prefix(p)
+        if prefix is not None:
+            out.append(_indexed_source(prefix))
+            continue
+        if not os.path.isfile(p):
+            raise FileNotFoundError(2, "no such token file or .bin/.idx prefix", p)
+        if dtype is None and vocab_size is None:
+            raise ConfigError(f"{p}: OLMo token files record no dtype; pass the dtype or the vocab_size")
+        d = np.dtype(dtype) if dtype is not None else token_dtype(vocab_size)  # type: ignore[arg-type]
+        size = os.path.getsize(p)
+        if size % d.itemsize:
+            raise ConfigError(
+                f"{p}: size {size} is not a multiple of {d.itemsize} ({d.name}); "
+                "wrong dtype or a truncated file"
+            )
+        out.append(Source(str(Path(p).resolve()), d.name, size // d.itemsize))
+    return out
+
+
+def _indexed_source(prefix: str) -> Source:
+    from tokshuf.indexed import IndexedDataset
+
+    ds = IndexedDataset(prefix, validate=False)
+    return Source(
+        str(Path(prefix).resolve()), None, int(os.path.getsize(prefix + ".bin")) // ds.dtype.itemsize
+    )

@@ -1,0 +1,132 @@
+"""Interleaved documents: OLMo-core's ``NumpyInterleavedFSLDataset``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tokshuf import _arrays, _core
+from tokshuf.errors import ConfigError
+from tokshuf.instances._base import InstanceDataset, PathLike
+from tokshuf.instances._cache import cached
+from tokshuf.instances.padded import padded_spans
+from tokshuf.olmo_tokens import Boundaries
+
+__all__ = ["InterleavedFSLDataset"]
+
+
+class InterleavedFSLDataset(InstanceDataset):
+    """Instances that interleave chunks of ``docs_per_instance`` documents (LongSkywork-style), to
+    make the model attend over long distances.
+
+    As in OLMo-core: the padded dataset's one-document instances are permuted with ``seed``
+    (numpy's ``default_rng(seed).permutation``, so the order equals OLMo-core's); each instance
+    takes the next ``docs_per_instance`` documents, keeps at most ``sequence_length /
+    docs_per_instance`` tokens of each, drops their EOS, BOS and padding tokens, splits each into
+    ``chunks_per_doc`` near-equal chunks and emits chunk 0 of every document, then chunk 1, and so
+    on; BOS is prepended and EOS appended when there is room, and the rest is padding
+    (``label_mask`` False). Documents from ``interleaving_exempt_paths`` come first, un-interleaved,
+    as padded instances. ``doc_lens`` is not available (it would defeat the interleaving).
+    """
+
+    def __init__(
+        self,
+        *paths: PathLike,
+        sequence_length: int,
+        pad_token_id: int,
+        eos_token_id: int,
+        seed: int,
+        docs_per_instance: int,
+        chunks_per_doc: int,
+        bos_token_id: int | None = None,
+        vocab_size: int | None = None,
+        dtype: npt.DTypeLike | None = None,
+        interleaving_exempt_paths: Sequence[PathLike] | None = None,
+        document_boundaries: Boundaries = "auto",
+        label_mask_paths: Sequence[PathLike] | None = None,
+        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
+        work_dir: PathLike | None = None,
+        threads: int | None = None,
+    ) -> None:
+        if docs_per_instance < 1 or chunks_per_doc < 1:
+            raise ConfigError("docs_per_instance and chunks_per_doc must be positive")
+        if sequence_length % docs_per_instance:
+            raise ConfigError(
+                f"sequence_length ({sequence_length}) must be a multiple of "
+                f"docs_per_instance ({docs_per_instance})"
+            )
+        if seed < 0:
+            raise ConfigError(f"seed must be non-negative, got {seed}")
+        self.seed = seed
+        self.docs_per_instance = docs_per_instance
+        self.chunks_per_doc = chunks_per_doc
+        exempt = [os.fspath(p) for p in interleaving_exempt_paths or ()]
+        self.interleaving_exempt_paths = exempt
+        super().__init__(
+            *paths,
+            sequence_length=sequence_length,
+            pad_token_id=pad_token_id,
+            eos_token_id=eos_token_id,
+            bos_token_id=bos_token_id,
+            vocab_size=vocab_size,
+            dtype=dtype,
+            document_boundaries=document_boundaries,
+            label_mask_paths=label_mask_paths,
+            metadata=metadata,
+            work_dir=work_dir,
+            threads=threads,
+            seed=seed,
+            docs_per_instance=docs_per_instance,
+            chunks_per_doc=chunks_per_doc,
+            interleaving_exempt_paths=exempt or None,
+        )
+
+    def _exempt_sources(self) -> list[bool]:
+        wanted = {str(Path(p).resolve()) for p in self.interleaving_exempt_paths}
+        flags = [s.path in wanted for s in self.sources]
+        missing = wanted - {s.path for s in self.sources}
+        if missing:
+            raise ConfigError(f"interleaving_exempt_paths not among the dataset's paths: {sorted(missing)}")
+        return flags
+
+    def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        n_ex = len(self._exempt)
+        base_ids = np.empty(idx.size, np.int64)
+        exempt = idx < n_ex
+        base_ids[exempt] = self._exempt[idx[exempt]]
+        base_ids[~exempt] = self._order[(idx[~exempt] - n_ex) * self.docs_per_instance]
+        return self._source_of_tokens(self._base[base_ids, 0])
+
+    def _strategy_fields(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "docs_per_instance": self.docs_per_instance,
+            "exempt": self._exempt_sources(),
+        }
+
+    def _build(self) -> dict[str, npt.NDArray[np.uint64]]:
+        base, counts = padded_spans(self, "truncate")
+        mask = np.repeat(np.array(self._exempt_sources(), np.uint8), counts)
+        exempt, order = _core.interleave_plan(mask, self.sequence_length, self.docs_per_instance, self.seed)
+        return {
+            "base": base,
+            "exempt": _arrays.u64(exempt),
+            "order": _arrays.u64(order),
+        }
+
+    def _open(self) -> _core.InstanceReader:
+        entry = cached(self.work_dir, "interleaved", self._fields(), self._build)
+        self.cache_path = entry.path
+        self._base, self._exempt, self._order = (entry.array(n) for n in ("base", "exempt", "order"))
+        files = {name: os.fspath(entry.file(name)) for name in ("base", "exempt", "order")}
+        return self._make_reader(
+            "interleaved",
+            files=files,
+            docs_per_instance=self.docs_per_instance,
+            chunks_per_doc=self.chunks_per_doc,
+        )

@@ -1,0 +1,130 @@
+"""Documents packed into instances by Optimized Best-Fit Decreasing: OLMo-core's
+``NumpyPackedFSLDataset``."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tokshuf import _arrays, _core
+from tokshuf.errors import ConfigError
+from tokshuf.instances._base import InstanceDataset, PathLike
+from tokshuf.instances._cache import cached
+from tokshuf.instances.padded import LongDocStrategy
+from tokshuf.olmo_tokens import Boundaries
+
+__all__ = ["PackedFSLDataset"]
+
+
+class PackedFSLDataset(InstanceDataset):
+    """Whole documents packed into instances of at most ``sequence_length`` tokens, right-padded.
+
+    Packing is OLMo-core's OBFD: per group of ``source_group_size`` consecutive files (default
+    one file), documents sorted longest first go into the open instance with the least room that
+    fits them (the oldest such instance first), or a new one. The instances, as lists of
+    document lengths, equal OLMo-core's; documents of equal length are taken in file order (OLMo's
+    unstable sort leaves that order machine-dependent). Groups are packed in parallel in Rust, and
+    ``sequence_length`` need not be a power of two.
+
+    Documents longer than ``sequence_length`` are truncated or fragmented
+    (``long_doc_strategy``). Instances keep bin-creation order (long documents first within a
+    group), as in OLMo-core; shuffle them in the loader.
+
+    With ``generate_doc_lengths``, ``doc_lens`` holds each packed document's length and the
+    padding as a last entry; they come from the packing itself, so a truncated document without
+    EOS is not merged with the next one as OLMo-core's EOS-based lengths would.
+    """
+
+    def __init__(
+        self,
+        *paths: PathLike,
+        sequence_length: int,
+        pad_token_id: int,
+        eos_token_id: int,
+        bos_token_id: int | None = None,
+        vocab_size: int | None = None,
+        dtype: npt.DTypeLike | None = None,
+        generate_doc_lengths: bool = False,
+        long_doc_strategy: LongDocStrategy = "truncate",
+        source_group_size: int = 1,
+        document_boundaries: Boundaries = "auto",
+        label_mask_paths: Sequence[PathLike] | None = None,
+        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
+        work_dir: PathLike | None = None,
+        threads: int | None = None,
+    ) -> None:
+        if source_group_size < 1:
+            raise ConfigError(f"source_group_size must be at least 1, got {source_group_size}")
+        self.generate_doc_lengths = generate_doc_lengths
+        self.long_doc_strategy: LongDocStrategy = long_doc_strategy
+        self.source_group_size = source_group_size
+        super().__init__(
+            *paths,
+            sequence_length=sequence_length,
+            pad_token_id=pad_token_id,
+            eos_token_id=eos_token_id,
+            bos_token_id=bos_token_id,
+            vocab_size=vocab_size,
+            dtype=dtype,
+            document_boundaries=document_boundaries,
+            label_mask_paths=label_mask_paths,
+            metadata=metadata,
+            work_dir=work_dir,
+            threads=threads,
+            generate_doc_lengths=generate_doc_lengths,
+            long_doc_strategy=long_doc_strategy,
+            source_group_size=source_group_size,
+        )
+
+    def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        first_doc = self.documents_by_instance[self.instance_offsets[idx].astype(np.int64)].astype(np.int64)
+        return self._source_of_tokens(self.documents[first_doc, 0])
+
+    def _metadata_of(self, idx: npt.NDArray[np.int64]) -> list[Any]:
+        """Per instance, the metadata dicts of its source group (a list, as in OLMo-core)."""
+        assert self.metadata is not None
+        g = self.source_group_size
+        return [
+            copy.deepcopy(self.metadata[s - s % g : s - s % g + g]) for s in self._source_of(idx).tolist()
+        ]
+
+    def _strategy_fields(self) -> dict[str, Any]:
+        return {"long_doc_strategy": self.long_doc_strategy, "source_group_size": self.source_group_size}
+
+    def _wants_doc_lens(self) -> bool:
+        return self.generate_doc_lengths
+
+    def _build(self) -> dict[str, npt.NDArray[np.uint64]]:
+        spans = self._global_spans()
+        g = self.source_group_size
+        groups = []
+        for k in range(0, len(spans), g):
+            docs = np.concatenate(spans[k : k + g])
+            limited = _core.limit_documents(docs, self.sequence_length, self.long_doc_strategy)
+            groups.append(_arrays.u64(limited))
+        packed, offsets, ids = _core.pack_documents(groups, self.sequence_length, self.threads)
+        return {
+            "docs": _arrays.spans(packed),
+            "offsets": _arrays.u64(offsets),
+            "doc_ids": _arrays.u64(ids),
+        }
+
+    def _open(self) -> _core.InstanceReader:
+        entry = cached(self.work_dir, "packed", self._fields(), self._build)
+        self.cache_path = entry.path
+        self.documents = entry.array("docs")
+        self.instance_offsets = entry.array("offsets")
+        self.documents_by_instance = entry.array("doc_ids")
+        files = {name: os.fspath(entry.file(name)) for name in ("docs", "offsets", "doc_ids")}
+        return self._make_reader("packed", files=files)
+
+    def instance_documents(self, index: int) -> npt.NDArray[np.uint64]:
+        """The ``(k, 2)`` global token spans of the documents packed into instance ``index``."""
+        i = int(self._check([index])[0])
+        a, b = int(self.instance_offsets[i]), int(self.instance_offsets[i + 1])
+        return np.asarray(self.documents[self.documents_by_instance[a:b].astype(np.int64)])

@@ -1,0 +1,95 @@
+"""One document per instance: OLMo-core's ``NumpyPaddedFSLDataset``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from tokshuf import _arrays, _core
+from tokshuf.instances._base import InstanceDataset, PathLike
+from tokshuf.instances._cache import cached
+from tokshuf.olmo_tokens import Boundaries
+
+__all__ = ["PaddedFSLDataset"]
+
+LongDocStrategy = Literal["truncate", "fragment"]
+
+
+def padded_spans(
+    dataset: InstanceDataset, strategy: LongDocStrategy
+) -> tuple[npt.NDArray[np.uint64], list[int]]:
+    """All instances' spans and the number of instances from each source."""
+    per_source = [
+        _arrays.spans(_core.padded_instances(s, dataset.sequence_length, strategy))
+        for s in dataset._global_spans()
+    ]
+    spans = np.concatenate(per_source) if per_source else np.empty((0, 2), np.uint64)
+    return spans, [len(p) for p in per_source]
+
+
+class PaddedFSLDataset(InstanceDataset):
+    """Each document is one instance of ``sequence_length`` tokens, right-padded with
+    ``pad_token_id``; ``label_mask`` is False on the padding.
+
+    Documents longer than ``sequence_length`` are truncated (what OLMo-core does, although its
+    documentation says they are fragmented); ``long_doc_strategy="fragment"`` splits them into
+    several instances instead. Empty documents make no instance. Documents come from the same
+    boundaries as every other dataset here (OLMo-core's padded dataset ignores ``bos_token_id``
+    and therefore cuts ``dolma2_sigdig`` data at every BOS).
+
+    Other parameters as in :class:`~tokshuf.instances.FSLDataset`.
+    """
+
+    def __init__(
+        self,
+        *paths: PathLike,
+        sequence_length: int,
+        pad_token_id: int,
+        eos_token_id: int,
+        bos_token_id: int | None = None,
+        vocab_size: int | None = None,
+        dtype: npt.DTypeLike | None = None,
+        long_doc_strategy: LongDocStrategy = "truncate",
+        document_boundaries: Boundaries = "auto",
+        label_mask_paths: Sequence[PathLike] | None = None,
+        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
+        work_dir: PathLike | None = None,
+        threads: int | None = None,
+    ) -> None:
+        self.long_doc_strategy: LongDocStrategy = long_doc_strategy
+        super().__init__(
+            *paths,
+            sequence_length=sequence_length,
+            pad_token_id=pad_token_id,
+            eos_token_id=eos_token_id,
+            bos_token_id=bos_token_id,
+            vocab_size=vocab_size,
+            dtype=dtype,
+            document_boundaries=document_boundaries,
+            label_mask_paths=label_mask_paths,
+            metadata=metadata,
+            work_dir=work_dir,
+            threads=threads,
+            long_doc_strategy=long_doc_strategy,
+        )
+
+    def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return self._source_of_tokens(self.spans[idx, 0])
+
+    def _strategy_fields(self) -> dict[str, Any]:
+        return {"long_doc_strategy": self.long_doc_strategy}
+
+    def _open(self) -> _core.InstanceReader:
+        entry = cached(
+            self.work_dir,
+            "padded",
+            self._fields(),
+            lambda: {"spans": padded_spans(self, self.long_doc_strategy)[0]},
+        )
+        self.cache_path = entry.path
+        self.spans = entry.array("spans")
+        return self._make_reader("spans", files={"spans": os.fspath(entry.file("spans"))})

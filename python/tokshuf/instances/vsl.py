@@ -1,0 +1,232 @@
+"""Variable sequence length with curricula: OLMo-core's ``NumpyVSLDataset`` and
+``VSLCurriculum``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from tokshuf import _arrays, _core
+from tokshuf.errors import ConfigError
+from tokshuf.instances._base import InstanceDataset, PathLike
+from tokshuf.instances._cache import cached
+from tokshuf.olmo_tokens import Boundaries
+
+__all__ = ["VSLCurriculum", "VSLDataset", "VSLEpoch"]
+
+SeedMode = Literal["hashed", "olmo"]
+
+
+@dataclass(frozen=True)
+class VSLCurriculum:
+    """A sequence-length curriculum, by OLMo-core's names.
+
+    * ``natural``: every bucket's batches shuffled together (a batch of the longest bucket first,
+      so out-of-memory errors show at once);
+    * ``grow_p2`` / ``grow_linear``: the epoch in ``num_cycles`` cycles of one sub-cycle per
+      bucket, the odds of longer buckets growing in powers of two / linearly within a cycle;
+      ``balanced`` cuts every bucket to the smallest one's batch count.
+
+    Every bucket's batch count is rounded down to a multiple of ``num_cycles`` for the growth
+    curricula, as in OLMo-core.
+    """
+
+    name: Literal["natural", "grow_p2", "grow_linear"] = "natural"
+    num_cycles: int | None = None
+    balanced: bool = False
+
+    def __post_init__(self) -> None:
+        if self.name not in ("natural", "grow_p2", "grow_linear"):
+            raise ConfigError(f"unknown curriculum {self.name!r} (expected natural, grow_p2 or grow_linear)")
+        if self.name != "natural" and (self.num_cycles is None or self.num_cycles < 1):
+            raise ConfigError(f"the {self.name} curriculum needs num_cycles >= 1")
+
+    def _args(self) -> tuple[str, int | None, bool]:
+        return self.name, self.num_cycles, self.balanced
+
+
+class VSLEpoch:
+    """One epoch of VSL batches: the curriculum's batch order and each bucket's permuted
+    instances. Global batch ``b`` is ``global_batch_size // L`` instances of one length ``L``."""
+
+    def __init__(
+        self, dataset: VSLDataset, global_batch_size: int, seed: int, epoch: int, mode: SeedMode
+    ) -> None:
+        c = dataset.curriculum
+        self.global_batch_size = global_batch_size
+        self.batches_per_bucket: list[tuple[int, int]] = _core.vsl_batches_per_bucket(
+            dataset.instances_per_bucket, global_batch_size, *c._args()
+        )
+        seed_words = [seed + epoch] if mode == "olmo" else [seed, epoch]
+        self.order = _arrays.u64(
+            _core.vsl_batch_order(self.batches_per_bucket, seed_words, *c._args())
+        ).astype(np.int64)
+        self._buckets = []
+        for length, ids in dataset.buckets:
+            words = [seed + epoch + length] if mode == "olmo" else [seed, epoch, length]
+            self._buckets.append(_arrays.u64(_core.numpy_shuffled(ids, words)).astype(np.int64))
+        self._first_batch = np.cumsum([0] + [n for _, n in self.batches_per_bucket])
+
+    def __len__(self) -> int:
+        return int(self.order.size)
+
+    def batch(self, step: int, rank: int = 0, world_size: int = 1) -> npt.NDArray[np.int64]:
+        """Instance indices of global batch ``step`` (in curriculum order), or rank ``rank``'s
+        contiguous share of it, as OLMo-core slices it."""
+        b = int(self.order[step])
+        k = int(np.searchsorted(self._first_batch, b, side="right")) - 1
+        length = self.batches_per_bucket[k][0]
+        per_batch = self.global_batch_size // length
+        if per_batch % world_size:
+            raise ConfigError(
+                f"{per_batch} instances of length {length} do not split over {world_size} ranks"
+            )
+        per_rank = per_batch // world_size
+        start = (b - int(self._first_batch[k])) * per_batch + rank * per_rank
+        return self._buckets[k][start : start + per_rank]
+
+
+class VSLDataset(InstanceDataset):
+    """Dataset decomposition: every document cut into pieces of power-of-two lengths between
+    ``min_sequence_length`` and ``max_sequence_length``, one instance per piece.
+
+    A document of ``n`` tokens is cut, from its start, into the binary decomposition of ``n``
+    (largest first, with powers above the maximum split into maximum-length pieces); the cut stops
+    at the first piece below the minimum and those tokens are dropped, as in OLMo-core. No
+    instance crosses a document. Instances are grouped in ``buckets`` by length; :meth:`epoch`
+    orders batches by a :class:`VSLCurriculum`. Unlike OLMo-core, a file without any long-enough
+    document just contributes nothing, and indices are 64-bit.
+    """
+
+    _label_mask = False
+
+    def __init__(
+        self,
+        *paths: PathLike,
+        max_sequence_length: int,
+        pad_token_id: int,
+        eos_token_id: int,
+        min_sequence_length: int = 256,
+        curriculum: VSLCurriculum | None = None,
+        bos_token_id: int | None = None,
+        vocab_size: int | None = None,
+        dtype: npt.DTypeLike | None = None,
+        document_boundaries: Boundaries = "auto",
+        label_mask_paths: Sequence[PathLike] | None = None,
+        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
+        work_dir: PathLike | None = None,
+        threads: int | None = None,
+    ) -> None:
+        for name, v in (
+            ("min_sequence_length", min_sequence_length),
+            ("max_sequence_length", max_sequence_length),
+        ):
+            if v <= 0 or v & (v - 1):
+                raise ConfigError(f"{name} must be a power of 2, got {v}")
+        if min_sequence_length > max_sequence_length:
+            raise ConfigError(
+                f"min_sequence_length ({min_sequence_length}) exceeds "
+                f"max_sequence_length ({max_sequence_length})"
+            )
+        self.min_sequence_length = min_sequence_length
+        self.max_sequence_length = max_sequence_length
+        self.curriculum = curriculum or VSLCurriculum()
+        super().__init__(
+            *paths,
+            sequence_length=max_sequence_length,
+            pad_token_id=pad_token_id,
+            eos_token_id=eos_token_id,
+            bos_token_id=bos_token_id,
+            vocab_size=vocab_size,
+            dtype=dtype,
+            document_boundaries=document_boundaries,
+            label_mask_paths=label_mask_paths,
+            metadata=metadata,
+            work_dir=work_dir,
+            threads=threads,
+            min_sequence_length=min_sequence_length,
+            curriculum=self.curriculum,
+        )
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        args = dict(state)
+        paths = args.pop("paths")
+        args["max_sequence_length"] = args.pop("sequence_length")
+        VSLDataset.__init__(self, *paths, **args)
+
+    @property
+    def all_sequence_lengths(self) -> list[int]:
+        out, length = [], self.min_sequence_length
+        while length <= self.max_sequence_length:
+            out.append(length)
+            length *= 2
+        return out
+
+    def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return self._source_of_tokens(self.spans[idx, 0])
+
+    def _strategy_fields(self) -> dict[str, Any]:
+        return {"min_sequence_length": self.min_sequence_length}
+
+    def _build(self) -> dict[str, npt.NDArray[np.uint64]]:
+        spans = self._global_spans()
+        docs = np.concatenate(spans) if spans else np.empty((0, 2), np.uint64)
+        pieces = _arrays.spans(_core.vsl_decompose(docs, self.min_sequence_length, self.max_sequence_length))
+        buckets = _core.vsl_buckets(pieces, self.min_sequence_length, self.max_sequence_length)
+        out = {"spans": pieces}
+        for length, ids in zip(self.all_sequence_lengths, buckets, strict=True):
+            out[f"bucket{length}"] = _arrays.u64(ids)
+        return out
+
+    def _open(self) -> _core.InstanceReader:
+        entry = cached(self.work_dir, "vsl", self._fields(), self._build)
+        self.cache_path = entry.path
+        self.spans = entry.array("spans")
+        self.buckets: list[tuple[int, npt.NDArray[np.uint64]]] = [
+            (length, entry.array(f"bucket{length}")) for length in self.all_sequence_lengths
+        ]
+        if len(self.spans) == 0:
+            raise ConfigError(
+                f"no document has {self.min_sequence_length} tokens or more, so there are no instances"
+            )
+        return self._make_reader("spans", files={"spans": os.fspath(entry.file("spans"))})
+
+    @property
+    def instance_lengths(self) -> npt.NDArray[np.uint64]:
+        """The length of every instance."""
+        lengths: npt.NDArray[np.uint64] = self.spans[:, 1] - self.spans[:, 0]
+        return lengths
+
+    @property
+    def instances_per_bucket(self) -> list[tuple[int, int]]:
+        return [(length, len(ids)) for length, ids in self.buckets]
+
+    def epoch(
+        self, global_batch_size: int, seed: int, epoch: int = 0, seed_mode: SeedMode = "hashed"
+    ) -> VSLEpoch:
+        """The batches of ``epoch``: ``global_batch_size`` is in tokens (a multiple of
+        ``max_sequence_length``).
+
+        ``seed_mode="olmo"`` seeds numpy's generator with ``seed + epoch`` (and ``seed + epoch + L``
+        for bucket ``L``) exactly as OLMo-core's ``NumpyVSLDataLoader`` does, giving its batches;
+        the default hashes ``(seed, epoch)`` so that (1, 2) and (2, 1) differ.
+        """
+        if seed_mode not in ("hashed", "olmo"):
+            raise ConfigError(f"seed_mode must be 'hashed' or 'olmo', got {seed_mode!r}")
+        if seed < 0 or epoch < 0:
+            raise ConfigError("seed and epoch must be non-negative")
+        return VSLEpoch(self, global_batch_size, seed, epoch, seed_mode)
+
+    def _width(self, idx: npt.NDArray[np.int64]) -> int:
+        if idx.size == 0:
+            return self.max_sequence_length
+        return int((self.spans[idx, 1] - self.spans[idx, 0]).max())
+
+    def _needs_mask(self, idx: npt.NDArray[np.int64], width: int) -> bool:
+        # Instances of one batch normally share a bucket; mixed lengths are padded and masked.
+        return bool(idx.size) and bool(((self.spans[idx, 1] - self.spans[idx, 0]) != width).any())

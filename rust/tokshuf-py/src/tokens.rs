@@ -1,0 +1,131 @@
+//! Bindings of flat token files (OLMo's `.npy`): document scans, Dolma metadata, writing.
+
+use std::path::PathBuf;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
+use tokshuf_core::indexed::{IndexedDataset, Validate};
+use tokshuf_core::tokens::{self, TokenArray, TokenFileWriter, TokenType};
+use tokshuf_core::Error;
+
+use crate::arrays::{spans_in, spans_out};
+use crate::buffer::PyMappedBuffer;
+use crate::errors::IntoPyResult;
+use crate::long_call::run_detached;
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyTokenWriter>()?;
+    m.add_function(wrap_pyfunction!(scan_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(indexed_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(read_metadata, m)?)?;
+    m.add_function(wrap_pyfunction!(write_metadata, m)?)?;
+    m.add_function(wrap_pyfunction!(convert_indexed, m)?)?;
+    Ok(())
+}
+
+/// `(start, end)` of every document of an OLMo token file, by scanning for EOS (and BOS).
+#[pyfunction]
+#[pyo3(signature = (path, dtype, eos_token_id, bos_token_id=None, threads=None))]
+fn scan_documents(
+    py: Python<'_>,
+    path: PathBuf,
+    dtype: &str,
+    eos_token_id: u64,
+    bos_token_id: Option<u64>,
+    threads: Option<usize>,
+) -> PyResult<PyMappedBuffer> {
+    let ty: TokenType = dtype.parse().into_py(py)?;
+    let spans = run_detached(py, |cancel| {
+        let arr = TokenArray::open(&path, ty)?;
+        tokens::document_spans(&arr, eos_token_id, bos_token_id, threads, cancel)
+    })?;
+    Ok(spans_out(&spans))
+}
+
+/// Documents of an indexed dataset as spans of its `.bin`; returns (spans, token dtype, tokens).
+#[pyfunction]
+fn indexed_documents(py: Python<'_>, prefix: PathBuf) -> PyResult<(PyMappedBuffer, &'static str, u64)> {
+    let (spans, ty, n) = run_detached(py, |_| {
+        let ds = IndexedDataset::open(&prefix, None, Validate::Full)?;
+        let arr = TokenArray::from_indexed(&ds)?;
+        Ok((tokens::indexed_document_spans(&ds)?, arr.token_type(), arr.len()))
+    })?;
+    Ok((spans_out(&spans), ty.name(), n))
+}
+
+/// Spans from a Dolma `.csv.gz`, checked against `num_tokens`.
+#[pyfunction]
+fn read_metadata(py: Python<'_>, path: PathBuf, num_tokens: u64) -> PyResult<PyMappedBuffer> {
+    let spans = run_detached(py, |_| tokens::read_metadata(&path, num_tokens))?;
+    Ok(spans_out(&spans))
+}
+
+/// Write Dolma metadata rows for `spans` (an `(n, 2)` uint64 array).
+#[pyfunction]
+fn write_metadata(py: Python<'_>, path: PathBuf, spans: PyBuffer<u64>, src: &str) -> PyResult<()> {
+    let spans = spans_in(py, &spans)?;
+    run_detached(py, |_| tokens::write_metadata(&path, &spans, src))
+}
+
+/// Copy an indexed dataset into an OLMo token file; returns the documents' spans in it.
+#[pyfunction]
+#[pyo3(signature = (prefix, output, dtype, append_eos=None))]
+fn convert_indexed(
+    py: Python<'_>,
+    prefix: PathBuf,
+    output: PathBuf,
+    dtype: &str,
+    append_eos: Option<u64>,
+) -> PyResult<PyMappedBuffer> {
+    let ty: TokenType = dtype.parse().into_py(py)?;
+    let spans = run_detached(py, |cancel| {
+        let ds = IndexedDataset::open(&prefix, None, Validate::Full)?;
+        tokens::convert_indexed(&ds, &output, ty, append_eos, cancel)
+    })?;
+    Ok(spans_out(&spans))
+}
+
+/// Streaming writer of one OLMo token file (a temporary file until `finish`).
+#[pyclass(module = "tokshuf._core", name = "TokenWriter")]
+pub struct PyTokenWriter {
+    inner: Option<TokenFileWriter>,
+}
+
+impl PyTokenWriter {
+    fn writer(&mut self) -> Result<&mut TokenFileWriter, Error> {
+        self.inner.as_mut().ok_or_else(|| Error::invalid("the writer is already finished or aborted"))
+    }
+}
+
+#[pymethods]
+impl PyTokenWriter {
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf, dtype: &str) -> PyResult<Self> {
+        let ty: TokenType = dtype.parse().into_py(py)?;
+        let inner = TokenFileWriter::create(path, ty).into_py(py)?;
+        Ok(Self { inner: Some(inner) })
+    }
+
+    /// Append tokens (a uint64 buffer).
+    fn write(&mut self, py: Python<'_>, tokens: PyBuffer<u64>) -> PyResult<()> {
+        let v = tokens.to_vec(py)?;
+        self.writer().and_then(|w| w.write(&v)).into_py(py)
+    }
+
+    /// Tokens written so far.
+    #[getter]
+    fn tokens(&self) -> u64 {
+        self.inner.as_ref().map_or(0, TokenFileWriter::tokens)
+    }
+
+    /// Move the file into place; returns the number of tokens.
+    fn finish(&mut self, py: Python<'_>) -> PyResult<u64> {
+        let w = self.inner.take().ok_or_else(|| Error::invalid("the writer is already finished or aborted"));
+        py.detach(|| w?.finish()).into_py(py)
+    }
+
+    /// Discard the file.
+    fn abort(&mut self) {
+        self.inner = None;
+    }
+}

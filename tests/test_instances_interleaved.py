@@ -1,0 +1,85 @@
+"""Interleaved instances against the model (numpy permutation, array_split chunks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from instance_data import BOS, EOS, PAD, common, files, write_files
+from olmo_model import eos_documents, interleave
+
+from tokshuf import ConfigError
+from tokshuf.instances import InterleavedFSLDataset
+
+
+@given(
+    corpus=files,
+    k=st.integers(1, 3),
+    per_doc=st.integers(1, 8),
+    chunks=st.integers(1, 4),
+    seed=st.integers(0, 2**40),
+    exempt_first=st.booleans(),
+    bos=st.sampled_from([None, BOS]),
+)
+def test_interleaving_matches_the_model(
+    tmp_path_factory: pytest.TempPathFactory,
+    corpus: list,
+    k: int,
+    per_doc: int,
+    chunks: int,
+    seed: int,
+    exempt_first: bool,
+    bos: int | None,
+) -> None:
+    d = tmp_path_factory.mktemp("il")
+    paths, tokens = write_files(d, corpus)
+    seq = k * per_doc
+    exempt = [paths[0]] if exempt_first and len(paths) > 1 else None
+    ds = InterleavedFSLDataset(
+        *paths,
+        sequence_length=seq,
+        seed=seed,
+        docs_per_instance=k,
+        chunks_per_doc=chunks,
+        interleaving_exempt_paths=exempt,
+        **common(d / "w", bos_token_id=bos),
+    )
+    flat = np.array([t for f in tokens for t in f], dtype=np.int64)
+    base, ex, base_off = [], [], 0
+    for f, toks in enumerate(tokens):
+        for s, e in eos_documents(toks, EOS, bos):
+            base.append((base_off + s, base_off + min(e, s + seq)))
+            ex.append(exempt is not None and f == 0)
+        base_off += len(toks)
+    exempt_ids = [i for i, x in enumerate(ex) if x]
+    order = np.random.default_rng(seed).permutation([i for i, x in enumerate(ex) if not x])
+    expected = []
+    for i in exempt_ids:
+        s, e = base[i]
+        expected.append(flat[s:e].tolist() + [PAD] * (seq - (e - s)))
+    for j in range(len(order) // k):
+        docs = [flat[base[i][0] : base[i][1]] for i in order[j * k : (j + 1) * k]]
+        expected.append(interleave(docs, seq, chunks, PAD, EOS, bos).tolist())
+    assert len(ds) == len(expected)
+    b = ds.get_batch(np.arange(len(ds)))
+    assert b["input_ids"].tolist() == expected
+    assert np.array_equal(b["label_mask"], b["input_ids"] != PAD)
+
+
+def test_validation(tmp_path) -> None:
+    paths, _ = write_files(tmp_path, [[[3, 4]]])
+    with pytest.raises(ConfigError, match="multiple"):
+        InterleavedFSLDataset(
+            *paths, sequence_length=9, seed=0, docs_per_instance=2, chunks_per_doc=1, **common(tmp_path)
+        )
+    with pytest.raises(ConfigError, match="not among"):
+        InterleavedFSLDataset(
+            *paths,
+            sequence_length=8,
+            seed=0,
+            docs_per_instance=2,
+            chunks_per_doc=1,
+            interleaving_exempt_paths=[tmp_path / "other.npy"],
+            **common(tmp_path),
+        )
