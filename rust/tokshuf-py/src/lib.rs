@@ -6,8 +6,10 @@
 
 mod buffer;
 mod errors;
+mod index_array;
 mod indexed;
 mod long_call;
+mod nanoset;
 mod preprocess;
 
 use pyo3::prelude::*;
@@ -19,5 +21,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::PyMappedBuffer>()?;
     indexed::register(m)?;
     preprocess::register(m)?;
+    nanoset::register(m)?;
     Ok(())
 }
