@@ -1,18 +1,31 @@
 # Stub of the native module, kept honest by `python -m mypy.stubtest tokshuf._core` (tests/test_stubs.py).
 from os import PathLike
 from pathlib import Path
-from typing import final
+from typing import Any, final
 
 __all__ = [
+    "IndexArray",
     "IndexReader",
     "IndexWriter",
     "MappedBuffer",
+    "SampleReader",
     "__version__",
+    "build_blending_indices",
+    "build_exhaustive_blending_indices",
+    "build_gpt_indices",
     "build_profile",
+    "build_sample_index",
     "expand_input_paths",
     "list_prefixes",
     "merge",
+    "normalize",
+    "numpy_random_words",
+    "numpy_shuffled_aranges",
+    "numpy_sum",
+    "parse_split",
     "preprocess",
+    "size_per_split_per_dataset",
+    "split_ranges",
 ]
 
 __version__: str
@@ -73,3 +86,82 @@ def preprocess(
     batch_bytes: int = 1048576,
     max_line_bytes: int = 1073741824,
 ) -> str: ...
+
+# -- Megatron indices (nanoset.rs, index_array.rs) -------------------------------------------
+_Bookends = tuple[tuple[float, float] | None, tuple[float, float] | None, tuple[float, float] | None]
+_Counts = tuple[int | None, int | None, int | None]
+
+@final
+class IndexArray:
+    @staticmethod
+    def load(path: str | PathLike[str]) -> IndexArray: ...
+    @staticmethod
+    def from_bytes(data: bytes, dtype: str, shape: list[int]) -> IndexArray: ...
+    def save(self, path: str | PathLike[str]) -> None: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def shape(self) -> list[int]: ...
+    @property
+    def is_mapped(self) -> bool: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __release_buffer__(self, buffer: memoryview, /) -> None: ...
+
+@final
+class SampleReader:
+    @staticmethod
+    def gpt(
+        prefix: str | PathLike[str],
+        document_index: IndexArray,
+        sample_index: IndexArray,
+        shuffle_index: IndexArray,
+        *,
+        sequence_length: int,
+        add_extra_token: bool,
+        pad: int,
+    ) -> SampleReader: ...
+    @staticmethod
+    def blend(
+        datasets: list[SampleReader | None], dataset_index: IndexArray, dataset_sample_index: IndexArray
+    ) -> SampleReader: ...
+    def __len__(self) -> int: ...
+    @property
+    def width(self) -> int: ...
+    def get(self, k: int) -> IndexArray: ...
+    def get_batch(self, ks: object, out: object = None, threads: int | None = None) -> IndexArray | None: ...
+
+def numpy_random_words(seed: int, n: int) -> list[int]: ...
+def numpy_shuffled_aranges(seed: int, lengths: list[int]) -> list[list[int]]: ...
+def numpy_sum(values: list[float]) -> float: ...
+def normalize(weights: list[float]) -> list[float]: ...
+def parse_split(split: str) -> tuple[tuple[float, float, float], _Bookends]: ...
+def split_ranges(
+    matrix: _Bookends | list[tuple[float, float] | None], n: int
+) -> tuple[tuple[int, int] | None, tuple[int, int] | None, tuple[int, int] | None]: ...
+def size_per_split_per_dataset(
+    weights: list[float], sizes: _Counts | list[int | None], surplus: float
+) -> list[_Counts]: ...
+def build_sample_index(
+    sizes: list[int],
+    document_index: list[int],
+    sequence_length: int,
+    num_epochs: int,
+    tokens_per_epoch: int,
+    drop_last_partial_sequence: bool = True,
+    add_extra_token_to_sequence: bool = True,
+) -> IndexArray: ...
+def build_blending_indices(weights: list[float], size: int) -> tuple[IndexArray, IndexArray]: ...
+def build_exhaustive_blending_indices(sizes: list[int]) -> tuple[IndexArray, IndexArray]: ...
+def build_gpt_indices(
+    prefix: str | PathLike[str],
+    beg: int,
+    end: int,
+    num_samples: int | None,
+    *,
+    sequence_length: int,
+    add_extra_token: bool,
+    seed: int,
+    drop_last_partial_sequence: bool,
+    scheme: str = "megatron",
+) -> dict[str, Any]: ...

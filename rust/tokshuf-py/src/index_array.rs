@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use tokshuf_core::megatron::{npy, IndexArray};
+use tokshuf_core::megatron::{npy, ElemType, IndexArray, Owned};
+use tokshuf_core::Error;
 
 use crate::errors::IntoPyResult;
 
@@ -29,6 +30,36 @@ impl PyIndexArray {
     #[staticmethod]
     fn load(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
         py.detach(|| npy::load(&path)).into_py(py).map(Self::new)
+    }
+
+    /// A copy of raw little-endian bytes as an array of `dtype` (int16, int32, uint32, int64).
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: &[u8], dtype: &str, shape: Vec<usize>) -> PyResult<Self> {
+        let elem = ElemType::ALL.into_iter().find(|t| t.name() == dtype).ok_or_else(|| {
+            Error::invalid(format!("dtype {dtype:?} is not an index dtype (int16, int32, uint32, int64)"))
+        });
+        let elem = elem.into_py(py)?;
+        let count = shape.iter().product::<usize>();
+        if data.len() != count * elem.itemsize() {
+            return Err(Error::invalid(format!("{} bytes cannot hold {shape:?} {dtype} elements", data.len())))
+                .into_py(py);
+        }
+        macro_rules! typed {
+            ($t:ty, $v:ident) => {
+                Owned::$v(
+                    data.chunks_exact(std::mem::size_of::<$t>())
+                        .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk")))
+                        .collect(),
+                )
+            };
+        }
+        let owned = match elem {
+            ElemType::I16 => typed!(i16, I16),
+            ElemType::I32 => typed!(i32, I32),
+            ElemType::U32 => typed!(u32, U32),
+            ElemType::I64 => typed!(i64, I64),
+        };
+        Ok(Self::new(IndexArray::with_shape(owned, shape).expect("length checked against the shape")))
     }
 
     /// Write as `.npy` (byte-identical to `numpy.save`), atomically: temporary name, fsync, rename.
