@@ -113,8 +113,11 @@ def build_nanosets(
         else:
             lengths = [0 if p is None else len(p) for p in parts]
             blend_weights = lengths
-            if sum(lengths) == 0:
-                raise ConfigError(f"the {SPLITS[i]} split of every dataset in the blend is empty")
-            size = None if sizes[i] is None else min(sizes[i] or 0, sum(lengths))
+            if sum(lengths) == 0 and sizes[i]:
+                raise ConfigError(
+                    f"{sizes[i]} samples were requested from the {SPLITS[i]} split, but it holds no complete "
+                    f"sample in any dataset of the blend"
+                )
+            size = None if sizes[i] is None or sum(lengths) == 0 else min(sizes[i] or 0, sum(lengths))
         out[i] = BlendedNanoset(parts, blend_weights, size, SPLITS[i], config)
     return out[0], out[1], out[2]

@@ -118,6 +118,14 @@ fn walk(
                 if d == last {
                     // Out of data: only reached by the padded last sample (no drop_last).
                     off = size_of(d)? - extra;
+                    if off < 0 {
+                        // Megatron's `assert sample_idx.min() >= 0` fails here too.
+                        return Err(Error::invalid(
+                            "the padded last sample would end inside an empty sequence (the last one in the \
+                             shuffled document index); Megatron fails on this data too: drop the last partial \
+                             sample or remove empty sequences",
+                        ));
+                    }
                     break;
                 }
                 d += 1;
