@@ -62,7 +62,9 @@ class SampleDataset:
 
     def get(self, k: int) -> npt.NDArray[np.int64]:
         """The raw tokens of sample ``k`` (int64; padding, if any, is ``pad_token_id``)."""
-        return as_numpy(self._reader.get(_index(k, len(self))))
+        out = np.empty((1, self._reader.width), dtype=np.int64)
+        self._reader.get_batch([_index(k, len(self))], out, 1)
+        return out[0]
 
     def __getitem__(self, k: int) -> dict[str, npt.NDArray[np.int64]]:
         """``{"input_ids": int64 array of sample_width tokens}`` (nanotron's sample)."""
@@ -93,9 +95,7 @@ class SampleDataset:
             bad = int(ks_arr.min()) if int(ks_arr.min()) < -n else int(ks_arr.max())
             raise IndexError(f"sample index {bad} is out of range for a dataset of {n} samples")
         if out is None:
-            arr = self._reader.get_batch(ks_arr, None, threads)
-            assert arr is not None
-            return as_numpy(arr)
+            out = np.empty((len(ks_arr), self._reader.width), dtype=np.int64)
         self._reader.get_batch(ks_arr, out, threads)
         return out
 
@@ -235,7 +235,5 @@ class Nanoset(SampleDataset):
         self._open()
 
     def __repr__(self) -> str:
-        return (
-            f"Nanoset({os.fspath(self.prefix)!r}, split={self.split!r}, sequences={self.index_range}, "
-            f"samples={len(self)}, epochs={self.num_epochs})"
-        )
+        built = f", samples={len(self)}, epochs={self.num_epochs}" if hasattr(self, "_reader") else ""
+        return f"Nanoset({os.fspath(self.prefix)!r}, split={self.split!r}, sequences={self.index_range}{built})"
