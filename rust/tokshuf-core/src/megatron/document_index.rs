@@ -7,38 +7,57 @@ use super::numpy_rng::RandomState;
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 
-/// Build the document index over sequence ids `[beg, end)` for `num_epochs` epochs.
+/// A document index and, aligned with it, the length of each entry's sequence.
+#[derive(Debug, Clone)]
+pub struct DocumentIndex {
+    /// The document index (int32, or int64 for sequence ids ≥ 2^31).
+    pub index: IndexArray,
+    /// `sizes[index[d]]` for every position d (what the sample-index walk reads).
+    pub lengths: Vec<i32>,
+}
+
+/// Build the document index over sequence ids `[beg, end)` (whose lengths are `sizes[beg..end]`)
+/// for `num_epochs` epochs.
 ///
 /// The element type is int32 as in Megatron. Sequence ids ≥ 2^31 would wrap to negative ids in
 /// Megatron (`astype(int32)`); here they switch the array to int64 instead.
+///
+/// Each id is shuffled together with its length: the swaps touch the same cache lines either way,
+/// and the sample index then reads lengths in order instead of gathering them at random.
 pub fn build_document_index(
+    sizes: &[i32],
     beg: u64,
     end: u64,
     num_epochs: u64,
     separate_final_epoch: bool,
     rng: &mut RandomState,
     cancel: &Cancel,
-) -> Result<IndexArray> {
+) -> Result<DocumentIndex> {
     let per_epoch = end.saturating_sub(beg);
     let total = per_epoch
         .checked_mul(num_epochs)
         .and_then(|t| usize::try_from(t).ok())
         .ok_or_else(|| Error::invalid(format!("{num_epochs} epochs of {per_epoch} sequences do not fit in memory")))?;
+    let lens = sizes.get(beg as usize..end as usize).ok_or_else(|| {
+        Error::invalid(format!("sequence range [{beg}, {end}) exceeds the dataset's {} sequences", sizes.len()))
+    })?;
     let first = if separate_final_epoch && num_epochs > 1 { total - per_epoch as usize } else { total };
     if end <= 1 << 31 {
-        let mut v = Vec::with_capacity(total);
+        let mut v: Vec<(i32, i32)> = Vec::with_capacity(total);
         for _ in 0..num_epochs {
-            v.extend(beg as i32..end as i32);
+            v.extend((beg as i32..end as i32).zip(lens.iter().copied()));
         }
         shuffle_parts(&mut v, first, rng, cancel)?;
-        Ok(IndexArray::from_owned(Owned::I32(v)))
+        let (ids, lengths) = v.into_iter().unzip();
+        Ok(DocumentIndex { index: IndexArray::from_owned(Owned::I32(ids)), lengths })
     } else {
-        let mut v = Vec::with_capacity(total);
+        let mut v: Vec<(i64, i32)> = Vec::with_capacity(total);
         for _ in 0..num_epochs {
-            v.extend(beg as i64..end as i64);
+            v.extend((beg as i64..end as i64).zip(lens.iter().copied()));
         }
         shuffle_parts(&mut v, first, rng, cancel)?;
-        Ok(IndexArray::from_owned(Owned::I64(v)))
+        let (ids, lengths) = v.into_iter().unzip();
+        Ok(DocumentIndex { index: IndexArray::from_owned(Owned::I64(ids)), lengths })
     }
 }
 
@@ -59,11 +78,16 @@ mod tests {
     fn nanotron_tv1_document_indices() {
         // doc lengths [5,3,7,2,6], seed 1234 (nanotron spec TV1).
         let c = Cancel::new();
-        let one = build_document_index(0, 5, 1, false, &mut RandomState::new(1234), &c).unwrap();
-        assert_eq!(one.view().to_vec(), [4, 0, 1, 2, 3]);
-        let sep = build_document_index(0, 5, 3, true, &mut RandomState::new(1234), &c).unwrap();
-        assert_eq!(sep.view().to_vec(), [2, 2, 4, 1, 0, 3, 4, 0, 1, 3, 0, 4, 3, 2, 1]);
-        let joint = build_document_index(0, 5, 3, false, &mut RandomState::new(1234), &c).unwrap();
-        assert_eq!(joint.view().to_vec(), [3, 1, 0, 2, 4, 2, 0, 2, 1, 4, 3, 4, 0, 1, 3]);
+        let sizes = [5, 3, 7, 2, 6];
+        let build = |epochs, sep| build_document_index(&sizes, 0, 5, epochs, sep, &mut RandomState::new(1234), &c);
+        let one = build(1, false).unwrap();
+        assert_eq!(one.index.view().to_vec(), [4, 0, 1, 2, 3]);
+        assert_eq!(one.lengths, [6, 5, 3, 7, 2]);
+        let sep = build(3, true).unwrap();
+        assert_eq!(sep.index.view().to_vec(), [2, 2, 4, 1, 0, 3, 4, 0, 1, 3, 0, 4, 3, 2, 1]);
+        let joint = build(3, false).unwrap();
+        assert_eq!(joint.index.view().to_vec(), [3, 1, 0, 2, 4, 2, 0, 2, 1, 4, 3, 4, 0, 1, 3]);
+        let lens: Vec<i32> = joint.index.view().to_vec().iter().map(|&i| sizes[i as usize]).collect();
+        assert_eq!(joint.lengths, lens);
     }
 }

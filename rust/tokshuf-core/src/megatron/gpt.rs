@@ -6,7 +6,7 @@ use super::array::IndexArray;
 use super::document_index::build_document_index;
 use super::epochs::{plan_epochs, EpochPlan};
 use super::numpy_rng::RandomState;
-use super::sample_index::{build_sample_index, num_samples as count_samples};
+use super::sample_index::{build_sample_index_from_lengths, num_samples as count_samples};
 use super::shuffle_index::{build_shuffle_index, repeat_shuffle_index};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
@@ -99,18 +99,20 @@ pub fn build_gpt_indices(
     }
     let plan = plan_epochs(tokens, requested, seq, extra)?;
     let mut rng = RandomState::new(cfg.seed);
-    let document_index = build_document_index(beg, end, plan.num_epochs, plan.separate_final_epoch, &mut rng, cancel)?;
+    let docs = build_document_index(sizes, beg, end, plan.num_epochs, plan.separate_final_epoch, &mut rng, cancel)?;
     cancel.check()?;
     let total = count_samples(plan.num_epochs, tokens, seq, extra, cfg.drop_last_partial_sequence)?;
     let first = if plan.separate_final_epoch { plan.samples_sans_final_epoch } else { total };
+    let n_docs = docs.index.len();
     // The shuffle index needs only the RNG state and the sample count, both known now: build it
     // while the sample index is walked.
     let (sample_index, shuffle_index) = crate::parallel::pool(None).install(|| {
         rayon::join(
-            || build_sample_index(sizes, document_index.view(), seq, extra, total, cancel),
+            || build_sample_index_from_lengths(&docs.lengths, n_docs, seq, extra, total, cancel),
             || build_shuffle_index(first, total, &mut rng, cancel),
         )
     });
+    let document_index = docs.index;
     let (sample_index, mut shuffle_index) = (sample_index?, shuffle_index?);
     if cfg.scheme == Scheme::Repeat {
         shuffle_index = repeat_shuffle_index(&shuffle_index, num_samples)?;

@@ -2,6 +2,8 @@
 //! token offset) where sample j starts. Samples advance by `seq` tokens and each one reads `extra`
 //! more, so neighbours overlap by `extra` tokens.
 
+use rayon::prelude::*;
+
 use super::array::{IndexArray, IndexView, Owned};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
@@ -35,17 +37,30 @@ pub fn build_sample_index(
     num_samples: u64,
     cancel: &Cancel,
 ) -> Result<IndexArray> {
+    let lengths = if num_samples == 0 { Vec::new() } else { gather_lengths(sizes, document_index)? };
+    build_sample_index_from_lengths(&lengths, document_index.len(), seq, extra, num_samples, cancel)
+}
+
+/// [`build_sample_index`] from the lengths of the document index's entries, in its order.
+pub fn build_sample_index_from_lengths(
+    lengths: &[i32],
+    document_index_len: usize,
+    seq: u64,
+    extra: u64,
+    num_samples: u64,
+    cancel: &Cancel,
+) -> Result<IndexArray> {
     let rows = usize::try_from(num_samples)
         .ok()
         .and_then(|n| n.checked_add(1))
         .and_then(|n| n.checked_mul(2))
         .ok_or_else(|| Error::invalid(format!("{num_samples} samples do not fit in memory")))?;
-    if num_samples > 0 && document_index.is_empty() {
+    if num_samples > 0 && lengths.is_empty() {
         return Err(Error::invalid(format!("{num_samples} samples requested from an empty document index")));
     }
-    let wide = document_index.len() > i32::MAX as usize;
+    let wide = document_index_len > i32::MAX as usize;
     let mut out = Writer::new(wide, rows);
-    walk(sizes, document_index, seq as i64, extra as i64, num_samples, cancel, |d, off| out.push(d, off))?;
+    walk(lengths, seq as i64, extra as i64, num_samples, cancel, |d, off| out.push(d, off))?;
     Ok(IndexArray::pairs(out.finish()))
 }
 
@@ -81,25 +96,37 @@ impl Writer {
     }
 }
 
+/// `sizes[document_index[d]]` for every position d, gathered in parallel (independent loads the
+/// CPU overlaps, unlike the walk's).
+fn gather_lengths(sizes: &[i32], doc: IndexView<'_>) -> Result<Vec<i32>> {
+    const CHUNK: usize = 1 << 16;
+    let mut lens = vec![0i32; doc.len()];
+    crate::parallel::pool(None).install(|| {
+        lens.par_chunks_mut(CHUNK).enumerate().try_for_each(|(c, out)| {
+            for (k, o) in out.iter_mut().enumerate() {
+                let d = c * CHUNK + k;
+                let id = doc.get(d).unwrap_or(-1);
+                *o =
+                    usize::try_from(id).ok().and_then(|i| sizes.get(i)).copied().ok_or_else(|| {
+                        Error::invalid(format!("document index entry {d} is {id}, not a sequence id"))
+                    })?;
+            }
+            Ok(())
+        })
+    })?;
+    Ok(lens)
+}
+
 /// The C++ loop, with 64-bit arithmetic (identical wherever Megatron's int32 does not overflow).
 fn walk(
-    sizes: &[i32],
-    doc: IndexView<'_>,
+    lens: &[i32],
     seq: i64,
     extra: i64,
     num_samples: u64,
     cancel: &Cancel,
     mut emit: impl FnMut(usize, i64),
 ) -> Result<()> {
-    let last = doc.len().saturating_sub(1);
-    let size_of = |d: usize| -> Result<i64> {
-        let id = doc.get(d).unwrap_or(-1);
-        usize::try_from(id)
-            .ok()
-            .and_then(|i| sizes.get(i))
-            .map(|&s| i64::from(s))
-            .ok_or_else(|| Error::invalid(format!("document index entry {d} is {id}, not a sequence id")))
-    };
+    let last = lens.len().saturating_sub(1);
     let mut d = 0usize;
     let mut off = 0i64;
     emit(d, off);
@@ -109,7 +136,7 @@ fn walk(
         }
         let mut remaining = seq + extra;
         while remaining != 0 {
-            let doc_len = size_of(d)? - off;
+            let doc_len = i64::from(lens[d]) - off;
             remaining -= doc_len;
             if remaining <= 0 {
                 off += remaining + doc_len - extra;
@@ -117,7 +144,7 @@ fn walk(
             } else {
                 if d == last {
                     // Out of data: only reached by the padded last sample (no drop_last).
-                    off = size_of(d)? - extra;
+                    off = i64::from(lens[d]) - extra;
                     if off < 0 {
                         // Megatron's `assert sample_idx.min() >= 0` fails here too.
                         return Err(Error::invalid(
