@@ -33,7 +33,7 @@ def split_matrix(vector: list[float]) -> list[tuple[float, float] | None]:
 
 
 def split_ranges(matrix: list[tuple[float, float] | None], n: int) -> list[tuple[int, int] | None]:
-    return [None if b is None else (int(round(b[0] * float(n))), int(round(b[1] * float(n)))) for b in matrix]
+    return [None if b is None else (round(b[0] * float(n)), round(b[1] * float(n))) for b in matrix]
 
 
 @dataclass
@@ -45,7 +45,9 @@ class GptModel:
     separate_final_epoch: bool
 
 
-def _document_index(documents: np.ndarray, epochs: int, rs: np.random.RandomState, separate: bool) -> np.ndarray:
+def _document_index(
+    documents: np.ndarray, epochs: int, rs: np.random.RandomState, separate: bool
+) -> np.ndarray:
     if not separate or epochs == 1:
         di = np.mgrid[0:epochs, 0 : len(documents)][1]
         di[:] = documents
@@ -179,4 +181,4 @@ def exhaustive_blending_indices(sizes: list[int]) -> tuple[np.ndarray, np.ndarra
 
 
 def size_per_dataset(weights: list[float], size: int, surplus: float) -> list[int]:
-    return [int(math.ceil(math.ceil(size * w) * (1 + surplus))) for w in weights]
+    return [math.ceil(math.ceil(size * w) * (1 + surplus)) for w in weights]

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from nanoset_helpers import lognormal_lengths, write_dataset
 from tokshuf import BlendedNanoset, ConfigError, Nanoset, NanosetConfig, build_nanosets
 
@@ -52,7 +51,12 @@ def test_bad_config_values_raise(kwargs: dict[str, object], match: str) -> None:
 
 @pytest.mark.parametrize(
     ("weights", "match"),
-    [({"a": 1.0, "b": -0.5}, "weight 1"), ({"a": 0.0, "b": 0.0}, "zero"), ({"a": "x"}, "numbers"), ({}, "empty")],
+    [
+        ({"a": 1.0, "b": -0.5}, "weight 1"),
+        ({"a": 0.0, "b": 0.0}, "zero"),
+        ({"a": "x"}, "numbers"),
+        ({}, "empty"),
+    ],
 )
 def test_bad_weights_raise(weights: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
@@ -99,7 +103,12 @@ def test_oversampled_blend_raises_with_the_numbers(tmp_path: Path) -> None:
     write_dataset(tmp_path / "b", [200] * 5)
     write_dataset(tmp_path / "c", [200] * 5)
     paths = [str(tmp_path / n) for n in "abc"]
-    c = cfg(dict(zip(paths, weights, strict=True)), sequence_length=8, split="1,0,0", mid_level_dataset_surplus=0.0)
+    c = cfg(
+        dict(zip(paths, weights, strict=True)),
+        sequence_length=8,
+        split="1,0,0",
+        mid_level_dataset_surplus=0.0,
+    )
     with pytest.raises(ConfigError, match=r"draws 23 samples from dataset 0 .* which has only 22"):
         build_nanosets(c, num_samples=(36, None, None))
     c2 = cfg(dict(zip(paths, weights, strict=True)), sequence_length=8, split="1,0,0")
@@ -250,7 +259,9 @@ def test_pickle_round_trip(corpus: tuple[Path, list[np.ndarray]], tmp_path: Path
 def test_blend_pickles(tmp_path: Path) -> None:
     write_dataset(tmp_path / "a", lognormal_lengths(50, seed=2))
     write_dataset(tmp_path / "b", lognormal_lengths(50, seed=3), dtype="int32")
-    c = cfg({str(tmp_path / "a"): 2.0, str(tmp_path / "b"): 1.0}, split="1,0,0", path_to_cache=str(tmp_path / "c"))
+    c = cfg(
+        {str(tmp_path / "a"): 2.0, str(tmp_path / "b"): 1.0}, split="1,0,0", path_to_cache=str(tmp_path / "c")
+    )
     train = build_nanosets(c, num_samples=(200, None, None))[0]
     assert isinstance(train, BlendedNanoset)
     back = pickle.loads(pickle.dumps(train))
@@ -308,7 +319,9 @@ def test_get_batch_releases_the_gil(tmp_path: Path) -> None:
 # -- the repeat scheme (seed 000) -------------------------------------------------------------
 def test_repeat_scheme_serves_the_same_order_every_epoch(corpus: tuple[Path, list[np.ndarray]]) -> None:
     one = build_nanosets(cfg(corpus[0], split="1,0,0"))[0]
-    rep = build_nanosets(cfg(corpus[0], split="1,0,0", index_scheme="repeat"), num_samples=(8000, None, None))[0]
+    rep = build_nanosets(
+        cfg(corpus[0], split="1,0,0", index_scheme="repeat"), num_samples=(8000, None, None)
+    )[0]
     assert isinstance(one, Nanoset)
     assert isinstance(rep, Nanoset)
     m = len(one)

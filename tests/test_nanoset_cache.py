@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from nanoset_helpers import lognormal_lengths, write_dataset
 from tokshuf import Nanoset, NanosetConfig, _core, build_nanosets
 
@@ -89,7 +88,9 @@ def test_drop_last_of_valid_is_in_the_key(tmp_path: Path) -> None:
     write_dataset(tmp_path / "d", lognormal_lengths(200))
     cache = tmp_path / "cache"
     a = build_nanosets(config(tmp_path / "d", cache, split="1,1,0"))[1]
-    b = build_nanosets(config(tmp_path / "d", cache, split="1,1,0", drop_last_partial_validation_sequence=False))[1]
+    b = build_nanosets(
+        config(tmp_path / "d", cache, split="1,1,0", drop_last_partial_validation_sequence=False)
+    )[1]
     assert a is not None
     assert b is not None
     assert len(b) == len(a) + 1  # the padded last sample
@@ -156,7 +157,9 @@ CHILD = textwrap.dedent(
     go = sys.argv[3]
     while not os.path.exists(go):
         time.sleep(0.001)
-    cfg = NanosetConfig([sys.argv[1], sys.argv[2]], sequence_length=64, path_to_cache=sys.argv[4], split="98,1,1")
+    cfg = NanosetConfig(
+        [sys.argv[1], sys.argv[2]], sequence_length=64, path_to_cache=sys.argv[4], split="98,1,1"
+    )
     digest = hashlib.sha256()
     for ds in build_nanosets(cfg, num_samples=(20000, None, 100)):
         for part in ds.datasets:
@@ -177,7 +180,9 @@ def test_eight_processes_on_a_cold_cache(tmp_path: Path) -> None:
     go, cache = tmp_path / "go", tmp_path / "cache"
     args = [str(tmp_path / "a"), str(tmp_path / "b"), str(go), str(cache)]
     procs = [
-        subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for _ in range(8)
     ]
     time.sleep(1.0)  # let them all import and wait at the starting line

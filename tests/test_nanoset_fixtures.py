@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from conftest import MEGATRON
 from tokshuf import BlendedNanoset, Nanoset, NanosetConfig, build_nanosets
 
@@ -107,7 +106,9 @@ def test_fixture_config(megatron_manifest: dict[str, Any], tmp_path: Path, lette
 @pytest.mark.parametrize("split", SPLITS)
 def test_config_c_getitem(megatron_manifest: dict[str, Any], split: str) -> None:
     f = fixture(megatron_manifest, "C")
-    datasets = dict(zip(SPLITS, build_nanosets(config_of(f, None), num_samples=f["config"]["sizes"]), strict=True))
+    datasets = dict(
+        zip(SPLITS, build_nanosets(config_of(f, None), num_samples=f["config"]["sizes"]), strict=True)
+    )
     ds = datasets[split]
     assert ds is not None
     g = f["splits"][split]["getitem"]

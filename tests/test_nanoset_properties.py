@@ -12,9 +12,15 @@ import numpy as np
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-
-from tokshuf import BlendedNanoset, ConfigError, IndexedDatasetWriter, Nanoset, NanosetConfig, build_nanosets
-from tokshuf import _core
+from tokshuf import (
+    BlendedNanoset,
+    ConfigError,
+    IndexedDatasetWriter,
+    Nanoset,
+    NanosetConfig,
+    _core,
+    build_nanosets,
+)
 
 SPLITS = ("train", "valid", "test")
 
@@ -57,7 +63,11 @@ def test_consecutive_shuffles_share_one_state(lengths: list[int], seed: int) -> 
     assert _core.numpy_shuffled_aranges(seed, lengths) == want
 
 
-@given(weights=st.lists(st.floats(0.0, 1e6, allow_nan=False), min_size=1, max_size=300).filter(lambda w: sum(w) > 0))
+@given(
+    weights=st.lists(st.floats(0.0, 1e6, allow_nan=False), min_size=1, max_size=300).filter(
+        lambda w: sum(w) > 0
+    )
+)
 def test_normalize_is_bit_exact(weights: list[float]) -> None:
     assert [x.hex() for x in _core.normalize(weights)] == [x.hex() for x in model.normalize(weights)]
 
@@ -91,7 +101,9 @@ def test_exhaustive_blending_matches_model(sizes: list[int]) -> None:
     assert np.bincount(want_di, minlength=len(sizes)).tolist() == sizes
 
 
-def assert_like_model(ds: Nanoset, want: model.GptModel, tokens: list[np.ndarray], seq: int, extra: int) -> None:
+def assert_like_model(
+    ds: Nanoset, want: model.GptModel, tokens: list[np.ndarray], seq: int, extra: int
+) -> None:
     for name in ("document_index", "sample_index", "shuffle_index"):
         got, exp = getattr(ds, name), getattr(want, name)
         assert got.dtype == exp.dtype, name
@@ -135,7 +147,9 @@ def test_single_prefix_matches_model(
         ranges = model.split_ranges(model.split_matrix(model.parse_split(split)), len(sizes))
         sizes_arr = np.array(sizes, dtype=np.int32)
         starved = [
-            i for i, r in enumerate(ranges) if r is not None and n[i] is not None and sum(sizes[r[0] : r[1]]) == 0
+            i
+            for i, r in enumerate(ranges)
+            if r is not None and n[i] is not None and sum(sizes[r[0] : r[1]]) == 0
         ]
         if starved:
             with pytest.raises(ConfigError, match="no tokens"):
@@ -145,7 +159,11 @@ def test_single_prefix_matches_model(
         try:
             for i, r in enumerate(ranges):
                 drop_last = SPLITS[i] != "valid" or drop_last_valid
-                m = None if r is None else model.gpt_indices(sizes_arr, *r, n[i], seq, seed, int(extra), drop_last)
+                m = (
+                    None
+                    if r is None
+                    else model.gpt_indices(sizes_arr, *r, n[i], seq, seed, int(extra), drop_last)
+                )
                 wants.append(m)
         except AssertionError:  # Megatron fails on this input: so must we, clearly
             with pytest.raises(ConfigError, match="empty sequence"):
@@ -180,7 +198,9 @@ def test_weighted_blend_matches_model(
             p = Path(d) / f"ds{j}"
             all_tokens.append(write_dataset(p, s, seed + j, dtype="int32" if j % 2 else "uint16"))
             prefixes.append(str(p))
-        cfg = NanosetConfig(dict(zip(prefixes, weights, strict=True)), sequence_length=seq, split=split, seed=seed)
+        cfg = NanosetConfig(
+            dict(zip(prefixes, weights, strict=True)), sequence_length=seq, split=split, seed=seed
+        )
         w = model.normalize(weights)
         matrix = model.split_matrix(model.parse_split(split))
         ranges = [model.split_ranges(matrix, len(s)) for s in sizes]
@@ -194,8 +214,13 @@ def test_weighted_blend_matches_model(
                 for j, s in enumerate(sizes):
                     r = ranges[j][i]
                     assert r is not None
-                    parts[i].append(model.gpt_indices(np.array(s, np.int32), r[0], r[1], buffer[j], seq, seed))
-        blends = [model.blending_indices(model.normalize(w), sum(model.size_per_dataset(w, n[i], 0.0))) for i in range(3)]
+                    parts[i].append(
+                        model.gpt_indices(np.array(s, np.int32), r[0], r[1], buffer[j], seq, seed)
+                    )
+        blends = [
+            model.blending_indices(model.normalize(w), sum(model.size_per_dataset(w, n[i], 0.0)))
+            for i in range(3)
+        ]
         oversampled = not starved and any(
             np.bincount(blends[i][0], minlength=len(sizes))[j] > len(parts[i][j].shuffle_index)
             for i in range(3)
@@ -237,7 +262,12 @@ def test_unweighted_blend_matches_model(
         cfg = NanosetConfig(prefixes, sequence_length=seq, split=split, seed=seed)
         matrix = model.split_matrix(model.parse_split(split))
         parts = [
-            [model.gpt_indices(np.array(s, np.int32), *model.split_ranges(matrix, len(s))[i], None, seq, seed) for s in sizes]  # type: ignore[misc]
+            [
+                model.gpt_indices(
+                    np.array(s, np.int32), *model.split_ranges(matrix, len(s))[i], None, seq, seed
+                )
+                for s in sizes
+            ]  # type: ignore[misc]
             for i in range(3)
         ]
         lengths = [[len(p.shuffle_index) for p in parts[i]] for i in range(3)]
@@ -268,8 +298,14 @@ def test_models_agree_with_nanotron_tv1() -> None:
     # The model itself, against the nanotron spec's TV1 (Megatron's helpers ran on it).
     want: dict[int, Any] = {
         3: ([4, 0, 1, 2, 3], [3, 2, 1, 0, 4]),
-        12: ([2, 2, 4, 1, 0, 3, 4, 0, 1, 3, 0, 4, 3, 2, 1], [3, 9, 2, 1, 7, 5, 4, 0, 8, 6, 10, 16, 12, 15, 14, 11, 13]),
-        15: ([3, 1, 0, 2, 4, 2, 0, 2, 1, 4, 3, 4, 0, 1, 3], [8, 1, 15, 4, 3, 7, 11, 10, 14, 13, 2, 6, 9, 0, 5, 12, 16]),
+        12: (
+            [2, 2, 4, 1, 0, 3, 4, 0, 1, 3, 0, 4, 3, 2, 1],
+            [3, 9, 2, 1, 7, 5, 4, 0, 8, 6, 10, 16, 12, 15, 14, 11, 13],
+        ),
+        15: (
+            [3, 1, 0, 2, 4, 2, 0, 2, 1, 4, 3, 4, 0, 1, 3],
+            [8, 1, 15, 4, 3, 7, 11, 10, 14, 13, 2, 6, 9, 0, 5, 12, 16],
+        ),
     }
     for n, (doc, shuffle) in want.items():
         m = model.gpt_indices(np.array([5, 3, 7, 2, 6], np.int32), 0, 5, n, 4, 1234)

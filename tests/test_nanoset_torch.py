@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from nanoset_helpers import lognormal_lengths, write_dataset
 from tokshuf import NanosetConfig, build_nanosets
 from tokshuf.nanoset import SkipSampler, resume_sampler
@@ -57,7 +56,9 @@ def test_resume_sampler_is_distributed_sampler_plus_skip(
     prefixes: tuple[str, str], consumed: int, drop_last: bool
 ) -> None:
     torch = pytest.importorskip("torch")
-    train = build_nanosets(NanosetConfig(prefixes[0], sequence_length=32, split="1,0,0"), (103, None, None))[0]
+    train = build_nanosets(NanosetConfig(prefixes[0], sequence_length=32, split="1,0,0"), (103, None, None))[
+        0
+    ]
     assert train is not None
     for world in (1, 2, 3):
         for rank in range(world):
@@ -111,6 +112,8 @@ NO_TORCH = textwrap.dedent(
 def test_no_torch_needed(prefixes: tuple[str, str], tmp_path: Path) -> None:
     script = tmp_path / "no_torch.py"
     script.write_text(NO_TORCH)
-    r = subprocess.run([sys.executable, str(script), prefixes[0]], capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [sys.executable, str(script), prefixes[0]], capture_output=True, text=True, check=False
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"

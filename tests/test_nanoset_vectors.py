@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from conftest import MEGATRON
 from tokshuf import _core
 from tokshuf.nanoset.dataset import as_numpy

@@ -78,7 +78,9 @@ class BlendedNanoset(SampleDataset):
         if self.config.path_to_cache is None:
             return self._build_arrays(), None
         cache = IndexCache(self.config.path_to_cache)
-        return cache.get_or_build("BlendedNanoset", self.split, self.description(), BLEND_ARRAYS, self._build_arrays)
+        return cache.get_or_build(
+            "BlendedNanoset", self.split, self.description(), BLEND_ARRAYS, self._build_arrays
+        )
 
     def _open(self) -> None:
         a = self._arrays
@@ -91,7 +93,9 @@ class BlendedNanoset(SampleDataset):
         self.dataset_sample_index = as_numpy(a["dataset_sample_index"])
 
     def _check_oversampling(self) -> None:
-        drawn = np.bincount(self.dataset_index, minlength=len(self.datasets)) if len(self) else []
+        drawn: list[int] = (
+            np.bincount(self.dataset_index, minlength=len(self.datasets)).tolist() if len(self) else []
+        )
         for d, count in enumerate(drawn):
             ds = self.datasets[d]
             have = 0 if ds is None else len(ds)

@@ -6,9 +6,11 @@ One entry = a few ``.npy`` arrays + a ``description.json`` naming everything tha
 option or re-tokenized dataset is a different entry, never a stale one.
 
 Writers take an exclusive ``flock`` on the entry's lock file, re-check, build, write each array to a
-temporary name (fsync, rename) and write the description last: an entry whose description exists
+temporary name and rename it, and write the description last: an entry whose description exists
 is complete. Readers that find it map the arrays (O(1)) without locking; the description is
-compared with the expected one, and a missing, truncated or mismatched entry is rebuilt.
+compared with the expected one, and a missing, truncated or mismatched entry is rebuilt. The
+arrays are derived data, so they are not fsynced (that costs seconds on a busy disk); a file cut
+short by a power loss fails the size check against its header and is rebuilt.
 """
 
 from __future__ import annotations
@@ -65,7 +67,9 @@ class IndexCache:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
 
-    def paths(self, kind: str, split: str, description: dict[str, Any], names: tuple[str, ...]) -> dict[str, str]:
+    def paths(
+        self, kind: str, split: str, description: dict[str, Any], names: tuple[str, ...]
+    ) -> dict[str, str]:
         """The array files of an entry, by name."""
         base = self._base(kind, split, description)
         return {n: f"{base}-{n}.npy" for n in names}
@@ -114,11 +118,9 @@ class IndexCache:
                 os.remove(f"{base}-description.json")
             arrays = build()
             for n in names:
-                arrays[n].save(paths[n])
+                arrays[n].save(paths[n], fsync=False)
             tmp = f"{base}-description.json.tmp-{os.getpid()}"
             with open(tmp, "w") as f:
                 f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
             os.replace(tmp, f"{base}-description.json")
             return arrays, paths

@@ -124,7 +124,9 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
         if not isinstance(self.mid_level_dataset_surplus, int | float) or not (
             0 <= self.mid_level_dataset_surplus < 1e6
         ):
-            raise ConfigError(f"mid_level_dataset_surplus must be >= 0, got {self.mid_level_dataset_surplus!r}")
+            raise ConfigError(
+                f"mid_level_dataset_surplus must be >= 0, got {self.mid_level_dataset_surplus!r}"
+            )
         if self.index_scheme not in _SCHEMES:
             raise ConfigError(f"index_scheme must be one of {_SCHEMES}, got {self.index_scheme!r}")
         needs_eod = [
@@ -168,8 +170,8 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
 
         nanotron's shape: ``data.dataset.{data_path, split, path_to_cache}`` and ``data.seed``
         (or the same under ``data_stages[stage].data``), ``tokens.sequence_length``, and the
-        train sample count ``tokens.train_steps × tokens.micro_batch_size ×
-        tokens.batch_accumulation_per_replica × parallelism.dp`` when those are present. Any of
+        train sample count ``tokens.train_steps x tokens.micro_batch_size x
+        tokens.batch_accumulation_per_replica x parallelism.dp`` when those are present. Any of
         this class's fields may also appear in ``data.dataset``. A flat mapping of field names
         is accepted too.
         """

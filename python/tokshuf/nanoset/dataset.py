@@ -26,7 +26,7 @@ GPT_ARRAYS = ("document_index", "sample_index", "shuffle_index")
 
 def as_numpy(arr: _core.IndexArray) -> npt.NDArray[Any]:
     """A read-only numpy view of a native index array (no copy)."""
-    return np.frombuffer(arr, dtype=arr.dtype).reshape(arr.shape)
+    return np.frombuffer(arr, dtype=arr.dtype).reshape(arr.shape)  # type: ignore[call-overload]
 
 
 def from_numpy(a: npt.NDArray[Any]) -> _core.IndexArray:
@@ -88,7 +88,9 @@ class SampleDataset:
         pinned memory) the samples are written there and ``out`` is returned."""
         ks_arr = np.asarray(ks)
         if ks_arr.ndim != 1 or (ks_arr.size and ks_arr.dtype.kind not in "iu"):
-            raise TypeError(f"ks must be a 1-D sequence of integers, got {ks_arr.dtype} of shape {ks_arr.shape}")
+            raise TypeError(
+                f"ks must be a 1-D sequence of integers, got {ks_arr.dtype} of shape {ks_arr.shape}"
+            )
         ks_arr = ks_arr.astype(np.int64, copy=False)
         n = len(self)
         if ks_arr.size and (int(ks_arr.min()) < -n or int(ks_arr.max()) >= n):
@@ -236,4 +238,6 @@ class Nanoset(SampleDataset):
 
     def __repr__(self) -> str:
         built = f", samples={len(self)}, epochs={self.num_epochs}" if hasattr(self, "_reader") else ""
-        return f"Nanoset({os.fspath(self.prefix)!r}, split={self.split!r}, sequences={self.index_range}{built})"
+        return (
+            f"Nanoset({os.fspath(self.prefix)!r}, split={self.split!r}, sequences={self.index_range}{built})"
+        )

@@ -14,7 +14,9 @@ if TYPE_CHECKING:
 __all__ = ["megatron_item"]
 
 
-def megatron_item(text: npt.NDArray[np.int64], config: NanosetConfig, padding: bool = False) -> dict[str, Any]:
+def megatron_item(
+    text: npt.NDArray[np.int64], config: NanosetConfig, padding: bool = False
+) -> dict[str, Any]:
     """The dict Megatron returns for a sample whose raw tokens (pad = ``pad_token_id``) are ``text``.
 
     ``padding=True`` is Megatron's ``idx=None`` (a batch-padding sample): all-zero loss mask.

@@ -73,4 +73,6 @@ def resume_sampler(
     """
     if consumed_samples < 0:
         raise ConfigError(f"consumed_samples must be non-negative, got {consumed_samples}")
-    return SkipSampler(_Strided(len(dataset), num_replicas, rank, drop_last), consumed_samples // num_replicas)
+    return SkipSampler(
+        _Strided(len(dataset), num_replicas, rank, drop_last), consumed_samples // num_replicas
+    )

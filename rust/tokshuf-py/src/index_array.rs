@@ -62,9 +62,11 @@ impl PyIndexArray {
         Ok(Self::new(IndexArray::with_shape(owned, shape).expect("length checked against the shape")))
     }
 
-    /// Write as `.npy` (byte-identical to `numpy.save`), atomically: temporary name, fsync, rename.
-    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
-        py.detach(|| npy::save(&self.inner, &path)).into_py(py)
+    /// Write as `.npy` (byte-identical to `numpy.save`) under a temporary name, then rename;
+    /// `fsync` makes it durable before the rename.
+    #[pyo3(signature = (path, fsync=true))]
+    fn save(&self, py: Python<'_>, path: PathBuf, fsync: bool) -> PyResult<()> {
+        py.detach(|| npy::save(&self.inner, &path, fsync)).into_py(py)
     }
 
     #[getter]

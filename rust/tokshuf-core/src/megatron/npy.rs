@@ -39,14 +39,18 @@ pub fn header(elem: ElemType, shape: &[usize]) -> Vec<u8> {
     out
 }
 
-/// Write `array` to `path` as `.npy`: temporary file, fsync, rename.
-pub fn save(array: &IndexArray, path: &Path) -> Result<()> {
+/// Write `array` to `path` as `.npy`: temporary file, then rename, so readers see the whole file
+/// or none. `durable` also fsyncs before the rename (seconds on a busy disk for a large index;
+/// caches of derived data can skip it: a file cut short by a power loss fails [`load`]'s size check).
+pub fn save(array: &IndexArray, path: &Path, durable: bool) -> Result<()> {
     let tmp = TempFile::new(path);
     let mut f = std::io::BufWriter::with_capacity(1 << 20, tmp.create()?);
     f.write_all(&header(array.elem(), array.shape())).with_path(tmp.path())?;
     f.write_all(array.bytes()).with_path(tmp.path())?;
     let f = f.into_inner().map_err(|e| Error::io(tmp.path(), e.into_error()))?;
-    f.sync_all().with_path(tmp.path())?;
+    if durable {
+        f.sync_all().with_path(tmp.path())?;
+    }
     drop(f);
     tmp.commit()
 }
@@ -127,7 +131,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.npy");
         let a = IndexArray::pairs(Owned::I64(vec![1, 2, 3, -4]));
-        save(&a, &p).unwrap();
+        save(&a, &p, true).unwrap();
         let b = load(&p).unwrap();
         assert!(b.is_mapped());
         assert_eq!((b.elem(), b.shape()), (ElemType::I64, &[2usize, 2][..]));
