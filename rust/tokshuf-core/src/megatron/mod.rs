@@ -10,6 +10,8 @@ pub mod gpt;
 pub mod normalize;
 pub mod npy;
 pub mod numpy_rng;
+#[cfg(test)]
+mod proptests;
 pub mod reader;
 pub mod sample_index;
 pub mod shuffle_index;
