@@ -16,11 +16,11 @@ short by a power loss fails the size check against its header and is rebuilt.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -53,9 +53,17 @@ def _canonical(description: dict[str, Any]) -> str:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock across processes (and threads, each opening the file anew)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if sys.platform == "win32":  # pragma: no cover - the project targets POSIX; stays importable
+            import msvcrt
+
+            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing releases the lock

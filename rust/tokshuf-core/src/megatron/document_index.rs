@@ -16,8 +16,8 @@ pub struct DocumentIndex {
     pub lengths: Vec<i32>,
 }
 
-/// Build the document index over sequence ids `[beg, end)` (whose lengths are `sizes[beg..end]`)
-/// for `num_epochs` epochs.
+/// Build the document index over sequence ids `[beg, beg + lengths.len())`, whose lengths are
+/// `lengths`, for `num_epochs` epochs.
 ///
 /// The element type is int32 as in Megatron. Sequence ids ≥ 2^31 would wrap to negative ids in
 /// Megatron (`astype(int32)`); here they switch the array to int64 instead.
@@ -25,27 +25,24 @@ pub struct DocumentIndex {
 /// Each id is shuffled together with its length: the swaps touch the same cache lines either way,
 /// and the sample index then reads lengths in order instead of gathering them at random.
 pub fn build_document_index(
-    sizes: &[i32],
+    lens: &[i32],
     beg: u64,
-    end: u64,
     num_epochs: u64,
     separate_final_epoch: bool,
     rng: &mut RandomState,
     cancel: &Cancel,
 ) -> Result<DocumentIndex> {
-    let per_epoch = end.saturating_sub(beg);
+    let per_epoch = lens.len() as u64;
+    let end = beg + per_epoch;
     let total = per_epoch
         .checked_mul(num_epochs)
         .and_then(|t| usize::try_from(t).ok())
         .ok_or_else(|| Error::invalid(format!("{num_epochs} epochs of {per_epoch} sequences do not fit in memory")))?;
-    let lens = sizes.get(beg as usize..end as usize).ok_or_else(|| {
-        Error::invalid(format!("sequence range [{beg}, {end}) exceeds the dataset's {} sequences", sizes.len()))
-    })?;
     let first = if separate_final_epoch && num_epochs > 1 { total - per_epoch as usize } else { total };
     if end <= 1 << 31 {
         let mut v: Vec<(i32, i32)> = Vec::with_capacity(total);
         for _ in 0..num_epochs {
-            v.extend((beg as i32..end as i32).zip(lens.iter().copied()));
+            v.extend((beg..end).map(|i| i as i32).zip(lens.iter().copied()));
         }
         shuffle_parts(&mut v, first, rng, cancel)?;
         let (ids, lengths) = v.into_iter().unzip();
@@ -53,7 +50,7 @@ pub fn build_document_index(
     } else {
         let mut v: Vec<(i64, i32)> = Vec::with_capacity(total);
         for _ in 0..num_epochs {
-            v.extend((beg as i64..end as i64).zip(lens.iter().copied()));
+            v.extend((beg..end).map(|i| i as i64).zip(lens.iter().copied()));
         }
         shuffle_parts(&mut v, first, rng, cancel)?;
         let (ids, lengths) = v.into_iter().unzip();
@@ -79,7 +76,7 @@ mod tests {
         // doc lengths [5,3,7,2,6], seed 1234 (nanotron spec TV1).
         let c = Cancel::new();
         let sizes = [5, 3, 7, 2, 6];
-        let build = |epochs, sep| build_document_index(&sizes, 0, 5, epochs, sep, &mut RandomState::new(1234), &c);
+        let build = |epochs, sep| build_document_index(&sizes, 0, epochs, sep, &mut RandomState::new(1234), &c);
         let one = build(1, false).unwrap();
         assert_eq!(one.index.view().to_vec(), [4, 0, 1, 2, 3]);
         assert_eq!(one.lengths, [6, 5, 3, 7, 2]);
@@ -89,5 +86,19 @@ mod tests {
         assert_eq!(joint.index.view().to_vec(), [3, 1, 0, 2, 4, 2, 0, 2, 1, 4, 3, 4, 0, 1, 3]);
         let lens: Vec<i32> = joint.index.view().to_vec().iter().map(|&i| sizes[i as usize]).collect();
         assert_eq!(joint.lengths, lens);
+    }
+
+    #[test]
+    fn ids_past_i32_switch_to_int64() {
+        // Megatron's astype(int32) would wrap these to negative ids.
+        let beg = 1u64 << 31;
+        let d = build_document_index(&[3, 4, 5], beg - 1, 2, false, &mut RandomState::new(0), &Cancel::new()).unwrap();
+        assert_eq!(d.index.elem(), crate::megatron::ElemType::I64);
+        let mut ids = d.index.view().to_vec();
+        ids.sort_unstable();
+        let b = beg as i64;
+        assert_eq!(ids, [b - 1, b - 1, b, b, b + 1, b + 1]);
+        let narrow = build_document_index(&[3], beg - 1, 1, false, &mut RandomState::new(0), &Cancel::new()).unwrap();
+        assert_eq!(narrow.index.elem(), crate::megatron::ElemType::I32);
     }
 }

@@ -99,7 +99,8 @@ pub fn build_gpt_indices(
     }
     let plan = plan_epochs(tokens, requested, seq, extra)?;
     let mut rng = RandomState::new(cfg.seed);
-    let docs = build_document_index(sizes, beg, end, plan.num_epochs, plan.separate_final_epoch, &mut rng, cancel)?;
+    let lens = &sizes[beg as usize..end as usize]; // in range: `tokens_in_range` checked it
+    let docs = build_document_index(lens, beg, plan.num_epochs, plan.separate_final_epoch, &mut rng, cancel)?;
     cancel.check()?;
     let total = count_samples(plan.num_epochs, tokens, seq, extra, cfg.drop_last_partial_sequence)?;
     let first = if plan.separate_final_epoch { plan.samples_sans_final_epoch } else { total };

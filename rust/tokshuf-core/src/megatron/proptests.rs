@@ -59,7 +59,7 @@ proptest! {
         seed: u32,
     ) {
         let n = sizes.len() as u64;
-        let d = build_document_index(&sizes, 0, n, epochs, separate, &mut RandomState::new(seed), &Cancel::new()).unwrap();
+        let d = build_document_index(&sizes, 0, epochs, separate, &mut RandomState::new(seed), &Cancel::new()).unwrap();
         let ids = d.index.view().to_vec();
         prop_assert_eq!(ids.len() as u64, n * epochs);
         let mut counts = vec![0u64; sizes.len()];
