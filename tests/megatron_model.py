@@ -112,7 +112,8 @@ def gpt_indices(
     documents = np.arange(beg, end, dtype=np.int32)
     tokens_per_epoch = int(np.sum(sizes[documents]))
     epochs = 1
-    if num_samples is not None:
+    # 0 samples of an empty split: tokshuf builds an empty dataset (Megatron loops forever).
+    if num_samples is not None and (num_samples or tokens_per_epoch):
         assert tokens_per_epoch > 0, "Megatron loops forever here"
         tokens = tokens_per_epoch
         while tokens < num_samples * seq + extra:

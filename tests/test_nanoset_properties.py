@@ -146,11 +146,7 @@ def test_single_prefix_matches_model(
         )
         ranges = model.split_ranges(model.split_matrix(model.parse_split(split)), len(sizes))
         sizes_arr = np.array(sizes, dtype=np.int32)
-        starved = [
-            i
-            for i, r in enumerate(ranges)
-            if r is not None and n[i] is not None and sum(sizes[r[0] : r[1]]) == 0
-        ]
+        starved = [i for i, r in enumerate(ranges) if r is not None and n[i] and sum(sizes[r[0] : r[1]]) == 0]
         if starved:
             with pytest.raises(ConfigError, match="no tokens"):
                 build_nanosets(cfg, num_samples=n)
@@ -205,7 +201,10 @@ def test_weighted_blend_matches_model(
         matrix = model.split_matrix(model.parse_split(split))
         ranges = [model.split_ranges(matrix, len(s)) for s in sizes]
         starved = any(
-            sum(s[r[0] : r[1]]) == 0 for s, rs in zip(sizes, ranges, strict=True) for r in rs if r is not None
+            n[i] and sum(s[r[0] : r[1]]) == 0
+            for s, rs in zip(sizes, ranges, strict=True)
+            for i, r in enumerate(rs)
+            if r is not None
         )
         parts: list[list[model.GptModel]] = [[], [], []]
         if not starved:

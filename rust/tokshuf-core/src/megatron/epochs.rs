@@ -32,6 +32,15 @@ pub fn plan_epochs(tokens_per_epoch: u64, num_samples: Option<u64>, seq: u64, ex
             samples_sans_final_epoch: 0,
         });
     };
+    if tokens_per_epoch == 0 && n == 0 {
+        // Nothing asked of nothing: an empty dataset (Megatron would loop forever here too).
+        return Ok(EpochPlan {
+            tokens_per_epoch,
+            num_epochs: 1,
+            separate_final_epoch: false,
+            samples_sans_final_epoch: 0,
+        });
+    }
     if tokens_per_epoch == 0 {
         return Err(Error::invalid(format!(
             "{n} samples were requested from a split that holds no tokens; give the split a larger share \
@@ -86,7 +95,7 @@ mod tests {
     #[test]
     fn errors_instead_of_hanging() {
         assert!(plan_epochs(0, Some(10), 4, 1).unwrap_err().to_string().contains("no tokens"));
-        assert!(plan_epochs(0, Some(0), 4, 1).is_err());
+        assert_eq!(plan_epochs(0, Some(0), 4, 1).unwrap().num_epochs, 1);
         assert_eq!(plan_epochs(0, None, 4, 1).unwrap().num_epochs, 1);
         assert!(plan_epochs(10, Some(1), 0, 1).unwrap_err().to_string().contains("sequence_length"));
     }

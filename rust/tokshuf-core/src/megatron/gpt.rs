@@ -93,7 +93,7 @@ pub fn build_gpt_indices(
         Scheme::Megatron => num_samples,
         Scheme::Repeat => None,
     };
-    if tokens == 0 && num_samples.is_some() {
+    if tokens == 0 {
         // Also for the repeat scheme, which builds one epoch regardless.
         plan_epochs(0, num_samples, seq, extra)?;
     }
