@@ -73,14 +73,8 @@ class IndexCache:
     """Index arrays cached under ``directory`` (created on first use)."""
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.directory = Path(directory)
-
-    def paths(
-        self, kind: str, split: str, description: dict[str, Any], names: tuple[str, ...]
-    ) -> dict[str, str]:
-        """The array files of an entry, by name."""
-        base = self._base(kind, split, description)
-        return {n: f"{base}-{n}.npy" for n in names}
+        # Absolute, so datasets pickled by path still find their files from another directory.
+        self.directory = Path(os.path.abspath(directory))
 
     def _base(self, kind: str, split: str, description: dict[str, Any]) -> str:
         text = _canonical({"cache_version": CACHE_VERSION, **description})
