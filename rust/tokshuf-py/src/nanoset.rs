@@ -241,65 +241,36 @@ impl PySampleReader {
         self.inner.width()
     }
 
-    /// Sample `k` (negative counts from the end) as a 1-D int64 array.
-    fn get(&self, py: Python<'_>, k: i64) -> PyResult<PyIndexArray> {
-        let src = &*self.inner;
-        let out = py
-            .detach(|| {
-                let mut row = vec![0i64; src.width()];
-                src.read_into(reader::resolve_index(k, src.len())?, &mut row)?;
-                Ok::<_, Error>(row)
-            })
-            .into_py(py)?;
-        Ok(PyIndexArray::new(IndexArray::from_owned(megatron::Owned::I64(out))))
-    }
-
-    /// Samples `ks` as one `[len(ks), width]` int64 array, filled in parallel with the GIL
-    /// released; with `out` (a writable C-contiguous int64 buffer of that size), filled in place.
-    #[pyo3(signature = (ks, out=None, threads=None))]
+    /// Fill `out` (a writable, C-contiguous int64 buffer of `len(ks) × width` elements) with
+    /// samples `ks` (negative counts from the end), in parallel with the GIL released.
+    #[pyo3(signature = (ks, out, threads=None))]
     fn get_batch(
         &self,
         py: Python<'_>,
         ks: &Bound<'_, PyAny>,
-        out: Option<PyBuffer<i64>>,
+        out: PyBuffer<i64>,
         threads: Option<usize>,
-    ) -> PyResult<Option<PyIndexArray>> {
+    ) -> PyResult<()> {
         let ks = indices(ks)?;
         let src = &*self.inner;
         let w = src.width();
-        match out {
-            None => {
-                let batch = py
-                    .detach(|| {
-                        let mut batch = vec![0i64; ks.len() * w];
-                        reader::read_batch(src, &ks, &mut batch, threads).map(|_| batch)
-                    })
-                    .into_py(py)?;
-                let arr = IndexArray::with_shape(megatron::Owned::I64(batch), vec![ks.len(), w]);
-                Ok(Some(PyIndexArray::new(arr.expect("batch shape matches its length"))))
-            }
-            Some(buf) => {
-                if buf.readonly() || !buf.is_c_contiguous() || buf.item_count() != ks.len() * w {
-                    return Err(Error::invalid(format!(
-                        "out must be a writable, C-contiguous int64 array of {} × {w} elements",
-                        ks.len()
-                    )))
-                    .into_py(py);
-                }
-                let addr = buf.buf_ptr() as usize;
-                let n = buf.item_count();
-                py.detach(|| {
-                    // SAFETY: `buf` holds the exporter's buffer for this whole call: writable,
-                    // C-contiguous int64 of exactly `n` elements (checked above). Nothing else in
-                    // this call touches it; concurrent writers from other Python threads would be
-                    // the caller's data race, as with any buffer-filling C extension.
-                    let dst = unsafe { std::slice::from_raw_parts_mut(addr as *mut i64, n) };
-                    reader::read_batch(src, &ks, dst, threads)
-                })
-                .into_py(py)?;
-                drop(buf);
-                Ok(None)
-            }
+        if out.readonly() || !out.is_c_contiguous() || out.item_count() != ks.len() * w {
+            return Err(Error::invalid(format!(
+                "out must be a writable, C-contiguous int64 array of {} × {w} elements",
+                ks.len()
+            )))
+            .into_py(py);
         }
+        let addr = out.buf_ptr() as usize;
+        let n = out.item_count();
+        py.detach(|| {
+            // SAFETY: `out` holds the exporter's buffer for this whole call: writable, C-contiguous
+            // int64 of exactly `n` elements (checked above). Nothing else in this call touches it;
+            // concurrent writers from other Python threads would be the caller's data race, as
+            // with any buffer-filling C extension.
+            let dst = unsafe { std::slice::from_raw_parts_mut(addr as *mut i64, n) };
+            reader::read_batch(src, &ks, dst, threads)
+        })
+        .into_py(py)
     }
 }
