@@ -32,6 +32,10 @@ def main() -> None:
     print(f"preprocess: {summary['documents']} documents, {ds.num_tokens:,} tokens in {summary['seconds']:.2f}s")
     print(f"  {ds!r}")
     print(f"  first sequence starts with ids {ds[0][:8].tolist()}")
+    cfg = tokshuf.NanosetConfig(ds.prefix, sequence_length=128, path_to_cache=str(out / "cache"))
+    train, valid, test = tokshuf.build_nanosets(cfg, num_samples=(1000, 50, 10))
+    print(f"nanosets: {train!r}, {len(valid or [])} valid, {len(test or [])} test samples")
+    print(f"  a batch of 8: {train.get_batch(range(8)).shape}")
     print(f"outputs in {out}")
 
 

@@ -3,24 +3,31 @@
 * :func:`preprocess` — JSON lines to Megatron-compatible ``.bin/.idx``;
 * :class:`Tokenizer` — Hugging Face / tiktoken / byte tokenizers from the Rust core;
 * :class:`IndexedDataset`, :class:`IndexedDatasetWriter`, :func:`merge` — the indexed format;
+* :class:`NanosetConfig`, :func:`build_nanosets`, :class:`Nanoset`, :class:`BlendedNanoset` —
+  Megatron-identical training datasets;
 * the ``tokshuf`` command line (``tokshuf --help``).
 """
 
 from tokshuf._core import __version__
 from tokshuf.errors import BadInputError, ConfigError, FormatError, TokshufError
 from tokshuf.indexed import IndexedDataset, IndexedDatasetWriter, merge
+from tokshuf.nanoset import BlendedNanoset, Nanoset, NanosetConfig, build_nanosets
 from tokshuf.preprocess import preprocess
 from tokshuf.tokenizer import Tokenizer
 
 __all__ = [
     "BadInputError",
+    "BlendedNanoset",
     "ConfigError",
     "FormatError",
     "IndexedDataset",
     "IndexedDatasetWriter",
+    "Nanoset",
+    "NanosetConfig",
     "Tokenizer",
     "TokshufError",
     "__version__",
+    "build_nanosets",
     "merge",
     "preprocess",
 ]

@@ -10,14 +10,20 @@ import numpy as np
 _Buffer: TypeAlias = np.ndarray[Any, Any] | memoryview | bytes
 
 __all__ = [
+    "IndexArray",
     "IndexReader",
     "IndexWriter",
     "InstanceReader",
     "MappedBuffer",
+    "SampleReader",
     "TokenWriter",
     "Tokenizer",
     "__version__",
+    "build_blending_indices",
+    "build_exhaustive_blending_indices",
+    "build_gpt_indices",
     "build_profile",
+    "build_sample_index",
     "convert_indexed",
     "expand_input_paths",
     "indexed_documents",
@@ -26,12 +32,19 @@ __all__ = [
     "limit_documents",
     "list_prefixes",
     "merge",
+    "normalize",
+    "numpy_random_words",
     "numpy_shuffled",
+    "numpy_shuffled_aranges",
+    "numpy_sum",
     "pack_documents",
     "padded_instances",
+    "parse_split",
     "preprocess",
     "read_metadata",
     "scan_documents",
+    "size_per_split_per_dataset",
+    "split_ranges",
     "tiktoken_encoding_data",
     "vsl_batch_order",
     "vsl_batches_per_bucket",
@@ -197,6 +210,7 @@ class InstanceReader:
         doc_lens: bool = False,
         threads: int | None = None,
     ) -> tuple[MappedBuffer, MappedBuffer] | None: ...
+
 @final
 class Tokenizer:
     def __new__(cls, spec: str, eod_id: int | None = None) -> Tokenizer: ...
@@ -216,3 +230,81 @@ class Tokenizer:
     def encode_batch_flat(self, texts: list[str], num_threads: int | None = None) -> tuple[bytes, bytes]: ...
 
 def tiktoken_encoding_data(name: str) -> dict[str, Any]: ...
+
+# -- Megatron indices (nanoset.rs, index_array.rs) -------------------------------------------
+_Bookends = tuple[tuple[float, float] | None, tuple[float, float] | None, tuple[float, float] | None]
+_Counts = tuple[int | None, int | None, int | None]
+
+@final
+class IndexArray:
+    @staticmethod
+    def load(path: str | PathLike[str]) -> IndexArray: ...
+    @staticmethod
+    def from_bytes(data: bytes, dtype: str, shape: list[int]) -> IndexArray: ...
+    def save(self, path: str | PathLike[str], fsync: bool = True) -> None: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def shape(self) -> list[int]: ...
+    @property
+    def is_mapped(self) -> bool: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __release_buffer__(self, buffer: memoryview, /) -> None: ...
+
+@final
+class SampleReader:
+    @staticmethod
+    def gpt(
+        prefix: str | PathLike[str],
+        document_index: IndexArray,
+        sample_index: IndexArray,
+        shuffle_index: IndexArray,
+        *,
+        sequence_length: int,
+        add_extra_token: bool,
+        pad: int,
+    ) -> SampleReader: ...
+    @staticmethod
+    def blend(
+        datasets: list[SampleReader | None], dataset_index: IndexArray, dataset_sample_index: IndexArray
+    ) -> SampleReader: ...
+    def __len__(self) -> int: ...
+    @property
+    def width(self) -> int: ...
+    def get_batch(self, ks: object, out: object, threads: int | None = None) -> None: ...
+
+def numpy_random_words(seed: int, n: int) -> list[int]: ...
+def numpy_shuffled_aranges(seed: int, lengths: list[int]) -> list[list[int]]: ...
+def numpy_sum(values: list[float]) -> float: ...
+def normalize(weights: list[float]) -> list[float]: ...
+def parse_split(split: str) -> tuple[tuple[float, float, float], _Bookends]: ...
+def split_ranges(
+    matrix: _Bookends | list[tuple[float, float] | None], n: int
+) -> tuple[tuple[int, int] | None, tuple[int, int] | None, tuple[int, int] | None]: ...
+def size_per_split_per_dataset(
+    weights: list[float], sizes: _Counts | list[int | None], surplus: float
+) -> list[_Counts]: ...
+def build_sample_index(
+    sizes: list[int],
+    document_index: list[int],
+    sequence_length: int,
+    num_epochs: int,
+    tokens_per_epoch: int,
+    drop_last_partial_sequence: bool = True,
+    add_extra_token_to_sequence: bool = True,
+) -> IndexArray: ...
+def build_blending_indices(weights: list[float], size: int) -> tuple[IndexArray, IndexArray]: ...
+def build_exhaustive_blending_indices(sizes: list[int]) -> tuple[IndexArray, IndexArray]: ...
+def build_gpt_indices(
+    prefix: str | PathLike[str],
+    beg: int,
+    end: int,
+    num_samples: int | None,
+    *,
+    sequence_length: int,
+    add_extra_token: bool,
+    seed: int,
+    drop_last_partial_sequence: bool,
+    scheme: str = "megatron",
+) -> dict[str, Any]: ...

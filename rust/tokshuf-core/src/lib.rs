@@ -2,7 +2,8 @@
 //!
 //! The modules follow the pipeline: `read` (inputs, decompression, JSON lines) →
 //! `tokenize` → `indexed` (Megatron's MMIDIDX `.bin/.idx`, written and read) →
-//! `preprocess` (the parallel pipeline that ties them together).
+//! `preprocess` (the parallel pipeline that ties them together) → `megatron` (GPTDataset /
+//! BlendedDataset indices and sample reads).
 
 pub mod cancel;
 pub mod dtype;
@@ -10,6 +11,7 @@ pub mod error;
 pub mod fsutil;
 pub mod indexed;
 pub mod instances;
+pub mod megatron;
 pub mod parallel;
 pub mod preprocess;
 pub mod progress;

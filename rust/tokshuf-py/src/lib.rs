@@ -7,9 +7,11 @@
 mod arrays;
 mod buffer;
 mod errors;
+mod index_array;
 mod indexed;
 mod instances;
 mod long_call;
+mod nanoset;
 mod preprocess;
 mod tokenizer;
 mod tokens;
@@ -26,5 +28,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tokens::register(m)?;
     instances::register(m)?;
     tokenizer::register(m)?;
+    nanoset::register(m)?;
     Ok(())
 }

@@ -1,0 +1,149 @@
+"""``BlendedNanoset``: Megatron's ``BlendedDataset`` over several :class:`Nanoset` s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tokshuf import _core
+from tokshuf.errors import ConfigError
+from tokshuf.nanoset.cache import IndexCache
+from tokshuf.nanoset.config import NanosetConfig
+from tokshuf.nanoset.dataset import Nanoset, SampleDataset, as_numpy, from_numpy
+
+__all__ = ["BlendedNanoset"]
+
+BLEND_ARRAYS = ("dataset_index", "dataset_sample_index")
+
+
+class BlendedNanoset(SampleDataset):
+    """Sample k is sample ``dataset_sample_index[k]`` of ``datasets[dataset_index[k]]``.
+
+    Parameters
+    ----------
+    datasets
+        One :class:`Nanoset` per prefix of the blend, in the config's order; ``None`` for a prefix
+        with weight 0 (it serves no sample).
+    weights
+        Float weights (normalized here, as Megatron's BlendedDataset does), or the datasets' int
+        lengths for an unweighted blend.
+    size
+        Number of samples (greedy blending); ``None`` blends every sample of every dataset exactly
+        once (Megatron's exhaustive blending; unweighted blends only).
+    """
+
+    def __init__(
+        self,
+        datasets: list[Nanoset | None],
+        weights: list[float] | list[int],
+        size: int | None,
+        split: str,
+        config: NanosetConfig,
+        *,
+        arrays: dict[str, _core.IndexArray] | None = None,
+        paths: dict[str, str] | None = None,
+    ) -> None:
+        if len(datasets) != len(weights):
+            raise ConfigError(f"{len(datasets)} datasets but {len(weights)} weights")
+        self.datasets = datasets
+        self.weights = _core.normalize([float(w) for w in weights]) if size is not None else list(weights)
+        self.size = size
+        self.split = split
+        self.config = config
+        if arrays is None:
+            arrays, paths = self._build()
+        self._arrays = arrays
+        self._paths = paths
+        self._open()
+        self._check_oversampling()
+
+    def description(self) -> dict[str, Any]:
+        return {
+            "class": "BlendedNanoset",
+            "split": self.split,
+            "datasets": [None if d is None else d.description() for d in self.datasets],
+            "weights": self.weights,
+            "size": self.size,
+        }
+
+    def _build_arrays(self) -> dict[str, _core.IndexArray]:
+        if self.size is None:
+            di, si = _core.build_exhaustive_blending_indices([int(w) for w in self.weights])
+        else:
+            di, si = _core.build_blending_indices([float(w) for w in self.weights], self.size)
+        return {"dataset_index": di, "dataset_sample_index": si}
+
+    def _build(self) -> tuple[dict[str, _core.IndexArray], dict[str, str] | None]:
+        if self.config.path_to_cache is None:
+            return self._build_arrays(), None
+        cache = IndexCache(self.config.path_to_cache)
+        return cache.get_or_build(
+            "BlendedNanoset", self.split, self.description(), BLEND_ARRAYS, self._build_arrays
+        )
+
+    def _open(self) -> None:
+        a = self._arrays
+        self._reader = _core.SampleReader.blend(
+            [None if d is None else d._reader for d in self.datasets],
+            a["dataset_index"],
+            a["dataset_sample_index"],
+        )
+        self.dataset_index = as_numpy(a["dataset_index"])
+        self.dataset_sample_index = as_numpy(a["dataset_sample_index"])
+
+    def _check_oversampling(self) -> None:
+        drawn: list[int] = (
+            np.bincount(self.dataset_index, minlength=len(self.datasets)).tolist() if len(self) else []
+        )
+        for d, count in enumerate(drawn):
+            ds = self.datasets[d]
+            have = 0 if ds is None else len(ds)
+            if count > have:
+                name = "an excluded dataset" if ds is None else repr(ds.prefix)
+                raise ConfigError(
+                    f"the {self.split} blend draws {count} samples from dataset {d} ({name}), which has only "
+                    f"{have}; raise mid_level_dataset_surplus (now {self.config.mid_level_dataset_surplus}) "
+                    f"or the weight's share of samples"
+                )
+
+    def megatron_item(self, k: int | None) -> dict[str, Any]:
+        """Megatron's BlendedDataset item: ``{"dataset_id": d, **GPTDataset item}``."""
+        i = 0 if k is None else k
+        d = int(self.dataset_index[i])
+        return {"dataset_id": d, **super().megatron_item(k)}
+
+    @property
+    def cache_paths(self) -> dict[str, str] | None:
+        return None if self._paths is None else dict(self._paths)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "datasets": self.datasets,
+            "weights": self.weights,
+            "size": self.size,
+            "split": self.split,
+            "config": self.config,
+        }
+        if self._paths is not None:
+            state["paths"] = self._paths
+        else:
+            state["arrays"] = {n: as_numpy(a) for n, a in self._arrays.items()}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.datasets = state["datasets"]
+        self.weights = state["weights"]
+        self.size = state["size"]
+        self.split = state["split"]
+        self.config = state["config"]
+        self._paths = state.get("paths")
+        if self._paths is not None:
+            self._arrays = {n: _core.IndexArray.load(p) for n, p in self._paths.items()}
+        else:
+            self._arrays = {n: from_numpy(a) for n, a in state["arrays"].items()}
+        self._open()
+
+    def __repr__(self) -> str:
+        names = [None if d is None else d.prefix for d in self.datasets]
+        return f"BlendedNanoset({names}, split={self.split!r}, samples={len(self)})"

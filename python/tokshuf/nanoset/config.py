@@ -1,0 +1,230 @@
+"""``NanosetConfig``: what to read, how to split it, and Megatron's switches; loadable from
+nanotron's YAML."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from tokshuf import _core
+from tokshuf.errors import ConfigError
+
+__all__ = ["NanosetConfig", "SampleCounts"]
+
+#: Sample counts per split (train, valid, test); ``None`` means one full pass.
+SampleCounts = tuple[int | None, int | None, int | None]
+
+DataPath = str | list[str] | dict[str, float]
+
+_SCHEMES = ("megatron", "repeat")
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+@dataclasses.dataclass(frozen=True)
+class NanosetConfig:
+    """Configuration of :func:`tokshuf.build_nanosets`.
+
+    Parameters
+    ----------
+    data_path
+        One prefix (``data/corpus_text_document``: a :class:`Nanoset`); a list of prefixes (an
+        unweighted :class:`BlendedNanoset`, each dataset weighted by its size, as Megatron's
+        blend without weights); or ``{prefix: weight}`` (a weighted blend; weights are
+        normalized and must be non-negative, not all zero; a zero weight excludes the prefix).
+    sequence_length
+        Tokens per sample (labels come from one extra token, see ``add_extra_token_to_sequence``).
+    split
+        Megatron's split string, e.g. ``"949,50,1"``: the share of each prefix's sequences given to
+        train, valid and test.
+    path_to_cache
+        Directory of the index cache (created if missing). ``None``: build in memory every time.
+    seed
+        The index seed (``numpy.random.RandomState``; ``0 <= seed < 2**32``).
+    num_samples
+        Samples per split (train, valid, test); ``None`` for one full pass. Overridden by the
+        ``num_samples`` argument of :func:`build_nanosets`.
+    add_extra_token_to_sequence, drop_last_partial_validation_sequence, reset_position_ids, \
+reset_attention_mask, eod_mask_loss, create_attention_mask
+        Megatron's switches, with Megatron's defaults. The last four only shape
+        :meth:`Nanoset.megatron_item`.
+    eod_token_id
+        The end-of-document id; required by ``eod_mask_loss`` and the two ``reset_*`` switches.
+    pad_token_id
+        Fills the padded last validation sample (``drop_last_partial_validation_sequence=False``);
+        ``-1`` (Megatron's value without a pad token) marks padding unambiguously.
+    mid_level_dataset_surplus
+        Extra share of samples each blended dataset is built for (Megatron's 0.005).
+    index_scheme
+        ``"megatron"``: Megatron-LM's indices (one permutation across epochs). ``"repeat"``: one
+        shuffled epoch whose order repeats every epoch (the Nanoset design of seed 000).
+    """
+
+    data_path: DataPath
+    sequence_length: int
+    split: str = "949,50,1"
+    path_to_cache: str | None = None
+    seed: int = 1234
+    num_samples: SampleCounts = (None, None, None)
+    add_extra_token_to_sequence: bool = True
+    drop_last_partial_validation_sequence: bool = True
+    reset_position_ids: bool = False
+    reset_attention_mask: bool = False
+    eod_mask_loss: bool = False
+    create_attention_mask: bool = True
+    eod_token_id: int | None = None
+    pad_token_id: int = -1
+    mid_level_dataset_surplus: float = 0.005
+    index_scheme: Literal["megatron", "repeat"] = "megatron"
+
+    def __post_init__(self) -> None:
+        path = self.data_path
+        if isinstance(path, os.PathLike):
+            object.__setattr__(self, "data_path", os.fspath(path))
+        elif isinstance(path, Mapping):
+            object.__setattr__(self, "data_path", {os.fspath(k): v for k, v in path.items()})
+        elif isinstance(path, Sequence) and not isinstance(path, str):
+            object.__setattr__(self, "data_path", [os.fspath(p) for p in path])
+        self._validate()
+
+    def _validate(self) -> None:
+        path = self.data_path
+        if isinstance(path, str):
+            if not path:
+                raise ConfigError("data_path is empty")
+        elif isinstance(path, list):
+            if not path:
+                raise ConfigError("data_path is an empty list; give at least one prefix")
+        elif isinstance(path, dict):
+            if not path:
+                raise ConfigError("data_path is an empty mapping; give at least one {prefix: weight}")
+            for k, w in path.items():
+                if isinstance(w, bool) or not isinstance(w, int | float):
+                    raise ConfigError(f"the weight of {k!r} is {w!r}; weights must be numbers")
+            _core.normalize([float(w) for w in path.values()])
+        else:
+            raise ConfigError(
+                f"data_path must be a prefix, a list of prefixes or a {{prefix: weight}} mapping, "
+                f"got {type(path).__name__}"
+            )
+        if not _is_int(self.sequence_length) or self.sequence_length <= 0:
+            raise ConfigError(f"sequence_length must be a positive integer, got {self.sequence_length!r}")
+        if not _is_int(self.seed) or not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be an integer in [0, 2**32), got {self.seed!r}")
+        if not isinstance(self.split, str):
+            raise ConfigError(f"split must be a string such as '949,50,1', got {self.split!r}")
+        _core.parse_split(self.split)
+        counts = tuple(self.num_samples)
+        object.__setattr__(self, "num_samples", check_counts(counts))
+        if not isinstance(self.mid_level_dataset_surplus, int | float) or not (
+            0 <= self.mid_level_dataset_surplus < 1e6
+        ):
+            raise ConfigError(
+                f"mid_level_dataset_surplus must be >= 0, got {self.mid_level_dataset_surplus!r}"
+            )
+        if self.index_scheme not in _SCHEMES:
+            raise ConfigError(f"index_scheme must be one of {_SCHEMES}, got {self.index_scheme!r}")
+        needs_eod = [
+            n for n in ("eod_mask_loss", "reset_position_ids", "reset_attention_mask") if getattr(self, n)
+        ]
+        if needs_eod and self.eod_token_id is None:
+            raise ConfigError(f"{', '.join(needs_eod)} need eod_token_id")
+        if not _is_int(self.pad_token_id):
+            raise ConfigError(f"pad_token_id must be an integer, got {self.pad_token_id!r}")
+
+    # -- derived ---------------------------------------------------------------------------
+    @property
+    def blend(self) -> tuple[list[str], list[float] | None]:
+        """Megatron's ``blend``: (prefixes, weights or ``None``)."""
+        path = self.data_path
+        if isinstance(path, str):
+            return [path], None
+        if isinstance(path, dict):
+            return list(path), [float(w) for w in path.values()]
+        return list(path), None
+
+    # -- loading ---------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NanosetConfig:
+        """Build from a mapping of this class's field names (unknown keys are errors)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"unknown NanosetConfig keys {unknown}; valid keys: {sorted(names)}")
+        kwargs = dict(d)
+        if "num_samples" in kwargs and kwargs["num_samples"] is not None:
+            kwargs["num_samples"] = tuple(kwargs["num_samples"])
+        try:
+            return cls(**kwargs)
+        except TypeError as e:
+            raise ConfigError(f"incomplete NanosetConfig: {e}") from None
+
+    @classmethod
+    def from_yaml(cls, source: str | os.PathLike[str], *, stage: int | str = 0) -> NanosetConfig:
+        """Load from YAML text or a file, in nanotron's shape or flat.
+
+        nanotron's shape: ``data.dataset.{data_path, split, path_to_cache}`` and ``data.seed``
+        (or the same under ``data_stages[stage].data``), ``tokens.sequence_length``, and the
+        train sample count ``tokens.train_steps x tokens.micro_batch_size x
+        tokens.batch_accumulation_per_replica x parallelism.dp`` when those are present. Any of
+        this class's fields may also appear in ``data.dataset``. A flat mapping of field names
+        is accepted too.
+        """
+        import yaml
+
+        text = os.fspath(source)
+        looks_like_path = isinstance(source, os.PathLike) or ("\n" not in text and ":" not in text)
+        if looks_like_path or ("\n" not in text and Path(text).is_file()):
+            text = Path(text).read_text()
+        root = yaml.safe_load(text)
+        if not isinstance(root, dict):
+            raise ConfigError("the YAML document must be a mapping")
+        return cls.from_dict(_from_nanotron(root, stage))
+
+
+def _from_nanotron(root: dict[str, Any], stage: int | str) -> dict[str, Any]:
+    if "data_stages" in root:
+        stages = root["data_stages"] or []
+        if isinstance(stage, str):
+            found = [s for s in stages if isinstance(s, dict) and s.get("name") == stage]
+            if not found:
+                names = [s.get("name") for s in stages if isinstance(s, dict)]
+                raise ConfigError(f"no data stage named {stage!r} (stages: {names})")
+            data = found[0].get("data", {})
+        else:
+            if not 0 <= stage < len(stages):
+                raise ConfigError(f"data stage {stage} does not exist ({len(stages)} stages)")
+            data = stages[stage].get("data", {})
+    elif "data" in root:
+        data = root["data"]
+    else:
+        return root
+    if not isinstance(data, dict) or not isinstance(data.get("dataset"), dict):
+        raise ConfigError("the YAML has no data.dataset mapping (nanotron's NanosetDatasetsArgs)")
+    out: dict[str, Any] = dict(data["dataset"])
+    if "seed" in data and "seed" not in out:
+        out["seed"] = data["seed"]
+    tokens = root.get("tokens") or {}
+    if "sequence_length" in tokens and "sequence_length" not in out:
+        out["sequence_length"] = tokens["sequence_length"]
+    steps = tokens.get("train_steps")
+    if steps is not None and "num_samples" not in out:
+        dp = (root.get("parallelism") or {}).get("dp", 1)
+        gbs = tokens.get("micro_batch_size", 1) * tokens.get("batch_accumulation_per_replica", 1) * dp
+        out["num_samples"] = (steps * gbs, None, None)
+    return out
+
+
+def check_counts(counts: Sequence[int | None]) -> SampleCounts:
+    """Validate (train, valid, test) sample counts."""
+    if len(counts) != 3:
+        raise ConfigError(f"num_samples must be (train, valid, test), got {tuple(counts)!r}")
+    for name, n in zip(("train", "valid", "test"), counts, strict=True):
+        if n is not None and (not _is_int(n) or n < 0):
+            raise ConfigError(f"the {name} sample count must be a non-negative integer or None, got {n!r}")
+    return (counts[0], counts[1], counts[2])

@@ -1,0 +1,168 @@
+//! Blending (`helpers.cpp::build_blending_indices` / `build_exhaustive_blending_indices` and the
+//! builder's per-dataset sizes): which dataset serves blended sample s, and which of its samples.
+//! Greedy and deterministic (no RNG): pick the dataset furthest behind its share.
+
+use super::array::{IndexArray, Owned};
+use crate::cancel::Cancel;
+use crate::error::{Error, Result};
+
+/// Megatron stores dataset ids as int16 and asserts fewer than this many datasets.
+pub const MAX_DATASETS: usize = 32767;
+
+/// The two blending arrays: `dataset_index` (int16) and `dataset_sample_index` (int64).
+#[derive(Debug, Clone)]
+pub struct Blend {
+    /// Which dataset serves each blended sample.
+    pub dataset_index: IndexArray,
+    /// Which sample of that dataset.
+    pub dataset_sample_index: IndexArray,
+}
+
+fn check_count(n: usize) -> Result<()> {
+    if n == 0 || n >= MAX_DATASETS {
+        return Err(Error::invalid(format!("a blend needs 1 to {} datasets, got {n}", MAX_DATASETS - 1)));
+    }
+    Ok(())
+}
+
+fn finish(index: Vec<i16>, sample: Vec<i64>) -> Blend {
+    Blend {
+        dataset_index: IndexArray::from_owned(Owned::I16(index)),
+        dataset_sample_index: IndexArray::from_owned(Owned::I64(sample)),
+    }
+}
+
+/// `build_blending_indices(weights, size)`: for each s, the first dataset maximising
+/// `weights[d] * max(s, 1) - count[d]` (float64, strict `>`).
+///
+/// `weights` should be normalized; a zero weight never wins (a tie at zero error goes to a
+/// positive-weight dataset), which Megatron leaves undefined by asserting positive weights.
+pub fn build_blending_indices(weights: &[f64], size: u64, cancel: &Cancel) -> Result<Blend> {
+    check_count(weights.len())?;
+    let size =
+        usize::try_from(size).map_err(|_| Error::invalid(format!("blend size {size} does not fit in memory")))?;
+    let mut counts = vec![0i64; weights.len()];
+    let mut index = Vec::with_capacity(size);
+    let mut sample = Vec::with_capacity(size);
+    let active: Vec<usize> = (0..weights.len()).filter(|&d| weights[d] > 0.0).collect();
+    let Some(&first) = active.first() else {
+        return Err(Error::invalid("every blend weight is zero"));
+    };
+    for s in 0..size {
+        if s % (1 << 20) == 0 {
+            cancel.check()?;
+        }
+        let x = (s as f64).max(1.0);
+        let mut best = first;
+        let mut best_err = weights[first] * x - counts[first] as f64;
+        for &d in &active[1..] {
+            let err = weights[d] * x - counts[d] as f64;
+            if err > best_err {
+                best_err = err;
+                best = d;
+            }
+        }
+        index.push(best as i16);
+        sample.push(counts[best]);
+        counts[best] += 1;
+    }
+    Ok(finish(index, sample))
+}
+
+/// `build_exhaustive_blending_indices(sizes)`: the same greedy rule with weights
+/// `sizes / total`, over the datasets not yet exhausted, until every dataset has given exactly
+/// `sizes[d]` samples. Empty datasets take no part (Megatron would pick them and never finish).
+pub fn build_exhaustive_blending_indices(sizes: &[u64], cancel: &Cancel) -> Result<Blend> {
+    check_count(sizes.len())?;
+    let total: u64 = sizes.iter().sum();
+    let n = usize::try_from(total).map_err(|_| Error::invalid(format!("blend size {total} does not fit in memory")))?;
+    let weights: Vec<f64> = sizes.iter().map(|&s| s as f64 / total as f64).collect();
+    let mut unspent: Vec<usize> = (0..sizes.len()).filter(|&d| sizes[d] > 0).collect();
+    let mut counts = vec![0u64; sizes.len()];
+    let mut index = Vec::with_capacity(n);
+    let mut sample = Vec::with_capacity(n);
+    let mut s = 0u64;
+    while !unspent.is_empty() {
+        if s % (1 << 20) == 0 {
+            cancel.check()?;
+        }
+        let x = (s as f64).max(1.0);
+        let mut best_at = 0;
+        let mut best_err = f64::MIN;
+        for (at, &d) in unspent.iter().enumerate() {
+            let err = weights[d] * x - counts[d] as f64;
+            if err > best_err {
+                best_err = err;
+                best_at = at;
+            }
+        }
+        let d = unspent[best_at];
+        index.push(d as i16);
+        sample.push(counts[d] as i64);
+        counts[d] += 1;
+        if counts[d] == sizes[d] {
+            unspent.remove(best_at);
+        }
+        s += 1;
+    }
+    Ok(finish(index, sample))
+}
+
+/// `_get_size_per_split_per_dataset`: `ceil(ceil(n * w) * (1 + surplus))` per dataset and split
+/// (`None` where the split's count is `None`).
+pub fn size_per_split_per_dataset(weights: &[f64], sizes: &[Option<u64>; 3], surplus: f64) -> Vec<[Option<u64>; 3]> {
+    weights
+        .iter()
+        .map(|&w| sizes.map(|n| n.map(|n| (((n as f64 * w).ceil()) * (1.0 + surplus)).ceil() as u64)))
+        .collect()
+}
+
+/// How many samples a blend takes from each dataset (`counts[d] = max sample index + 1`).
+pub fn samples_per_dataset(blend: &Blend, num_datasets: usize) -> Vec<u64> {
+    let mut counts = vec![0u64; num_datasets];
+    let (di, si) = (blend.dataset_index.view(), blend.dataset_sample_index.view());
+    for s in 0..di.len() {
+        if let (Some(d), Some(k)) = (di.get(s), si.get(s)) {
+            if let Some(c) = usize::try_from(d).ok().and_then(|d| counts.get_mut(d)) {
+                *c = (*c).max(k as u64 + 1);
+            }
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_examples() {
+        let c = Cancel::new();
+        let b = build_blending_indices(&[0.5, 0.3, 0.2], 20, &c).unwrap();
+        assert_eq!(b.dataset_index.view().to_vec(), [0, 1, 2, 0, 1, 0, 2, 0, 1, 0, 0, 1, 2, 0, 1, 0, 2, 0, 1, 0]);
+        let e = build_exhaustive_blending_indices(&[3, 5, 2], &c).unwrap();
+        assert_eq!(e.dataset_index.view().to_vec(), [1, 0, 2, 1, 0, 1, 2, 1, 0, 1]);
+        assert_eq!(e.dataset_sample_index.view().to_vec(), [0, 0, 0, 1, 1, 2, 1, 3, 2, 4]);
+        assert_eq!(samples_per_dataset(&e, 3), [3, 5, 2]);
+    }
+
+    #[test]
+    fn zero_weights_and_empty_datasets_never_serve() {
+        let c = Cancel::new();
+        // With [0, .5, .5] Megatron's rule would tie at zero error at s = 2 and pick dataset 0.
+        let b = build_blending_indices(&[0.0, 0.5, 0.5], 50, &c).unwrap();
+        assert!(b.dataset_index.view().to_vec().iter().all(|&d| d != 0));
+        let e = build_exhaustive_blending_indices(&[0, 2, 1], &c).unwrap();
+        assert_eq!(e.dataset_index.len(), 3);
+        assert!(e.dataset_index.view().to_vec().iter().all(|&d| d != 0));
+    }
+
+    #[test]
+    fn sizes_with_surplus() {
+        let s = size_per_split_per_dataset(&[0.5, 0.3, 0.2], &[Some(1000), Some(100), None], 0.005);
+        assert_eq!(s, [[Some(503), Some(51), None], [Some(302), Some(31), None], [Some(201), Some(21), None]]);
+        // 0.7 * 7 = 4.8999... → 5; 0.3 * 123457 → 37038.
+        assert_eq!(size_per_split_per_dataset(&[0.7], &[Some(7), None, None], 0.0)[0][0], Some(5));
+        assert_eq!(size_per_split_per_dataset(&[0.3], &[Some(123_457), None, None], 0.0)[0][0], Some(37038));
+    }
+}

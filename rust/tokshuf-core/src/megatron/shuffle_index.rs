@@ -1,0 +1,86 @@
+//! The shuffle index (`GPTDataset._build_shuffle_index`): the order in which samples are served.
+//! With a separate final epoch, the samples of the first `E - 1` epochs are shuffled among
+//! themselves and come first, then the final epoch's.
+
+use super::array::{ElemType, IndexArray, Owned};
+use super::numpy_rng::RandomState;
+use crate::cancel::Cancel;
+use crate::error::{Error, Result};
+
+/// `shuffle(arange(first))` then, if `first < total`, `shuffle(arange(first, total))`.
+/// uint32 unless `total ≥ 2^32 - 2`, then int64, as in Megatron.
+pub fn build_shuffle_index(first: u64, total: u64, rng: &mut RandomState, cancel: &Cancel) -> Result<IndexArray> {
+    if first > total {
+        return Err(Error::invalid(format!("{first} samples before the final epoch exceed the {total} built")));
+    }
+    usize::try_from(total).map_err(|_| Error::invalid(format!("{total} samples do not fit in memory")))?;
+    if total >= u64::from(u32::MAX) - 1 {
+        let mut v: Vec<i64> = (0..total as i64).collect();
+        let (a, b) = v.split_at_mut(first as usize);
+        rng.shuffle_cancellable(a, cancel)?;
+        if !b.is_empty() {
+            rng.shuffle_cancellable(b, cancel)?;
+        }
+        Ok(IndexArray::from_owned(Owned::I64(v)))
+    } else {
+        let mut v: Vec<u32> = (0..total as u32).collect();
+        let (a, b) = v.split_at_mut(first as usize);
+        rng.shuffle_cancellable(a, cancel)?;
+        if !b.is_empty() {
+            rng.shuffle_cancellable(b, cancel)?;
+        }
+        Ok(IndexArray::from_owned(Owned::U32(v)))
+    }
+}
+
+/// Seed 000's variant: one epoch's shuffle index repeated `num_samples / len + 1` times, so every
+/// epoch serves the samples in the same order (`len ≥ num_samples`).
+pub fn repeat_shuffle_index(one_epoch: &IndexArray, num_samples: Option<u64>) -> Result<IndexArray> {
+    let m = one_epoch.len() as u64;
+    let Some(n) = num_samples else { return Ok(one_epoch.clone()) };
+    if m == 0 {
+        return Err(Error::invalid(format!(
+            "{n} samples were requested but one epoch of the split holds no complete sample"
+        )));
+    }
+    let copies = n / m + 1;
+    let total = usize::try_from(copies * m).map_err(|_| Error::invalid("the repeated shuffle index overflows"))?;
+    // Values are below `m`, so the one-epoch element type still holds them.
+    let v = one_epoch.view().to_vec();
+    let tiled = v.iter().copied().cycle().take(total);
+    Ok(IndexArray::from_owned(match one_epoch.elem() {
+        ElemType::I64 => Owned::I64(tiled.collect()),
+        _ => Owned::U32(tiled.map(|x| x as u32).collect()),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nanotron_tv1_shuffle_indices() {
+        let c = Cancel::new();
+        // After the document shuffle, the same RandomState continues; here only the shape of the
+        // two-part shuffle is checked: each part is a permutation of its own range.
+        let s = build_shuffle_index(11, 17, &mut RandomState::new(5), &c).unwrap().view().to_vec();
+        let mut a = s[..11].to_vec();
+        a.sort();
+        assert_eq!(a, (0..11).collect::<Vec<_>>());
+        let mut b = s[11..].to_vec();
+        b.sort();
+        assert_eq!(b, (11..17).collect::<Vec<_>>());
+        assert!(build_shuffle_index(3, 2, &mut RandomState::new(5), &c).is_err());
+    }
+
+    #[test]
+    fn repeats_cover_the_request() {
+        let one = IndexArray::from_owned(Owned::U32(vec![2, 0, 1]));
+        let r = repeat_shuffle_index(&one, Some(7)).unwrap();
+        assert_eq!(r.view().to_vec(), [2, 0, 1, 2, 0, 1, 2, 0, 1]);
+        assert_eq!(repeat_shuffle_index(&one, Some(2)).unwrap().len(), 3);
+        assert_eq!(repeat_shuffle_index(&one, None).unwrap().len(), 3);
+        let empty = IndexArray::from_owned(Owned::U32(vec![]));
+        assert!(repeat_shuffle_index(&empty, Some(1)).is_err());
+    }
+}

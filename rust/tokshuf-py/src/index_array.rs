@@ -1,0 +1,115 @@
+//! Index arrays (owned or mapped from `.npy`) exposed to numpy without a copy:
+//! `np.frombuffer(arr, arr.dtype).reshape(arr.shape)`; the view's `base` keeps the array alive.
+
+use std::ffi::{c_int, c_void};
+use std::path::PathBuf;
+
+use pyo3::exceptions::PyBufferError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use tokshuf_core::megatron::{npy, ElemType, IndexArray, Owned};
+use tokshuf_core::Error;
+
+use crate::errors::IntoPyResult;
+
+/// A read-only int16/int32/uint32/int64 array held by the native module.
+#[pyclass(frozen, module = "tokshuf._core", name = "IndexArray")]
+pub struct PyIndexArray {
+    pub inner: IndexArray,
+}
+
+impl PyIndexArray {
+    pub fn new(inner: IndexArray) -> Self {
+        Self { inner }
+    }
+}
+
+#[pymethods]
+impl PyIndexArray {
+    /// Map a `.npy` file (O(1): nothing is read until used).
+    #[staticmethod]
+    fn load(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        py.detach(|| npy::load(&path)).into_py(py).map(Self::new)
+    }
+
+    /// A copy of raw little-endian bytes as an array of `dtype` (int16, int32, uint32, int64).
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: &[u8], dtype: &str, shape: Vec<usize>) -> PyResult<Self> {
+        let elem = ElemType::ALL.into_iter().find(|t| t.name() == dtype).ok_or_else(|| {
+            Error::invalid(format!("dtype {dtype:?} is not an index dtype (int16, int32, uint32, int64)"))
+        });
+        let elem = elem.into_py(py)?;
+        let count = shape.iter().product::<usize>();
+        if data.len() != count * elem.itemsize() {
+            return Err(Error::invalid(format!("{} bytes cannot hold {shape:?} {dtype} elements", data.len())))
+                .into_py(py);
+        }
+        macro_rules! typed {
+            ($t:ty, $v:ident) => {
+                Owned::$v(
+                    data.chunks_exact(std::mem::size_of::<$t>())
+                        .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk")))
+                        .collect(),
+                )
+            };
+        }
+        let owned = match elem {
+            ElemType::I16 => typed!(i16, I16),
+            ElemType::I32 => typed!(i32, I32),
+            ElemType::U32 => typed!(u32, U32),
+            ElemType::I64 => typed!(i64, I64),
+        };
+        Ok(Self::new(IndexArray::with_shape(owned, shape).expect("length checked against the shape")))
+    }
+
+    /// Write as `.npy` (byte-identical to `numpy.save`) under a temporary name, then rename;
+    /// `fsync` makes it durable before the rename.
+    #[pyo3(signature = (path, fsync=true))]
+    fn save(&self, py: Python<'_>, path: PathBuf, fsync: bool) -> PyResult<()> {
+        py.detach(|| npy::save(&self.inner, &path, fsync)).into_py(py)
+    }
+
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.inner.elem().name()
+    }
+
+    #[getter]
+    fn shape(&self) -> Vec<usize> {
+        self.inner.shape().to_vec()
+    }
+
+    #[getter]
+    fn is_mapped(&self) -> bool {
+        self.inner.is_mapped()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.bytes().len()
+    }
+
+    /// # Safety
+    /// `view` is the `Py_buffer` CPython hands to `bf_getbuffer`. The bytes stay valid while `slf`
+    /// lives (the array is immutable; `PyBuffer_FillInfo` stores a strong reference in `view.obj`).
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err("index arrays are read-only"));
+        }
+        let bytes = slf.get().inner.bytes();
+        // SAFETY: see the method's safety section; the buffer is exported read-only.
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                bytes.as_ptr() as *mut c_void,
+                bytes.len() as ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if rc == -1 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+}
