@@ -3,6 +3,7 @@
 * :func:`preprocess` — JSON lines to Megatron-compatible ``.bin/.idx``;
 * :class:`Tokenizer` — Hugging Face / tiktoken / byte tokenizers from the Rust core;
 * :class:`IndexedDataset`, :class:`IndexedDatasetWriter`, :func:`merge` — the indexed format;
+* :func:`shuffle` — JSON lines to globally shuffled webdataset shards (open_lm / DCLM);
 * the ``tokshuf`` command line (``tokshuf --help``).
 """
 
@@ -11,6 +12,7 @@ from tokshuf.errors import BadInputError, ConfigError, FormatError, TokshufError
 from tokshuf.indexed import IndexedDataset, IndexedDatasetWriter, merge
 from tokshuf.preprocess import preprocess
 from tokshuf.tokenizer import Tokenizer
+from tokshuf.shuffle import shuffle
 
 __all__ = [
     "BadInputError",
@@ -23,4 +25,5 @@ __all__ = [
     "__version__",
     "merge",
     "preprocess",
+    "shuffle",
 ]

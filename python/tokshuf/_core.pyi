@@ -37,6 +37,7 @@ __all__ = [
     "vsl_batches_per_bucket",
     "vsl_buckets",
     "vsl_decompose",
+    "shuffle",
     "write_index",
     "write_metadata",
 ]
@@ -216,3 +217,30 @@ class Tokenizer:
     def encode_batch_flat(self, texts: list[str], num_threads: int | None = None) -> tuple[bytes, bytes]: ...
 
 def tiktoken_encoding_data(name: str) -> dict[str, Any]: ...
+def shuffle(
+    inputs: list[str],
+    local_cell_dir: str | PathLike[str],
+    output: str | PathLike[str],
+    tokenizer: str | None = None,
+    *,
+    seqlen: int = 2049,
+    wds_chunk_size: int = 8192,
+    num_local_cells: int = 512,
+    seed: int = 1234,
+    threads: int | None = None,
+    ext: list[str] | None = None,
+    shuffle_only: bool = False,
+    special_tokens: str = "native",
+    eot_id: int | None = None,
+    pad_id: int | None = None,
+    bos_id: int | None = None,
+    content_key: str = "text",
+    on_error: str = "fail",
+    member_format: str = "json.gz",
+    gzip_level: int = 1,
+    all_pad_context: bool = False,
+    buffer_bytes: int = 67108864,
+    batch_bytes: int = 1048576,
+    max_line_bytes: int = 1073741824,
+    progress: str = "none",
+) -> str: ...

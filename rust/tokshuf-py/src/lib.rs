@@ -13,6 +13,8 @@ mod long_call;
 mod preprocess;
 mod tokenizer;
 mod tokens;
+mod shuffle;
+mod shuffle_progress;
 
 use pyo3::prelude::*;
 
@@ -26,5 +28,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tokens::register(m)?;
     instances::register(m)?;
     tokenizer::register(m)?;
+    shuffle::register(m)?;
     Ok(())
 }

@@ -1,0 +1,170 @@
+//! Stage 2 ("fine shuffle"): local cells → shuffled shards.
+//!
+//! The output is `shuffle(cell 0) ++ shuffle(cell 1) ++ ...`, cut into shards of W. Because every
+//! context went to a cell independently and uniformly, and each cell is shuffled uniformly, this
+//! sequence is a uniform random permutation of all contexts (the process is invariant under
+//! relabelling contexts). Leftovers of a cell simply continue into the next cell's first shard,
+//! so there is no overflow cascade: every byte is written once, and only the last shard is
+//! partial. Cell `c`'s order is a function of (seed, c) and the ids in it, so the position of
+//! every context, hence shard numbers and member names, is known from the cell counts alone;
+//! a resume at shard `k` recomputes the cell holding position `k*W` and carries on.
+//!
+//! `threads` loaders read and shuffle cells ahead (memory: about `threads + 1` cells), and this
+//! thread writes them in cell order.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crossbeam_channel::{bounded, unbounded};
+
+use super::cells::{parse_records, RecordRef, Run};
+use super::config::ShuffleConfig;
+use super::crash_point;
+use super::progress::Progress;
+use super::rng::{Rng, TAG_ORDER};
+use super::shard::{shard_len, shard_path, sync_dir, PayloadKind, ShardWriter};
+use super::state::{run_path, save, State};
+use crate::cancel::Cancel;
+use crate::error::{Error, Result};
+
+/// A cell read into memory, in its shuffled order.
+struct Loaded {
+    bytes: Vec<u8>,
+    order: Vec<RecordRef>,
+}
+
+fn load_cell(cfg: &ShuffleConfig, runs: &[Run], cell: u32) -> Result<Loaded> {
+    let size: u64 = runs.iter().map(|r| r.segments[cell as usize].bytes).sum();
+    let mut bytes = Vec::with_capacity(size as usize);
+    let mut expected = 0;
+    for run in runs {
+        expected += run.read_cell(cell, &mut bytes)?;
+    }
+    let mut order = parse_records(&bytes, expected, &cfg.local_cell_dir)?;
+    order.sort_unstable_by_key(|r| r.id);
+    if let Some(w) = order.windows(2).find(|w| w[0].id == w[1].id) {
+        return Err(Error::format(&cfg.local_cell_dir, format!("cell {cell} holds the context id {:#x} twice", w[0].id)));
+    }
+    Rng::from_words(&[cfg.seed, TAG_ORDER, u64::from(cell)]).shuffle(&mut order);
+    Ok(Loaded { bytes, order })
+}
+
+/// Records per cell, summed over the runs.
+fn cell_counts(runs: &[Run], cells: u32) -> Vec<u64> {
+    (0..cells as usize).map(|c| runs.iter().map(|r| r.segments[c].count).sum()).collect()
+}
+
+/// Run stage 2 from shard `state.shards_done`; returns the number of shards.
+pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, progress: &Progress, cancel: &Cancel) -> Result<u64> {
+    let runs = (0..state.runs)
+        .map(|i| Run::open(&run_path(&cfg.local_cell_dir, i), cfg.num_local_cells))
+        .collect::<Result<Vec<_>>>()?;
+    let counts = cell_counts(&runs, cfg.num_local_cells);
+    let total: u64 = counts.iter().sum();
+    if total != state.counts.contexts {
+        return Err(Error::format(
+            &cfg.local_cell_dir,
+            format!("the local cells hold {total} contexts, the saved state says {}", state.counts.contexts),
+        ));
+    }
+    let w = cfg.wds_chunk_size;
+    let shards = total.div_ceil(w);
+    progress.cells_total(u64::from(cfg.num_local_cells));
+    progress.shards_total(shards);
+    progress.shards_done(state.shards_done);
+
+    // The cell holding the first position still to write, and how far into it that is.
+    let mut pos = state.shards_done * w;
+    let mut before = 0u64;
+    let mut todo: Vec<u32> = Vec::new();
+    let mut skip = 0u64;
+    for (c, &n) in counts.iter().enumerate() {
+        if before + n > pos && n > 0 {
+            if todo.is_empty() {
+                skip = pos - before;
+            }
+            todo.push(c as u32);
+        } else if todo.is_empty() {
+            progress.cells_done(c as u64 + 1);
+        }
+        before += n;
+    }
+
+    let slots = cfg.threads + 1;
+    let (slot_tx, slot_rx) = bounded::<()>(slots);
+    for _ in 0..slots {
+        slot_tx.send(()).expect("capacity");
+    }
+    let (done_tx, done_rx) = unbounded::<(usize, Result<Loaded>)>();
+    let next = AtomicUsize::new(0);
+    let stop = cancel.clone();
+    let mut writer = ShardWriter::new(&cfg.output, kind);
+
+    std::thread::scope(|s| -> Result<()> {
+        for _ in 0..cfg.threads {
+            let (slot_rx, done_tx, next, todo, runs, stop) = (slot_rx.clone(), done_tx.clone(), &next, &todo, &runs, &stop);
+            s.spawn(move || {
+                while slot_rx.recv().is_ok() && !stop.is_cancelled() {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&cell) = todo.get(i) else { break };
+                    if done_tx.send((i, load_cell(cfg, runs, cell))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(done_tx);
+        drop(slot_rx);
+        let written = (|| -> Result<()> {
+            let mut pending = BTreeMap::new();
+            for i in 0..todo.len() {
+                let loaded = loop {
+                    if let Some(l) = pending.remove(&i) {
+                        break l;
+                    }
+                    let (j, l) = done_rx.recv().map_err(|_| Error::invalid("stage 2 loaders stopped unexpectedly"))?;
+                    pending.insert(j, l);
+                };
+                let loaded: Loaded = loaded?;
+                cancel.check()?;
+                let first = if i == 0 { skip as usize } else { 0 };
+                for r in &loaded.order[first..] {
+                    let (shard, index) = (pos / w, pos % w);
+                    if writer.current().is_some_and(|c| c != shard) {
+                        commit(cfg, &mut writer, state, progress)?;
+                    }
+                    writer.add(shard, index, &loaded.bytes[r.start..r.start + r.len as usize])?;
+                    pos += 1;
+                    if index + 1 == shard_len(shard, total, w) {
+                        commit(cfg, &mut writer, state, progress)?;
+                    }
+                }
+                progress.cells_done(u64::from(todo[i]) + 1);
+                let _ = slot_tx.send(());
+            }
+            Ok(())
+        })();
+        if written.is_err() {
+            stop.cancel();
+        }
+        drop(slot_tx);
+        for _ in done_rx.iter() {}
+        written
+    })?;
+    debug_assert_eq!(pos, total);
+    sync_dir(&cfg.output)?;
+    Ok(shards)
+}
+
+fn commit(cfg: &ShuffleConfig, writer: &mut ShardWriter<'_>, state: &mut State, progress: &Progress) -> Result<()> {
+    if let Some(shard) = writer.finish()? {
+        crash_point("shard-renamed");
+        let bytes = std::fs::metadata(shard_path(&cfg.output, shard)).map_or(0, |m| m.len());
+        progress.add_bytes_written(bytes);
+        state.shards_done = shard + 1;
+        save(&cfg.local_cell_dir, state)?;
+        progress.shards_done(state.shards_done);
+        crash_point("shard-saved");
+    }
+    Ok(())
+}
