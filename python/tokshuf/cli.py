@@ -8,8 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tokshuf import __version__
-from tokshuf import cli_shuffle
+from tokshuf import __version__, cli_shuffle
 from tokshuf.errors import BadInputError, TokshufError
 
 Handler = Callable[[argparse.Namespace], int]

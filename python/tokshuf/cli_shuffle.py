@@ -47,7 +47,7 @@ def add_parser(sub: Any) -> None:
         "--num-local-cells",
         type=int,
         default=512,
-        help="local cells; pick it so that output size / cells fits (threads + 1) times in RAM (default: 512)",
+        help="local cells: threads + 1 cells (output size / cells each) must fit in RAM (default: 512)",
     )
     p.add_argument("--seed", type=int, default=1234, help="seed of the shuffle (default: 1234)")
     p.add_argument("--threads", type=int, default=0, help="worker threads; 0: all CPUs (output is identical)")
@@ -57,7 +57,9 @@ def add_parser(sub: Any) -> None:
         help="only pick up files with this extension in directories (repeatable; default: "
         ".jsonl .jsonl.gz .jsonl.zst .jsonl.zstd, or .tar with --shuffle-only)",
     )
-    p.add_argument("--shuffle-only", action="store_true", help="inputs are webdataset tars: re-shuffle samples")
+    p.add_argument(
+        "--shuffle-only", action="store_true", help="inputs are webdataset tars: re-shuffle samples"
+    )
     p.add_argument(
         "--special-tokens",
         choices=SPECIAL_TOKEN_PRESETS,
@@ -114,7 +116,10 @@ def update_dataset_json(src: str, dst: str, summary: dict[str, Any], tokenizer: 
         ref["tokenizer"] = tokenizer
     num_tokens = summary["contexts"] * summary["seqlen"]
     if "num_tokens" in ref and ref["num_tokens"] != num_tokens:
-        print(f"tokshuf: warning: num_tokens is {ref['num_tokens']}, the output has {num_tokens}", file=sys.stderr)
+        print(
+            f"tokshuf: warning: num_tokens is {ref['num_tokens']}, the output has {num_tokens}",
+            file=sys.stderr,
+        )
     ref.setdefault("num_tokens", num_tokens)
     ref.setdefault("size", _dir_bytes(out))
     Path(dst).write_text(json.dumps(ref, indent=4) + "\n")

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pyo3::prelude::*;
 use tokshuf_core::preprocess::ErrorPolicy;
 use tokshuf_core::read::{expand_inputs, JSONL_EXTENSIONS};
-use tokshuf_core::shuffle::{resolve_special, shuffle as run_shuffle, MemberFormat, Progress, ShuffleConfig, SpecialIds};
+use tokshuf_core::shuffle::{
+    resolve_special, shuffle as run_shuffle, MemberFormat, Progress, ShuffleConfig, SpecialIds,
+};
 use tokshuf_core::{tokenize, Error};
 
 use crate::errors::IntoPyResult;

@@ -50,7 +50,13 @@ impl Cutter {
     /// End of file: pad the remainder into one last context. With `all_pad_quirk` an empty
     /// remainder still yields a context of PAD only (tokshuf-rust's behaviour). Returns the
     /// number of PAD tokens written, or `None` if no context was emitted.
-    pub fn finish(&mut self, special: &SpecialIds, seqlen: usize, all_pad_quirk: bool, out: &mut Vec<u32>) -> Option<u64> {
+    pub fn finish(
+        &mut self,
+        special: &SpecialIds,
+        seqlen: usize,
+        all_pad_quirk: bool,
+        out: &mut Vec<u32>,
+    ) -> Option<u64> {
         if self.pending.is_empty() && !all_pad_quirk {
             return None;
         }

@@ -129,8 +129,7 @@ fn build_summary(
 ) -> Summary {
     let c = &state.counts;
     let all = c.contexts * cfg.seqlen as u64;
-    let output_bytes =
-        (0..shards).map(|s| std::fs::metadata(shard_path(&cfg.output, s)).map_or(0, |m| m.len())).sum();
+    let output_bytes = (0..shards).map(|s| std::fs::metadata(shard_path(&cfg.output, s)).map_or(0, |m| m.len())).sum();
     Summary {
         files: cfg.inputs.len() as u64,
         lines: c.lines,

@@ -58,6 +58,9 @@ pub fn decode_sample<'a>(payload: &'a [u8], path: &Path) -> Result<Vec<(&'a str,
     Ok(out)
 }
 
+/// A sample's members as (extension, bytes).
+type Members = Vec<(String, Vec<u8>)>;
+
 struct Scatter<'a> {
     cfg: &'a ShuffleConfig,
     state: &'a mut State,
@@ -92,13 +95,14 @@ impl Scatter<'_> {
 /// Stage 1 of `--shuffle-only`, from `state.position` to the end of the input.
 pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, progress: &Progress, cancel: &Cancel) -> Result<()> {
     let start = state.position.clone();
-    let mut s = Scatter { cfg, state, buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)), payload: Vec::new() };
+    let mut s =
+        Scatter { cfg, state, buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)), payload: Vec::new() };
     for file in start.file..cfg.inputs.len() {
         let path = &cfg.inputs[file];
         let skip = if file == start.file { start.lines } else { 0 };
         let mut reader = TarReader::new(open_counted(path, progress)?);
         let mut index = 0u64;
-        let mut current: Option<(String, Vec<(String, Vec<u8>)>)> = None;
+        let mut current: Option<(String, Members)> = None;
         loop {
             cancel.check()?;
             let member = reader.next_member().map_err(|e| Error::format(path, format!("cannot read the tar: {e}")))?;

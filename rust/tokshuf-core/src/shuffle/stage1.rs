@@ -11,7 +11,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 
 use super::cells::RunBuffer;
 use super::config::ShuffleConfig;
@@ -68,6 +70,8 @@ enum Ordered {
 enum Msg {
     Ordered(u64, Ordered),
     Encoded(EncodedChunk),
+    /// The reader failed or was cancelled: stop waiting for input.
+    ReaderStopped,
 }
 
 fn read_inputs(
@@ -174,8 +178,17 @@ struct Collector<'a> {
 
 impl Collector<'_> {
     fn receive(&mut self) -> Result<()> {
-        let msg = self.results.recv().map_err(|_| Error::invalid("stage 1 workers stopped unexpectedly"))?;
+        let msg = loop {
+            match self.results.recv_timeout(Duration::from_millis(100)) {
+                Ok(msg) => break msg,
+                Err(RecvTimeoutError::Timeout) => self.cancel.check()?,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Error::invalid("stage 1 workers stopped unexpectedly"))
+                }
+            }
+        };
         match msg {
+            Msg::ReaderStopped => return Err(Error::Cancelled),
             Msg::Ordered(seq, item) => {
                 self.pending.insert(seq, item);
             }
@@ -274,7 +287,8 @@ impl Collector<'_> {
             self.chunk_first_id = context_id(file, self.state.position.cutter.next_index);
         }
         let cutter = &mut self.state.position.cutter;
-        if let Some(pads) = cutter.finish(&self.cfg.special, self.cfg.seqlen, self.cfg.all_pad_context, &mut self.chunk) {
+        if let Some(pads) = cutter.finish(&self.cfg.special, self.cfg.seqlen, self.cfg.all_pad_context, &mut self.chunk)
+        {
             // The other tokens of that context were counted with their documents.
             self.state.counts.pad_tokens += pads;
         }
@@ -368,6 +382,7 @@ pub(super) fn run(
                 let r = read_inputs(cfg, snapshot, &work, &results, &slots, progress, &stop);
                 if r.is_err() {
                     stop.cancel();
+                    let _ = results.send(Msg::ReaderStopped);
                 }
                 r
             })

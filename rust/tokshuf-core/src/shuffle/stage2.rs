@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded};
 
@@ -43,7 +44,10 @@ fn load_cell(cfg: &ShuffleConfig, runs: &[Run], cell: u32) -> Result<Loaded> {
     let mut order = parse_records(&bytes, expected, &cfg.local_cell_dir)?;
     order.sort_unstable_by_key(|r| r.id);
     if let Some(w) = order.windows(2).find(|w| w[0].id == w[1].id) {
-        return Err(Error::format(&cfg.local_cell_dir, format!("cell {cell} holds the context id {:#x} twice", w[0].id)));
+        return Err(Error::format(
+            &cfg.local_cell_dir,
+            format!("cell {cell} holds the context id {:#x} twice", w[0].id),
+        ));
     }
     Rng::from_words(&[cfg.seed, TAG_ORDER, u64::from(cell)]).shuffle(&mut order);
     Ok(Loaded { bytes, order })
@@ -55,7 +59,13 @@ fn cell_counts(runs: &[Run], cells: u32) -> Vec<u64> {
 }
 
 /// Run stage 2 from shard `state.shards_done`; returns the number of shards.
-pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, progress: &Progress, cancel: &Cancel) -> Result<u64> {
+pub(super) fn run(
+    cfg: &ShuffleConfig,
+    kind: PayloadKind,
+    state: &mut State,
+    progress: &Progress,
+    cancel: &Cancel,
+) -> Result<u64> {
     let runs = (0..state.runs)
         .map(|i| Run::open(&run_path(&cfg.local_cell_dir, i), cfg.num_local_cells))
         .collect::<Result<Vec<_>>>()?;
@@ -99,10 +109,12 @@ pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, pro
     let next = AtomicUsize::new(0);
     let stop = cancel.clone();
     let mut writer = ShardWriter::new(&cfg.output, kind);
+    let mut committer = Committer { last_save: Instant::now() };
 
     std::thread::scope(|s| -> Result<()> {
         for _ in 0..cfg.threads {
-            let (slot_rx, done_tx, next, todo, runs, stop) = (slot_rx.clone(), done_tx.clone(), &next, &todo, &runs, &stop);
+            let (slot_rx, done_tx, next, todo, runs, stop) =
+                (slot_rx.clone(), done_tx.clone(), &next, &todo, &runs, &stop);
             s.spawn(move || {
                 while slot_rx.recv().is_ok() && !stop.is_cancelled() {
                     let i = next.fetch_add(1, Ordering::Relaxed);
@@ -117,12 +129,15 @@ pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, pro
         drop(slot_rx);
         let written = (|| -> Result<()> {
             let mut pending = BTreeMap::new();
-            for i in 0..todo.len() {
+            for (i, &cell) in todo.iter().enumerate() {
                 let loaded = loop {
                     if let Some(l) = pending.remove(&i) {
                         break l;
                     }
-                    let (j, l) = done_rx.recv().map_err(|_| Error::invalid("stage 2 loaders stopped unexpectedly"))?;
+                    let (j, l) = done_rx.recv().map_err(|_| match cancel.check() {
+                        Err(e) => e,
+                        Ok(()) => Error::invalid("stage 2 loaders stopped unexpectedly"),
+                    })?;
                     pending.insert(j, l);
                 };
                 let loaded: Loaded = loaded?;
@@ -131,15 +146,15 @@ pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, pro
                 for r in &loaded.order[first..] {
                     let (shard, index) = (pos / w, pos % w);
                     if writer.current().is_some_and(|c| c != shard) {
-                        commit(cfg, &mut writer, state, progress)?;
+                        committer.commit(cfg, &mut writer, state, progress)?;
                     }
                     writer.add(shard, index, &loaded.bytes[r.start..r.start + r.len as usize])?;
                     pos += 1;
                     if index + 1 == shard_len(shard, total, w) {
-                        commit(cfg, &mut writer, state, progress)?;
+                        committer.commit(cfg, &mut writer, state, progress)?;
                     }
                 }
-                progress.cells_done(u64::from(todo[i]) + 1);
+                progress.cells_done(u64::from(cell) + 1);
                 let _ = slot_tx.send(());
             }
             Ok(())
@@ -156,15 +171,36 @@ pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, pro
     Ok(shards)
 }
 
-fn commit(cfg: &ShuffleConfig, writer: &mut ShardWriter<'_>, state: &mut State, progress: &Progress) -> Result<()> {
-    if let Some(shard) = writer.finish()? {
-        crash_point("shard-renamed");
-        let bytes = std::fs::metadata(shard_path(&cfg.output, shard)).map_or(0, |m| m.len());
-        progress.add_bytes_written(bytes);
-        state.shards_done = shard + 1;
-        save(&cfg.local_cell_dir, state)?;
-        progress.shards_done(state.shards_done);
-        crash_point("shard-saved");
+/// Saving the state after a shard is optional (a resume recomputes identical shards from an
+/// older position), so it is throttled: its fsync would otherwise cost as much as a small shard.
+const SAVE_EVERY: Duration = Duration::from_millis(500);
+
+struct Committer {
+    last_save: Instant,
+}
+
+impl Committer {
+    fn commit(
+        &mut self,
+        cfg: &ShuffleConfig,
+        writer: &mut ShardWriter<'_>,
+        state: &mut State,
+        progress: &Progress,
+    ) -> Result<()> {
+        if let Some(shard) = writer.finish()? {
+            crash_point("shard-renamed");
+            let bytes = std::fs::metadata(shard_path(&cfg.output, shard)).map_or(0, |m| m.len());
+            progress.add_bytes_written(bytes);
+            progress.shards_done(shard + 1);
+            state.shards_done = shard + 1;
+            if self.last_save.elapsed() >= SAVE_EVERY {
+                // The shard was fsynced before its rename, so the state never claims a shard that
+                // a power loss could take back.
+                save(&cfg.local_cell_dir, state)?;
+                self.last_save = Instant::now();
+                crash_point("shard-saved");
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }

@@ -124,7 +124,8 @@ impl<R: Read> TarReader<R> {
                 return Ok(None);
             }
             let stored: u64 = parse_number(&h[148..156]).ok_or_else(|| bad("bad header checksum field"))?;
-            let sum: u64 = h.iter().enumerate().map(|(i, &b)| if (148..156).contains(&i) { 32 } else { u64::from(b) }).sum();
+            let sum: u64 =
+                h.iter().enumerate().map(|(i, &b)| if (148..156).contains(&i) { 32 } else { u64::from(b) }).sum();
             if stored != sum {
                 return Err(bad("tar header checksum mismatch (not a tar file, or corrupt)"));
             }
@@ -145,7 +146,11 @@ impl<R: Read> TarReader<R> {
                     let name = long_name.take().unwrap_or_else(|| {
                         let prefix = if &h[257..262] == b"ustar" { cstr(&h[345..500]) } else { String::new() };
                         let base = cstr(&h[..100]);
-                        if prefix.is_empty() { base } else { format!("{prefix}/{base}") }
+                        if prefix.is_empty() {
+                            base
+                        } else {
+                            format!("{prefix}/{base}")
+                        }
                     });
                     return Ok(Some((name, self.read_data(size)?)));
                 }

@@ -1,0 +1,92 @@
+"""Bad input under `--on-error fail|skip`, broken files, bad arguments: never a silent loss."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import tokshuf
+from conftest import write_jsonl
+from shuffle_helpers import model_contexts, read_contexts, tree_digest
+from tokshuf.cli import main
+from tokshuf.errors import BadInputError, ConfigError, FormatError
+
+GOOD = [["alpha beta", "gamma"], ["delta", "epsilon zeta eta"]]
+
+
+def corpus_with_bad_lines(root: Path) -> list[Path]:
+    a = write_jsonl(root / "a.jsonl", [{"text": t} for t in GOOD[0]])
+    b = root / "b.jsonl"
+    b.write_text('{"text": "delta"}\n{"text": 5}\n{"text": "epsilon zeta eta"}\n{"text": "unterminated\n')
+    return [a, b]
+
+
+def test_fail_names_the_file_and_line(tmp_path: Path) -> None:
+    paths = corpus_with_bad_lines(tmp_path)
+    with pytest.raises(BadInputError) as info:
+        tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=8)
+    assert (info.value.path, info.value.line, info.value.reason) == (str(paths[1]), 2, "not_string")
+    assert not list((tmp_path / "o").glob("*.tar"))
+
+
+def test_cli_fail_exits_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = corpus_with_bad_lines(tmp_path)
+    argv = ["shuffle", "--input", str(paths[0]), "--input", str(paths[1]), "--tokenizer", "byte"]
+    argv += ["--local-cell-dir", str(tmp_path / "c"), "--output", str(tmp_path / "o"), "--seqlen", "8"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{paths[1]}:2: not_string" in err
+    assert "--on-error skip" in err
+
+
+def test_skip_counts_and_keeps_the_rest(tmp_path: Path) -> None:
+    paths = corpus_with_bad_lines(tmp_path)
+    s = tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=8, on_error="skip")
+    assert s["skipped"] == {"not_string": 1, "truncated_json": 1}
+    assert [(r["line"], r["reason"]) for r in s["first_skipped"]] == [
+        (2, "not_string"),
+        (4, "truncated_json"),
+    ]
+    assert s["lines"] == 6
+    assert s["documents"] == 4
+    assert Counter(read_contexts(tmp_path / "o")) == Counter(model_contexts(GOOD, 8))
+
+
+def test_failed_run_resumes_with_skip_as_a_fresh_skip_run(tmp_path: Path) -> None:
+    paths = corpus_with_bad_lines(tmp_path)
+    with pytest.raises(BadInputError):
+        tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=8, buffer_bytes=1)
+    tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=8, on_error="skip")
+    tokshuf.shuffle(paths, tmp_path / "c2", tmp_path / "o2", "byte", seqlen=8, on_error="skip")
+    assert tree_digest(tmp_path / "o") == tree_digest(tmp_path / "o2")
+
+
+def test_truncated_compressed_input_is_an_error(tmp_path: Path) -> None:
+    p = write_jsonl(tmp_path / "x.jsonl.zst", [{"text": "word " * 50}] * 200, "zst")
+    p.write_bytes(p.read_bytes()[:-20])
+    with pytest.raises(FormatError, match="truncated or corrupt"):
+        tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", on_error="skip")
+
+
+def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = write_jsonl(tmp_path / "a.jsonl", [{"text": "x"}])
+    with pytest.raises(ConfigError, match="expected one of: native, dclm"):
+        tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", special_tokens="neox")
+    with pytest.raises(ConfigError, match=r"expected one of: json\.gz, npy"):
+        tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", member_format="bin")
+    with pytest.raises(ConfigError, match="seqlen must be at least 1"):
+        tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", seqlen=0)
+    with pytest.raises(FileNotFoundError):
+        tokshuf.shuffle([tmp_path / "missing.jsonl"], tmp_path / "c", tmp_path / "o", "byte")
+    assert main(["shuffle", "--input", str(p), "--local-cell-dir", "c", "--output", "o"]) == 2
+    assert "--tokenizer is required" in capsys.readouterr().err
+
+
+def test_help_shows_the_conventions(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["shuffle", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "PAD = the EOT id" in out
+    assert "INCLUDING the +1 target" in out
+    assert "EOT 0, PAD 50256" in out
