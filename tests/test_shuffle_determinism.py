@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tokshuf
 from shuffle_helpers import chi2_sf, random_docs, read_contexts, tree_digest, write_corpus
+
+import tokshuf
 
 
 @pytest.fixture(scope="module")

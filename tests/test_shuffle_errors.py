@@ -6,9 +6,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import tokshuf
 from conftest import write_jsonl
 from shuffle_helpers import model_contexts, read_contexts, tree_digest
+
+import tokshuf
 from tokshuf.cli import main
 from tokshuf.errors import BadInputError, ConfigError, FormatError
 

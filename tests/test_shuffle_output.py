@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tokshuf
 from conftest import write_jsonl
 from shuffle_helpers import (
     model_contexts,
@@ -24,6 +23,8 @@ from shuffle_helpers import (
     read_members,
     write_corpus,
 )
+
+import tokshuf
 
 SEQLEN = 33
 

@@ -239,7 +239,7 @@ def shuffle(
     member_format: str = "json.gz",
     gzip_level: int = 1,
     all_pad_context: bool = False,
-    buffer_bytes: int = 67108864,
+    buffer_bytes: int = 33554432,
     batch_bytes: int = 1048576,
     max_line_bytes: int = 1073741824,
     progress: str = "none",

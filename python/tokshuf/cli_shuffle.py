@@ -91,7 +91,7 @@ def add_parser(sub: Any) -> None:
         help="tokshuf-rust quirk: files whose tokens fill whole contexts still emit an all-PAD context",
     )
     p.add_argument(
-        "--buffer-mb", type=int, default=64, help="MB of contexts buffered before a cell run is written"
+        "--buffer-mb", type=int, default=32, help="MB of contexts buffered before a cell run is written"
     )
     p.add_argument("--progress", choices=["auto", "bar", "json", "none"], default="auto")
     p.add_argument("--input-json", help="DCLM dataset reference JSON to update (with --output-json)")

@@ -40,7 +40,7 @@ def shuffle(
     member_format: str = "json.gz",
     gzip_level: int = 1,
     all_pad_context: bool = False,
-    buffer_bytes: int = 64 << 20,
+    buffer_bytes: int = 32 << 20,
     batch_bytes: int = 1 << 20,
     max_line_bytes: int = 1 << 30,
     progress: str = "auto",
@@ -105,7 +105,8 @@ def shuffle(
         Reproduce tokshuf-rust's quirk: a file whose tokens fill whole contexts (or an empty
         file) still adds a context made only of PAD.
     buffer_bytes
-        Encoded contexts held in memory before stage 1 writes a run of cells (a checkpoint).
+        Encoded contexts held in memory before stage 1 writes a run of cells (a checkpoint);
+        a second buffer fills while one is written.
     progress
         ``"auto"`` (a bar when stderr is a terminal, else nothing), ``"bar"``, ``"json"``
         (JSON lines on stderr) or ``"none"``.

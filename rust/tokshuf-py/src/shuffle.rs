@@ -38,7 +38,7 @@ fn extensions(ext: Option<Vec<String>>, shuffle_only: bool) -> Vec<String> {
     num_local_cells=512, seed=1234, threads=None, ext=None, shuffle_only=false,
     special_tokens="native", eot_id=None, pad_id=None, bos_id=None, content_key="text",
     on_error="fail", member_format="json.gz", gzip_level=1, all_pad_context=false,
-    buffer_bytes=67108864, batch_bytes=1048576, max_line_bytes=1073741824, progress="none",
+    buffer_bytes=33554432, batch_bytes=1048576, max_line_bytes=1073741824, progress="none",
 ))]
 #[allow(clippy::too_many_arguments)]
 fn shuffle(

@@ -16,8 +16,9 @@ pub const DEFAULT_WDS_CHUNK_SIZE: u64 = 8192;
 pub const DEFAULT_NUM_LOCAL_CELLS: u32 = 512;
 /// Default seed (tokshuf-rust's).
 pub const DEFAULT_SEED: u64 = 1234;
-/// Default bytes of encoded contexts buffered in stage 1 before a run is written.
-pub const DEFAULT_BUFFER_BYTES: usize = 64 << 20;
+/// Default bytes of encoded contexts buffered in stage 1 before a run is written (two buffers
+/// exist while one is being written).
+pub const DEFAULT_BUFFER_BYTES: usize = 32 << 20;
 /// Default gzip level of `json.gz` members (libdeflate's fastest; about 6% larger than zlib's 6).
 pub const DEFAULT_GZIP_LEVEL: u8 = 1;
 /// The special-token conventions `--special-tokens` accepts.

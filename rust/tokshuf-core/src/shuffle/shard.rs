@@ -31,6 +31,7 @@ struct Open {
     shard: u64,
     tmp: TempFile,
     w: BufWriter<File>,
+    bytes: u64,
 }
 
 /// Writes members into consecutive shards.
@@ -46,25 +47,21 @@ impl<'a> ShardWriter<'a> {
         Self { dir, kind, current: None }
     }
 
-    /// The shard being written, if any.
-    pub fn current(&self) -> Option<u64> {
-        self.current.as_ref().map(|o| o.shard)
-    }
-
     /// Append the record at `index` of `shard` (which must be the current shard or open a new one
     /// once the previous is finished).
     pub fn add(&mut self, shard: u64, index: u64, payload: &[u8]) -> Result<()> {
         if self.current.is_none() {
             let tmp = TempFile::new(shard_path(self.dir, shard));
             let w = BufWriter::with_capacity(1 << 20, tmp.create()?);
-            self.current = Some(Open { shard, tmp, w });
+            self.current = Some(Open { shard, tmp, w, bytes: 0 });
         }
         let open = self.current.as_mut().expect("an open shard");
         debug_assert_eq!(open.shard, shard);
         let key = format!("{shard:08}_{index:08}");
         match self.kind {
             PayloadKind::Member(ext) => {
-                tar::write_member(&mut open.w, &format!("{key}.{ext}"), payload).with_path(open.tmp.path())?;
+                open.bytes +=
+                    tar::write_member(&mut open.w, &format!("{key}.{ext}"), payload).with_path(open.tmp.path())?;
             }
             PayloadKind::Sample => {
                 for (ext, data) in decode_sample(payload, open.tmp.target())? {
@@ -72,22 +69,43 @@ impl<'a> ShardWriter<'a> {
                     if name.len() > 100 {
                         return Err(Error::invalid(format!("member extension too long for tar: {ext:?}")));
                     }
-                    tar::write_member(&mut open.w, &name, data).with_path(open.tmp.path())?;
+                    open.bytes += tar::write_member(&mut open.w, &name, data).with_path(open.tmp.path())?;
                 }
             }
         }
         Ok(())
     }
 
-    /// Close the current shard (end-of-archive, fsync, rename); returns its number.
-    pub fn finish(&mut self) -> Result<Option<u64>> {
+    /// End the current shard's archive and hand it over for [`FinishedShard::commit`].
+    pub fn finish(&mut self) -> Result<Option<FinishedShard>> {
         let Some(mut open) = self.current.take() else { return Ok(None) };
-        tar::write_end(&mut open.w).with_path(open.tmp.path())?;
+        open.bytes += tar::write_end(&mut open.w).with_path(open.tmp.path())?;
         let file = open.w.into_inner().map_err(|e| Error::io(open.tmp.path(), e.into_error()))?;
-        file.sync_data().with_path(open.tmp.path())?;
-        drop(file);
-        open.tmp.commit()?;
-        Ok(Some(open.shard))
+        Ok(Some(FinishedShard { shard: open.shard, tmp: open.tmp, file, bytes: open.bytes }))
+    }
+}
+
+/// A complete shard under its temporary name.
+#[derive(Debug)]
+pub struct FinishedShard {
+    shard: u64,
+    tmp: TempFile,
+    file: File,
+    bytes: u64,
+}
+
+impl FinishedShard {
+    /// Its size in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// fsync it and rename it into place; returns its number.
+    pub fn commit(self) -> Result<u64> {
+        self.file.sync_data().with_path(self.tmp.path())?;
+        drop(self.file);
+        self.tmp.commit()?;
+        Ok(self.shard)
     }
 }
 
@@ -139,7 +157,10 @@ mod tests {
         let mut w = ShardWriter::new(dir.path(), PayloadKind::Member("json.gz"));
         w.add(3, 0, b"abc").unwrap();
         assert!(!shard_path(dir.path(), 3).exists());
-        assert_eq!(w.finish().unwrap(), Some(3));
+        let finished = w.finish().unwrap().unwrap();
+        assert_eq!(finished.bytes(), 512 * 4);
+        assert!(!shard_path(dir.path(), 3).exists());
+        assert_eq!(finished.commit().unwrap(), 3);
         let bytes = std::fs::read(shard_path(dir.path(), 3)).unwrap();
         assert_eq!(&bytes[..26], b"00000003_00000000.json.gz\0");
         assert_eq!(bytes.len(), 512 * 4);

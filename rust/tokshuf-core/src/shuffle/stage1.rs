@@ -6,9 +6,11 @@
 //! (JSON + gzip) is the other costly step: the collector hands contexts back to the same workers
 //! in chunks, and files the encoded records into the run buffer under the cell that a hash of
 //! (seed, context id) picks. When the buffer is full the collector waits for the chunks in
-//! flight, writes the buffer as a run and checkpoints its reading position.
+//! flight and hands the buffer, with its reading position, to a thread that writes the run and
+//! then saves the position (the checkpoint), while a fresh buffer fills.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use std::time::Duration;
@@ -174,6 +176,27 @@ struct Collector<'a> {
     outstanding: usize,
     max_outstanding: usize,
     cancel: &'a Cancel,
+    checkpoints: Sender<Checkpoint>,
+}
+
+/// A run to write and the state to save once it is durable.
+struct Checkpoint {
+    run: Option<(RunBuffer, PathBuf)>,
+    state: Option<State>,
+}
+
+fn write_checkpoints(cfg: &ShuffleConfig, jobs: &Receiver<Checkpoint>) -> Result<()> {
+    for job in jobs.iter() {
+        if let Some((mut buffer, path)) = job.run {
+            buffer.write(&path, cfg.num_local_cells)?;
+            crash_point("run-written");
+        }
+        if let Some(state) = job.state {
+            save(&cfg.local_cell_dir, &state)?;
+            crash_point("checkpoint-saved");
+        }
+    }
+    Ok(())
 }
 
 impl Collector<'_> {
@@ -316,23 +339,25 @@ impl Collector<'_> {
         self.state.counts.contexts + (self.buffer.len() as u64)
     }
 
-    /// Wait for every chunk in flight, write the buffer as a run and save the position.
+    /// Wait for every chunk in flight, then hand the buffer and the position to the checkpoint
+    /// thread (which writes the run, then saves the state) and go on with a fresh buffer. Only
+    /// one checkpoint is in flight: this waits for the previous one.
     fn checkpoint(&mut self) -> Result<()> {
         self.send_chunk()?;
         while self.outstanding > 0 {
             self.receive()?;
         }
         self.cancel.check()?;
+        let mut job = Checkpoint { run: None, state: None };
         if !self.buffer.is_empty() {
             let n = self.buffer.len() as u64;
-            self.buffer.write(&run_path(&self.cfg.local_cell_dir, self.state.runs), self.cfg.num_local_cells)?;
-            crash_point("run-written");
+            let full = std::mem::replace(&mut self.buffer, RunBuffer::with_capacity(self.cfg.buffer_bytes + (1 << 20)));
+            job.run = Some((full, run_path(&self.cfg.local_cell_dir, self.state.runs)));
             self.state.runs += 1;
             self.state.counts.contexts += n;
         }
-        save(&self.cfg.local_cell_dir, self.state)?;
-        crash_point("checkpoint-saved");
-        Ok(())
+        job.state = Some(self.state.clone());
+        self.checkpoints.send(job).map_err(|_| Error::invalid("the stage 1 checkpoint thread stopped"))
     }
 
     fn run(&mut self) -> Result<()> {
@@ -393,6 +418,8 @@ pub(super) fn run(
         }
         drop(result_tx);
         drop(work_rx);
+        let (checkpoint_tx, checkpoint_rx) = bounded::<Checkpoint>(0);
+        let checkpointer = s.spawn(move || write_checkpoints(cfg, &checkpoint_rx));
         let mut collector = Collector {
             cfg,
             buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)),
@@ -408,6 +435,7 @@ pub(super) fn run(
             outstanding: 0,
             max_outstanding: in_flight,
             cancel: &stop,
+            checkpoints: checkpoint_tx,
         };
         let collected = collector.run();
         if collected.is_err() {
@@ -419,7 +447,10 @@ pub(super) fn run(
         drop(slot_rx);
         for _ in result_rx.iter() {}
         let read = reader.join().unwrap_or_else(|_| Err(Error::invalid("the stage 1 reader panicked")));
+        let checkpointed =
+            checkpointer.join().unwrap_or_else(|_| Err(Error::invalid("the stage 1 checkpoint thread panicked")));
         match (collected, read) {
+            (_, _) if checkpointed.is_err() => checkpointed,
             (Err(e), _) if !matches!(e, Error::Cancelled) => Err(e),
             (_, Err(e)) if !matches!(e, Error::Cancelled) => Err(e),
             (Err(e), _) | (_, Err(e)) => Err(e),

@@ -16,14 +16,14 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, unbounded};
+use crossbeam_channel::{bounded, unbounded, Receiver};
 
 use super::cells::{parse_records, RecordRef, Run};
 use super::config::ShuffleConfig;
 use super::crash_point;
 use super::progress::Progress;
 use super::rng::{Rng, TAG_ORDER};
-use super::shard::{shard_len, shard_path, sync_dir, PayloadKind, ShardWriter};
+use super::shard::{shard_len, sync_dir, FinishedShard, PayloadKind, ShardWriter};
 use super::state::{run_path, save, State};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
@@ -106,12 +106,13 @@ pub(super) fn run(
         slot_tx.send(()).expect("capacity");
     }
     let (done_tx, done_rx) = unbounded::<(usize, Result<Loaded>)>();
+    // One shard may wait while the previous one is being fsynced: writing overlaps flushing.
+    let (commit_tx, commit_rx) = bounded::<FinishedShard>(1);
     let next = AtomicUsize::new(0);
     let stop = cancel.clone();
     let mut writer = ShardWriter::new(&cfg.output, kind);
-    let mut committer = Committer { last_save: Instant::now() };
 
-    std::thread::scope(|s| -> Result<()> {
+    let committed = std::thread::scope(|s| -> Result<State> {
         for _ in 0..cfg.threads {
             let (slot_rx, done_tx, next, todo, runs, stop) =
                 (slot_rx.clone(), done_tx.clone(), &next, &todo, &runs, &stop);
@@ -127,6 +128,10 @@ pub(super) fn run(
         }
         drop(done_tx);
         drop(slot_rx);
+        let committer = {
+            let state = state.clone();
+            s.spawn(move || commit_shards(cfg, &commit_rx, state, progress))
+        };
         let written = (|| -> Result<()> {
             let mut pending = BTreeMap::new();
             for (i, &cell) in todo.iter().enumerate() {
@@ -145,13 +150,13 @@ pub(super) fn run(
                 let first = if i == 0 { skip as usize } else { 0 };
                 for r in &loaded.order[first..] {
                     let (shard, index) = (pos / w, pos % w);
-                    if writer.current().is_some_and(|c| c != shard) {
-                        committer.commit(cfg, &mut writer, state, progress)?;
-                    }
                     writer.add(shard, index, &loaded.bytes[r.start..r.start + r.len as usize])?;
                     pos += 1;
                     if index + 1 == shard_len(shard, total, w) {
-                        committer.commit(cfg, &mut writer, state, progress)?;
+                        let finished = writer.finish()?.expect("a shard was open");
+                        if commit_tx.send(finished).is_err() {
+                            return Err(Error::invalid("the stage 2 committer stopped"));
+                        }
                     }
                 }
                 progress.cells_done(u64::from(cell) + 1);
@@ -162,10 +167,17 @@ pub(super) fn run(
         if written.is_err() {
             stop.cancel();
         }
+        drop(commit_tx);
         drop(slot_tx);
         for _ in done_rx.iter() {}
-        written
+        let committed = committer.join().unwrap_or_else(|_| Err(Error::invalid("the stage 2 committer panicked")));
+        match (written, committed) {
+            (_, Err(e)) => Err(e),
+            (Err(e), _) => Err(e),
+            (Ok(()), Ok(state)) => Ok(state),
+        }
     })?;
+    *state = committed;
     debug_assert_eq!(pos, total);
     sync_dir(&cfg.output)?;
     Ok(shards)
@@ -175,32 +187,28 @@ pub(super) fn run(
 /// older position), so it is throttled: its fsync would otherwise cost as much as a small shard.
 const SAVE_EVERY: Duration = Duration::from_millis(500);
 
-struct Committer {
-    last_save: Instant,
-}
-
-impl Committer {
-    fn commit(
-        &mut self,
-        cfg: &ShuffleConfig,
-        writer: &mut ShardWriter<'_>,
-        state: &mut State,
-        progress: &Progress,
-    ) -> Result<()> {
-        if let Some(shard) = writer.finish()? {
-            crash_point("shard-renamed");
-            let bytes = std::fs::metadata(shard_path(&cfg.output, shard)).map_or(0, |m| m.len());
-            progress.add_bytes_written(bytes);
-            progress.shards_done(shard + 1);
-            state.shards_done = shard + 1;
-            if self.last_save.elapsed() >= SAVE_EVERY {
-                // The shard was fsynced before its rename, so the state never claims a shard that
-                // a power loss could take back.
-                save(&cfg.local_cell_dir, state)?;
-                self.last_save = Instant::now();
-                crash_point("shard-saved");
-            }
+/// fsync and rename finished shards in order, recording progress in the state.
+fn commit_shards(
+    cfg: &ShuffleConfig,
+    shards: &Receiver<FinishedShard>,
+    mut state: State,
+    progress: &Progress,
+) -> Result<State> {
+    let mut last_save = Instant::now();
+    for finished in shards.iter() {
+        let bytes = finished.bytes();
+        let shard = finished.commit()?;
+        crash_point("shard-renamed");
+        progress.add_bytes_written(bytes);
+        progress.shards_done(shard + 1);
+        state.shards_done = shard + 1;
+        if last_save.elapsed() >= SAVE_EVERY {
+            // The shard was fsynced before its rename, so the state never claims a shard that a
+            // power loss could take back.
+            save(&cfg.local_cell_dir, &state)?;
+            last_save = Instant::now();
+            crash_point("shard-saved");
         }
-        Ok(())
     }
+    Ok(state)
 }
