@@ -59,6 +59,8 @@ CRASH_POINTS = [
     "stage1-done:1",
     "shard-renamed:1",
     "shard-renamed:6",
+    "shard-saved:3",
+    "shard-saved:12",
     "manifest-written:1",
 ]
 
@@ -68,7 +70,10 @@ def test_crash_at_every_checkpoint_then_resume(
 ) -> None:
     for i, point in enumerate(CRASH_POINTS):
         work = tmp_path / str(i)
-        crashed = run_cli(command(corpus, work), {"TOKSHUF_TEST_CRASH_AT": point})
+        # Save the stage-2 position after every shard, so a resume also starts mid-stage-2 (with
+        # the cells before it already released).
+        env = {"TOKSHUF_TEST_CRASH_AT": point, "TOKSHUF_TEST_SAVE_EVERY_MS": "0"}
+        crashed = run_cli(command(corpus, work), env)
         assert crashed.returncode == -signal.SIGABRT, (point, crashed.returncode, crashed.stderr)
         resumed = run_cli(command(corpus, work))
         assert resumed.returncode == 0, (point, resumed.stderr)

@@ -213,6 +213,34 @@ impl Run {
     }
 }
 
+impl Run {
+    /// Give the disk space of cells `cells` back to the file system (best effort: a file system
+    /// without hole punching keeps the bytes until the run is deleted). Those cells must never
+    /// be read again.
+    pub fn release(&self, cells: std::ops::Range<u32>) {
+        if cells.is_empty() {
+            return;
+        }
+        let first = self.segments[cells.start as usize];
+        let last = self.segments[cells.end as usize - 1];
+        let (offset, len) = (first.offset, last.offset + last.bytes - first.offset);
+        if len == 0 {
+            return;
+        }
+        if let Ok(file) = std::fs::OpenOptions::new().write(true).open(&self.path) {
+            // SAFETY: fallocate on a valid, owned descriptor; no memory is passed.
+            let _ = unsafe {
+                libc::fallocate(
+                    std::os::unix::io::AsRawFd::as_raw_fd(&file),
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    offset as libc::off_t,
+                    len as libc::off_t,
+                )
+            };
+        }
+    }
+}
+
 /// A record inside a loaded cell buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordRef {
@@ -271,6 +299,28 @@ mod tests {
         let got: Vec<(u64, &[u8])> = recs.iter().map(|r| (r.id, &buf[r.start..r.start + r.len as usize])).collect();
         assert_eq!(got, vec![(3, &b"three"[..]), (50, &b"fifty"[..])]);
         assert!(Run::open(&path, 4).is_err());
+    }
+
+    #[test]
+    fn released_cells_free_their_blocks_and_the_rest_stays_readable() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.cells");
+        let mut b = RunBuffer::default();
+        for cell in 0..3u32 {
+            b.push(cell, u64::from(cell), &vec![cell as u8 + 1; 1 << 20]);
+        }
+        b.write(&path, 3).unwrap();
+        let run = Run::open(&path, 3).unwrap();
+        let before = std::fs::metadata(&path).unwrap().blocks();
+        run.release(0..2);
+        let after = std::fs::metadata(&path).unwrap().blocks();
+        // Some file systems (tmpfs on old kernels, ...) cannot punch holes; then nothing changes.
+        assert!(after == before || after < before - 2 * 2048 + 64, "{before} -> {after}");
+        let mut buf = Vec::new();
+        assert_eq!(run.read_cell(2, &mut buf).unwrap(), 1);
+        assert!(buf[RECORD_HEADER..].iter().all(|&x| x == 3));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), (3 * ((1 << 20) + 12) + 3 * 32 + 32) as u64);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver};
@@ -130,7 +131,9 @@ pub(super) fn run(
         drop(slot_rx);
         let committer = {
             let state = state.clone();
-            s.spawn(move || commit_shards(cfg, &commit_rx, state, progress))
+            let cell_end = counts.iter().scan(0u64, |end, &n| Some(std::mem::replace(end, *end + n) + n)).collect();
+            let mut reclaimer = Reclaimer { runs: &runs, cell_end, next: 0, chunk: w };
+            s.spawn(move || commit_shards(cfg, &commit_rx, state, progress, &mut reclaimer))
         };
         let written = (|| -> Result<()> {
             let mut pending = BTreeMap::new();
@@ -185,7 +188,36 @@ pub(super) fn run(
 
 /// Saving the state after a shard is optional (a resume recomputes identical shards from an
 /// older position), so it is throttled: its fsync would otherwise cost as much as a small shard.
-const SAVE_EVERY: Duration = Duration::from_millis(500);
+/// (`TOKSHUF_TEST_SAVE_EVERY_MS` overrides it for the resume tests.)
+fn save_every() -> Duration {
+    static EVERY: OnceLock<Duration> = OnceLock::new();
+    *EVERY.get_or_init(|| {
+        let ms = std::env::var("TOKSHUF_TEST_SAVE_EVERY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+        Duration::from_millis(ms)
+    })
+}
+
+/// Frees the disk space of cells whose every context is in a shard the saved state counts as
+/// done (a resume never reads them again), so disk use stays near one copy of the data.
+struct Reclaimer<'a> {
+    runs: &'a [Run],
+    /// Position just past each cell's last context.
+    cell_end: Vec<u64>,
+    next: usize,
+    chunk: u64,
+}
+
+impl Reclaimer<'_> {
+    fn reclaim(&mut self, shards_done: u64) {
+        let first = self.next;
+        while self.next < self.cell_end.len() && self.cell_end[self.next] <= shards_done * self.chunk {
+            self.next += 1;
+        }
+        for run in self.runs {
+            run.release(first as u32..self.next as u32);
+        }
+    }
+}
 
 /// fsync and rename finished shards in order, recording progress in the state.
 fn commit_shards(
@@ -193,6 +225,7 @@ fn commit_shards(
     shards: &Receiver<FinishedShard>,
     mut state: State,
     progress: &Progress,
+    reclaimer: &mut Reclaimer<'_>,
 ) -> Result<State> {
     let mut last_save = Instant::now();
     for finished in shards.iter() {
@@ -202,12 +235,13 @@ fn commit_shards(
         progress.add_bytes_written(bytes);
         progress.shards_done(shard + 1);
         state.shards_done = shard + 1;
-        if last_save.elapsed() >= SAVE_EVERY {
+        if last_save.elapsed() >= save_every() {
             // The shard was fsynced before its rename, so the state never claims a shard that a
             // power loss could take back.
             save(&cfg.local_cell_dir, &state)?;
             last_save = Instant::now();
             crash_point("shard-saved");
+            reclaimer.reclaim(state.shards_done);
         }
     }
     Ok(state)
