@@ -1,4 +1,4 @@
-"""A small end-to-end run: generate a corpus, preprocess it, read the result back.
+"""A small end-to-end run: generate a corpus, preprocess it, read the result back, shuffle it.
 
 Run with ``make example`` (which installs the package first).
 """
@@ -32,6 +32,8 @@ def main() -> None:
     print(f"preprocess: {summary['documents']} documents, {ds.num_tokens:,} tokens in {summary['seconds']:.2f}s")
     print(f"  {ds!r}")
     print(f"  first sequence starts with ids {ds[0][:8].tolist()}")
+    shuffled = tokshuf.shuffle(corpus, out / "cells", out / "shards", "byte", seqlen=2049, wds_chunk_size=64)
+    print(f"shuffle: {shuffled['contexts']} contexts of 2049 tokens in {shuffled['shards']} shards (open_lm format)")
     print(f"outputs in {out}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -91,3 +92,18 @@ def test_help_shows_the_conventions(capsys: pytest.CaptureFixture[str]) -> None:
     assert "PAD = the EOT id" in out
     assert "INCLUDING the +1 target" in out
     assert "EOT 0, PAD 50256" in out
+
+
+def test_progress_json_lines_and_summary(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    p = write_jsonl(tmp_path / "a.jsonl", [{"text": "word " * 30}] * 50)
+    argv = ["shuffle", "--input", str(p), "--tokenizer", "byte", "--progress", "json", "--seqlen", "16"]
+    assert main([*argv, "--local-cell-dir", str(tmp_path / "c"), "--output", str(tmp_path / "o")]) == 0
+    out, err = capfd.readouterr()
+    last = json.loads(err.strip().splitlines()[-1])
+    assert last["stage"] == 3
+    # 50 documents of 150 + 1 tokens = 7550 = 471 * 16 + 14: 471 contexts and a padded one.
+    assert (last["contexts"], last["tokens"]) == (472, 7550)
+    assert (last["files_done"], last["files_total"], last["shards_done"], last["shards_total"]) == (1, 1, 1, 1)
+    assert last["input_bytes_read"] == last["input_bytes_total"] == p.stat().st_size
+    assert "1 shards, 472 contexts of 16 tokens" in out
+    assert "1 files, 50 documents, 7,550 tokens" in out

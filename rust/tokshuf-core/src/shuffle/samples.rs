@@ -63,6 +63,7 @@ type Members = Vec<(String, Vec<u8>)>;
 
 struct Scatter<'a> {
     cfg: &'a ShuffleConfig,
+    progress: &'a Progress,
     state: &'a mut State,
     buffer: RunBuffer,
     payload: Vec<u8>,
@@ -86,6 +87,7 @@ impl Scatter<'_> {
             self.state.runs += 1;
             self.state.counts.contexts += n;
         }
+        self.progress.contexts(self.state.counts.contexts);
         save(&self.cfg.local_cell_dir, self.state)?;
         crash_point("checkpoint-saved");
         Ok(())
@@ -95,8 +97,13 @@ impl Scatter<'_> {
 /// Stage 1 of `--shuffle-only`, from `state.position` to the end of the input.
 pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, progress: &Progress, cancel: &Cancel) -> Result<()> {
     let start = state.position.clone();
-    let mut s =
-        Scatter { cfg, state, buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)), payload: Vec::new() };
+    let mut s = Scatter {
+        cfg,
+        progress,
+        state,
+        buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)),
+        payload: Vec::new(),
+    };
     for file in start.file..cfg.inputs.len() {
         let path = &cfg.inputs[file];
         let skip = if file == start.file { start.lines } else { 0 };

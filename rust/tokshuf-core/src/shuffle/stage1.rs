@@ -356,6 +356,7 @@ impl Collector<'_> {
             self.state.runs += 1;
             self.state.counts.contexts += n;
         }
+        self.progress.contexts(self.state.counts.contexts);
         job.state = Some(self.state.clone());
         self.checkpoints.send(job).map_err(|_| Error::invalid("the stage 1 checkpoint thread stopped"))
     }
