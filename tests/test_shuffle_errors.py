@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from shuffle_helpers import model_contexts, read_contexts, tree_digest
 
 import tokshuf
 from tokshuf.cli import main
-from tokshuf.errors import BadInputError, ConfigError, FormatError
+from tokshuf.errors import BadInputError, ConfigError
 
 GOOD = [["alpha beta", "gamma"], ["delta", "epsilon zeta eta"]]
 
@@ -64,11 +65,27 @@ def test_failed_run_resumes_with_skip_as_a_fresh_skip_run(tmp_path: Path) -> Non
     assert tree_digest(tmp_path / "o") == tree_digest(tmp_path / "o2")
 
 
-def test_truncated_compressed_input_is_an_error(tmp_path: Path) -> None:
-    p = write_jsonl(tmp_path / "x.jsonl.zst", [{"text": "word " * 50}] * 200, "zst")
-    p.write_bytes(p.read_bytes()[:-20])
-    with pytest.raises(FormatError, match="truncated or corrupt"):
-        tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", on_error="skip")
+def test_empty_and_truncated_files_follow_the_policy(tmp_path: Path) -> None:
+    rng = random.Random(1)
+    docs = [" ".join(str(rng.random()) for _ in range(30)) for _ in range(300)]
+    p = write_jsonl(tmp_path / "x.jsonl.gz", [{"text": t} for t in docs], "gz")
+    p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with pytest.raises(BadInputError) as info:
+        tokshuf.shuffle([empty, p], tmp_path / "c", tmp_path / "o", "byte")
+    assert (info.value.reason, info.value.line) == ("empty_file", 0)
+    with pytest.raises(BadInputError) as info:
+        tokshuf.shuffle([p], tmp_path / "c2", tmp_path / "o2", "byte")
+    assert info.value.reason == "truncated_file"
+    # Skip: what could be read is kept, and both files are reported.
+    s = tokshuf.shuffle([empty, p], tmp_path / "c3", tmp_path / "o3", "byte", seqlen=64, on_error="skip")
+    assert [f["reason"] for f in s["skipped_files"]] == ["empty_file", "truncated_file"]
+    lost = s["skipped_files"][1]["first_lost_line"]
+    assert 1 < lost < len(docs)
+    assert s["documents"] == lost - 1
+    got = Counter(read_contexts(tmp_path / "o3"))
+    assert got == Counter(model_contexts([docs[: lost - 1]], 64))
 
 
 def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -99,11 +116,11 @@ def test_progress_json_lines_and_summary(tmp_path: Path, capfd: pytest.CaptureFi
     argv = ["shuffle", "--input", str(p), "--tokenizer", "byte", "--progress", "json", "--seqlen", "16"]
     assert main([*argv, "--local-cell-dir", str(tmp_path / "c"), "--output", str(tmp_path / "o")]) == 0
     out, err = capfd.readouterr()
-    last = json.loads(err.strip().splitlines()[-1])
-    assert last["stage"] == 3
+    done = {r["progress"]: r for r in map(json.loads, err.strip().splitlines()) if r["done"]}
+    cells, shards = done["shuffle-cells"], done["shuffle-shards"]
     # 50 documents of 150 + 1 tokens = 7550 = 471 * 16 + 14: 471 contexts and a padded one.
-    assert (last["contexts"], last["tokens"]) == (472, 7550)
-    assert (last["files_done"], last["files_total"], last["shards_done"], last["shards_total"]) == (1, 1, 1, 1)
-    assert last["input_bytes_read"] == last["input_bytes_total"] == p.stat().st_size
+    assert (cells["bytes"], cells["documents"], cells["tokens"]) == (p.stat().st_size, 50, 7550)
+    shard = tmp_path / "o" / "shard_00000000.tar"
+    assert (shards["bytes"], shards["documents"]) == (shard.stat().st_size, 472)
     assert "1 shards, 472 contexts of 16 tokens" in out
     assert "1 files, 50 documents, 7,550 tokens" in out

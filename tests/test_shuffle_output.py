@@ -42,7 +42,17 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[list[str]], l
 def shuffled(corpus: tuple[list[list[str]], list[Path]], tmp_path_factory: pytest.TempPathFactory) -> Path:
     _, paths = corpus
     work = tmp_path_factory.mktemp("run")
-    tokshuf.shuffle(paths, work / "cells", work / "out", "byte", seqlen=SEQLEN, wds_chunk_size=37, threads=2)
+    # The corpus has an empty file: bad input, skipped and reported under on_error="skip".
+    tokshuf.shuffle(
+        paths,
+        work / "cells",
+        work / "out",
+        "byte",
+        seqlen=SEQLEN,
+        wds_chunk_size=37,
+        threads=2,
+        on_error="skip",
+    )
     return work / "out"
 
 
@@ -111,7 +121,9 @@ def test_json_is_compact(shuffled: Path) -> None:
 
 def test_summary_counts(corpus: tuple[list[list[str]], list[Path]], tmp_path: Path) -> None:
     files, paths = corpus
-    s = tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=SEQLEN, wds_chunk_size=50)
+    s = tokshuf.shuffle(
+        paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=SEQLEN, wds_chunk_size=50, on_error="skip"
+    )
     model = model_contexts(files, SEQLEN)
     n_tokens = sum(len(d.encode()) + 1 for docs in files for d in docs)
     assert s["contexts"] == len(model) == s["shards"] * 50 - (-len(model) % 50)
@@ -128,8 +140,9 @@ def test_summary_counts(corpus: tuple[list[list[str]], list[Path]], tmp_path: Pa
 def test_all_pad_quirk_and_presets(tmp_path: Path) -> None:
     files = [["ab"], [], ["abc"]]  # 3 + 0 + 4 tokens with seqlen 4: the 3rd file fills one context
     paths = write_corpus(tmp_path / "in", files)
+    opts = {"seqlen": 4, "on_error": "skip"}
     s = tokshuf.shuffle(
-        paths, tmp_path / "c1", tmp_path / "o1", "byte", seqlen=4, special_tokens="dclm", all_pad_context=True
+        paths, tmp_path / "c1", tmp_path / "o1", "byte", special_tokens="dclm", all_pad_context=True, **opts
     )
     assert Counter(read_contexts(tmp_path / "o1")) == Counter(
         model_contexts(files, 4, eot=0, pad=50256, all_pad=True)
@@ -137,13 +150,17 @@ def test_all_pad_quirk_and_presets(tmp_path: Path) -> None:
     # The empty file and the file that fills one context exactly each add an all-PAD context.
     assert Counter(read_contexts(tmp_path / "o1"))[(50256,) * 4] == 2
     assert any("PAD id 50256" in w for w in s["warnings"])
-    tokshuf.shuffle(paths, tmp_path / "c2", tmp_path / "o2", "byte", seqlen=4, bos_id=256, pad_id=255)
+    tokshuf.shuffle(
+        paths, tmp_path / "c2", tmp_path / "o2", "byte", seqlen=4, bos_id=256, pad_id=255, on_error="skip"
+    )
     assert Counter(read_contexts(tmp_path / "o2")) == Counter(model_contexts(files, 4, bos=256, pad=255))
 
 
 def test_npy_members(corpus: tuple[list[list[str]], list[Path]], tmp_path: Path) -> None:
     files, paths = corpus
-    tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=SEQLEN, member_format="npy")
+    tokshuf.shuffle(
+        paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=SEQLEN, member_format="npy", on_error="skip"
+    )
     names = [n for _, n, _ in read_members(tmp_path / "o")]
     assert all(n.endswith(".npy") for n in names)
     _, _, data = read_members(tmp_path / "o")[0]

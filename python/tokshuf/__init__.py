@@ -11,8 +11,8 @@ from tokshuf._core import __version__
 from tokshuf.errors import BadInputError, ConfigError, FormatError, TokshufError
 from tokshuf.indexed import IndexedDataset, IndexedDatasetWriter, merge
 from tokshuf.preprocess import preprocess
-from tokshuf.tokenizer import Tokenizer
 from tokshuf.shuffle import shuffle
+from tokshuf.tokenizer import Tokenizer
 
 __all__ = [
     "BadInputError",

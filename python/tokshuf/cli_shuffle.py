@@ -38,7 +38,12 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--local-cell-dir", required=True, help="scratch dir for the cells and the resume state")
     p.add_argument("--output", required=True, help="output dir for shard_%%08d.tar and manifest.jsonl")
-    p.add_argument("--tokenizer", help="tokenizer spec (e.g. byte); not used with --shuffle-only")
+    p.add_argument(
+        "--tokenizer",
+        metavar="SPEC",
+        help="byte | tiktoken:NAME | FILE.tiktoken[@r50k|p50k|cl100k|o200k] | a tokenizer.json or its "
+        "directory, as for preprocess (not used with --shuffle-only)",
+    )
     p.add_argument(
         "--seqlen", type=int, default=2049, help="tokens per context, INCLUDING the +1 target (default: 2049)"
     )
@@ -76,7 +81,7 @@ def add_parser(sub: Any) -> None:
         "--on-error",
         choices=["fail", "skip"],
         default="fail",
-        help="bad input line: fail (exit 1 naming file and line) or skip (counted in the summary)",
+        help="bad lines and files: fail (exit 1 naming file and line) or skip, count and report them",
     )
     p.add_argument(
         "--member-format",
@@ -93,7 +98,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--buffer-mb", type=int, default=32, help="MB of contexts buffered before a cell run is written"
     )
-    p.add_argument("--progress", choices=["auto", "bar", "json", "none"], default="auto")
+    p.add_argument(
+        "--progress",
+        choices=["auto", "bar", "json", "none"],
+        default="auto",
+        help="on stderr, per stage: a bar, JSON lines or nothing (auto: a bar on a terminal, else JSON)",
+    )
     p.add_argument("--input-json", help="DCLM dataset reference JSON to update (with --output-json)")
     p.add_argument("--output-json", help="where to write the updated DCLM dataset reference JSON")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -132,8 +142,13 @@ def run(args: argparse.Namespace) -> int:
         print("tokshuf: error: --input-json and --output-json go together", file=sys.stderr)
         return 2
     if not args.shuffle_only and not args.tokenizer:
-        print("tokshuf: error: --tokenizer is required (e.g. --tokenizer byte)", file=sys.stderr)
+        print("tokshuf: error: --tokenizer is required (e.g. tiktoken:r50k_base)", file=sys.stderr)
         return 2
+    progress = args.progress
+    if args.quiet:
+        progress = "none"
+    elif progress == "auto":
+        progress = "bar" if sys.stderr.isatty() else "json"
     try:
         summary = shuffle(
             args.input,
@@ -157,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
             gzip_level=args.gzip_level,
             all_pad_context=args.all_pad_context,
             buffer_bytes=args.buffer_mb << 20,
-            progress="none" if args.quiet else args.progress,
+            progress=progress,
         )
     except KeyboardInterrupt:
         print("tokshuf: interrupted; run the same command again to resume", file=sys.stderr)
@@ -179,6 +194,8 @@ def report(summary: dict[str, Any], quiet: bool = False) -> None:
         print(f"tokshuf: skipped {total:,} bad lines ({reasons})", file=sys.stderr)
         for rec in summary.get("first_skipped", [])[:5]:
             print(f"  {rec['path']}:{rec['line']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
+    for rec in summary.get("skipped_files", []):
+        print(f"tokshuf: skipped file {rec['path']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
     if quiet:
         return
     if summary.get("already_complete"):

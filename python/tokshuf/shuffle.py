@@ -43,7 +43,7 @@ def shuffle(
     buffer_bytes: int = 32 << 20,
     batch_bytes: int = 1 << 20,
     max_line_bytes: int = 1 << 30,
-    progress: str = "auto",
+    progress: str | None = None,
 ) -> dict[str, Any]:
     """Tokenize JSON lines, cut them into contexts and write a globally shuffled webdataset.
 
@@ -70,7 +70,8 @@ def shuffle(
     output
         Output directory (created if needed; must not already hold shards on a fresh run).
     tokenizer
-        Tokenizer spec (``"byte"``, ...). Loaded once. Not used with ``shuffle_only``.
+        Tokenizer spec, as for :func:`tokshuf.preprocess`: ``"byte"``, ``"tiktoken:NAME"``, a
+        ``.tiktoken`` file or a ``tokenizer.json``. Loaded once. Not used with ``shuffle_only``.
     seqlen
         Tokens per context **including** the +1 target token (2049 for a 2048 model).
     wds_chunk_size
@@ -95,8 +96,10 @@ def shuffle(
     content_key
         JSON key holding the text.
     on_error
-        ``"fail"``: stop at the first bad line (:class:`tokshuf.BadInputError`, naming file and
-        line). ``"skip"``: skip bad lines, counted by reason in the summary.
+        ``"fail"``: stop at the first bad line or file (:class:`tokshuf.BadInputError`, naming
+        file and line). ``"skip"``: skip bad lines, counted by reason in the summary; empty files
+        and the lost end of truncated files are listed in ``skipped_files`` (the same policy as
+        :func:`tokshuf.preprocess`).
     member_format
         ``"json.gz"`` (open_lm) or ``"npy"`` (uint16 when every id fits, else uint32).
     gzip_level
@@ -108,8 +111,8 @@ def shuffle(
         Encoded contexts held in memory before stage 1 writes a run of cells (a checkpoint);
         a second buffer fills while one is written.
     progress
-        ``"auto"`` (a bar when stderr is a terminal, else nothing), ``"bar"``, ``"json"``
-        (JSON lines on stderr) or ``"none"``.
+        ``"bar"``, ``"json"`` (JSON lines) or ``"none"``, on stderr, one per stage; ``None``: a
+        bar when stderr is a terminal, else nothing.
 
     Returns
     -------
@@ -118,7 +121,7 @@ def shuffle(
         padding_fraction, skipped lines by reason, bytes, seconds per stage, warnings.
     """
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
-    if progress == "auto":
+    if progress is None:
         progress = "bar" if sys.stderr.isatty() else "none"
     summary: dict[str, Any] = json.loads(
         _core.shuffle(

@@ -11,10 +11,9 @@ mod indexed;
 mod instances;
 mod long_call;
 mod preprocess;
+mod shuffle;
 mod tokenizer;
 mod tokens;
-mod shuffle;
-mod shuffle_progress;
 
 use pyo3::prelude::*;
 

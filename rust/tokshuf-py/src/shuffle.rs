@@ -1,19 +1,16 @@
 //! Binding of `tokshuf shuffle`.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::prelude::*;
 use tokshuf_core::preprocess::ErrorPolicy;
+use tokshuf_core::progress::ProgressStyle;
 use tokshuf_core::read::{expand_inputs, JSONL_EXTENSIONS};
-use tokshuf_core::shuffle::{
-    resolve_special, shuffle as run_shuffle, MemberFormat, Progress, ShuffleConfig, SpecialIds,
-};
+use tokshuf_core::shuffle::{resolve_special, shuffle as run_shuffle, MemberFormat, ShuffleConfig, SpecialIds};
 use tokshuf_core::{tokenize, Error};
 
 use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
-use crate::shuffle_progress::{report, Style};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shuffle, m)?)?;
@@ -69,7 +66,7 @@ fn shuffle(
     progress: &str,
 ) -> PyResult<String> {
     let on_error: ErrorPolicy = on_error.parse().into_py(py)?;
-    let style: Style = progress.parse().into_py(py)?;
+    let progress: ProgressStyle = progress.parse().into_py(py)?;
     let special_tokens = special_tokens.to_string();
     let member_format = member_format.to_string();
     let content_key = content_key.to_string();
@@ -102,14 +99,8 @@ fn shuffle(
         cfg.buffer_bytes = buffer_bytes;
         cfg.batch_bytes = batch_bytes;
         cfg.max_line_bytes = max_line_bytes;
-        let counters = Progress::default();
-        let done = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            s.spawn(|| report(&counters, &done, style));
-            let result = run_shuffle(&cfg, tok, warnings, &counters, cancel);
-            done.store(true, Ordering::Release);
-            let summary = result?;
-            serde_json::to_string(&summary).map_err(|e| Error::invalid(e.to_string()))
-        })
+        cfg.progress = progress;
+        let summary = run_shuffle(&cfg, tok, warnings, cancel)?;
+        serde_json::to_string(&summary).map_err(|e| Error::invalid(e.to_string()))
     })
 }

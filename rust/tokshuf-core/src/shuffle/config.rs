@@ -6,6 +6,7 @@ use super::contexts::SpecialIds;
 use super::encode::MemberFormat;
 use crate::error::{Error, Result};
 use crate::preprocess::ErrorPolicy;
+use crate::progress::ProgressStyle;
 use crate::tokenize::Tokenizer;
 
 /// Default tokens per context, counting the +1 target token (open_lm's 2048 + 1).
@@ -61,6 +62,8 @@ pub struct ShuffleConfig {
     pub batch_bytes: usize,
     /// Longest accepted input line.
     pub max_line_bytes: usize,
+    /// How progress is shown on stderr.
+    pub progress: ProgressStyle,
 }
 
 impl ShuffleConfig {
@@ -84,6 +87,7 @@ impl ShuffleConfig {
             buffer_bytes: DEFAULT_BUFFER_BYTES,
             batch_bytes: 1 << 20,
             max_line_bytes: 1 << 30,
+            progress: ProgressStyle::Off,
         }
     }
 

@@ -14,8 +14,6 @@ mod cells;
 mod config;
 mod contexts;
 mod encode;
-mod input;
-mod progress;
 mod rng;
 mod samples;
 mod shard;
@@ -38,8 +36,7 @@ pub use config::{
 };
 pub use contexts::{Cutter, SpecialIds};
 pub use encode::{json_list, Encoder, MemberFormat};
-pub use progress::{Progress, Snapshot};
-pub use summary::{SkipRecord, Summary};
+pub use summary::{SkipRecord, SkippedFile, Summary};
 
 use crate::cancel::Cancel;
 use crate::error::{Error, IoContext, Result};
@@ -143,6 +140,7 @@ fn build_summary(
         wds_chunk_size: cfg.wds_chunk_size,
         skipped: c.skipped.clone(),
         first_skipped: c.first_skipped.clone(),
+        skipped_files: c.skipped_files.clone(),
         input_bytes: c.input_bytes,
         decompressed_bytes: c.decompressed_bytes,
         cell_bytes: c.cell_bytes,
@@ -158,12 +156,12 @@ fn build_summary(
 }
 
 /// Run (or resume) a shuffle. `tokenizer` is required unless `cfg.shuffle_only`; `warnings` (from
-/// [`resolve_special`]) are passed through to the summary. Progress is published in `progress`.
+/// [`resolve_special`]) are passed through to the summary. Progress is drawn on stderr as
+/// `cfg.progress` says, one bar (or series of JSON lines) per stage.
 pub fn shuffle(
     cfg: &ShuffleConfig,
     tokenizer: Option<Arc<dyn Tokenizer>>,
     mut warnings: Vec<String>,
-    progress: &Progress,
     cancel: &Cancel,
 ) -> Result<Summary> {
     cfg.check()?;
@@ -189,23 +187,14 @@ pub fn shuffle(
         summary.already_complete = true;
         summary.resumed = true;
         summary.seconds = started.elapsed().as_secs_f64();
-        progress.stage(3);
         return Ok(summary);
     }
 
-    let sizes: Vec<u64> = cfg.inputs.iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).collect();
-    progress.files_total(cfg.inputs.len() as u64);
-    progress.files_done(state.counts.files_done);
-    progress.input_bytes_total(sizes.iter().sum());
-    progress.input_bytes_read(sizes[..state.position.file.min(sizes.len())].iter().sum());
-    progress.contexts(state.counts.contexts);
-    progress.tokens(state.counts.tokens);
-    progress.stage(1);
     let t1 = Instant::now();
     if state.stage == Stage::Cells {
         match (&tokenizer, cfg.shuffle_only) {
-            (_, true) => samples::run(cfg, &mut state, progress, cancel)?,
-            (Some(t), false) => stage1::run(cfg, Arc::clone(t), &mut state, progress, cancel)?,
+            (_, true) => samples::run(cfg, &mut state, cancel)?,
+            (Some(t), false) => stage1::run(cfg, Arc::clone(t), &mut state, cancel)?,
             (None, false) => return Err(Error::invalid("a tokenizer is needed unless shuffle_only is set")),
         }
         state.stage = Stage::Shards;
@@ -221,10 +210,9 @@ pub fn shuffle(
              raise --num-local-cells for datasets this large"
         ));
     }
-    progress.stage(2);
     let t2 = Instant::now();
     let kind = if cfg.shuffle_only { PayloadKind::Sample } else { PayloadKind::Member(cfg.member_format.extension()) };
-    let shards = stage2::run(cfg, kind, &mut state, progress, cancel)?;
+    let shards = stage2::run(cfg, kind, &mut state, cancel)?;
     let manifest = write_manifest(&cfg.output, state.counts.contexts, cfg.wds_chunk_size)?;
     crash_point("manifest-written");
     let mut summary = build_summary(cfg, tokenizer.as_deref(), &state, shards, &manifest, warnings);
@@ -236,6 +224,5 @@ pub fn shuffle(
     state.summary = Some(serde_json::to_value(&summary).map_err(|e| Error::invalid(e.to_string()))?);
     save(dir, &state)?;
     clean_leftovers(dir, &cfg.output, &state)?;
-    progress.stage(3);
     Ok(summary)
 }

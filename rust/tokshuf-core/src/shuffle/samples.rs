@@ -9,14 +9,14 @@ use std::path::Path;
 
 use super::cells::RunBuffer;
 use super::config::ShuffleConfig;
-use super::input::open_counted;
-use super::progress::Progress;
 use super::rng::cell_of;
 use super::state::{run_path, save, State};
 use super::tar::TarReader;
 use super::{context_id, crash_point};
 use crate::cancel::Cancel;
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
+use crate::progress::{Progress, ProgressSnapshot};
+use crate::read::decompress;
 
 /// Split a member name into (key, extension) the way webdataset does.
 pub fn split_key(name: &str) -> (&str, &str) {
@@ -63,7 +63,6 @@ type Members = Vec<(String, Vec<u8>)>;
 
 struct Scatter<'a> {
     cfg: &'a ShuffleConfig,
-    progress: &'a Progress,
     state: &'a mut State,
     buffer: RunBuffer,
     payload: Vec<u8>,
@@ -87,7 +86,6 @@ impl Scatter<'_> {
             self.state.runs += 1;
             self.state.counts.contexts += n;
         }
-        self.progress.contexts(self.state.counts.contexts);
         save(&self.cfg.local_cell_dir, self.state)?;
         crash_point("checkpoint-saved");
         Ok(())
@@ -95,19 +93,17 @@ impl Scatter<'_> {
 }
 
 /// Stage 1 of `--shuffle-only`, from `state.position` to the end of the input.
-pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, progress: &Progress, cancel: &Cancel) -> Result<()> {
+pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, cancel: &Cancel) -> Result<()> {
     let start = state.position.clone();
-    let mut s = Scatter {
-        cfg,
-        progress,
-        state,
-        buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)),
-        payload: Vec::new(),
-    };
+    let remaining = cfg.inputs[start.file..].iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+    let mut progress = Progress::new(cfg.progress, "shuffle-cells", remaining);
+    let mut snap = ProgressSnapshot::default();
+    let mut s =
+        Scatter { cfg, state, buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)), payload: Vec::new() };
     for file in start.file..cfg.inputs.len() {
         let path = &cfg.inputs[file];
         let skip = if file == start.file { start.lines } else { 0 };
-        let mut reader = TarReader::new(open_counted(path, progress)?);
+        let mut reader = TarReader::new(decompress(path, std::fs::File::open(path).with_path(path)?)?);
         let mut index = 0u64;
         let mut current: Option<(String, Members)> = None;
         loop {
@@ -121,7 +117,8 @@ pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, progress: &Progress, c
                 }
                 index += 1;
                 s.state.position.lines = index.max(skip);
-                progress.contexts(s.state.counts.contexts + s.buffer.len() as u64);
+                snap.documents += 1;
+                progress.update(snap);
                 if s.buffer.bytes() >= cfg.buffer_bytes {
                     s.checkpoint()?;
                 }
@@ -135,12 +132,16 @@ pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, progress: &Progress, c
         pos.file = file + 1;
         pos.lines = 0;
         let c = &mut s.state.counts;
+        let before = c.input_bytes;
         c.files_done += 1;
         c.input_bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         c.lines += index;
-        progress.files_done(c.files_done);
+        snap.bytes += c.input_bytes - before;
+        progress.update(snap);
     }
-    s.checkpoint()
+    s.checkpoint()?;
+    progress.finish(snap);
+    Ok(())
 }
 
 #[cfg(test)]

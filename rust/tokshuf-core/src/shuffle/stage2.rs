@@ -22,12 +22,12 @@ use crossbeam_channel::{bounded, unbounded, Receiver};
 use super::cells::{parse_records, RecordRef, Run};
 use super::config::ShuffleConfig;
 use super::crash_point;
-use super::progress::Progress;
 use super::rng::{Rng, TAG_ORDER};
 use super::shard::{shard_len, sync_dir, FinishedShard, PayloadKind, ShardWriter};
 use super::state::{run_path, save, State};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::progress::{Progress, ProgressSnapshot};
 
 /// A cell read into memory, in its shuffled order.
 struct Loaded {
@@ -60,13 +60,7 @@ fn cell_counts(runs: &[Run], cells: u32) -> Vec<u64> {
 }
 
 /// Run stage 2 from shard `state.shards_done`; returns the number of shards.
-pub(super) fn run(
-    cfg: &ShuffleConfig,
-    kind: PayloadKind,
-    state: &mut State,
-    progress: &Progress,
-    cancel: &Cancel,
-) -> Result<u64> {
+pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, cancel: &Cancel) -> Result<u64> {
     let runs = (0..state.runs)
         .map(|i| Run::open(&run_path(&cfg.local_cell_dir, i), cfg.num_local_cells))
         .collect::<Result<Vec<_>>>()?;
@@ -80,9 +74,6 @@ pub(super) fn run(
     }
     let w = cfg.wds_chunk_size;
     let shards = total.div_ceil(w);
-    progress.cells_total(u64::from(cfg.num_local_cells));
-    progress.shards_total(shards);
-    progress.shards_done(state.shards_done);
 
     // The cell holding the first position still to write, and how far into it that is.
     let mut pos = state.shards_done * w;
@@ -95,8 +86,6 @@ pub(super) fn run(
                 skip = pos - before;
             }
             todo.push(c as u32);
-        } else if todo.is_empty() {
-            progress.cells_done(c as u64 + 1);
         }
         before += n;
     }
@@ -133,11 +122,15 @@ pub(super) fn run(
             let state = state.clone();
             let cell_end = counts.iter().scan(0u64, |end, &n| Some(std::mem::replace(end, *end + n) + n)).collect();
             let mut reclaimer = Reclaimer { runs: &runs, cell_end, next: 0, chunk: w };
+            // Bytes of the shards still to write, roughly: payload plus tar headers and padding.
+            let left = total - state.shards_done * w;
+            let estimate = state.counts.cell_bytes * left / total.max(1) + left * 768;
+            let progress = Progress::new(cfg.progress, "shuffle-shards", estimate);
             s.spawn(move || commit_shards(cfg, &commit_rx, state, progress, &mut reclaimer))
         };
         let written = (|| -> Result<()> {
             let mut pending = BTreeMap::new();
-            for (i, &cell) in todo.iter().enumerate() {
+            for i in 0..todo.len() {
                 let loaded = loop {
                     if let Some(l) = pending.remove(&i) {
                         break l;
@@ -162,7 +155,6 @@ pub(super) fn run(
                         }
                     }
                 }
-                progress.cells_done(u64::from(cell) + 1);
                 let _ = slot_tx.send(());
             }
             Ok(())
@@ -224,17 +216,23 @@ fn commit_shards(
     cfg: &ShuffleConfig,
     shards: &Receiver<FinishedShard>,
     mut state: State,
-    progress: &Progress,
+    mut progress: Progress,
     reclaimer: &mut Reclaimer<'_>,
 ) -> Result<State> {
     let mut last_save = Instant::now();
+    let first = state.shards_done;
+    let mut snap = ProgressSnapshot::default();
     for finished in shards.iter() {
         let bytes = finished.bytes();
         let shard = finished.commit()?;
         crash_point("shard-renamed");
-        progress.add_bytes_written(bytes);
-        progress.shards_done(shard + 1);
         state.shards_done = shard + 1;
+        // Documents here are contexts written; tokens, their tokens (PAD included).
+        snap.bytes += bytes;
+        snap.documents =
+            (state.shards_done * cfg.wds_chunk_size).min(state.counts.contexts) - first * cfg.wds_chunk_size;
+        snap.tokens = snap.documents * cfg.seqlen as u64;
+        progress.update(snap);
         if last_save.elapsed() >= save_every() {
             // The shard was fsynced before its rename, so the state never claims a shard that a
             // power loss could take back.
@@ -244,5 +242,6 @@ fn commit_shards(
             reclaimer.reclaim(state.shards_done);
         }
     }
+    progress.finish(snap);
     Ok(state)
 }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::contexts::Cutter;
-use super::summary::SkipRecord;
+use super::summary::{SkipRecord, SkippedFile};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::write_atomic;
 
@@ -62,6 +62,9 @@ pub struct Counts {
     pub skipped: BTreeMap<String, u64>,
     /// The first skipped lines.
     pub first_skipped: Vec<SkipRecord>,
+    /// Files skipped whole (empty) or read only in part (truncated).
+    #[serde(default)]
+    pub skipped_files: Vec<SkippedFile>,
 }
 
 /// The reading position of stage 1: everything before it is in the runs.

@@ -20,6 +20,22 @@ pub struct SkipRecord {
     pub message: String,
 }
 
+/// A whole file that was skipped, or only partly read, under `on_error = skip` (the same fields
+/// as `preprocess`'s).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedFile {
+    /// Input file.
+    pub path: PathBuf,
+    /// `empty_file` or `truncated_file`.
+    pub reason: String,
+    /// For a truncated file: the first line lost (the one the failure cut).
+    pub first_lost_line: Option<u64>,
+    /// For a truncated file: decompressed bytes read before the failure.
+    pub decompressed_bytes_read: Option<u64>,
+    /// Details.
+    pub message: String,
+}
+
 /// The result of a run (counts cover the whole run, across resumes).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Summary {
@@ -47,6 +63,8 @@ pub struct Summary {
     pub skipped: BTreeMap<String, u64>,
     /// The first skipped lines.
     pub first_skipped: Vec<SkipRecord>,
+    /// Files skipped whole (empty) or read only in part (truncated).
+    pub skipped_files: Vec<SkippedFile>,
     /// Bytes of input files (on disk).
     pub input_bytes: u64,
     /// Decompressed bytes of input.
