@@ -163,14 +163,15 @@ impl Run {
         file.read_exact_at(&mut t, len - TRAILER as u64).with_path(path)?;
         let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
         let u64_at = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        if &t[..8] != MAGIC || u32_at(&t, 8) != VERSION {
+        if &t[..8] != MAGIC || u32_at(&t, 8) != VERSION || u32_at(&t, 28) != 0 {
             return Err(bad("bad magic or version"));
         }
         if u32_at(&t, 12) != cells {
             return Err(bad(&format!("it has {} cells, expected {cells}", u32_at(&t, 12))));
         }
         let index_offset = u64_at(&t, 16);
-        if index_offset + (cells as u64 * ENTRY as u64) + TRAILER as u64 != len {
+        let index_end = index_offset.checked_add(u64::from(cells) * ENTRY as u64 + TRAILER as u64);
+        if index_end != Some(len) {
             return Err(bad("the index does not end where the trailer starts"));
         }
         let mut index = vec![0u8; cells as usize * ENTRY];
@@ -183,7 +184,8 @@ impl Run {
             .chunks_exact(ENTRY)
             .map(|e| {
                 let s = Segment { offset: u64_at(e, 0), bytes: u64_at(e, 8), count: u64_at(e, 16), crc: u32_at(e, 24) };
-                if s.offset != expect || s.bytes < s.count * RECORD_HEADER as u64 {
+                let framing = s.count.checked_mul(RECORD_HEADER as u64);
+                if s.offset != expect || framing.is_none_or(|f| s.bytes < f) || s.bytes > index_offset - s.offset {
                     return Err(bad("inconsistent segment table"));
                 }
                 expect = s.offset + s.bytes;

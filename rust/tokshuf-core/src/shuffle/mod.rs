@@ -10,7 +10,7 @@
 //! is byte-identical for any thread count, and [`state`] checkpoints make a killed run resumable
 //! with the same output.
 
-mod cells;
+pub mod cells;
 mod config;
 mod contexts;
 mod encode;

@@ -95,8 +95,12 @@ impl<R: Read> TarReader<R> {
     }
 
     fn read_data(&mut self, size: u64) -> io::Result<Vec<u8>> {
-        let mut data = vec![0u8; usize::try_from(size).map_err(|_| bad("member too large"))?];
-        self.inner.read_exact(&mut data).map_err(|e| bad(format!("truncated member data ({e})")))?;
+        // Grow with the data actually read: a corrupt size field must not allocate gigabytes.
+        let mut data = Vec::with_capacity(size.min(1 << 20) as usize);
+        (&mut self.inner).take(size).read_to_end(&mut data)?;
+        if data.len() as u64 != size {
+            return Err(bad(format!("truncated member data ({} of {size} bytes)", data.len())));
+        }
         let mut pad = [0u8; BLOCK];
         self.inner.read_exact(&mut pad[..padding(size)]).map_err(|e| bad(format!("truncated padding ({e})")))?;
         Ok(data)
