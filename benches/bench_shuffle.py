@@ -1,7 +1,7 @@
 """`tokshuf shuffle` end to end, beside `tokshuf preprocess` on the same input, one run each.
 
-    python benches/bench_shuffle.py [--sizes 200MB,2GB] [--tokenizer byte] [--threads N]
-                                    [--workdir bench-out/shuffle] [--make-corpus PATH]
+    python benches/bench_shuffle.py [--sizes 200MB,2GB | --quick] [--tokenizer tiktoken:r50k_base]
+                                    [--threads N] [--workdir bench-out/shuffle] [--make-corpus PATH]
 
 For every size: generate the corpus once (`../shared/bench/make_corpus.py`, .jsonl.zst, seed 0,
 cached in the workdir), run `preprocess` (--append-eod) and `shuffle` (defaults) in fresh
@@ -12,8 +12,8 @@ the shard writer). Prints one JSON line per size and a summary line with the iss
 * peak RSS of shuffle independent of corpus size (within 10% between sizes) and < 1 GB;
 * stage 2 writes at >= 50% of the disk's sequential write bandwidth.
 
-Tokens/s compares like with like only with a real BPE tokenizer: with `byte` tokenization costs
-nothing and the comparison measures JSON + gzip encoding against writing raw ids.
+Tokens/s compares like with like only with a real BPE tokenizer (the default): with `byte`,
+tokenization costs nothing and the comparison measures JSON + gzip encoding against writing raw ids.
 """
 
 from __future__ import annotations
@@ -153,11 +153,14 @@ def bench_size(size: str, args: argparse.Namespace, workdir: Path, make_corpus: 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="200MB,2GB", help="corpus sizes (make_corpus.py --size)")
-    ap.add_argument("--tokenizer", default="byte")
+    ap.add_argument("--quick", action="store_true", help="sizes 20MB,200MB (a check that it runs)")
+    ap.add_argument("--tokenizer", default="tiktoken:r50k_base")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--workdir", type=Path, default=ROOT / "bench-out" / "shuffle")
     ap.add_argument("--make-corpus", type=Path, default=default_make_corpus())
     args = ap.parse_args()
+    if args.quick:
+        args.sizes = "20MB,200MB"
     args.workdir.mkdir(parents=True, exist_ok=True)
     rows = []
     for size in args.sizes.split(","):

@@ -138,6 +138,9 @@ def test_rerun_after_completion_is_a_no_op(corpus: list[Path], tmp_path: Path) -
     assert again["already_complete"]
     assert again["contexts"] == first["contexts"]
     assert tree_digest(tmp_path / "o") == before
+    (tmp_path / "o" / "shard_00000000.tar").unlink()
+    with pytest.raises(ConfigError, match=r"is complete, but its output .* is gone"):
+        tokshuf.shuffle(corpus, tmp_path / "c", tmp_path / "o", "byte", seqlen=9, on_error="skip")
 
 
 def test_a_different_command_is_refused(corpus: list[Path], tmp_path: Path) -> None:

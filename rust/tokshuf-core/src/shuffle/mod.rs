@@ -184,6 +184,17 @@ pub fn shuffle(
         let saved = state.summary.clone().unwrap_or(Value::Null);
         let mut summary: Summary = serde_json::from_value(saved)
             .map_err(|e| Error::format(dir, format!("unreadable summary in the shuffle state ({e})")))?;
+        let missing = std::iter::once(summary.manifest.clone())
+            .chain((0..summary.shards).map(|s| shard_path(&cfg.output, s)))
+            .find(|p| !p.is_file());
+        if let Some(missing) = missing {
+            return Err(Error::invalid(format!(
+                "the run in {} is complete, but its output {} is gone; delete {} to run it again",
+                dir.display(),
+                missing.display(),
+                dir.display()
+            )));
+        }
         summary.already_complete = true;
         summary.resumed = true;
         summary.seconds = started.elapsed().as_secs_f64();

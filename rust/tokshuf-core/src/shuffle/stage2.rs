@@ -99,7 +99,8 @@ pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, can
     // One shard may wait while the previous one is being fsynced: writing overlaps flushing.
     let (commit_tx, commit_rx) = bounded::<FinishedShard>(1);
     let next = AtomicUsize::new(0);
-    let stop = cancel.clone();
+    // Set when the writer fails: the loaders stop.
+    let stop = Cancel::new();
     let mut writer = ShardWriter::new(&cfg.output, kind);
 
     let committed = std::thread::scope(|s| -> Result<State> {
@@ -107,7 +108,7 @@ pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, can
             let (slot_rx, done_tx, next, todo, runs, stop) =
                 (slot_rx.clone(), done_tx.clone(), &next, &todo, &runs, &stop);
             s.spawn(move || {
-                while slot_rx.recv().is_ok() && !stop.is_cancelled() {
+                while slot_rx.recv().is_ok() && !stop.is_cancelled() && !cancel.is_cancelled() {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&cell) = todo.get(i) else { break };
                     if done_tx.send((i, load_cell(cfg, runs, cell))).is_err() {
