@@ -124,3 +124,20 @@ def test_progress_json_lines_and_summary(tmp_path: Path, capfd: pytest.CaptureFi
     assert (shards["bytes"], shards["documents"]) == (shard.stat().st_size, 472)
     assert "1 shards, 472 contexts of 16 tokens" in out
     assert "1 files, 50 documents, 7,550 tokens" in out
+
+
+def test_dclm_dataset_reference_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = write_jsonl(tmp_path / "a.jsonl", [{"text": "word " * 30}] * 50)
+    src = tmp_path / "ref.json"
+    src.write_text(json.dumps({"name": "x", "num_tokens": 1}))
+    argv = ["shuffle", "--input", str(p), "--tokenizer", "byte", "--seqlen", "16", "--quiet"]
+    argv += ["--local-cell-dir", str(tmp_path / "c"), "--output", str(tmp_path / "o")]
+    assert main([*argv, "--input-json", str(src), "--output-json", str(tmp_path / "out.json")]) == 0
+    ref = json.loads((tmp_path / "out.json").read_text())
+    assert ref["dataset_url"] == f"{tmp_path / 'o'}/"
+    assert ref["manifest_url"] == str(tmp_path / "o" / "manifest.jsonl")
+    assert (ref["tokenized"], ref["tokenizer"], ref["name"]) == (True, "byte", "x")
+    # An existing num_tokens is kept, with a warning that it differs (472 contexts of 16 tokens).
+    assert ref["num_tokens"] == 1
+    assert "the output has 7552" in capsys.readouterr().err
+    assert ref["size"] == sum(f.stat().st_size for f in (tmp_path / "o").iterdir())
