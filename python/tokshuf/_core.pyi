@@ -32,12 +32,12 @@ __all__ = [
     "preprocess",
     "read_metadata",
     "scan_documents",
+    "shuffle",
     "tiktoken_encoding_data",
     "vsl_batch_order",
     "vsl_batches_per_bucket",
     "vsl_buckets",
     "vsl_decompose",
-    "shuffle",
     "write_index",
     "write_metadata",
 ]
@@ -198,6 +198,7 @@ class InstanceReader:
         doc_lens: bool = False,
         threads: int | None = None,
     ) -> tuple[MappedBuffer, MappedBuffer] | None: ...
+
 @final
 class Tokenizer:
     def __new__(cls, spec: str, eod_id: int | None = None) -> Tokenizer: ...
