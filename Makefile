@@ -31,14 +31,14 @@ test-python: dev  ## pytest (add PYTEST_FLAGS="-m 'not slow'" for a quick run)
 lint:  ## rustfmt, clippy, ruff, mypy
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	$(PY) -m ruff check python tests benches
-	$(PY) -m ruff format --check python tests benches
+	$(PY) -m ruff check python tests benches examples
+	$(PY) -m ruff format --check python tests benches examples
 	$(PY) -m mypy
 
 fmt:  ## format Rust and Python sources
 	cargo fmt --all
-	$(PY) -m ruff format python tests benches
-	$(PY) -m ruff check --fix python tests benches
+	$(PY) -m ruff format python tests benches examples
+	$(PY) -m ruff check --fix python tests benches examples
 
 bench: dev  ## run the benchmarks in benches/ (minutes; prints ratios against the peers)
 	$(PY) benches/run_all.py

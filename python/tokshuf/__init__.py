@@ -5,6 +5,7 @@
 * :class:`IndexedDataset`, :class:`IndexedDatasetWriter`, :func:`merge` — the indexed format;
 * :class:`NanosetConfig`, :func:`build_nanosets`, :class:`Nanoset`, :class:`BlendedNanoset` —
   Megatron-identical training datasets;
+* :func:`shuffle` — JSON lines to globally shuffled webdataset shards (open_lm / DCLM);
 * the ``tokshuf`` command line (``tokshuf --help``).
 """
 
@@ -13,6 +14,7 @@ from tokshuf.errors import BadInputError, ConfigError, FormatError, TokshufError
 from tokshuf.indexed import IndexedDataset, IndexedDatasetWriter, merge
 from tokshuf.nanoset import BlendedNanoset, Nanoset, NanosetConfig, build_nanosets
 from tokshuf.preprocess import preprocess
+from tokshuf.shuffle import shuffle
 from tokshuf.tokenizer import Tokenizer
 
 __all__ = [
@@ -30,4 +32,5 @@ __all__ = [
     "build_nanosets",
     "merge",
     "preprocess",
+    "shuffle",
 ]

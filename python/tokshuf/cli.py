@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tokshuf import __version__
+from tokshuf import __version__, cli_shuffle
 from tokshuf.errors import BadInputError, TokshufError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -162,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     from tokshuf.instances.cli import add_commands as _add_instances
 
     _add_instances(sub)
+    cli_shuffle.add_parser(sub)
     return parser
 
 

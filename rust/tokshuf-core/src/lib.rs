@@ -3,7 +3,8 @@
 //! The modules follow the pipeline: `read` (inputs, decompression, JSON lines) →
 //! `tokenize` → `indexed` (Megatron's MMIDIDX `.bin/.idx`, written and read) →
 //! `preprocess` (the parallel pipeline that ties them together) → `megatron` (GPTDataset /
-//! BlendedDataset indices and sample reads).
+//! BlendedDataset indices and sample reads) and `shuffle` (contexts, local cells and webdataset
+//! shards for open_lm / DCLM).
 
 pub mod cancel;
 pub mod dtype;
@@ -17,6 +18,7 @@ pub mod preprocess;
 pub mod progress;
 pub mod read;
 pub mod rng;
+pub mod shuffle;
 pub mod tokenize;
 pub mod tokens;
 

@@ -69,8 +69,11 @@ impl Progress {
         let bar = (style == ProgressStyle::Bar).then(|| {
             let bar = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr_with_hz(4));
             // Short enough for an 80-column terminal with room for the bar.
-            let template = "{elapsed_precise} [{wide_bar}] {binary_bytes}/{binary_total_bytes} {msg} ETA {eta}";
+            let template =
+                "{prefix} {elapsed_precise} [{wide_bar}] {binary_bytes}/{binary_total_bytes} {msg} ETA {eta}";
             bar.set_style(BarStyle::with_template(template).expect("a valid template").progress_chars("=> "));
+            // Names the job: `shuffle` shows one bar per stage.
+            bar.set_prefix(job);
             bar
         });
         Self { style, job, total_bytes, start: Instant::now(), bar, interval: Duration::from_secs(1), last_line: None }

@@ -13,6 +13,7 @@ mod instances;
 mod long_call;
 mod nanoset;
 mod preprocess;
+mod shuffle;
 mod tokenizer;
 mod tokens;
 
@@ -29,5 +30,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     instances::register(m)?;
     tokenizer::register(m)?;
     nanoset::register(m)?;
+    shuffle::register(m)?;
     Ok(())
 }

@@ -1,0 +1,216 @@
+"""The ``tokshuf shuffle`` subcommand (flags follow DCLM's tokshuf-rust where it has them)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tokshuf.shuffle import SPECIAL_TOKEN_PRESETS
+
+DESCRIPTION = """\
+Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst; files, directories, globs), cut them into
+contexts of --seqlen tokens per input file (EOT after every document, the file's last context
+padded with PAD), shuffle them globally through --num-local-cells cells on local disk, and write
+webdataset shards shard_%08d.tar + manifest.jsonl that open_lm / DCLM read unchanged.
+
+The output is the same for any --threads. If the run is interrupted, run the same command again
+to resume it (same output); a --local-cell-dir left by a different command is refused.
+"""
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "shuffle",
+        help="tokenize, cut into contexts and globally shuffle into webdataset shards (DCLM/open_lm)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--input",
+        action="extend",
+        nargs="+",
+        required=True,
+        metavar="PATH",
+        help="files, directories or globs (repeatable)",
+    )
+    p.add_argument("--local-cell-dir", required=True, help="scratch dir for the cells and the resume state")
+    p.add_argument("--output", required=True, help="output dir for shard_%%08d.tar and manifest.jsonl")
+    p.add_argument(
+        "--tokenizer",
+        metavar="SPEC",
+        help="byte | tiktoken:NAME | FILE.tiktoken[@r50k|p50k|cl100k|o200k] | a tokenizer.json or its "
+        "directory, as for preprocess (not used with --shuffle-only)",
+    )
+    p.add_argument(
+        "--seqlen", type=int, default=2049, help="tokens per context, INCLUDING the +1 target (default: 2049)"
+    )
+    p.add_argument("--wds-chunk-size", type=int, default=8192, help="contexts per shard (default: 8192)")
+    p.add_argument(
+        "--num-local-cells",
+        type=int,
+        default=512,
+        help="local cells: threads + 1 cells (output size / cells each) must fit in RAM (default: 512)",
+    )
+    p.add_argument("--seed", type=int, default=1234, help="seed of the shuffle (default: 1234)")
+    p.add_argument("--threads", type=int, default=0, help="worker threads; 0: all CPUs (output is identical)")
+    p.add_argument(
+        "--ext",
+        action="append",
+        help="only pick up files with this extension in directories (repeatable; default: "
+        ".jsonl .jsonl.gz .jsonl.zst .jsonl.zstd, or .tar with --shuffle-only)",
+    )
+    p.add_argument(
+        "--shuffle-only", action="store_true", help="inputs are webdataset tars: re-shuffle samples"
+    )
+    p.add_argument(
+        "--special-tokens",
+        choices=SPECIAL_TOKEN_PRESETS,
+        default="native",
+        help="native (default): EOT = the tokenizer's end-of-text id, PAD = the EOT id, no BOS; "
+        "dclm / dclm-neox: tokshuf-rust's GPT-NeoX ids (EOT 0, PAD 50256, no BOS); "
+        "dclm-llama3: tokshuf-rust's Llama-3 ids (BOS 128000, EOT 0, PAD 128258)",
+    )
+    p.add_argument("--eot-id", type=int, help="end-of-text id after every document (overrides the preset)")
+    p.add_argument("--pad-id", type=int, help="id filling each file's last context (overrides the preset)")
+    p.add_argument("--bos-id", type=int, help="id before every document (overrides the preset)")
+    p.add_argument("--content-key", default="text", help="JSON key of the text (default: text)")
+    p.add_argument(
+        "--on-error",
+        choices=["fail", "skip"],
+        default="fail",
+        help="bad lines and files: fail (exit 1 naming file and line) or skip, count and report them",
+    )
+    p.add_argument(
+        "--member-format",
+        choices=["json.gz", "npy"],
+        default="json.gz",
+        help="json.gz (open_lm, default) or npy (compact: uint16 when ids fit, else uint32)",
+    )
+    p.add_argument("--gzip-level", type=int, default=1, help="json.gz level 0-12 (default: 1)")
+    p.add_argument(
+        "--all-pad-context",
+        action="store_true",
+        help="tokshuf-rust quirk: files whose tokens fill whole contexts still emit an all-PAD context",
+    )
+    p.add_argument(
+        "--buffer-mb", type=int, default=32, help="MB of contexts buffered before a cell run is written"
+    )
+    p.add_argument(
+        "--progress",
+        choices=["auto", "bar", "json", "none"],
+        default="auto",
+        help="on stderr, per stage: a bar, JSON lines or nothing (auto: a bar on a terminal, else JSON)",
+    )
+    p.add_argument("--input-json", help="DCLM dataset reference JSON to update (with --output-json)")
+    p.add_argument("--output-json", help="where to write the updated DCLM dataset reference JSON")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.set_defaults(handler=run)
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def update_dataset_json(src: str, dst: str, summary: dict[str, Any], tokenizer: str | None) -> None:
+    """Fill a DCLM ``exp_data`` dataset reference with this output, as tokshuf-rust does."""
+    ref = json.loads(Path(src).read_text())
+    out = Path(summary["output"])
+    ref["dataset_url"] = str(out).rstrip("/") + "/"
+    ref["manifest_url"] = str(out / "manifest.jsonl")
+    ref["tokenized"] = True
+    if "tokenizer" not in ref:
+        print(f"tokshuf: note: setting the dataset's tokenizer to {tokenizer!r}", file=sys.stderr)
+        ref["tokenizer"] = tokenizer
+    num_tokens = summary["contexts"] * summary["seqlen"]
+    if "num_tokens" in ref and ref["num_tokens"] != num_tokens:
+        print(
+            f"tokshuf: warning: num_tokens is {ref['num_tokens']}, the output has {num_tokens}",
+            file=sys.stderr,
+        )
+    ref.setdefault("num_tokens", num_tokens)
+    ref.setdefault("size", _dir_bytes(out))
+    Path(dst).write_text(json.dumps(ref, indent=4) + "\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tokshuf.shuffle import shuffle
+
+    if (args.input_json is None) != (args.output_json is None):
+        print("tokshuf: error: --input-json and --output-json go together", file=sys.stderr)
+        return 2
+    if not args.shuffle_only and not args.tokenizer:
+        print("tokshuf: error: --tokenizer is required (e.g. tiktoken:r50k_base)", file=sys.stderr)
+        return 2
+    progress = args.progress
+    if args.quiet:
+        progress = "none"
+    elif progress == "auto":
+        progress = "bar" if sys.stderr.isatty() else "json"
+    try:
+        summary = shuffle(
+            args.input,
+            args.local_cell_dir,
+            args.output,
+            args.tokenizer,
+            seqlen=args.seqlen,
+            wds_chunk_size=args.wds_chunk_size,
+            num_local_cells=args.num_local_cells,
+            seed=args.seed,
+            threads=args.threads or None,
+            ext=args.ext,
+            shuffle_only=args.shuffle_only,
+            special_tokens=args.special_tokens,
+            eot_id=args.eot_id,
+            pad_id=args.pad_id,
+            bos_id=args.bos_id,
+            content_key=args.content_key,
+            on_error=args.on_error,
+            member_format=args.member_format,
+            gzip_level=args.gzip_level,
+            all_pad_context=args.all_pad_context,
+            buffer_bytes=args.buffer_mb << 20,
+            progress=progress,
+        )
+    except KeyboardInterrupt:
+        print("tokshuf: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+    if args.input_json:
+        update_dataset_json(args.input_json, args.output_json, summary, args.tokenizer)
+    report(summary, quiet=args.quiet)
+    return 0
+
+
+def report(summary: dict[str, Any], quiet: bool = False) -> None:
+    """Print the final summary (stdout) and any skips and warnings (stderr)."""
+    for w in summary.get("warnings", []):
+        print(f"tokshuf: warning: {w}", file=sys.stderr)
+    skipped = summary.get("skipped") or {}
+    if skipped:
+        total = sum(skipped.values())
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items()))
+        print(f"tokshuf: skipped {total:,} bad lines ({reasons})", file=sys.stderr)
+        for rec in summary.get("first_skipped", [])[:5]:
+            print(f"  {rec['path']}:{rec['line']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
+    for rec in summary.get("skipped_files", []):
+        print(f"tokshuf: skipped file {rec['path']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
+    if quiet:
+        return
+    if summary.get("already_complete"):
+        print(f"already complete: {summary['output']} (nothing to do)")
+    print(
+        f"{summary['shards']:,} shards, {summary['contexts']:,} contexts of {summary['seqlen']} tokens "
+        f"-> {summary['output']} (manifest.jsonl)"
+    )
+    print(
+        f"{summary['files']:,} files, {summary['documents']:,} documents, {summary['tokens']:,} tokens, "
+        f"{summary['pad_tokens']:,} PAD ({100 * summary['padding_fraction']:.2f}% padding)"
+    )
+    secs = max(summary["seconds"], 1e-9)
+    resumed = " (resumed)" if summary.get("resumed") and not summary.get("already_complete") else ""
+    print(
+        f"stage 1 {summary['stage1_seconds']:.1f} s, stage 2 {summary['stage2_seconds']:.1f} s, "
+        f"total {secs:.1f} s{resumed}"
+    )

@@ -1,0 +1,154 @@
+"""JSON lines → contexts → two-stage disk shuffle → webdataset shards (``tokshuf shuffle``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from tokshuf import _core
+
+__all__ = ["SPECIAL_TOKEN_PRESETS", "shuffle"]
+
+#: Accepted values of ``special_tokens``.
+SPECIAL_TOKEN_PRESETS = ("native", "dclm", "dclm-neox", "dclm-llama3")
+
+PathLike = str | os.PathLike[str]
+
+
+def shuffle(
+    inputs: PathLike | Sequence[PathLike],
+    local_cell_dir: PathLike,
+    output: PathLike,
+    tokenizer: str | None = "byte",
+    *,
+    seqlen: int = 2049,
+    wds_chunk_size: int = 8192,
+    num_local_cells: int = 512,
+    seed: int = 1234,
+    threads: int | None = None,
+    ext: Sequence[str] | None = None,
+    shuffle_only: bool = False,
+    special_tokens: str = "native",
+    eot_id: int | None = None,
+    pad_id: int | None = None,
+    bos_id: int | None = None,
+    content_key: str = "text",
+    on_error: str = "fail",
+    member_format: str = "json.gz",
+    gzip_level: int = 1,
+    all_pad_context: bool = False,
+    buffer_bytes: int = 32 << 20,
+    batch_bytes: int = 1 << 20,
+    max_line_bytes: int = 1 << 30,
+    progress: str | None = None,
+) -> dict[str, Any]:
+    """Tokenize JSON lines, cut them into contexts and write a globally shuffled webdataset.
+
+    The output directory receives ``shard_%08d.tar`` files of ``wds_chunk_size`` contexts (only
+    the last one partial) whose members are ``{shard:08}_{index:08}.json.gz`` (gzipped JSON list
+    of exactly ``seqlen`` ids), plus ``manifest.jsonl``: what open_lm / DCLM read unchanged.
+
+    Contexts are formed per input file as DCLM's tokshuf-rust forms them: ``[BOS] + ids + [EOT]``
+    per document, concatenated and cut every ``seqlen`` tokens, the file's last partial context
+    padded with PAD. Stage 1 scatters contexts over ``num_local_cells`` cells on disk; stage 2
+    shuffles one cell at a time into shards, so memory holds about ``threads + 1`` cells.
+
+    The output is a pure function of (inputs, tokenizer, options, seed): the same for any
+    ``threads``. If a run is interrupted (Ctrl-C, kill, crash), calling again with the same
+    arguments resumes it and produces the same bytes; a ``local_cell_dir`` holding another run's
+    state is refused.
+
+    Parameters
+    ----------
+    inputs
+        Files, directories (searched for ``ext``) or globs. Their order is part of the result.
+    local_cell_dir
+        Scratch directory for the cells and the resume state (needs about the output's size).
+    output
+        Output directory (created if needed; must not already hold shards on a fresh run).
+    tokenizer
+        Tokenizer spec, as for :func:`tokshuf.preprocess`: ``"byte"``, ``"tiktoken:NAME"``, a
+        ``.tiktoken`` file or a ``tokenizer.json``. Loaded once. Not used with ``shuffle_only``.
+    seqlen
+        Tokens per context **including** the +1 target token (2049 for a 2048 model).
+    wds_chunk_size
+        Contexts per shard.
+    num_local_cells
+        Local cells; choose it so a cell (output size / cells) fits ``threads + 1`` times in RAM.
+    seed
+        Seed of the cell choice and of every cell's order.
+    threads
+        Worker threads (default: the CPUs available, or ``TOKSHUF_NUM_THREADS``).
+    ext
+        Extensions picked up in directories (default: ``.jsonl .jsonl.gz .jsonl.zst .jsonl.zstd``,
+        or ``.tar`` with ``shuffle_only``).
+    shuffle_only
+        Inputs are webdataset tars; their samples are re-shuffled verbatim.
+    special_tokens
+        ``"native"``: EOT = the tokenizer's end-of-text id, PAD = EOT, no BOS. ``"dclm"`` /
+        ``"dclm-neox"``: tokshuf-rust's GPT-NeoX convention (EOT 0, PAD 50256, no BOS).
+        ``"dclm-llama3"``: tokshuf-rust's Llama-3 convention (BOS 128000, EOT 0, PAD 128258).
+    eot_id, pad_id, bos_id
+        Override the preset's ids.
+    content_key
+        JSON key holding the text.
+    on_error
+        ``"fail"``: stop at the first bad line or file (:class:`tokshuf.BadInputError`, naming
+        file and line). ``"skip"``: skip bad lines, counted by reason in the summary; empty files
+        and the lost end of truncated files are listed in ``skipped_files`` (the same policy as
+        :func:`tokshuf.preprocess`).
+    member_format
+        ``"json.gz"`` (open_lm) or ``"npy"`` (uint16 when every id fits, else uint32).
+    gzip_level
+        0-12 (libdeflate); 1 is fast and about 6% larger than zlib's level 6.
+    all_pad_context
+        Reproduce tokshuf-rust's quirk: a file whose tokens fill whole contexts (or an empty
+        file) still adds a context made only of PAD.
+    buffer_bytes
+        Encoded contexts held in memory before stage 1 writes a run of cells (a checkpoint);
+        a second buffer fills while one is written.
+    progress
+        ``"bar"``, ``"json"`` (JSON lines) or ``"none"``, on stderr, one per stage; ``None``: a
+        bar when stderr is a terminal, else nothing.
+
+    Returns
+    -------
+    dict
+        The run summary: files, lines, documents, tokens, pad_tokens, contexts, shards,
+        padding_fraction, skipped lines by reason, bytes, seconds per stage, warnings.
+    """
+    items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
+    if progress is None:
+        progress = "bar" if sys.stderr.isatty() else "none"
+    summary: dict[str, Any] = json.loads(
+        _core.shuffle(
+            [os.fspath(i) for i in items],
+            os.fspath(local_cell_dir),
+            os.fspath(output),
+            tokenizer,
+            seqlen=seqlen,
+            wds_chunk_size=wds_chunk_size,
+            num_local_cells=num_local_cells,
+            seed=seed,
+            threads=threads,
+            ext=list(ext) if ext is not None else None,
+            shuffle_only=shuffle_only,
+            special_tokens=special_tokens,
+            eot_id=eot_id,
+            pad_id=pad_id,
+            bos_id=bos_id,
+            content_key=content_key,
+            on_error=on_error,
+            member_format=member_format,
+            gzip_level=gzip_level,
+            all_pad_context=all_pad_context,
+            buffer_bytes=buffer_bytes,
+            batch_bytes=batch_bytes,
+            max_line_bytes=max_line_bytes,
+            progress=progress,
+        )
+    )
+    return summary

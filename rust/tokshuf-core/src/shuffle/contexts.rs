@@ -1,0 +1,117 @@
+//! Cutting one input file's documents into fixed-length contexts (tokshuf-rust's rules).
+//!
+//! Every document becomes `[BOS] + ids + [EOT]` (BOS only where the convention has one), the
+//! documents of one file are concatenated and cut into contexts of exactly `seqlen` tokens, so a
+//! context may start mid-document; the file's last partial context is filled with PAD. Nothing
+//! is carried across files.
+
+use serde::{Deserialize, Serialize};
+
+/// The special ids written around documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpecialIds {
+    /// Written before every document, if set.
+    pub bos: Option<u32>,
+    /// Written after every document.
+    pub eot: u32,
+    /// Fills the last context of a file.
+    pub pad: u32,
+}
+
+/// The running state of one file: tokens not yet emitted and the next context's index.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cutter {
+    /// Tokens of the next context (always fewer than `seqlen` between calls).
+    pub pending: Vec<u32>,
+    /// Index (within the file) of the next context.
+    pub next_index: u64,
+}
+
+impl Cutter {
+    /// Append a document; full contexts are appended to `out` (`seqlen` ids each). Returns how
+    /// many contexts were emitted.
+    pub fn push_document(&mut self, ids: &[u32], special: &SpecialIds, seqlen: usize, out: &mut Vec<u32>) -> u64 {
+        if let Some(bos) = special.bos {
+            self.pending.push(bos);
+        }
+        self.pending.extend_from_slice(ids);
+        self.pending.push(special.eot);
+        let full = self.pending.len() / seqlen * seqlen;
+        if full == 0 {
+            return 0;
+        }
+        out.extend_from_slice(&self.pending[..full]);
+        self.pending.drain(..full);
+        let n = (full / seqlen) as u64;
+        self.next_index += n;
+        n
+    }
+
+    /// End of file: pad the remainder into one last context. With `all_pad_quirk` an empty
+    /// remainder still yields a context of PAD only (tokshuf-rust's behaviour). Returns the
+    /// number of PAD tokens written, or `None` if no context was emitted.
+    pub fn finish(
+        &mut self,
+        special: &SpecialIds,
+        seqlen: usize,
+        all_pad_quirk: bool,
+        out: &mut Vec<u32>,
+    ) -> Option<u64> {
+        if self.pending.is_empty() && !all_pad_quirk {
+            return None;
+        }
+        let pads = seqlen - self.pending.len();
+        out.extend_from_slice(&self.pending);
+        out.extend(std::iter::repeat_n(special.pad, pads));
+        self.pending.clear();
+        self.next_index += 1;
+        Some(pads as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SP: SpecialIds = SpecialIds { bos: None, eot: 0, pad: 9 };
+
+    fn cut(docs: &[&[u32]], special: &SpecialIds, seqlen: usize, quirk: bool) -> Vec<Vec<u32>> {
+        let mut c = Cutter::default();
+        let mut out = Vec::new();
+        for d in docs {
+            c.push_document(d, special, seqlen, &mut out);
+        }
+        c.finish(special, seqlen, quirk, &mut out);
+        assert_eq!(c.next_index as usize, out.len() / seqlen);
+        out.chunks(seqlen).map(<[u32]>::to_vec).collect()
+    }
+
+    #[test]
+    fn concatenate_and_chunk_then_pad() {
+        let got = cut(&[&[1, 2, 3], &[4], &[], &[5, 6, 7, 8]], &SP, 4, false);
+        assert_eq!(got, vec![vec![1, 2, 3, 0], vec![4, 0, 0, 5], vec![6, 7, 8, 0]]);
+        let got = cut(&[&[1, 2]], &SP, 4, false);
+        assert_eq!(got, vec![vec![1, 2, 0, 9]]);
+    }
+
+    #[test]
+    fn exact_multiple_has_no_all_pad_context_unless_quirk() {
+        assert_eq!(cut(&[&[1, 2, 3]], &SP, 4, false), vec![vec![1, 2, 3, 0]]);
+        assert_eq!(cut(&[&[1, 2, 3]], &SP, 4, true), vec![vec![1, 2, 3, 0], vec![9; 4]]);
+        assert!(cut(&[], &SP, 4, false).is_empty());
+        assert_eq!(cut(&[], &SP, 4, true), vec![vec![9; 4]]);
+    }
+
+    #[test]
+    fn bos_before_every_document_and_long_documents() {
+        let sp = SpecialIds { bos: Some(7), eot: 0, pad: 9 };
+        let long: Vec<u32> = (10..20).collect();
+        let got = cut(&[&[1], &long], &sp, 5, false);
+        let flat: Vec<u32> = got.concat();
+        let mut want = vec![7, 1, 0, 7];
+        want.extend(10..20);
+        want.push(0);
+        want.resize(15, 9);
+        assert_eq!(flat, want);
+    }
+}

@@ -1,0 +1,196 @@
+//! How one context is stored as a tar member: gzipped compact JSON (what open_lm reads) or
+//! `.npy` (compact, for tokshuf's own loaders). Encoding happens once, in stage 1; stage 2
+//! only copies the bytes.
+
+use libdeflater::{CompressionLvl, Compressor};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The member encoding of a context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemberFormat {
+    /// `<key>.json.gz`: gzip of `[t0,t1,...]` (no spaces), gzip level 0-12 (libdeflate).
+    JsonGz {
+        /// Compression level.
+        level: u8,
+    },
+    /// `<key>.npy`: a 1-D little-endian array, `uint16` when every id fits, else `uint32`.
+    Npy {
+        /// `uint32` rather than `uint16`.
+        wide: bool,
+    },
+}
+
+impl MemberFormat {
+    /// Parse `json.gz` or `npy`; `max_id` is the largest id that can occur (picks the npy dtype).
+    pub fn parse(name: &str, gzip_level: u8, max_id: u32) -> Result<Self> {
+        match name.trim_start_matches('.') {
+            "json.gz" => {
+                if gzip_level > 12 {
+                    return Err(Error::invalid(format!("gzip level {gzip_level} is out of range (0-12)")));
+                }
+                Ok(Self::JsonGz { level: gzip_level })
+            }
+            "npy" => Ok(Self::Npy { wide: max_id > u32::from(u16::MAX) }),
+            other => Err(Error::invalid(format!("unknown member format {other:?} (expected one of: json.gz, npy)"))),
+        }
+    }
+
+    /// The member extension (after the key's dot).
+    pub fn extension(&self) -> &'static str {
+        match self {
+            Self::JsonGz { .. } => "json.gz",
+            Self::Npy { .. } => "npy",
+        }
+    }
+}
+
+const DIGITS: [u8; 200] = {
+    let mut d = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        d[2 * i] = b'0' + (i / 10) as u8;
+        d[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    d
+};
+
+/// Append the decimal digits of `n`.
+fn push_decimal(out: &mut Vec<u8>, mut n: u32) {
+    let mut buf = [0u8; 10];
+    let mut i = buf.len();
+    while n >= 100 {
+        let r = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGITS[r..r + 2]);
+    }
+    if n >= 10 {
+        let r = n as usize * 2;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGITS[r..r + 2]);
+    } else {
+        i -= 1;
+        buf[i] = b'0' + n as u8;
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Compact JSON list of ids, as `serde_json::to_string(&Vec<u32>)` writes it.
+pub fn json_list(ids: &[u32], out: &mut Vec<u8>) {
+    out.reserve(ids.len() * 6 + 2);
+    out.push(b'[');
+    for (i, &id) in ids.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_decimal(out, id);
+    }
+    out.push(b']');
+}
+
+/// The `.npy` (format 1.0) header of a 1-D array of `len` elements.
+fn npy_header(len: usize, wide: bool, out: &mut Vec<u8>) {
+    let descr = if wide { "<u4" } else { "<u2" };
+    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({len},), }}");
+    // Magic (6) + version (2) + length (2) + dict + '\n', padded with spaces to 64 bytes.
+    let total = (10 + dict.len() + 1).div_ceil(64) * 64;
+    while 10 + dict.len() + 1 < total {
+        dict.push(' ');
+    }
+    dict.push('\n');
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+}
+
+/// A per-thread encoder (the compressor holds state and scratch space).
+pub struct Encoder {
+    format: MemberFormat,
+    compressor: Option<Compressor>,
+    json: Vec<u8>,
+}
+
+impl Encoder {
+    /// An encoder for `format`.
+    pub fn new(format: MemberFormat) -> Self {
+        let compressor = match format {
+            MemberFormat::JsonGz { level } => {
+                Some(Compressor::new(CompressionLvl::new(i32::from(level)).unwrap_or_default()))
+            }
+            MemberFormat::Npy { .. } => None,
+        };
+        Self { format, compressor, json: Vec::new() }
+    }
+
+    /// Append the member bytes of the context `ids` to `out`.
+    pub fn encode(&mut self, ids: &[u32], out: &mut Vec<u8>) {
+        match self.format {
+            MemberFormat::JsonGz { .. } => {
+                self.json.clear();
+                json_list(ids, &mut self.json);
+                let c = self.compressor.as_mut().expect("a compressor for json.gz");
+                let start = out.len();
+                out.resize(start + c.gzip_compress_bound(self.json.len()), 0);
+                let n = c.gzip_compress(&self.json, &mut out[start..]).expect("the bound is enough");
+                out.truncate(start + n);
+            }
+            MemberFormat::Npy { wide } => {
+                npy_header(ids.len(), wide, out);
+                if wide {
+                    out.extend(ids.iter().flat_map(|t| t.to_le_bytes()));
+                } else {
+                    out.extend(ids.iter().flat_map(|&t| (t as u16).to_le_bytes()));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_matches_serde() {
+        let ids = vec![0u32, 9, 10, 99, 100, 101, 65535, 123_456, u32::MAX];
+        let mut out = Vec::new();
+        json_list(&ids, &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&ids).unwrap());
+        let mut out = Vec::new();
+        json_list(&[], &mut out);
+        assert_eq!(out, b"[]");
+    }
+
+    #[test]
+    fn gzip_round_trip() {
+        let ids: Vec<u32> = (0..2049).map(|i| (i * 7919) % 50_000).collect();
+        let mut enc = Encoder::new(MemberFormat::JsonGz { level: 1 });
+        let mut out = Vec::new();
+        enc.encode(&ids, &mut out);
+        let mut d = flate2::read::GzDecoder::new(&out[..]);
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut d, &mut s).unwrap();
+        assert_eq!(serde_json::from_str::<Vec<u32>>(&s).unwrap(), ids);
+    }
+
+    #[test]
+    fn npy_header_is_aligned() {
+        for (len, wide) in [(1, false), (2049, false), (2049, true), (1 << 20, true)] {
+            let mut out = Vec::new();
+            npy_header(len, wide, &mut out);
+            assert_eq!(out.len() % 64, 0);
+            assert_eq!(*out.last().unwrap(), b'\n');
+        }
+    }
+
+    #[test]
+    fn formats_parse_with_choices_in_the_message() {
+        assert_eq!(MemberFormat::parse("npy", 1, 70_000).unwrap(), MemberFormat::Npy { wide: true });
+        assert_eq!(MemberFormat::parse("npy", 1, 65_535).unwrap(), MemberFormat::Npy { wide: false });
+        let e = MemberFormat::parse("bin", 1, 10).unwrap_err().to_string();
+        assert!(e.contains("json.gz, npy"), "{e}");
+    }
+}

@@ -1,0 +1,239 @@
+//! `tokshuf shuffle`: JSON lines → tokens → fixed-length contexts → two-stage local-cell disk
+//! shuffle → webdataset shards that open_lm / DCLM read unchanged.
+//!
+//! * stage 1 ([`stage1`], [`samples`] for `--shuffle-only`): contexts are cut per input file
+//!   ([`contexts`]), encoded once ([`encode`]) and scattered over local cells on disk ([`cells`]);
+//! * stage 2 ([`stage2`]): cells are shuffled one at a time into `shard_%08d.tar` ([`shard`],
+//!   [`tar`]) and `manifest.jsonl`.
+//!
+//! Every random decision is a function of the seed and content positions ([`rng`]), so the output
+//! is byte-identical for any thread count, and [`state`] checkpoints make a killed run resumable
+//! with the same output.
+
+pub mod cells;
+mod config;
+mod contexts;
+mod encode;
+mod rng;
+mod samples;
+mod shard;
+mod stage1;
+mod stage2;
+mod state;
+mod summary;
+pub mod tar;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Instant, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+pub use config::{
+    resolve_special, ShuffleConfig, DEFAULT_BUFFER_BYTES, DEFAULT_GZIP_LEVEL, DEFAULT_NUM_LOCAL_CELLS, DEFAULT_SEED,
+    DEFAULT_SEQLEN, DEFAULT_WDS_CHUNK_SIZE, SPECIAL_TOKEN_PRESETS,
+};
+pub use contexts::{Cutter, SpecialIds};
+pub use encode::{json_list, Encoder, MemberFormat};
+pub use summary::{SkipRecord, SkippedFile, Summary};
+
+use crate::cancel::Cancel;
+use crate::error::{Error, IoContext, Result};
+use crate::tokenize::Tokenizer;
+use shard::{shard_path, write_manifest, PayloadKind};
+use state::{clean_leftovers, save, DirLock, Stage, State};
+
+/// Bits of a context id that hold the context's index within its file.
+const INDEX_BITS: u32 = 40;
+/// Bits of a context id that hold the input file's index.
+const FILE_BITS: u32 = 24;
+
+/// The id of context `index` of input file `file`: the content position every random decision
+/// and the order inside a cell derive from.
+pub fn context_id(file: usize, index: u64) -> u64 {
+    debug_assert!(index < 1 << INDEX_BITS);
+    ((file as u64) << INDEX_BITS) | index
+}
+
+/// Fault injection for the resume tests: `TOKSHUF_TEST_CRASH_AT=name:n` aborts the process the
+/// n-th time (1-based) the point `name` is reached. Costs one relaxed load when unset.
+fn crash_point(name: &str) {
+    static TARGET: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    static HITS: AtomicU64 = AtomicU64::new(0);
+    let target = TARGET.get_or_init(|| {
+        let v = std::env::var("TOKSHUF_TEST_CRASH_AT").ok()?;
+        let (n, k) = v.rsplit_once(':')?;
+        Some((n.to_string(), k.parse().ok()?))
+    });
+    if let Some((n, k)) = target {
+        if n == name && HITS.fetch_add(1, Ordering::Relaxed) + 1 == *k {
+            std::process::abort();
+        }
+    }
+}
+
+fn input_identity(path: &Path) -> Result<Value> {
+    let meta = std::fs::metadata(path).with_path(path)?;
+    let mtime = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as u64);
+    let canonical = path.canonicalize().with_path(path)?;
+    Ok(json!({"path": canonical, "bytes": meta.len(), "mtime_ns": mtime}))
+}
+
+/// Everything the output depends on; a local-cell dir only resumes the command it was made by.
+/// (Threads and buffer sizes do not change the output; `--on-error` may change between resumes.)
+fn fingerprint(cfg: &ShuffleConfig, tokenizer: Option<&dyn Tokenizer>) -> Result<Value> {
+    let inputs = cfg.inputs.iter().map(|p| input_identity(p)).collect::<Result<Vec<_>>>()?;
+    Ok(json!({
+        "command": "tokshuf shuffle",
+        "inputs": inputs,
+        "output": cfg.output.canonicalize().with_path(&cfg.output)?,
+        "tokenizer": tokenizer.map(|t| t.identity()),
+        "seqlen": cfg.seqlen,
+        "wds_chunk_size": cfg.wds_chunk_size,
+        "num_local_cells": cfg.num_local_cells,
+        "seed": cfg.seed,
+        "content_key": cfg.content_key,
+        "special_tokens": cfg.special,
+        "member_format": cfg.member_format,
+        "shuffle_only": cfg.shuffle_only,
+        "all_pad_context": cfg.all_pad_context,
+        "max_line_bytes": cfg.max_line_bytes,
+    }))
+}
+
+/// A fresh run must not write over another dataset.
+fn check_output_is_free(output: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(output).with_path(output)? {
+        let name = entry.with_path(output)?.file_name().to_string_lossy().into_owned();
+        if name == "manifest.jsonl" || (name.starts_with("shard_") && name.ends_with(".tar")) {
+            return Err(Error::invalid(format!(
+                "the output dir {} already holds a dataset ({name}); remove it or choose another --output",
+                output.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn build_summary(
+    cfg: &ShuffleConfig,
+    tokenizer: Option<&dyn Tokenizer>,
+    state: &State,
+    shards: u64,
+    manifest: &Path,
+    warnings: Vec<String>,
+) -> Summary {
+    let c = &state.counts;
+    let all = c.contexts * cfg.seqlen as u64;
+    let output_bytes = (0..shards).map(|s| std::fs::metadata(shard_path(&cfg.output, s)).map_or(0, |m| m.len())).sum();
+    Summary {
+        files: cfg.inputs.len() as u64,
+        lines: c.lines,
+        documents: c.documents,
+        tokens: c.tokens,
+        pad_tokens: c.pad_tokens,
+        contexts: c.contexts,
+        seqlen: cfg.seqlen as u64,
+        padding_fraction: if all == 0 || cfg.shuffle_only { 0.0 } else { c.pad_tokens as f64 / all as f64 },
+        shards,
+        wds_chunk_size: cfg.wds_chunk_size,
+        skipped: c.skipped.clone(),
+        first_skipped: c.first_skipped.clone(),
+        skipped_files: c.skipped_files.clone(),
+        input_bytes: c.input_bytes,
+        decompressed_bytes: c.decompressed_bytes,
+        cell_bytes: c.cell_bytes,
+        output_bytes,
+        tokenizer: tokenizer.map_or(Value::Null, |t| t.identity()),
+        special_tokens: (!cfg.shuffle_only).then_some(cfg.special),
+        member_format: if cfg.shuffle_only { "as input".into() } else { cfg.member_format.extension().into() },
+        output: cfg.output.clone(),
+        manifest: manifest.to_path_buf(),
+        warnings,
+        ..Default::default()
+    }
+}
+
+/// Run (or resume) a shuffle. `tokenizer` is required unless `cfg.shuffle_only`; `warnings` (from
+/// [`resolve_special`]) are passed through to the summary. Progress is drawn on stderr as
+/// `cfg.progress` says, one bar (or series of JSON lines) per stage.
+pub fn shuffle(
+    cfg: &ShuffleConfig,
+    tokenizer: Option<Arc<dyn Tokenizer>>,
+    mut warnings: Vec<String>,
+    cancel: &Cancel,
+) -> Result<Summary> {
+    cfg.check()?;
+    let started = Instant::now();
+    let dir = &cfg.local_cell_dir;
+    std::fs::create_dir_all(&cfg.output).with_path(&cfg.output)?;
+    let fp = fingerprint(cfg, tokenizer.as_deref())?;
+    let _lock = DirLock::acquire(dir)?;
+    let (mut state, resumed) = match state::load(dir, &fp)? {
+        Some(s) => (s, true),
+        None => {
+            check_output_is_free(&cfg.output)?;
+            let s = State::fresh(fp);
+            save(dir, &s)?;
+            (s, false)
+        }
+    };
+    clean_leftovers(dir, &cfg.output, &state)?;
+    if state.stage == Stage::Complete {
+        let saved = state.summary.clone().unwrap_or(Value::Null);
+        let mut summary: Summary = serde_json::from_value(saved)
+            .map_err(|e| Error::format(dir, format!("unreadable summary in the shuffle state ({e})")))?;
+        let missing = std::iter::once(summary.manifest.clone())
+            .chain((0..summary.shards).map(|s| shard_path(&cfg.output, s)))
+            .find(|p| !p.is_file());
+        if let Some(missing) = missing {
+            return Err(Error::invalid(format!(
+                "the run in {} is complete, but its output {} is gone; delete {} to run it again",
+                dir.display(),
+                missing.display(),
+                dir.display()
+            )));
+        }
+        summary.already_complete = true;
+        summary.resumed = true;
+        summary.seconds = started.elapsed().as_secs_f64();
+        return Ok(summary);
+    }
+
+    let t1 = Instant::now();
+    if state.stage == Stage::Cells {
+        match (&tokenizer, cfg.shuffle_only) {
+            (_, true) => samples::run(cfg, &mut state, cancel)?,
+            (Some(t), false) => stage1::run(cfg, Arc::clone(t), &mut state, cancel)?,
+            (None, false) => return Err(Error::invalid("a tokenizer is needed unless shuffle_only is set")),
+        }
+        state.stage = Stage::Shards;
+        save(dir, &state)?;
+        crash_point("stage1-done");
+    }
+    let stage1_seconds = t1.elapsed().as_secs_f64();
+
+    let cell_mb = state.counts.cell_bytes as f64 / f64::from(cfg.num_local_cells) / 1e6;
+    if cell_mb > 256.0 {
+        warnings.push(format!(
+            "local cells average {cell_mb:.0} MB and stage 2 holds about threads + 1 of them in memory; \
+             raise --num-local-cells for datasets this large"
+        ));
+    }
+    let t2 = Instant::now();
+    let kind = if cfg.shuffle_only { PayloadKind::Sample } else { PayloadKind::Member(cfg.member_format.extension()) };
+    let shards = stage2::run(cfg, kind, &mut state, cancel)?;
+    let manifest = write_manifest(&cfg.output, state.counts.contexts, cfg.wds_chunk_size)?;
+    crash_point("manifest-written");
+    let mut summary = build_summary(cfg, tokenizer.as_deref(), &state, shards, &manifest, warnings);
+    summary.resumed = resumed;
+    summary.stage1_seconds = stage1_seconds;
+    summary.stage2_seconds = t2.elapsed().as_secs_f64();
+    summary.seconds = started.elapsed().as_secs_f64();
+    state.stage = Stage::Complete;
+    state.summary = Some(serde_json::to_value(&summary).map_err(|e| Error::invalid(e.to_string()))?);
+    save(dir, &state)?;
+    clean_leftovers(dir, &cfg.output, &state)?;
+    Ok(summary)
+}

@@ -1,0 +1,309 @@
+//! The ordered half of stage 1: input order, context cutting, bad-input policy, checkpoints.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use super::reader::Problem;
+use super::{Checkpoint, EncodeJob, Msg, Ordered, Work};
+use crate::cancel::Cancel;
+use crate::error::{BadInputReason, Error, Result};
+use crate::preprocess::{EncodedBatch, ErrorPolicy};
+use crate::progress::{Progress, ProgressSnapshot};
+use crate::shuffle::cells::RunBuffer;
+use crate::shuffle::config::ShuffleConfig;
+use crate::shuffle::context_id;
+use crate::shuffle::contexts::Cutter;
+use crate::shuffle::state::{run_path, State};
+use crate::shuffle::summary::{SkipRecord, SkippedFile};
+
+/// Skipped lines listed individually in the summary.
+const SKIP_EXAMPLES: usize = 20;
+/// Contexts per encoding job.
+const CHUNK_CONTEXTS: usize = 16;
+
+pub(super) struct Collector<'a> {
+    cfg: &'a ShuffleConfig,
+    state: &'a mut State,
+    work: Sender<Work>,
+    results: &'a Receiver<Msg>,
+    slots: &'a Sender<()>,
+    checkpoints: Sender<Checkpoint>,
+    cancel: &'a Cancel,
+    buffer: RunBuffer,
+    pending: BTreeMap<u64, Ordered>,
+    next_seq: u64,
+    /// Contexts waiting to be sent for encoding (consecutive ids from `chunk_first_id`).
+    chunk: Vec<u32>,
+    chunk_first_id: u64,
+    outstanding: usize,
+    max_outstanding: usize,
+    progress: Progress,
+    /// Progress of this invocation (a resumed run counts from its checkpoint).
+    snapshot: ProgressSnapshot,
+    /// Documents and tokens before the checkpoint this invocation started from.
+    base: (u64, u64),
+}
+
+impl<'a> Collector<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        cfg: &'a ShuffleConfig,
+        state: &'a mut State,
+        work: Sender<Work>,
+        results: &'a Receiver<Msg>,
+        slots: &'a Sender<()>,
+        checkpoints: Sender<Checkpoint>,
+        max_outstanding: usize,
+        cancel: &'a Cancel,
+    ) -> Self {
+        let remaining: u64 =
+            cfg.inputs[state.position.file..].iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+        let base = (state.counts.documents, state.counts.tokens);
+        Self {
+            cfg,
+            state,
+            work,
+            results,
+            slots,
+            checkpoints,
+            cancel,
+            buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)),
+            pending: BTreeMap::new(),
+            next_seq: 0,
+            chunk: Vec::new(),
+            chunk_first_id: 0,
+            outstanding: 0,
+            max_outstanding,
+            progress: Progress::new(cfg.progress, "shuffle-cells", remaining),
+            snapshot: ProgressSnapshot::default(),
+            base,
+        }
+    }
+
+    fn receive(&mut self) -> Result<()> {
+        let msg = loop {
+            // Wake up now and then to notice Ctrl-C while every worker is busy.
+            match self.results.recv_timeout(Duration::from_millis(100)) {
+                Ok(msg) => break msg,
+                Err(RecvTimeoutError::Timeout) => self.cancel.check()?,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Error::invalid("stage 1 workers stopped unexpectedly"))
+                }
+            }
+        };
+        match msg {
+            Msg::Ordered(seq, item) => {
+                self.pending.insert(seq, item);
+            }
+            Msg::Encoded(chunk) => {
+                let mut offset = 0usize;
+                for (i, (&cell, &len)) in chunk.cells.iter().zip(&chunk.lens).enumerate() {
+                    self.buffer.push(cell, chunk.first_id + i as u64, &chunk.bytes[offset..offset + len as usize]);
+                    offset += len as usize;
+                }
+                self.state.counts.cell_bytes += chunk.bytes.len() as u64;
+                self.outstanding -= 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn send_chunk(&mut self) -> Result<()> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        while self.outstanding >= self.max_outstanding {
+            self.receive()?;
+        }
+        let n = (self.chunk.len() / self.cfg.seqlen) as u64;
+        let tokens = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK_CONTEXTS * self.cfg.seqlen));
+        let job = EncodeJob { first_id: self.chunk_first_id, tokens };
+        self.chunk_first_id += n;
+        self.work.send(Work::Encode(job)).map_err(|_| Error::invalid("stage 1 workers stopped unexpectedly"))?;
+        self.outstanding += 1;
+        Ok(())
+    }
+
+    /// The id of the next context cut from `file`, if the chunk starts with it.
+    fn mark_chunk_start(&mut self, file: usize) {
+        if self.chunk.is_empty() {
+            self.chunk_first_id = context_id(file, self.state.position.cutter.next_index);
+        }
+    }
+
+    fn count_skip(&mut self, path: &Path, line: u64, reason: BadInputReason, msg: &str) {
+        let counts = &mut self.state.counts;
+        *counts.skipped.entry(reason.as_str().to_string()).or_default() += 1;
+        if counts.first_skipped.len() < SKIP_EXAMPLES {
+            counts.first_skipped.push(SkipRecord {
+                path: path.to_path_buf(),
+                line,
+                reason: reason.as_str().to_string(),
+                message: msg.to_string(),
+            });
+        }
+    }
+
+    fn rejected(&mut self, file: usize, first_line: u64, encoded: &EncodedBatch) -> Result<()> {
+        let path = &self.cfg.inputs[file];
+        for (i, reason, msg) in &encoded.rejected {
+            let line = first_line + u64::from(*i);
+            if self.cfg.on_error == ErrorPolicy::Fail {
+                return Err(Error::BadInput { path: path.clone(), line, reason: *reason, msg: msg.clone() });
+            }
+            self.count_skip(path, line, *reason, msg);
+        }
+        Ok(())
+    }
+
+    /// A whole-file problem: an error under `fail`; under `skip` the file is listed (and what
+    /// was read of a truncated file is kept, as `preprocess` does).
+    fn problem(&mut self, file: usize, problem: Problem) -> Result<()> {
+        let path = self.cfg.inputs[file].clone();
+        let (reason, line, record) = match problem {
+            Problem::Fatal(e) => return Err(e),
+            Problem::Empty => {
+                let record = SkippedFile {
+                    path: path.clone(),
+                    reason: BadInputReason::EmptyFile.as_str().into(),
+                    first_lost_line: None,
+                    decompressed_bytes_read: None,
+                    message: "the file is empty".into(),
+                };
+                (BadInputReason::EmptyFile, 0, record)
+            }
+            Problem::Truncated(t) => {
+                let lost = if t.fragment_bytes > 0 {
+                    format!(
+                        "line {} ({} bytes of it were read) and anything after it are lost",
+                        t.line, t.fragment_bytes
+                    )
+                } else {
+                    format!("anything after line {} is lost", t.line - 1)
+                };
+                let message = format!(
+                    "decompression failed after {} bytes: the file is truncated or corrupt ({}); {lost}",
+                    t.offset, t.message
+                );
+                if t.fragment_bytes > 0 && self.cfg.on_error == ErrorPolicy::Skip {
+                    self.count_skip(&path, t.line, BadInputReason::TruncatedFile, &message);
+                }
+                let record = SkippedFile {
+                    path: path.clone(),
+                    reason: BadInputReason::TruncatedFile.as_str().into(),
+                    first_lost_line: Some(t.line),
+                    decompressed_bytes_read: Some(t.offset),
+                    message,
+                };
+                (BadInputReason::TruncatedFile, t.line, record)
+            }
+        };
+        if self.cfg.on_error == ErrorPolicy::Fail {
+            return Err(Error::BadInput { path, line, reason, msg: record.message });
+        }
+        self.state.counts.skipped_files.push(record);
+        Ok(())
+    }
+
+    fn on_batch(&mut self, file: usize, first_line: u64, lines: u64, encoded: &EncodedBatch) -> Result<()> {
+        debug_assert_eq!(file, self.state.position.file);
+        self.rejected(file, first_line, encoded)?;
+        let (special, seqlen) = (self.cfg.special, self.cfg.seqlen);
+        let key = &encoded.keys[0];
+        let (mut tok, mut seq) = (0usize, 0usize);
+        for &n_seq in &key.document_sequences {
+            let len: usize = key.sequence_lengths[seq..seq + n_seq as usize].iter().map(|&l| l as usize).sum();
+            let ids = &key.tokens[tok..tok + len];
+            tok += len;
+            seq += n_seq as usize;
+            self.mark_chunk_start(file);
+            self.state.position.cutter.push_document(ids, &special, seqlen, &mut self.chunk);
+            let c = &mut self.state.counts;
+            c.documents += 1;
+            c.tokens += (len + 1 + usize::from(special.bos.is_some())) as u64;
+            if self.chunk.len() >= CHUNK_CONTEXTS * seqlen {
+                self.send_chunk()?;
+            }
+        }
+        self.state.position.lines = first_line - 1 + lines;
+        self.state.counts.lines += lines;
+        Ok(())
+    }
+
+    fn on_file_end(&mut self, file: usize, bytes: u64, decompressed: u64) -> Result<()> {
+        self.mark_chunk_start(file);
+        let (special, seqlen, quirk) = (self.cfg.special, self.cfg.seqlen, self.cfg.all_pad_context);
+        if let Some(pads) = self.state.position.cutter.finish(&special, seqlen, quirk, &mut self.chunk) {
+            // The other tokens of that context were counted with their documents.
+            self.state.counts.pad_tokens += pads;
+        }
+        self.send_chunk()?;
+        let pos = &mut self.state.position;
+        pos.file = file + 1;
+        pos.lines = 0;
+        pos.cutter = Cutter::default();
+        let c = &mut self.state.counts;
+        c.files_done += 1;
+        c.input_bytes += bytes;
+        c.decompressed_bytes += decompressed;
+        Ok(())
+    }
+
+    /// Wait for every chunk in flight, then hand the buffer and the position to the checkpoint
+    /// thread (which writes the run, then saves the state) and go on with a fresh buffer. Only
+    /// one checkpoint is in flight: this waits for the previous one.
+    fn checkpoint(&mut self) -> Result<()> {
+        self.send_chunk()?;
+        while self.outstanding > 0 {
+            self.receive()?;
+        }
+        self.cancel.check()?;
+        let mut run = None;
+        if !self.buffer.is_empty() {
+            let n = self.buffer.len() as u64;
+            let fresh = RunBuffer::with_capacity(self.cfg.buffer_bytes + (1 << 20));
+            run =
+                Some((std::mem::replace(&mut self.buffer, fresh), run_path(&self.cfg.local_cell_dir, self.state.runs)));
+            self.state.runs += 1;
+            self.state.counts.contexts += n;
+        }
+        let job = Checkpoint { run, state: self.state.clone() };
+        self.checkpoints.send(job).map_err(|_| Error::invalid("the stage 1 checkpoint thread stopped"))
+    }
+
+    pub fn run(&mut self) -> Result<()> {
+        loop {
+            while let Some(item) = self.pending.remove(&self.next_seq) {
+                self.cancel.check()?;
+                self.next_seq += 1;
+                match item {
+                    Ordered::Batch { file, first_line, lines, input_pos, encoded } => {
+                        self.on_batch(file, first_line, lines, &encoded)?;
+                        self.snapshot.bytes = input_pos;
+                        let _ = self.slots.send(());
+                    }
+                    Ordered::Problem { file, problem } => self.problem(file, problem)?,
+                    Ordered::FileEnd { file, bytes, decompressed, input_pos } => {
+                        self.on_file_end(file, bytes, decompressed)?;
+                        self.snapshot.bytes = input_pos;
+                    }
+                    Ordered::InputEnd => {
+                        self.checkpoint()?;
+                        self.progress.finish(self.snapshot);
+                        return Ok(());
+                    }
+                }
+                self.snapshot.documents = self.state.counts.documents - self.base.0;
+                self.snapshot.tokens = self.state.counts.tokens - self.base.1;
+                self.progress.update(self.snapshot);
+                if self.buffer.bytes() >= self.cfg.buffer_bytes {
+                    self.checkpoint()?;
+                }
+            }
+            self.receive()?;
+        }
+    }
+}

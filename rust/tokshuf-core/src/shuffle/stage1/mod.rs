@@ -1,0 +1,139 @@
+//! Stage 1 ("coarse shuffle"): JSON lines → tokens → contexts → local cells.
+//!
+//! The threads are those of `preprocess`: a [`reader`] splits files into batches of lines,
+//! `threads` workers ([`work`]) tokenize them, and the [`collector`] (this thread) takes the
+//! results strictly in input order and cuts contexts, so contexts and their ids never depend on
+//! timing. Encoding a context (JSON + gzip) is the other costly step: the collector hands
+//! contexts back to the same workers in chunks, and files the encoded records into the run
+//! buffer under the cell that a hash of (seed, context id) picks. When the buffer is full the
+//! collector waits for the chunks in flight and hands the buffer, with its reading position, to
+//! a thread that writes the run and then saves the position (the checkpoint), while a fresh
+//! buffer fills.
+
+mod collector;
+mod reader;
+mod work;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crossbeam_channel::{bounded, unbounded, Receiver};
+
+use super::cells::RunBuffer;
+use super::config::ShuffleConfig;
+use super::crash_point;
+use super::state::{save, State};
+use crate::cancel::Cancel;
+use crate::error::{Error, Result};
+use crate::preprocess::EncodedBatch;
+use crate::read::lines::LineBatch;
+use crate::tokenize::Tokenizer;
+use collector::Collector;
+use reader::{Problem, Reader};
+
+struct TokenizeJob {
+    seq: u64,
+    file: usize,
+    /// Input bytes (on disk, from the first file read) consumed once this batch is done.
+    input_pos: u64,
+    batch: LineBatch,
+}
+
+struct EncodeJob {
+    first_id: u64,
+    tokens: Vec<u32>,
+}
+
+enum Work {
+    Tokenize(TokenizeJob),
+    Encode(EncodeJob),
+}
+
+/// Encoded contexts with consecutive ids.
+struct EncodedChunk {
+    first_id: u64,
+    cells: Vec<u32>,
+    lens: Vec<u32>,
+    bytes: Vec<u8>,
+}
+
+/// Items the collector consumes in input order.
+enum Ordered {
+    Batch { file: usize, first_line: u64, lines: u64, input_pos: u64, encoded: EncodedBatch },
+    Problem { file: usize, problem: Problem },
+    FileEnd { file: usize, bytes: u64, decompressed: u64, input_pos: u64 },
+    InputEnd,
+}
+
+enum Msg {
+    Ordered(u64, Ordered),
+    Encoded(EncodedChunk),
+}
+
+/// A run to write and the state to save once it is durable.
+struct Checkpoint {
+    run: Option<(RunBuffer, PathBuf)>,
+    state: State,
+}
+
+fn write_checkpoints(cfg: &ShuffleConfig, jobs: &Receiver<Checkpoint>) -> Result<()> {
+    for job in jobs.iter() {
+        if let Some((mut buffer, path)) = job.run {
+            buffer.write(&path, cfg.num_local_cells)?;
+            crash_point("run-written");
+        }
+        save(&cfg.local_cell_dir, &job.state)?;
+        crash_point("checkpoint-saved");
+    }
+    Ok(())
+}
+
+/// Run stage 1 from `state.position` to the end of the input; `state` is checkpointed as it goes.
+pub(super) fn run(
+    cfg: &ShuffleConfig,
+    tokenizer: Arc<dyn Tokenizer>,
+    state: &mut State,
+    cancel: &Cancel,
+) -> Result<()> {
+    let in_flight = 2 * cfg.threads + 2;
+    let (work_tx, work_rx) = unbounded::<Work>();
+    let (result_tx, result_rx) = unbounded::<Msg>();
+    let (slot_tx, slot_rx) = bounded::<()>(in_flight);
+    for _ in 0..in_flight {
+        slot_tx.send(()).expect("capacity");
+    }
+    // Set when the collector is done (finished or failed): the other threads stop.
+    let stop = Cancel::new();
+    let start = state.position.clone();
+    std::thread::scope(|s| -> Result<()> {
+        let reader = Reader {
+            cfg,
+            start: &start,
+            work: work_tx.clone(),
+            results: result_tx.clone(),
+            slots: slot_rx.clone(),
+            stop: &stop,
+        };
+        s.spawn(move || reader.run());
+        for _ in 0..cfg.threads {
+            let (work, results, stop, tokenizer) = (work_rx.clone(), result_tx.clone(), &stop, &tokenizer);
+            s.spawn(move || work::worker(cfg, tokenizer.as_ref(), &work, &results, cancel, stop));
+        }
+        drop(result_tx);
+        drop(work_rx);
+        let (checkpoint_tx, checkpoint_rx) = bounded::<Checkpoint>(0);
+        let checkpointer = s.spawn(move || write_checkpoints(cfg, &checkpoint_rx));
+        let collected =
+            Collector::new(cfg, state, work_tx, &result_rx, &slot_tx, checkpoint_tx, in_flight, cancel).run();
+        // Let every thread finish: the reader may wait for a slot, the workers for work.
+        stop.cancel();
+        drop(slot_tx);
+        drop(slot_rx);
+        for _ in result_rx.iter() {}
+        let checkpointed =
+            checkpointer.join().unwrap_or_else(|_| Err(Error::invalid("the stage 1 checkpoint thread panicked")));
+        // A failed checkpoint explains a collector that could not hand one over.
+        checkpointed.and(collected)
+    })?;
+    cancel.check()
+}

@@ -1,0 +1,120 @@
+//! The reader of stage 1: input files → numbered items, in input order, from the checkpoint.
+//!
+//! As in `preprocess`, problems with whole files (empty, truncated, unreadable) travel in the same
+//! numbered stream as the batches, so the collector meets them in input order.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::{Msg, Ordered, TokenizeJob, Work};
+use crate::cancel::Cancel;
+use crate::error::{Error, IoContext};
+use crate::read::lines::{LineReader, Truncation};
+use crate::read::{decompress, CountingReader};
+use crate::shuffle::config::ShuffleConfig;
+use crate::shuffle::state::Position;
+
+/// Something wrong with a whole file.
+pub(super) enum Problem {
+    /// No bytes at all, or nothing after decompression.
+    Empty,
+    /// Decompression failed part-way: the lines before the failure were read.
+    Truncated(Truncation),
+    /// The file cannot be read (stops the run under any policy).
+    Fatal(Error),
+}
+
+/// Where the reader starts, and what it sends to.
+pub(super) struct Reader<'a> {
+    pub cfg: &'a ShuffleConfig,
+    pub start: &'a Position,
+    pub work: Sender<Work>,
+    pub results: Sender<Msg>,
+    pub slots: Receiver<()>,
+    pub stop: &'a Cancel,
+}
+
+impl Reader<'_> {
+    /// Read every file from the checkpoint on; returns when done, stopped or unwanted.
+    pub fn run(self) {
+        let mut seq = 0u64;
+        let ordered = |seq: &mut u64, item: Ordered| -> bool {
+            let ok = !self.stop.is_cancelled() && self.results.send(Msg::Ordered(*seq, item)).is_ok();
+            *seq += 1;
+            ok
+        };
+        // On-disk bytes of the files before the current one (progress).
+        let mut before = 0u64;
+        for file in self.start.file..self.cfg.inputs.len() {
+            let path = &self.cfg.inputs[file];
+            let skip = if file == self.start.file { self.start.lines } else { 0 };
+            let size = match std::fs::metadata(path).with_path(path) {
+                Ok(m) => m.len(),
+                Err(e) => {
+                    ordered(&mut seq, Ordered::Problem { file, problem: Problem::Fatal(e) });
+                    return;
+                }
+            };
+            let counter = Arc::new(AtomicU64::new(0));
+            let opened = std::fs::File::open(path)
+                .with_path(path)
+                .and_then(|f| decompress(path, CountingReader::new(f, Arc::clone(&counter))));
+            let stream = match opened {
+                Ok(s) => s,
+                Err(e) => {
+                    ordered(&mut seq, Ordered::Problem { file, problem: Problem::Fatal(e) });
+                    return;
+                }
+            };
+            let cfg = self.cfg;
+            let mut reader = LineReader::new(path, stream, cfg.batch_bytes, cfg.max_line_bytes).tolerate_corruption();
+            loop {
+                let mut batch = match reader.next_batch() {
+                    Ok(Some(batch)) => batch,
+                    Ok(None) => break,
+                    Err(e) => {
+                        ordered(&mut seq, Ordered::Problem { file, problem: Problem::Fatal(e) });
+                        return;
+                    }
+                };
+                let done_before = batch.first_line - 1;
+                if done_before + batch.len() as u64 <= skip {
+                    continue;
+                }
+                if done_before < skip {
+                    // Resuming inside this batch: drop the lines the checkpoint covers.
+                    let k = (skip - done_before) as usize;
+                    batch.lines.drain(..k);
+                    batch.first_line += k as u64;
+                }
+                let input_pos = before + counter.load(Ordering::Relaxed).min(size);
+                // One slot per batch in flight bounds memory however far the reader gets ahead.
+                if self.stop.is_cancelled() || self.slots.recv().is_err() {
+                    return;
+                }
+                if self.work.send(Work::Tokenize(TokenizeJob { seq, file, input_pos, batch })).is_err() {
+                    return;
+                }
+                seq += 1;
+            }
+            before += size;
+            let problem = match reader.truncation() {
+                Some(t) => Some(Problem::Truncated(t.clone())),
+                None if reader.offset() == 0 => Some(Problem::Empty),
+                None => None,
+            };
+            if let Some(problem) = problem {
+                if !ordered(&mut seq, Ordered::Problem { file, problem }) {
+                    return;
+                }
+            }
+            let end = Ordered::FileEnd { file, bytes: size, decompressed: reader.offset(), input_pos: before };
+            if !ordered(&mut seq, end) {
+                return;
+            }
+        }
+        ordered(&mut seq, Ordered::InputEnd);
+    }
+}

@@ -1,0 +1,64 @@
+//! The workers of stage 1: tokenize batches of lines, and encode chunks of contexts.
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::{EncodedChunk, Msg, Ordered, Work};
+use crate::cancel::Cancel;
+use crate::preprocess::{encode_batch, DocumentRules};
+use crate::read::FieldOptions;
+use crate::shuffle::config::ShuffleConfig;
+use crate::shuffle::encode::Encoder;
+use crate::shuffle::rng::cell_of;
+use crate::tokenize::Tokenizer;
+
+/// Serve jobs until the queue closes. `cancel` is the caller's (Ctrl-C), `stop` the pipeline's.
+pub(super) fn worker(
+    cfg: &ShuffleConfig,
+    tokenizer: &dyn Tokenizer,
+    work: &Receiver<Work>,
+    results: &Sender<Msg>,
+    cancel: &Cancel,
+    stop: &Cancel,
+) {
+    let keys = [cfg.content_key.clone()];
+    // Documents are built by the cutter (BOS, EOT): no end-of-document id here.
+    let rules = DocumentRules { keys: &keys, eod: None, fields: FieldOptions { sentence_lists: true } };
+    let mut encoder = Encoder::new(cfg.member_format);
+    for item in work.iter() {
+        if stop.is_cancelled() || cancel.is_cancelled() {
+            continue;
+        }
+        let msg = match item {
+            Work::Tokenize(job) => {
+                let encoded = encode_batch(&job.batch, &rules, tokenizer, cancel);
+                let ordered = Ordered::Batch {
+                    file: job.file,
+                    first_line: job.batch.first_line,
+                    lines: job.batch.len() as u64,
+                    input_pos: job.input_pos,
+                    encoded,
+                };
+                Msg::Ordered(job.seq, ordered)
+            }
+            Work::Encode(job) => {
+                let n = job.tokens.len() / cfg.seqlen;
+                let mut chunk = EncodedChunk {
+                    first_id: job.first_id,
+                    cells: Vec::with_capacity(n),
+                    lens: Vec::with_capacity(n),
+                    bytes: Vec::with_capacity(n * cfg.seqlen * 2),
+                };
+                for (i, ctx) in job.tokens.chunks_exact(cfg.seqlen).enumerate() {
+                    let before = chunk.bytes.len();
+                    encoder.encode(ctx, &mut chunk.bytes);
+                    chunk.lens.push((chunk.bytes.len() - before) as u32);
+                    chunk.cells.push(cell_of(cfg.seed, job.first_id + i as u64, cfg.num_local_cells));
+                }
+                Msg::Encoded(chunk)
+            }
+        };
+        if results.send(msg).is_err() {
+            break;
+        }
+    }
+}

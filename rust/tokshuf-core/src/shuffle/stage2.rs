@@ -1,0 +1,248 @@
+//! Stage 2 ("fine shuffle"): local cells → shuffled shards.
+//!
+//! The output is `shuffle(cell 0) ++ shuffle(cell 1) ++ ...`, cut into shards of W. Because every
+//! context went to a cell independently and uniformly, and each cell is shuffled uniformly, this
+//! sequence is a uniform random permutation of all contexts (the process is invariant under
+//! relabelling contexts). Leftovers of a cell simply continue into the next cell's first shard,
+//! so there is no overflow cascade: every byte is written once, and only the last shard is
+//! partial. Cell `c`'s order is a function of (seed, c) and the ids in it, so the position of
+//! every context, hence shard numbers and member names, is known from the cell counts alone;
+//! a resume at shard `k` recomputes the cell holding position `k*W` and carries on.
+//!
+//! `threads` loaders read and shuffle cells ahead (memory: about `threads + 1` cells), and this
+//! thread writes them in cell order.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, unbounded, Receiver};
+
+use super::cells::{parse_records, RecordRef, Run};
+use super::config::ShuffleConfig;
+use super::crash_point;
+use super::rng::{Rng, TAG_ORDER};
+use super::shard::{shard_len, sync_dir, FinishedShard, PayloadKind, ShardWriter};
+use super::state::{run_path, save, State};
+use crate::cancel::Cancel;
+use crate::error::{Error, Result};
+use crate::progress::{Progress, ProgressSnapshot};
+
+/// A cell read into memory, in its shuffled order.
+struct Loaded {
+    bytes: Vec<u8>,
+    order: Vec<RecordRef>,
+}
+
+fn load_cell(cfg: &ShuffleConfig, runs: &[Run], cell: u32) -> Result<Loaded> {
+    let size: u64 = runs.iter().map(|r| r.segments[cell as usize].bytes).sum();
+    let mut bytes = Vec::with_capacity(size as usize);
+    let mut expected = 0;
+    for run in runs {
+        expected += run.read_cell(cell, &mut bytes)?;
+    }
+    let mut order = parse_records(&bytes, expected, &cfg.local_cell_dir)?;
+    order.sort_unstable_by_key(|r| r.id);
+    if let Some(w) = order.windows(2).find(|w| w[0].id == w[1].id) {
+        return Err(Error::format(
+            &cfg.local_cell_dir,
+            format!("cell {cell} holds the context id {:#x} twice", w[0].id),
+        ));
+    }
+    Rng::from_words(&[cfg.seed, TAG_ORDER, u64::from(cell)]).shuffle(&mut order);
+    Ok(Loaded { bytes, order })
+}
+
+/// Records per cell, summed over the runs.
+fn cell_counts(runs: &[Run], cells: u32) -> Vec<u64> {
+    (0..cells as usize).map(|c| runs.iter().map(|r| r.segments[c].count).sum()).collect()
+}
+
+/// Run stage 2 from shard `state.shards_done`; returns the number of shards.
+pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, cancel: &Cancel) -> Result<u64> {
+    let runs = (0..state.runs)
+        .map(|i| Run::open(&run_path(&cfg.local_cell_dir, i), cfg.num_local_cells))
+        .collect::<Result<Vec<_>>>()?;
+    let counts = cell_counts(&runs, cfg.num_local_cells);
+    let total: u64 = counts.iter().sum();
+    if total != state.counts.contexts {
+        return Err(Error::format(
+            &cfg.local_cell_dir,
+            format!("the local cells hold {total} contexts, the saved state says {}", state.counts.contexts),
+        ));
+    }
+    let w = cfg.wds_chunk_size;
+    let shards = total.div_ceil(w);
+
+    // The cell holding the first position still to write, and how far into it that is.
+    let mut pos = state.shards_done * w;
+    let mut before = 0u64;
+    let mut todo: Vec<u32> = Vec::new();
+    let mut skip = 0u64;
+    for (c, &n) in counts.iter().enumerate() {
+        if before + n > pos && n > 0 {
+            if todo.is_empty() {
+                skip = pos - before;
+            }
+            todo.push(c as u32);
+        }
+        before += n;
+    }
+
+    let slots = cfg.threads + 1;
+    let (slot_tx, slot_rx) = bounded::<()>(slots);
+    for _ in 0..slots {
+        slot_tx.send(()).expect("capacity");
+    }
+    let (done_tx, done_rx) = unbounded::<(usize, Result<Loaded>)>();
+    // One shard may wait while the previous one is being fsynced: writing overlaps flushing.
+    let (commit_tx, commit_rx) = bounded::<FinishedShard>(1);
+    let next = AtomicUsize::new(0);
+    // Set when the writer fails: the loaders stop.
+    let stop = Cancel::new();
+    let mut writer = ShardWriter::new(&cfg.output, kind);
+
+    let committed = std::thread::scope(|s| -> Result<State> {
+        for _ in 0..cfg.threads {
+            let (slot_rx, done_tx, next, todo, runs, stop) =
+                (slot_rx.clone(), done_tx.clone(), &next, &todo, &runs, &stop);
+            s.spawn(move || {
+                while slot_rx.recv().is_ok() && !stop.is_cancelled() && !cancel.is_cancelled() {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&cell) = todo.get(i) else { break };
+                    if done_tx.send((i, load_cell(cfg, runs, cell))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(done_tx);
+        drop(slot_rx);
+        let committer = {
+            let state = state.clone();
+            let cell_end = counts.iter().scan(0u64, |end, &n| Some(std::mem::replace(end, *end + n) + n)).collect();
+            let mut reclaimer = Reclaimer { runs: &runs, cell_end, next: 0, chunk: w };
+            // Bytes of the shards still to write, roughly: payload plus tar headers and padding.
+            let left = total - state.shards_done * w;
+            let estimate = state.counts.cell_bytes * left / total.max(1) + left * 768;
+            let progress = Progress::new(cfg.progress, "shuffle-shards", estimate);
+            s.spawn(move || commit_shards(cfg, &commit_rx, state, progress, &mut reclaimer))
+        };
+        let written = (|| -> Result<()> {
+            let mut pending = BTreeMap::new();
+            for i in 0..todo.len() {
+                let loaded = loop {
+                    if let Some(l) = pending.remove(&i) {
+                        break l;
+                    }
+                    let (j, l) = done_rx.recv().map_err(|_| match cancel.check() {
+                        Err(e) => e,
+                        Ok(()) => Error::invalid("stage 2 loaders stopped unexpectedly"),
+                    })?;
+                    pending.insert(j, l);
+                };
+                let loaded: Loaded = loaded?;
+                cancel.check()?;
+                let first = if i == 0 { skip as usize } else { 0 };
+                for r in &loaded.order[first..] {
+                    let (shard, index) = (pos / w, pos % w);
+                    writer.add(shard, index, &loaded.bytes[r.start..r.start + r.len as usize])?;
+                    pos += 1;
+                    if index + 1 == shard_len(shard, total, w) {
+                        let finished = writer.finish()?.expect("a shard was open");
+                        if commit_tx.send(finished).is_err() {
+                            return Err(Error::invalid("the stage 2 committer stopped"));
+                        }
+                    }
+                }
+                let _ = slot_tx.send(());
+            }
+            Ok(())
+        })();
+        if written.is_err() {
+            stop.cancel();
+        }
+        drop(commit_tx);
+        drop(slot_tx);
+        for _ in done_rx.iter() {}
+        let committed = committer.join().unwrap_or_else(|_| Err(Error::invalid("the stage 2 committer panicked")));
+        match (written, committed) {
+            (_, Err(e)) => Err(e),
+            (Err(e), _) => Err(e),
+            (Ok(()), Ok(state)) => Ok(state),
+        }
+    })?;
+    *state = committed;
+    debug_assert_eq!(pos, total);
+    sync_dir(&cfg.output)?;
+    Ok(shards)
+}
+
+/// Saving the state after a shard is optional (a resume recomputes identical shards from an
+/// older position), so it is throttled: its fsync would otherwise cost as much as a small shard.
+/// (`TOKSHUF_TEST_SAVE_EVERY_MS` overrides it for the resume tests.)
+fn save_every() -> Duration {
+    static EVERY: OnceLock<Duration> = OnceLock::new();
+    *EVERY.get_or_init(|| {
+        let ms = std::env::var("TOKSHUF_TEST_SAVE_EVERY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+        Duration::from_millis(ms)
+    })
+}
+
+/// Frees the disk space of cells whose every context is in a shard the saved state counts as
+/// done (a resume never reads them again), so disk use stays near one copy of the data.
+struct Reclaimer<'a> {
+    runs: &'a [Run],
+    /// Position just past each cell's last context.
+    cell_end: Vec<u64>,
+    next: usize,
+    chunk: u64,
+}
+
+impl Reclaimer<'_> {
+    fn reclaim(&mut self, shards_done: u64) {
+        let first = self.next;
+        while self.next < self.cell_end.len() && self.cell_end[self.next] <= shards_done * self.chunk {
+            self.next += 1;
+        }
+        for run in self.runs {
+            run.release(first as u32..self.next as u32);
+        }
+    }
+}
+
+/// fsync and rename finished shards in order, recording progress in the state.
+fn commit_shards(
+    cfg: &ShuffleConfig,
+    shards: &Receiver<FinishedShard>,
+    mut state: State,
+    mut progress: Progress,
+    reclaimer: &mut Reclaimer<'_>,
+) -> Result<State> {
+    let mut last_save = Instant::now();
+    let first = state.shards_done;
+    let mut snap = ProgressSnapshot::default();
+    for finished in shards.iter() {
+        let bytes = finished.bytes();
+        let shard = finished.commit()?;
+        crash_point("shard-renamed");
+        state.shards_done = shard + 1;
+        // Documents here are contexts written; tokens, their tokens (PAD included).
+        snap.bytes += bytes;
+        snap.documents =
+            (state.shards_done * cfg.wds_chunk_size).min(state.counts.contexts) - first * cfg.wds_chunk_size;
+        snap.tokens = snap.documents * cfg.seqlen as u64;
+        progress.update(snap);
+        if last_save.elapsed() >= save_every() {
+            // The shard was fsynced before its rename, so the state never claims a shard that a
+            // power loss could take back.
+            save(&cfg.local_cell_dir, &state)?;
+            last_save = Instant::now();
+            crash_point("shard-saved");
+            reclaimer.reclaim(state.shards_done);
+        }
+    }
+    progress.finish(snap);
+    Ok(state)
+}

@@ -1,0 +1,321 @@
+//! The resume state kept in the local-cell directory, and the directory's ownership rules.
+//!
+//! `state.json` is rewritten atomically at every checkpoint (after a run is renamed into place in
+//! stage 1, after every shard in stage 2). It names the command that owns the directory (the
+//! fingerprint), so a rerun of the same command resumes and any other command is refused rather
+//! than mixed in. Everything a rerun needs to continue is here or derivable from content
+//! positions; anything on disk that the state does not account for (a temporary file, a run
+//! renamed just before a kill) is removed on resume.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::contexts::Cutter;
+use super::summary::{SkipRecord, SkippedFile};
+use crate::error::{Error, IoContext, Result};
+use crate::fsutil::write_atomic;
+
+/// Version of the state layout (and of the run format it points to).
+pub const STATE_VERSION: u32 = 1;
+const STATE_FILE: &str = "state.json";
+const LOCK_FILE: &str = ".lock";
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Stage 1: reading, tokenizing, scattering contexts into cells.
+    Cells,
+    /// Stage 2: shuffling cells into shards.
+    Shards,
+    /// Shards and manifest are written.
+    Complete,
+}
+
+/// Counters of stage 1, saved with every checkpoint.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Counts {
+    /// Input files fully read.
+    pub files_done: u64,
+    /// Lines read (accepted and skipped).
+    pub lines: u64,
+    /// Documents (or samples, with `--shuffle-only`) turned into contexts.
+    pub documents: u64,
+    /// Tokens in contexts other than PAD (document ids, BOS, EOT).
+    pub tokens: u64,
+    /// PAD tokens.
+    pub pad_tokens: u64,
+    /// Contexts (samples) written to cells.
+    pub contexts: u64,
+    /// Bytes of encoded contexts written to cells.
+    pub cell_bytes: u64,
+    /// Bytes of input files fully read (on disk).
+    pub input_bytes: u64,
+    /// Decompressed bytes of input files fully read.
+    pub decompressed_bytes: u64,
+    /// Skipped lines by reason.
+    pub skipped: BTreeMap<String, u64>,
+    /// The first skipped lines.
+    pub first_skipped: Vec<SkipRecord>,
+    /// Files skipped whole (empty) or read only in part (truncated).
+    #[serde(default)]
+    pub skipped_files: Vec<SkippedFile>,
+}
+
+/// The reading position of stage 1: everything before it is in the runs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Position {
+    /// Index of the input file being read (files before it are done).
+    pub file: usize,
+    /// Lines of that file already consumed.
+    pub lines: u64,
+    /// Its context cutter (pending tokens, next context index).
+    pub cutter: Cutter,
+}
+
+/// The whole resume state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct State {
+    /// [`STATE_VERSION`].
+    pub version: u32,
+    /// The command that owns the directory.
+    pub fingerprint: Value,
+    /// Current stage.
+    pub stage: Stage,
+    /// Runs written: `run_00000000.cells` ... (in order).
+    pub runs: u32,
+    /// Stage-1 position.
+    pub position: Position,
+    /// Stage-1 counters.
+    pub counts: Counts,
+    /// Stage 2: shards `0..shards_done` are complete in the output directory.
+    pub shards_done: u64,
+    /// The final summary, once complete.
+    #[serde(default)]
+    pub summary: Option<Value>,
+}
+
+impl State {
+    /// The state of a run that has not started.
+    pub fn fresh(fingerprint: Value) -> Self {
+        Self {
+            version: STATE_VERSION,
+            fingerprint,
+            stage: Stage::Cells,
+            runs: 0,
+            position: Position::default(),
+            counts: Counts::default(),
+            shards_done: 0,
+            summary: None,
+        }
+    }
+}
+
+/// The path of run `i` in `dir`.
+pub fn run_path(dir: &Path, i: u32) -> PathBuf {
+    dir.join(format!("run_{i:08}.cells"))
+}
+
+fn run_number(name: &str) -> Option<u32> {
+    name.strip_prefix("run_")?.strip_suffix(".cells")?.parse().ok()
+}
+
+/// An exclusive lock on the local-cell directory, held for the whole run.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    /// Create `dir` if needed and lock it, failing at once if another process holds it.
+    pub fn acquire(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).with_path(dir)?;
+        let path = dir.join(LOCK_FILE);
+        let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).with_path(&path)?;
+        // SAFETY: flock on a valid, owned descriptor; no memory is involved.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            return Err(Error::invalid(format!(
+                "the local-cell dir {} is in use by another tokshuf shuffle process",
+                dir.display()
+            )));
+        }
+        Ok(Self { _file: file })
+    }
+}
+
+/// The state the directory holds for `fingerprint`: `None` for an empty (or new) directory,
+/// the saved state for the same command, an error for anything else.
+pub fn load(dir: &Path, fingerprint: &Value) -> Result<Option<State>> {
+    let path = dir.join(STATE_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let state: State = serde_json::from_slice(&bytes).map_err(|e| {
+                Error::format(&path, format!("unreadable shuffle state ({e}); delete the directory to start over"))
+            })?;
+            if state.version != STATE_VERSION {
+                return Err(Error::invalid(format!(
+                    "the local-cell dir {} was written by another version of tokshuf (state version {}, this one \
+                     {STATE_VERSION}); delete it or use another --local-cell-dir",
+                    dir.display(),
+                    state.version
+                )));
+            }
+            if state.fingerprint != *fingerprint {
+                return Err(Error::invalid(format!(
+                    "the local-cell dir {} belongs to a different tokshuf shuffle command ({}); rerun that command \
+                     to resume it, or delete the directory / use another --local-cell-dir",
+                    dir.display(),
+                    describe_difference(&state.fingerprint, fingerprint)
+                )));
+            }
+            Ok(Some(state))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let foreign: Vec<String> = std::fs::read_dir(dir)
+                .with_path(dir)?
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n != LOCK_FILE)
+                .collect();
+            if !foreign.is_empty() {
+                return Err(Error::invalid(format!(
+                    "the local-cell dir {} is not empty and holds no tokshuf shuffle state (found {:?}); use an \
+                     empty or new directory",
+                    dir.display(),
+                    &foreign[..foreign.len().min(3)]
+                )));
+            }
+            Ok(None)
+        }
+        Err(e) => Err(Error::io(&path, e)),
+    }
+}
+
+/// Write the state atomically.
+pub fn save(dir: &Path, state: &State) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(state).map_err(|e| Error::invalid(e.to_string()))?;
+    write_atomic(dir.join(STATE_FILE), &bytes)
+}
+
+/// Remove what a killed run may have left that the state does not account for: temporary files
+/// and runs numbered at or past `state.runs` in `dir`; temporary shard and manifest files in
+/// `output`.
+pub fn clean_leftovers(dir: &Path, output: &Path, state: &State) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_path(dir)? {
+        let entry = entry.with_path(dir)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let stale_run = run_number(&name).is_some_and(|i| i >= state.runs || state.stage == Stage::Complete);
+        if name.contains(".tmp-") || stale_run {
+            std::fs::remove_file(entry.path()).with_path(entry.path())?;
+        }
+    }
+    if output.is_dir() {
+        for entry in std::fs::read_dir(output).with_path(output)? {
+            let entry = entry.with_path(output)?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if (name.starts_with("shard_") || name.starts_with("manifest.jsonl")) && name.contains(".tmp-") {
+                std::fs::remove_file(entry.path()).with_path(entry.path())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 80 {
+        format!("{}...", s.chars().take(77).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// "seed: 1234 -> 42; seqlen: ..." for the keys that differ.
+fn describe_difference(old: &Value, new: &Value) -> String {
+    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else { return "different settings".into() };
+    let mut keys: Vec<&String> = o.keys().chain(n.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let diffs: Vec<String> = keys
+        .into_iter()
+        .filter(|k| o.get(*k) != n.get(*k))
+        .map(|k| {
+            let (a, b) = (o.get(k).unwrap_or(&Value::Null), n.get(k).unwrap_or(&Value::Null));
+            if k == "inputs" {
+                "the input files differ (paths, sizes or modification times)".to_string()
+            } else {
+                format!("{k}: {} there, {} now", short(a), short(b))
+            }
+        })
+        .collect();
+    if diffs.is_empty() {
+        "different settings".into()
+    } else {
+        diffs.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ownership_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("cells");
+        let _lock = DirLock::acquire(&d).unwrap();
+        let fp = json!({"seed": 1, "seqlen": 5});
+        assert!(load(&d, &fp).unwrap().is_none());
+        save(&d, &State::fresh(fp.clone())).unwrap();
+        // Same command: the saved state comes back.
+        let s = load(&d, &fp).unwrap().unwrap();
+        assert_eq!((s.stage, s.fingerprint), (Stage::Cells, fp.clone()));
+        // Different command: refused, naming the difference.
+        let e = load(&d, &json!({"seed": 2, "seqlen": 5})).unwrap_err().to_string();
+        assert!(e.contains("seed: 1 there, 2 now"), "{e}");
+        // A directory with foreign files: refused.
+        let other = dir.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("x.tar"), b"").unwrap();
+        let e = load(&other, &fp).unwrap_err().to_string();
+        assert!(e.contains("not empty"), "{e}");
+    }
+
+    #[test]
+    fn leftovers_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (d, out) = (dir.path().join("c"), dir.path().join("o"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::create_dir_all(&out).unwrap();
+        let mut s = State::fresh(json!({}));
+        s.runs = 2;
+        for f in ["run_00000000.cells", "run_00000001.cells", "run_00000002.cells", "run_00000003.cells.tmp-1-0"] {
+            std::fs::write(d.join(f), b"").unwrap();
+        }
+        for f in ["shard_00000000.tar", "shard_00000001.tar.tmp-9-9", "notes.txt"] {
+            std::fs::write(out.join(f), b"").unwrap();
+        }
+        clean_leftovers(&d, &out, &s).unwrap();
+        let mut left: Vec<String> =
+            std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, ["run_00000000.cells", "run_00000001.cells"]);
+        assert!(out.join("shard_00000000.tar").exists() && out.join("notes.txt").exists());
+        assert!(!out.join("shard_00000001.tar.tmp-9-9").exists());
+    }
+
+    #[test]
+    fn a_second_process_cannot_lock() {
+        // flock locks are per open file description: a second open in the same process conflicts.
+        let dir = tempfile::tempdir().unwrap();
+        let _a = DirLock::acquire(dir.path()).unwrap();
+        assert!(DirLock::acquire(dir.path()).is_err());
+    }
+}

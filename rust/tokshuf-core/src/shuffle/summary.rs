@@ -1,0 +1,105 @@
+//! What a shuffle run did, for the CLI, the Python API and the resume state.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::contexts::SpecialIds;
+
+/// A skipped line (the first few are kept for the report).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkipRecord {
+    /// Input file.
+    pub path: PathBuf,
+    /// 1-based line number.
+    pub line: u64,
+    /// Reason name.
+    pub reason: String,
+    /// Details.
+    pub message: String,
+}
+
+/// A whole file that was skipped, or only partly read, under `on_error = skip` (the same fields
+/// as `preprocess`'s).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedFile {
+    /// Input file.
+    pub path: PathBuf,
+    /// `empty_file` or `truncated_file`.
+    pub reason: String,
+    /// For a truncated file: the first line lost (the one the failure cut).
+    pub first_lost_line: Option<u64>,
+    /// For a truncated file: decompressed bytes read before the failure.
+    pub decompressed_bytes_read: Option<u64>,
+    /// Details.
+    pub message: String,
+}
+
+/// The result of a run (counts cover the whole run, across resumes).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Summary {
+    /// Input files.
+    pub files: u64,
+    /// Lines read (accepted and skipped).
+    pub lines: u64,
+    /// Documents turned into contexts (samples, with `--shuffle-only`).
+    pub documents: u64,
+    /// Non-PAD tokens in contexts (document ids, BOS, EOT).
+    pub tokens: u64,
+    /// PAD tokens.
+    pub pad_tokens: u64,
+    /// Contexts written (samples, with `--shuffle-only`).
+    pub contexts: u64,
+    /// Tokens per context.
+    pub seqlen: u64,
+    /// PAD tokens / all tokens in contexts.
+    pub padding_fraction: f64,
+    /// Shards written.
+    pub shards: u64,
+    /// Contexts per full shard.
+    pub wds_chunk_size: u64,
+    /// Skipped lines by reason.
+    pub skipped: BTreeMap<String, u64>,
+    /// The first skipped lines.
+    pub first_skipped: Vec<SkipRecord>,
+    /// Files skipped whole (empty) or read only in part (truncated).
+    pub skipped_files: Vec<SkippedFile>,
+    /// Bytes of input files (on disk).
+    pub input_bytes: u64,
+    /// Decompressed bytes of input.
+    pub decompressed_bytes: u64,
+    /// Bytes of encoded contexts (tar payload).
+    pub cell_bytes: u64,
+    /// Bytes of the shards.
+    pub output_bytes: u64,
+    /// The tokenizer's identity (null with `--shuffle-only`).
+    pub tokenizer: serde_json::Value,
+    /// Special ids (null with `--shuffle-only`).
+    pub special_tokens: Option<SpecialIds>,
+    /// Member extension.
+    pub member_format: String,
+    /// Output directory.
+    pub output: PathBuf,
+    /// `manifest.jsonl`.
+    pub manifest: PathBuf,
+    /// This invocation continued an interrupted run.
+    pub resumed: bool,
+    /// The run was already complete; nothing was done.
+    pub already_complete: bool,
+    /// Seconds of stage 1 in this invocation.
+    pub stage1_seconds: f64,
+    /// Seconds of stage 2 in this invocation.
+    pub stage2_seconds: f64,
+    /// Seconds of this invocation.
+    pub seconds: f64,
+    /// Things the user should know (special ids outside the vocabulary, ...).
+    pub warnings: Vec<String>,
+}
+
+impl Summary {
+    /// Total skipped lines.
+    pub fn skipped_total(&self) -> u64 {
+        self.skipped.values().sum()
+    }
+}

@@ -1,0 +1,94 @@
+"""`tokshuf shuffle` with real tokenizers: the contexts equal an oracle built on the `tiktoken` and
+`tokenizers` packages with tokshuf-rust's rules (spec §15), for the native and DCLM conventions."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import write_jsonl
+from corpus import GPT2
+from shuffle_helpers import open_lm_samples, read_contexts
+from tiktoken_offline import tiktoken_encoding
+
+import tokshuf
+
+SEQLEN = 2049
+
+
+Encode = Callable[[str], list[int]]
+
+
+def oracle(
+    files: Sequence[Sequence[str]], encode: Encode, eot: int, pad: int, bos: int | None = None
+) -> Counter[tuple[int, ...]]:
+    """Per file: [BOS] + encode(text) + [EOT] per document, concatenated, cut every SEQLEN tokens,
+    the remainder padded with PAD (no all-PAD context)."""
+    out: Counter[tuple[int, ...]] = Counter()
+    for docs in files:
+        buf: list[int] = []
+        for text in docs:
+            buf += ([bos] if bos is not None else []) + encode(text) + [eot]
+            while len(buf) >= SEQLEN:
+                out[tuple(buf[:SEQLEN])] += 1
+                del buf[:SEQLEN]
+        if buf:
+            out[tuple(buf + [pad] * (SEQLEN - len(buf)))] += 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus(make_corpus: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[list[list[str]], list[Path]]:
+    """A generated corpus (prose, code, ~100 languages) plus a file of awkward documents."""
+    generated, _ = make_corpus("shuffle-tok.jsonl.zst", "--size", "1MB", "--seed", "5")
+    texts = [json.loads(line)["text"] for line in _lines(generated)]
+    tricky = ["", " ", "<|endoftext|> is text here", "a\r\nb", "🙂" * 50, "x" * 5000]
+    extra = write_jsonl(tmp_path_factory.mktemp("tok") / "tricky.jsonl", [{"text": t} for t in tricky])
+    return [texts, tricky], [generated, extra]
+
+
+def _lines(path: Path) -> list[str]:
+    import zstandard
+
+    with path.open("rb") as f, zstandard.ZstdDecompressor().stream_reader(f) as r:
+        return r.read().decode().splitlines()
+
+
+def test_tiktoken_native_convention(corpus: tuple[list[list[str]], list[Path]], tmp_path: Path) -> None:
+    files, paths = corpus
+    s = tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "tiktoken:r50k_base", threads=2)
+    assert s["special_tokens"] == {"bos": None, "eot": 50256, "pad": 50256}
+    enc = tiktoken_encoding("r50k_base")
+    assert Counter(read_contexts(tmp_path / "o")) == oracle(files, enc.encode_ordinary, 50256, 50256)
+    samples = open_lm_samples(tmp_path / "o" / "manifest.jsonl")
+    assert len(samples) == s["contexts"]
+    assert all(len(x) == SEQLEN for x in samples)
+
+
+def test_hf_tokenizer_json_with_dclm_ids(corpus: tuple[list[list[str]], list[Path]], tmp_path: Path) -> None:
+    import tokenizers
+
+    files, paths = corpus
+    s = tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", str(GPT2), special_tokens="dclm", threads=2)
+    assert s["special_tokens"] == {"bos": None, "eot": 0, "pad": 50256}
+    assert not s["warnings"], "every DCLM id is inside GPT-2's vocabulary"
+    hf = tokenizers.Tokenizer.from_file(str(GPT2 / "tokenizer.json"))
+
+    def encode(text: str) -> list[int]:
+        ids: list[int] = hf.encode(text, add_special_tokens=False).ids
+        return ids
+
+    assert Counter(read_contexts(tmp_path / "o")) == oracle(files, encode, 0, 50256)
+
+
+def test_bos_and_explicit_ids(corpus: tuple[list[list[str]], list[Path]], tmp_path: Path) -> None:
+    files, paths = corpus
+    tokshuf.shuffle(
+        paths, tmp_path / "c", tmp_path / "o", "tiktoken:r50k_base", bos_id=50256, eot_id=50256, pad_id=0
+    )
+    enc = tiktoken_encoding("r50k_base")
+    assert Counter(read_contexts(tmp_path / "o")) == oracle(files, enc.encode_ordinary, 50256, 0, bos=50256)
