@@ -1,6 +1,6 @@
 """Writing the .idx of 10 M sequences: tokshuf vs Megatron's `_IndexWriter`, same arrays, one run.
 
-    python benches/bench_idx_write.py [--sequences 10000000] [--repeat 3]
+    python benches/bench_idx_write.py [--sequences 10000000] [--repeat 3] [--dir /dev/shm]
 
 Megatron's writer is timed only if `megatron-core` is importable (`pip install megatron-core`).
 It receives Python lists, as `preprocess_data.py`'s builder holds them; tokshuf gets numpy arrays.
@@ -39,11 +39,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sequences", type=int, default=10_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", default=None, help="where to write (default: system temp; /dev/shm takes the disk out)")
     args = ap.parse_args()
     lengths = lognormal_lengths(args.sequences)
     docs = np.arange(args.sequences + 1, dtype=np.int64)
     result: dict[str, object] = {"bench": "idx_write", "sequences": args.sequences}
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory(dir=args.dir) as d:
         ours = timed(
             lambda: tokshuf.indexed.write_index(Path(d) / "ours", np.uint16, lengths, docs), args.repeat
         )
