@@ -6,6 +6,7 @@
 //! which encoder serves a model is decided in [`build`] alone.
 
 mod batch;
+pub mod bpe;
 mod byte;
 mod hf;
 mod model;
@@ -16,6 +17,7 @@ pub mod tiktoken_files;
 use std::sync::Arc;
 
 pub use batch::{encode_many, EncodedTexts};
+pub use bpe::FastBpe;
 pub use byte::ByteTokenizer;
 pub use hf::HfTokenizer;
 pub use model::{resolve, BpeModel, HfModel, TokenizerModel};

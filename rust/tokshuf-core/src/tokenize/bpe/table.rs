@@ -1,0 +1,207 @@
+//! Open-addressing tables keyed by short byte strings packed into a `u128`.
+//!
+//! A key holds up to [`MAX_SHORT`] bytes in its low bytes and the length in its top byte, so
+//! comparing keys is one 128-bit compare and the empty slot is the all-zero key. A slot is 32
+//! bytes (two per cache line) and carries up to three ids inline; longer values live in an arena.
+
+/// Longest byte string that packs into a key.
+pub(crate) const MAX_SHORT: usize = 15;
+
+/// Pack `bytes` (1..=15 of them) into a key.
+#[inline(always)]
+pub(crate) fn pack(bytes: &[u8]) -> u128 {
+    debug_assert!(!bytes.is_empty() && bytes.len() <= MAX_SHORT);
+    let mut buf = [0u8; 16];
+    buf[..bytes.len()].copy_from_slice(bytes);
+    buf[15] = bytes.len() as u8;
+    u128::from_le_bytes(buf)
+}
+
+/// Pack `t[pos..pos + len]` (`len` in 1..=15), reading 16 bytes at once when the text allows.
+#[inline(always)]
+pub(crate) fn pack_at(t: &[u8], pos: usize, len: usize) -> u128 {
+    debug_assert!((1..=MAX_SHORT).contains(&len));
+    match t.get(pos..pos + 16) {
+        Some(w) => {
+            let v = u128::from_le_bytes(w.try_into().expect("16 bytes"));
+            let mask = (1u128 << (8 * len)) - 1;
+            (v & mask) | ((len as u128) << 120)
+        }
+        None => pack(&t[pos..pos + len]),
+    }
+}
+
+#[inline(always)]
+fn hash(key: u128) -> u64 {
+    let lo = key as u64;
+    let hi = (key >> 64) as u64;
+    let h = (lo ^ hi.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 29)
+}
+
+/// Value flag: the ids are in the arena at `ids[0]`, `n & !ARENA` of them.
+const ARENA: u32 = 1 << 31;
+
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct Slot {
+    key: u128,
+    ids: [u32; 3],
+    n: u32,
+}
+
+const EMPTY: Slot = Slot { key: 0, ids: [0; 3], n: 0 };
+
+/// A packed-key → ids table with linear probing and a fixed number of slots.
+pub(crate) struct SlotTable {
+    slots: Vec<Slot>,
+    mask: usize,
+    len: usize,
+    arena: Vec<u32>,
+}
+
+impl SlotTable {
+    /// A table of `slots` slots (rounded up to a power of two, at least 16).
+    pub fn with_slots(slots: usize) -> Self {
+        let n = slots.max(16).next_power_of_two();
+        SlotTable { slots: vec![EMPTY; n], mask: n - 1, len: 0, arena: Vec::new() }
+    }
+
+    /// A table sized for `entries` at no more than half load.
+    pub fn for_entries(entries: usize) -> Self {
+        Self::with_slots(entries.saturating_mul(2))
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn arena_len(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// The ids stored under `key`.
+    #[inline(always)]
+    pub fn get(&self, key: u128) -> Option<&[u32]> {
+        let mut i = hash(key) as usize & self.mask;
+        loop {
+            let s = &self.slots[i];
+            if s.key == key {
+                return Some(if s.n & ARENA == 0 {
+                    &s.ids[..s.n as usize]
+                } else {
+                    let start = s.ids[0] as usize;
+                    &self.arena[start..start + (s.n & !ARENA) as usize]
+                });
+            }
+            if s.key == 0 {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// The single id stored under `key`, if it holds exactly one.
+    #[inline(always)]
+    pub fn get_one(&self, key: u128) -> Option<u32> {
+        let mut i = hash(key) as usize & self.mask;
+        loop {
+            let s = &self.slots[i];
+            if s.key == key {
+                return (s.n == 1).then_some(s.ids[0]);
+            }
+            if s.key == 0 {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Store `ids` under `key` (replacing any value). The caller keeps the load at most 1/2.
+    pub fn insert(&mut self, key: u128, ids: &[u32]) {
+        debug_assert!(key != 0 && self.len < self.slots.len());
+        let mut i = hash(key) as usize & self.mask;
+        loop {
+            let k = self.slots[i].key;
+            if k == 0 || k == key {
+                break;
+            }
+            i = (i + 1) & self.mask;
+        }
+        let s = &mut self.slots[i];
+        if s.key == 0 {
+            self.len += 1;
+        }
+        s.key = key;
+        if ids.len() <= 3 {
+            s.ids[..ids.len()].copy_from_slice(ids);
+            s.n = ids.len() as u32;
+        } else {
+            s.ids[0] = self.arena.len() as u32;
+            s.n = ids.len() as u32 | ARENA;
+            self.arena.extend_from_slice(ids);
+        }
+    }
+
+    /// Forget every entry, keeping the allocation.
+    pub fn clear(&mut self) {
+        if self.len > 0 {
+            self.slots.fill(EMPTY);
+        }
+        self.len = 0;
+        self.arena.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_is_injective_on_length_and_bytes() {
+        assert_ne!(pack(b"a"), pack(b"a\0"));
+        assert_ne!(pack(b"\0"), 0);
+        let text = b"hello world, 0123456789abcdef";
+        for pos in 0..text.len() {
+            for len in 1..=MAX_SHORT.min(text.len() - pos) {
+                assert_eq!(pack_at(text, pos, len), pack(&text[pos..pos + len]));
+            }
+        }
+    }
+
+    #[test]
+    fn insert_get_arena_clear() {
+        let mut t = SlotTable::with_slots(16);
+        t.insert(pack(b"ab"), &[7]);
+        t.insert(pack(b"abc"), &[1, 2, 3, 4, 5]);
+        t.insert(pack(b"x"), &[]);
+        assert_eq!(t.get(pack(b"ab")), Some(&[7][..]));
+        assert_eq!(t.get_one(pack(b"ab")), Some(7));
+        assert_eq!(t.get(pack(b"abc")), Some(&[1, 2, 3, 4, 5][..]));
+        assert_eq!(t.get_one(pack(b"abc")), None);
+        assert_eq!(t.get(pack(b"x")), Some(&[][..]));
+        assert_eq!(t.get(pack(b"abd")), None);
+        t.insert(pack(b"ab"), &[8, 9]);
+        assert_eq!(t.get(pack(b"ab")), Some(&[8, 9][..]));
+        assert_eq!(t.len(), 3);
+        t.clear();
+        assert_eq!(t.get(pack(b"ab")), None);
+        assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn survives_collisions_at_half_load() {
+        let mut t = SlotTable::with_slots(1024);
+        for i in 0u32..512 {
+            t.insert(pack(&i.to_le_bytes()), &[i]);
+        }
+        for i in 0u32..512 {
+            assert_eq!(t.get_one(pack(&i.to_le_bytes())), Some(i));
+        }
+        assert_eq!(t.get(pack(&1000u32.to_le_bytes())), None);
+    }
+}
