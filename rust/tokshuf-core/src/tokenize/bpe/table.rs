@@ -52,9 +52,72 @@ struct Slot {
 
 const EMPTY: Slot = Slot { key: 0, ids: [0; 3], n: 0 };
 
+/// Zeroed slot memory. Large tables are anonymous maps advised to use transparent huge pages:
+/// lookups hit random slots of a multi-megabyte table, and with 4 KiB pages nearly every one
+/// would also miss the TLB.
+struct Slots {
+    ptr: std::ptr::NonNull<Slot>,
+    len: usize,
+    _owner: Owner,
+}
+
+enum Owner {
+    Heap(#[allow(dead_code)] Box<[Slot]>),
+    Map(#[allow(dead_code)] memmap2::MmapMut),
+}
+
+// SAFETY: `Slots` owns its memory (through `_owner`) like a `Box<[Slot]>` does.
+unsafe impl Send for Slots {}
+// SAFETY: shared access is read-only (`&self` methods only read).
+unsafe impl Sync for Slots {}
+
+const HUGE_PAGE: usize = 2 << 20;
+
+impl Slots {
+    fn zeroed(len: usize) -> Slots {
+        debug_assert!(len.is_power_of_two());
+        let bytes = len * std::mem::size_of::<Slot>();
+        if bytes >= HUGE_PAGE {
+            if let Ok(map) = memmap2::MmapMut::map_anon(bytes + HUGE_PAGE) {
+                let base = map.as_ptr() as usize;
+                let offset = base.next_multiple_of(HUGE_PAGE) - base;
+                #[cfg(target_os = "linux")]
+                let _ = map.advise_range(memmap2::Advice::HugePage, offset, bytes);
+                // SAFETY: `offset + bytes` is within the map, which is page-aligned (so the slot
+                // pointer is 32-byte aligned) and zero-filled (all-zero slots are `EMPTY`).
+                let ptr = unsafe { std::ptr::NonNull::new_unchecked(map.as_ptr().add(offset) as *mut Slot) };
+                return Slots { ptr, len, _owner: Owner::Map(map) };
+            }
+        }
+        let mut heap = vec![EMPTY; len].into_boxed_slice();
+        let ptr = std::ptr::NonNull::new(heap.as_mut_ptr()).expect("non-null");
+        Slots { ptr, len, _owner: Owner::Heap(heap) }
+    }
+
+    /// Slot `i` modulo the (power-of-two) length.
+    #[inline(always)]
+    fn get(&self, i: usize) -> &Slot {
+        // SAFETY: `len` is a power of two, so the masked index is in bounds; the memory lives as
+        // long as `self`.
+        unsafe { &*self.ptr.as_ptr().add(i & (self.len - 1)) }
+    }
+
+    #[inline(always)]
+    fn get_mut(&mut self, i: usize) -> &mut Slot {
+        // SAFETY: as in `get`; `&mut self` gives exclusive access.
+        unsafe { &mut *self.ptr.as_ptr().add(i & (self.len - 1)) }
+    }
+
+    fn fill_empty(&mut self) {
+        for i in 0..self.len {
+            *self.get_mut(i) = EMPTY;
+        }
+    }
+}
+
 /// A packed-key → ids table with linear probing and a fixed number of slots.
 pub(crate) struct SlotTable {
-    slots: Vec<Slot>,
+    slots: Slots,
     mask: usize,
     len: usize,
     arena: Vec<u32>,
@@ -64,7 +127,23 @@ impl SlotTable {
     /// A table of `slots` slots (rounded up to a power of two, at least 16).
     pub fn with_slots(slots: usize) -> Self {
         let n = slots.max(16).next_power_of_two();
-        SlotTable { slots: vec![EMPTY; n], mask: n - 1, len: 0, arena: Vec::new() }
+        SlotTable { slots: Slots::zeroed(n), mask: n - 1, len: 0, arena: Vec::new() }
+    }
+
+    /// Hint the CPU to load the slot where `key` would start probing.
+    #[inline(always)]
+    pub fn prefetch(&self, key: u128) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let i = hash(key) as usize & self.mask;
+            // SAFETY: `i` is in bounds; prefetching never faults or writes.
+            unsafe {
+                let p = self.slots.ptr.as_ptr().add(i) as *const i8;
+                std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = key;
     }
 
     /// A table sized for `entries` at no more than half load.
@@ -77,7 +156,7 @@ impl SlotTable {
     }
 
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.slots.len
     }
 
     pub fn arena_len(&self) -> usize {
@@ -89,7 +168,7 @@ impl SlotTable {
     pub fn get(&self, key: u128) -> Option<&[u32]> {
         let mut i = hash(key) as usize & self.mask;
         loop {
-            let s = &self.slots[i];
+            let s = self.slots.get(i);
             if s.key == key {
                 return Some(if s.n & ARENA == 0 {
                     &s.ids[..s.n as usize]
@@ -110,7 +189,7 @@ impl SlotTable {
     pub fn get_one(&self, key: u128) -> Option<u32> {
         let mut i = hash(key) as usize & self.mask;
         loop {
-            let s = &self.slots[i];
+            let s = self.slots.get(i);
             if s.key == key {
                 return (s.n == 1).then_some(s.ids[0]);
             }
@@ -123,16 +202,16 @@ impl SlotTable {
 
     /// Store `ids` under `key` (replacing any value). The caller keeps the load at most 1/2.
     pub fn insert(&mut self, key: u128, ids: &[u32]) {
-        debug_assert!(key != 0 && self.len < self.slots.len());
+        debug_assert!(key != 0 && self.len < self.slots.len);
         let mut i = hash(key) as usize & self.mask;
         loop {
-            let k = self.slots[i].key;
+            let k = self.slots.get(i).key;
             if k == 0 || k == key {
                 break;
             }
             i = (i + 1) & self.mask;
         }
-        let s = &mut self.slots[i];
+        let s = self.slots.get_mut(i);
         if s.key == 0 {
             self.len += 1;
         }
@@ -150,10 +229,50 @@ impl SlotTable {
     /// Forget every entry, keeping the allocation.
     pub fn clear(&mut self) {
         if self.len > 0 {
-            self.slots.fill(EMPTY);
+            self.slots.fill_empty();
         }
         self.len = 0;
         self.arena.clear();
+    }
+}
+
+/// A small direct-mapped table in front of the big ones: the most frequent pieces (a Zipfian
+/// head) stay in the CPU's L2 cache and resolve without touching the multi-megabyte tables.
+pub(crate) struct Front {
+    slots: Box<[Slot]>,
+}
+
+/// Slots of [`Front`] (32 bytes each: 256 KiB).
+const FRONT_SLOTS: usize = 1 << 13;
+
+impl Default for Front {
+    fn default() -> Self {
+        Front { slots: vec![EMPTY; FRONT_SLOTS].into_boxed_slice() }
+    }
+}
+
+impl Front {
+    #[inline(always)]
+    fn index(key: u128) -> usize {
+        (hash(key) >> 40) as usize & (FRONT_SLOTS - 1)
+    }
+
+    /// The ids of `key`, if present (at most three).
+    #[inline(always)]
+    pub fn get(&self, key: u128) -> Option<([u32; 3], u32)> {
+        let s = &self.slots[Self::index(key)];
+        (s.key == key).then_some((s.ids, s.n))
+    }
+
+    /// Remember `ids` (at most three; longer values are not kept) for `key`.
+    #[inline(always)]
+    pub fn put(&mut self, key: u128, ids: &[u32]) {
+        if ids.len() <= 3 {
+            let s = &mut self.slots[Self::index(key)];
+            s.key = key;
+            s.ids[..ids.len()].copy_from_slice(ids);
+            s.n = ids.len() as u32;
+        }
     }
 }
 
