@@ -19,6 +19,12 @@ fn cpu_time() -> f64 {
         .map_or(0.0, |ns| ns / 1e9)
 }
 
+/// Split every text (a separate function, so profilers can isolate it).
+#[inline(never)]
+fn split_all(enc: &FastBpe, texts: &[String]) -> usize {
+    texts.iter().map(|t| enc.split(t).len()).sum()
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let path = args.next().expect("usage: bpe_bench FILE.jsonl [ENCODING...]");
@@ -44,11 +50,13 @@ fn main() {
         }
         let load = t.elapsed().as_secs_f64();
         let c = cpu_time();
-        let mut pieces = 0usize;
-        for text in &texts {
-            pieces += enc.split(text).len();
-        }
+        enc.split("é"); // build the Unicode table outside the measurement
+        let pieces = split_all(&enc, &texts);
         let split = cpu_time() - c;
+        if std::env::var("MODE").as_deref() == Ok("split") {
+            println!("{name:>12}: split {:.0} MB/s ({pieces} pieces)", mb / split);
+            continue;
+        }
         let mut out = Vec::new();
         let mut passes = Vec::new();
         let mut tokens = 0;

@@ -6,7 +6,7 @@
 //! caches: the encoder looks them up in the shared vocabulary table first.
 
 use super::merge::MergeScratch;
-use super::table::{Front, SlotTable};
+use super::table::SlotTable;
 
 /// Memory budget of one thread's cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,6 @@ impl CacheConfig {
 
 /// Everything one encoding thread reuses between calls.
 pub(crate) struct State {
-    pub front: Front,
     pub short: SlotTable,
     pub long: LongCache,
     pub merge: MergeScratch,
@@ -66,7 +65,6 @@ pub struct Stats {
 impl State {
     pub fn new(cfg: CacheConfig) -> State {
         State {
-            front: Front::default(),
             short: SlotTable::with_slots(cfg.short_slots),
             long: LongCache::new(cfg.long_bytes),
             merge: MergeScratch::default(),

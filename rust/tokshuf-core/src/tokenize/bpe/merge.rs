@@ -83,8 +83,8 @@ fn linear(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, parts: &mut Vec<Part>
             parts[i].prio = u32::MAX;
         }
     };
-    for i in 0..parts.len() {
-        rate(parts, i);
+    for i in 0..parts.len() - 1 {
+        (parts[i].prio, parts[i].merged) = vocab.merge_bytes(piece[i], piece[i + 1]);
     }
     loop {
         let mut best = (u32::MAX, 0);
@@ -137,8 +137,12 @@ fn heap(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, nodes: &mut Vec<Node>, 
             heap.push(Reverse(u64::from(prio) << 32 | u64::from(i)));
         }
     };
-    for i in 0..n as u32 {
-        rate(nodes, heap, i);
+    for i in 0..n - 1 {
+        let (prio, merged) = vocab.merge_bytes(piece[i], piece[i + 1]);
+        (nodes[i].prio, nodes[i].merged) = (prio, merged);
+        if prio != u32::MAX {
+            heap.push(Reverse(u64::from(prio) << 32 | i as u64));
+        }
     }
     while let Some(Reverse(key)) = heap.pop() {
         let (prio, i) = ((key >> 32) as u32, key as u32);

@@ -247,22 +247,14 @@ impl FastBpe {
 
     #[inline(always)]
     fn encode_with<S: Scanner>(&self, scanner: &S, text: &str, out: &mut Vec<u32>, state: &mut State) {
-        // Pieces are found a batch ahead of their lookups. A piece in the small front table is
-        // resolved at once; for the others the slots of the vocabulary table and of the cache
-        // are prefetched, so that the lookups of a batch overlap their cache misses.
+        // Pieces are found a batch ahead of their lookups, and each piece's slots (vocabulary
+        // table and cache) are prefetched when it is found: the lookups of a batch then overlap
+        // their cache misses instead of waiting for each in turn.
         const BATCH: usize = 16;
-        const LONG: u32 = u32::MAX;
-        const PENDING: u32 = u32::MAX - 1;
-        #[derive(Clone, Copy)]
-        struct Piece {
-            end: usize,
-            key: u128,
-            n: u32,
-            ids: [u32; 3],
-        }
         let t = text.as_bytes();
         let pieces = self.pieces.as_ref().unwrap_or_else(|| self.vocab.short_table());
-        let mut batch = [Piece { end: 0, key: 0, n: 0, ids: [0; 3] }; BATCH];
+        let mut ends = [0usize; BATCH];
+        let mut keys = [0u128; BATCH];
         let mut pos = 0;
         while pos < t.len() {
             let mut n = 0;
@@ -270,45 +262,33 @@ impl FastBpe {
             while n < BATCH && p < t.len() {
                 let e = scanner.next(t, p);
                 let len = e - p;
-                let b = &mut batch[n];
-                b.end = e;
-                if len <= MAX_SHORT {
+                keys[n] = if len <= MAX_SHORT {
                     let key = pack_at(t, p, len);
-                    b.key = key;
-                    match state.front.get(key) {
-                        Some((ids, k)) => (b.ids, b.n) = (ids, k),
-                        None => {
-                            b.n = PENDING;
-                            pieces.prefetch(key);
-                            state.short.prefetch(key);
-                        }
-                    }
+                    pieces.prefetch(key);
+                    state.short.prefetch(key);
+                    key
                 } else {
-                    b.n = LONG;
-                }
+                    0
+                };
+                ends[n] = e;
                 n += 1;
                 p = e;
             }
-            for b in &batch[..n] {
-                match b.n {
-                    LONG => self.encode_long(&t[pos..b.end], out, state),
-                    PENDING => {
-                        let start = out.len();
-                        if let Some(id) = pieces.get_one(b.key) {
-                            out.push(id);
-                        } else if let Some(ids) = state.short.get(b.key) {
-                            state.stats.hits += 1;
-                            out.extend_from_slice(ids);
-                        } else {
-                            state.stats.misses += 1;
-                            merge::encode_piece(&self.vocab, &t[pos..b.end], out, &mut state.merge);
-                            state.put_short(b.key, &out[start..]);
-                        }
-                        state.front.put(b.key, &out[start..]);
-                    }
-                    k => out.extend_from_slice(&b.ids[..k as usize]),
+            for (&end, &key) in ends[..n].iter().zip(&keys[..n]) {
+                if key == 0 {
+                    self.encode_long(&t[pos..end], out, state);
+                } else if let Some(id) = pieces.get_one(key) {
+                    out.push(id);
+                } else if let Some(ids) = state.short.get(key) {
+                    state.stats.hits += 1;
+                    out.extend_from_slice(ids);
+                } else {
+                    state.stats.misses += 1;
+                    let start = out.len();
+                    merge::encode_piece(&self.vocab, &t[pos..end], out, &mut state.merge);
+                    state.put_short(key, &out[start..]);
                 }
-                pos = b.end;
+                pos = end;
             }
         }
     }

@@ -236,46 +236,6 @@ impl SlotTable {
     }
 }
 
-/// A small direct-mapped table in front of the big ones: the most frequent pieces (a Zipfian
-/// head) stay in the CPU's L2 cache and resolve without touching the multi-megabyte tables.
-pub(crate) struct Front {
-    slots: Box<[Slot]>,
-}
-
-/// Slots of [`Front`] (32 bytes each: 256 KiB).
-const FRONT_SLOTS: usize = 1 << 13;
-
-impl Default for Front {
-    fn default() -> Self {
-        Front { slots: vec![EMPTY; FRONT_SLOTS].into_boxed_slice() }
-    }
-}
-
-impl Front {
-    #[inline(always)]
-    fn index(key: u128) -> usize {
-        (hash(key) >> 40) as usize & (FRONT_SLOTS - 1)
-    }
-
-    /// The ids of `key`, if present (at most three).
-    #[inline(always)]
-    pub fn get(&self, key: u128) -> Option<([u32; 3], u32)> {
-        let s = &self.slots[Self::index(key)];
-        (s.key == key).then_some((s.ids, s.n))
-    }
-
-    /// Remember `ids` (at most three; longer values are not kept) for `key`.
-    #[inline(always)]
-    pub fn put(&mut self, key: u128, ids: &[u32]) {
-        if ids.len() <= 3 {
-            let s = &mut self.slots[Self::index(key)];
-            s.key = key;
-            s.ids[..ids.len()].copy_from_slice(ids);
-            s.n = ids.len() as u32;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

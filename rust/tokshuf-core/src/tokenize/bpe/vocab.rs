@@ -56,6 +56,9 @@ pub(crate) struct Vocab {
     /// Longer tokens → id.
     long: FastMap<Box<[u8]>, u32>,
     pub merges: Merges,
+    /// The merge of every two bytes, `priority << 32 | merged` (a dense 256×256 table: the first
+    /// round of merging a piece looks up nothing else).
+    byte_pairs: Vec<u64>,
 }
 
 /// What a vocabulary cannot be used for.
@@ -107,7 +110,17 @@ impl Vocab {
             bytes.extend_from_slice(t.as_deref().unwrap_or_default());
             offsets.push(u32::try_from(bytes.len()).map_err(|_| VocabError("vocabulary over 4 GB".into()))?);
         }
-        Ok(Vocab { bytes, offsets, byte_ids, short, long, merges })
+        let mut vocab = Vocab { bytes, offsets, byte_ids, short, long, merges, byte_pairs: Vec::new() };
+        let pairs: Vec<u64> = (0..1usize << 16)
+            .map(|ab| {
+                let pair = [(ab >> 8) as u8, ab as u8];
+                let (l, r) = (vocab.byte_ids[pair[0] as usize], vocab.byte_ids[pair[1] as usize]);
+                let (prio, merged) = vocab.merge(&pair, 0, 2, l, r);
+                u64::from(prio) << 32 | u64::from(merged)
+            })
+            .collect();
+        vocab.byte_pairs = pairs;
+        Ok(vocab)
     }
 
     /// The id of the token whose bytes are `bytes`.
@@ -157,6 +170,13 @@ impl Vocab {
                 None => (u32::MAX, 0),
             },
         }
+    }
+
+    /// The merge of the bytes `a` and `b`: `(priority, merged id)`.
+    #[inline(always)]
+    pub fn merge_bytes(&self, a: u8, b: u8) -> (u32, u32) {
+        let v = self.byte_pairs[usize::from(a) << 8 | usize::from(b)];
+        ((v >> 32) as u32, v as u32)
     }
 
     /// A 64-bit digest of the tokens and merges (FNV-1a), for the tokenizer's identity.

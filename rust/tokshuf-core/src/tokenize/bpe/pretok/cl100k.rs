@@ -4,7 +4,7 @@
 //! which differs on one input shape: a whitespace run that ends the text and contains a line
 //! break before other whitespace (`"x\n "`: classic `"\n"`, `" "`; tiktoken `"\n "`).
 
-use super::{class_at, contraction_ci, digits_1_3, run, trailing_whitespace, whitespace_run, Scanner};
+use super::{class_at, contraction_ci, digits_1_3, run, run_l, trailing_whitespace, whitespace_run, Scanner};
 use crate::tokenize::bpe::unicode::{CRLF, L, N, O};
 
 pub(crate) struct Cl100k {
@@ -23,13 +23,13 @@ impl Scanner for Cl100k {
         }
         let (c, l) = class_at(t, pos);
         if c & L != 0 {
-            return run(t, pos + l, L);
+            return run_l(t, pos + l);
         }
         // `[^\r\n\p{L}\p{N}]?\p{L}+`: one non-letter, non-digit, non-newline character before letters.
         if c & (N | CRLF) == 0 {
             let (c2, l2) = class_at(t, pos + l);
             if c2 & L != 0 {
-                return run(t, pos + l + l2, L);
+                return run_l(t, pos + l + l2);
             }
         }
         if c & N != 0 {

@@ -2,7 +2,7 @@
 //! `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 //! (tiktoken spells it with possessive quantifiers and `\s++$|\s+(?!\S)|\s`: the same matches).
 
-use super::{class_at, contraction_cs, run, trailing_whitespace, whitespace_run, Scanner};
+use super::{class_at, contraction_cs, run, run_l, trailing_whitespace, whitespace_run, Scanner};
 use crate::tokenize::bpe::unicode::{L, N, O};
 
 pub(crate) struct Gpt2;
@@ -21,12 +21,18 @@ impl Scanner for Gpt2 {
         if b == b' ' {
             let (c2, l2) = class_at(t, pos + 1);
             let m = c2 & (L | N | O);
+            if m == L {
+                return run_l(t, pos + 1 + l2);
+            }
             if m != 0 {
                 return run(t, pos + 1 + l2, m);
             }
         }
         let (c, l) = class_at(t, pos);
         let m = c & (L | N | O);
+        if m == L {
+            return run_l(t, pos + l);
+        }
         if m != 0 {
             return run(t, pos + l, m);
         }

@@ -10,7 +10,7 @@ mod cl100k;
 mod gpt2;
 mod o200k;
 
-use super::unicode::{classes, ASCII, CRLF, N, S};
+use super::unicode::{classes, ASCII, CRLF, L, N, S};
 
 pub(crate) use cl100k::Cl100k;
 pub(crate) use gpt2::Gpt2;
@@ -66,6 +66,67 @@ pub(crate) fn run(t: &[u8], mut i: usize, mask: u8) -> usize {
         }
         i += l;
     }
+}
+
+/// How many of the 8 bytes of `v` (little-endian), from the first, are ASCII letters
+/// (`upper`/`lower` select the cases), eight bytes at a time without a branch per byte.
+#[inline(always)]
+fn ascii_prefix(v: u64, upper: bool, lower: bool) -> usize {
+    const LO7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const fn splat(b: u8) -> u64 {
+        u64::from_le_bytes([b; 8])
+    }
+    // Byte-wise `lo <= x <= hi` for 7-bit x: adding 0x80 - lo sets the top bit iff x >= lo, with
+    // no carry between bytes (x + 0x80 - lo <= 0xff).
+    let in_range = |x: u64, lo: u8, hi: u8| (x.wrapping_add(splat(0x80 - lo)) & !x.wrapping_add(splat(0x7f - hi))) & HI;
+    let x = v & LO7;
+    let mut ok = 0;
+    if upper {
+        ok |= in_range(x, b'A', b'Z');
+    }
+    if lower {
+        ok |= in_range(x, b'a', b'z');
+    }
+    let stop = (!ok | v) & HI; // a non-letter ASCII byte or any non-ASCII byte
+    (stop.trailing_zeros() / 8) as usize
+}
+
+/// End of a run of `mask` characters starting at `i`, where the ASCII members of `mask` are
+/// exactly the letters of the selected cases (`L`: both; o200k's `LO`: lower; `UP`: upper).
+#[inline(always)]
+pub(crate) fn run_letters(t: &[u8], mut i: usize, mask: u8, upper: bool, lower: bool) -> usize {
+    loop {
+        while let Some(w) = t.get(i..i + 8) {
+            let k = ascii_prefix(u64::from_le_bytes(w.try_into().expect("8 bytes")), upper, lower);
+            i += k;
+            if k < 8 {
+                break;
+            }
+        }
+        match t.get(i) {
+            None => return i,
+            Some(&b) if b < 0x80 => {
+                if ASCII[b as usize] & mask == 0 {
+                    return i;
+                }
+                i += 1;
+            }
+            Some(_) => {
+                let (c, l) = class_at(t, i);
+                if c & mask == 0 {
+                    return i;
+                }
+                i += l;
+            }
+        }
+    }
+}
+
+/// End of the run of `\p{L}` characters starting at `i`.
+#[inline(always)]
+pub(crate) fn run_l(t: &[u8], i: usize) -> usize {
+    run_letters(t, i, L, true, true)
 }
 
 /// Up to three `\p{N}` characters starting with the one at `pos` (of length `len`): `\p{N}{1,3}`.

@@ -7,10 +7,15 @@
 //! `[^\r\n\p{L}\p{N}]`, so the first two alternatives are resolved the way a backtracking engine
 //! resolves them: optional prefix first taken, then not; `[UP]*` giving characters back.
 
-use super::{class_at, contraction_ci, digits_1_3, run, trailing_whitespace, whitespace_run, Scanner};
+use super::{class_at, contraction_ci, digits_1_3, run, run_letters, trailing_whitespace, whitespace_run, Scanner};
 use crate::tokenize::bpe::unicode::{CRLF, L, LO, N, O, UP};
 
 pub(crate) struct O200k;
+
+#[inline(always)]
+fn run_lower(t: &[u8], i: usize) -> usize {
+    run_letters(t, i, LO, false, true)
+}
 
 /// `[UP]*[LO]+` at `q`: the match end, if any. `[UP]*` takes its longest run, then gives back
 /// characters until `[LO]+` can start; `[LO]+` then runs as far as it can.
@@ -21,7 +26,7 @@ fn upper_then_lower(t: &[u8], q: usize) -> Option<usize> {
         let (c, l) = class_at(t, i);
         if c & UP == 0 {
             if c & LO != 0 {
-                return Some(run(t, i + l, LO));
+                return Some(run_lower(t, i + l));
             }
             return last_lo_end;
         }
@@ -36,7 +41,7 @@ fn upper_then_lower(t: &[u8], q: usize) -> Option<usize> {
 #[inline]
 fn upper_run_then_lower(t: &[u8], q: usize) -> Option<usize> {
     let (c, _) = class_at(t, q);
-    (c & UP != 0).then(|| run(t, run(t, q, UP), LO))
+    (c & UP != 0).then(|| run_lower(t, run_letters(t, q, UP, true, false)))
 }
 
 impl Scanner for O200k {
@@ -46,7 +51,7 @@ impl Scanner for O200k {
         let (c, l) = class_at(t, pos);
         // ASCII lowercase words: no prefix, no upper run.
         if b.is_ascii_lowercase() {
-            let e = run(t, pos + 1, LO);
+            let e = run_lower(t, pos + 1);
             return e + contraction_ci(t, e).unwrap_or(0);
         }
         let prefix = c & (L | N | CRLF) == 0; // `[^\r\n\p{L}\p{N}]`
