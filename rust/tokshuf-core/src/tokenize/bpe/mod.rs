@@ -9,6 +9,7 @@
 //! Special-token strings such as `<|endoftext|>` are ordinary text unless
 //! [`FastBpe::with_special_tokens_in_text`] turns them on.
 
+mod batch;
 mod cache;
 mod hf;
 mod merge;
@@ -23,6 +24,7 @@ mod vocab;
 use std::path::Path;
 use std::sync::Mutex;
 
+pub use batch::EncodedBatch;
 pub use cache::{CacheConfig, Stats};
 pub use hf::Unsupported;
 pub use pattern::Pattern;
@@ -186,6 +188,11 @@ impl FastBpe {
     /// The bytes of token `id` (empty for special or unused ids).
     pub fn token_bytes(&self, id: u32) -> &[u8] {
         self.vocab.token(id)
+    }
+
+    /// Every BPE token as `(id, bytes)`, by id (special tokens are not included).
+    pub fn tokens(&self) -> impl Iterator<Item = (u32, &[u8])> {
+        (0..self.vocab.id_bound()).map(|id| (id, self.vocab.token(id))).filter(|t| !t.1.is_empty())
     }
 
     /// Cache counters summed over the pooled caches.

@@ -147,3 +147,22 @@ fn identity_names_the_encoding() {
     assert_eq!(id["vocab_size"], 50257);
     assert_ne!(encoder("cl100k_base").identity()["vocab_digest"], id["vocab_digest"]);
 }
+
+#[test]
+fn batch_is_the_same_for_any_thread_count() {
+    let enc = encoder("cl100k_base");
+    let owned: Vec<String> = (0..400).flat_map(|i| edge_cases().into_iter().map(move |t| format!("{i} {t}"))).collect();
+    let texts: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let cancel = crate::Cancel::new();
+    let one = enc.encode_batch(&texts, Some(1), &cancel).unwrap();
+    let two = enc.encode_batch(&texts, Some(2), &cancel).unwrap();
+    assert_eq!(one, two);
+    assert_eq!(one.offsets.len(), texts.len() + 1);
+    for (i, t) in texts.iter().enumerate().step_by(97) {
+        let (a, b) = (one.offsets[i] as usize, one.offsets[i + 1] as usize);
+        assert_eq!(one.ids[a..b], reference("cl100k_base").encode_ordinary(t)[..]);
+    }
+    let cancelled = crate::Cancel::new();
+    cancelled.cancel();
+    assert!(enc.encode_batch(&texts, Some(2), &cancelled).is_err());
+}
