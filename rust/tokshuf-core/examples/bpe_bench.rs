@@ -53,6 +53,27 @@ fn main() {
         enc.split("é"); // build the Unicode table outside the measurement
         let pieces = split_all(&enc, &texts);
         let split = cpu_time() - c;
+        if std::env::var("MODE").as_deref() == Ok("miss") {
+            // Every distinct piece once, on a fresh encoder: the cost of a cache miss.
+            let mut seen = std::collections::HashSet::new();
+            let distinct: Vec<&str> = texts.iter().flat_map(|t| enc.split(t)).filter(|p| seen.insert(*p)).collect();
+            let fresh = FastBpe::from_tiktoken(&name).expect("encoding");
+            let mut out = Vec::new();
+            let c = cpu_time();
+            for p in &distinct {
+                fresh.encode_into(p, &mut out);
+            }
+            let s = fresh.cache_stats();
+            let secs = cpu_time() - c;
+            println!(
+                "{name:>12}: {} distinct pieces, {} misses: {:.0} ns per piece, {:.0} ns per miss (upper bound)",
+                distinct.len(),
+                s.misses,
+                secs * 1e9 / distinct.len() as f64,
+                secs * 1e9 / s.misses as f64
+            );
+            continue;
+        }
         if std::env::var("MODE").as_deref() == Ok("split") {
             println!("{name:>12}: split {:.0} MB/s ({pieces} pieces)", mb / split);
             continue;

@@ -9,7 +9,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::vocab::Vocab;
+use super::table::MAX_SHORT;
+use super::vocab::{Merges, Vocab};
 
 /// Pieces longer than this (in bytes) take the heap path.
 const LINEAR_MAX: usize = 96;
@@ -53,6 +54,7 @@ pub(crate) fn encode_piece(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, s: &
     match piece.len() {
         0 => {}
         1 => out.push(vocab.byte_ids[piece[0] as usize]),
+        n if n <= MAX_SHORT && matches!(vocab.merges, Merges::Ranks) => short_ranks(vocab, piece, out),
         n if n <= LINEAR_MAX => linear(vocab, piece, out, &mut s.parts),
         _ => {
             heap(vocab, piece, out, &mut s.nodes, &mut s.heap);
@@ -62,6 +64,67 @@ pub(crate) fn encode_piece(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, s: &
             }
         }
     }
+}
+
+/// tiktoken merging of a piece of at most 15 bytes, on the stack. Every part is a substring of
+/// the piece, so the lookup keys are cut out of the piece held in one register, and the slots of
+/// its substrings — every candidate merge — are prefetched up front: their cache misses overlap
+/// instead of following one another merge after merge.
+fn short_ranks(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>) {
+    let n = piece.len();
+    let mut buf = [0u8; 16];
+    buf[..n].copy_from_slice(piece);
+    let w = u128::from_le_bytes(buf);
+    let key = |a: usize, c: usize| ((w >> (8 * a)) & ((1u128 << (8 * (c - a))) - 1)) | ((c - a) as u128) << 120;
+    let table = vocab.short_table();
+    // Shortest first (the earliest candidates), up to a budget that covers every substring of
+    // pieces up to 10 bytes.
+    let mut budget = 48usize;
+    'prefetch: for len in 3..=n {
+        for a in 0..=n - len {
+            if budget == 0 {
+                break 'prefetch;
+            }
+            table.prefetch(key(a, a + len));
+            budget -= 1;
+        }
+    }
+    // Parts: start offsets (with the end at `start[m]`), ids, and the merge with the next part.
+    let mut start = [0u8; 17];
+    let mut id = [0u32; 16];
+    let mut prio = [u32::MAX; 16];
+    for i in 0..n {
+        start[i] = i as u8;
+        id[i] = vocab.byte_ids[piece[i] as usize];
+    }
+    start[n] = n as u8;
+    for i in 0..n - 1 {
+        prio[i] = vocab.merge_bytes(piece[i], piece[i + 1]).0;
+    }
+    let mut m = n;
+    loop {
+        let mut best = (u32::MAX, 0);
+        for (i, &p) in prio[..m - 1].iter().enumerate() {
+            if p < best.0 {
+                best = (p, i);
+            }
+        }
+        if best.0 == u32::MAX {
+            break;
+        }
+        let i = best.1;
+        id[i] = best.0; // in tiktoken the merged token's id is its rank
+        start.copy_within(i + 2..=m, i + 1);
+        id.copy_within(i + 2..m, i + 1);
+        prio.copy_within(i + 2..m, i + 1);
+        m -= 1;
+        let rank = |j: usize| table.get_one(key(start[j] as usize, start[j + 2] as usize)).unwrap_or(u32::MAX);
+        prio[i] = if i + 1 < m { rank(i) } else { u32::MAX };
+        if i > 0 {
+            prio[i - 1] = rank(i - 1);
+        }
+    }
+    out.extend_from_slice(&id[..m]);
 }
 
 fn linear(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, parts: &mut Vec<Part>) {
@@ -193,6 +256,11 @@ mod tests {
         linear(v, piece, &mut a, &mut s.parts);
         heap(v, piece, &mut b, &mut s.nodes, &mut s.heap);
         assert_eq!(a, b, "linear and heap paths differ on {piece:?}");
+        if piece.len() <= MAX_SHORT {
+            let mut c = Vec::new();
+            short_ranks(v, piece, &mut c);
+            assert_eq!(a, c, "linear and short paths differ on {piece:?}");
+        }
         a
     }
 
