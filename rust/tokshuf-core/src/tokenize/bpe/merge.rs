@@ -9,11 +9,11 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::table::MAX_SHORT;
+use super::table::{pack, KEEP, MAX_SHORT};
 use super::vocab::{Merges, Vocab};
 
 /// Pieces longer than this (in bytes) take the heap path.
-const LINEAR_MAX: usize = 96;
+const LINEAR_MAX: usize = 32;
 
 /// Buffers above this many elements are released after use, so one huge word does not pin
 /// memory for the rest of the run.
@@ -72,10 +72,8 @@ pub(crate) fn encode_piece(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, s: &
 /// instead of following one another merge after merge.
 fn short_ranks(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>) {
     let n = piece.len();
-    let mut buf = [0u8; 16];
-    buf[..n].copy_from_slice(piece);
-    let w = u128::from_le_bytes(buf);
-    let key = |a: usize, c: usize| ((w >> (8 * a)) & ((1u128 << (8 * (c - a))) - 1)) | ((c - a) as u128) << 120;
+    let w = pack(piece) & !(0xff << 120);
+    let key = |a: usize, c: usize| ((w >> (8 * a)) & KEEP[c - a]) | ((c - a) as u128) << 120;
     let table = vocab.short_table();
     // Shortest first (the earliest candidates), up to a budget that covers every substring of
     // pieces up to 10 bytes.

@@ -56,7 +56,7 @@ pub struct FastBpe {
     vocab_size: u64,
     source: String,
     cache: CacheConfig,
-    states: Mutex<Vec<Box<State>>>,
+    states: Mutex<Vec<State>>,
 }
 
 impl std::fmt::Debug for FastBpe {
@@ -234,12 +234,12 @@ impl FastBpe {
         out
     }
 
-    fn take_state(&self) -> Box<State> {
+    fn take_state(&self) -> State {
         let pooled = self.states.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        pooled.unwrap_or_else(|| Box::new(State::new(self.cache)))
+        pooled.unwrap_or_else(|| State::new(self.cache))
     }
 
-    fn give_state(&self, state: Box<State>) {
+    fn give_state(&self, state: State) {
         self.states.lock().unwrap_or_else(|e| e.into_inner()).push(state);
     }
 
@@ -262,6 +262,7 @@ impl FastBpe {
         let pieces = self.pieces.as_ref().unwrap_or_else(|| self.vocab.short_table());
         let mut ends = [0usize; BATCH];
         let mut keys = [0u128; BATCH];
+        let mut hashes = [0u64; BATCH];
         let mut pos = 0;
         while pos < t.len() {
             let mut n = 0;
@@ -269,24 +270,26 @@ impl FastBpe {
             while n < BATCH && p < t.len() {
                 let e = scanner.next(t, p);
                 let len = e - p;
-                keys[n] = if len <= MAX_SHORT {
+                if len <= MAX_SHORT {
                     let key = pack_at(t, p, len);
-                    pieces.prefetch(key);
-                    state.short.prefetch(key);
-                    key
+                    let h = table::hash(key);
+                    pieces.prefetch_hashed(h);
+                    state.short.prefetch_hashed(h);
+                    (keys[n], hashes[n]) = (key, h);
                 } else {
-                    0
-                };
+                    keys[n] = 0;
+                }
                 ends[n] = e;
                 n += 1;
                 p = e;
             }
-            for (&end, &key) in ends[..n].iter().zip(&keys[..n]) {
+            for i in 0..n {
+                let (end, key, h) = (ends[i], keys[i], hashes[i]);
                 if key == 0 {
                     self.encode_long(&t[pos..end], out, state);
-                } else if let Some(id) = pieces.get_one(key) {
+                } else if let Some(id) = pieces.get_one_hashed(key, h) {
                     out.push(id);
-                } else if let Some(ids) = state.short.get(key) {
+                } else if let Some(ids) = state.short.get_hashed(key, h) {
                     state.stats.hits += 1;
                     out.extend_from_slice(ids);
                 } else {
@@ -302,12 +305,6 @@ impl FastBpe {
 
     #[inline(never)]
     fn encode_long(&self, piece: &[u8], out: &mut Vec<u32>, state: &mut State) {
-        if self.whole_piece_is_token {
-            if let Some(id) = self.vocab.id_of(piece) {
-                out.push(id);
-                return;
-            }
-        }
         if let Some(ids) = state.long.get(piece) {
             state.stats.hits += 1;
             out.extend_from_slice(ids);
@@ -315,7 +312,10 @@ impl FastBpe {
         }
         state.stats.misses += 1;
         let start = out.len();
-        merge::encode_piece(&self.vocab, piece, out, &mut state.merge);
+        match self.vocab.id_of(piece).filter(|_| self.whole_piece_is_token) {
+            Some(id) => out.push(id),
+            None => merge::encode_piece(&self.vocab, piece, out, &mut state.merge),
+        }
         state.put_long(piece, &out[start..]);
     }
 }

@@ -9,13 +9,34 @@ pub(crate) const MAX_SHORT: usize = 15;
 
 /// Pack `bytes` (1..=15 of them) into a key.
 #[inline(always)]
-pub(crate) fn pack(bytes: &[u8]) -> u128 {
-    debug_assert!(!bytes.is_empty() && bytes.len() <= MAX_SHORT);
-    let mut buf = [0u8; 16];
-    buf[..bytes.len()].copy_from_slice(bytes);
-    buf[15] = bytes.len() as u8;
-    u128::from_le_bytes(buf)
+pub(crate) fn pack(b: &[u8]) -> u128 {
+    debug_assert!(!b.is_empty() && b.len() <= MAX_SHORT);
+    // Two overlapping loads instead of a variable-length copy (overlapping bytes are equal).
+    let n = b.len();
+    let v = if n >= 8 {
+        let lo = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+        let hi = u64::from_le_bytes(b[n - 8..].try_into().expect("8 bytes"));
+        u128::from(lo) | u128::from(hi) << (8 * (n - 8))
+    } else if n >= 4 {
+        let lo = u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
+        let hi = u32::from_le_bytes(b[n - 4..].try_into().expect("4 bytes"));
+        u128::from(lo) | u128::from(hi) << (8 * (n - 4))
+    } else {
+        u128::from(b[0]) | u128::from(b[n / 2]) << (8 * (n / 2)) | u128::from(b[n - 1]) << (8 * (n - 1))
+    };
+    v | (n as u128) << 120
 }
+
+/// `KEEP[n]` keeps the low `n` bytes (a table: variable 128-bit shifts are slow).
+pub(crate) const KEEP: [u128; 16] = {
+    let mut k = [0u128; 16];
+    let mut n = 1;
+    while n < 16 {
+        k[n] = (1u128 << (8 * n)) - 1;
+        n += 1;
+    }
+    k
+};
 
 /// Pack `t[pos..pos + len]` (`len` in 1..=15), reading 16 bytes at once when the text allows.
 #[inline(always)]
@@ -24,15 +45,15 @@ pub(crate) fn pack_at(t: &[u8], pos: usize, len: usize) -> u128 {
     match t.get(pos..pos + 16) {
         Some(w) => {
             let v = u128::from_le_bytes(w.try_into().expect("16 bytes"));
-            let mask = (1u128 << (8 * len)) - 1;
-            (v & mask) | ((len as u128) << 120)
+            (v & KEEP[len]) | ((len as u128) << 120)
         }
         None => pack(&t[pos..pos + len]),
     }
 }
 
+/// The hash every table probes `key` with (compute once, use for all tables).
 #[inline(always)]
-fn hash(key: u128) -> u64 {
+pub(crate) fn hash(key: u128) -> u64 {
     let lo = key as u64;
     let hi = (key >> 64) as u64;
     let h = (lo ^ hi.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -133,9 +154,15 @@ impl SlotTable {
     /// Hint the CPU to load the slot where `key` would start probing.
     #[inline(always)]
     pub fn prefetch(&self, key: u128) {
+        self.prefetch_hashed(hash(key));
+    }
+
+    /// [`prefetch`](Self::prefetch) given the key's [`hash`].
+    #[inline(always)]
+    pub fn prefetch_hashed(&self, h: u64) {
         #[cfg(target_arch = "x86_64")]
         {
-            let i = hash(key) as usize & self.mask;
+            let i = h as usize & self.mask;
             // SAFETY: `i` is in bounds; prefetching never faults or writes.
             unsafe {
                 let p = self.slots.ptr.as_ptr().add(i) as *const i8;
@@ -143,7 +170,7 @@ impl SlotTable {
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = key;
+        let _ = h;
     }
 
     /// A table sized for `entries` at no more than half load.
@@ -166,7 +193,13 @@ impl SlotTable {
     /// The ids stored under `key`.
     #[inline(always)]
     pub fn get(&self, key: u128) -> Option<&[u32]> {
-        let mut i = hash(key) as usize & self.mask;
+        self.get_hashed(key, hash(key))
+    }
+
+    /// [`get`](Self::get) given the key's [`hash`].
+    #[inline(always)]
+    pub fn get_hashed(&self, key: u128, h: u64) -> Option<&[u32]> {
+        let mut i = h as usize & self.mask;
         loop {
             let s = self.slots.get(i);
             if s.key == key {
@@ -187,7 +220,13 @@ impl SlotTable {
     /// The single id stored under `key`, if it holds exactly one.
     #[inline(always)]
     pub fn get_one(&self, key: u128) -> Option<u32> {
-        let mut i = hash(key) as usize & self.mask;
+        self.get_one_hashed(key, hash(key))
+    }
+
+    /// [`get_one`](Self::get_one) given the key's [`hash`].
+    #[inline(always)]
+    pub fn get_one_hashed(&self, key: u128, h: u64) -> Option<u32> {
+        let mut i = h as usize & self.mask;
         loop {
             let s = self.slots.get(i);
             if s.key == key {
@@ -242,6 +281,13 @@ mod tests {
 
     #[test]
     fn pack_is_injective_on_length_and_bytes() {
+        for n in 1..=MAX_SHORT {
+            let bytes: Vec<u8> = (1..=n as u8).collect();
+            let mut expected = [0u8; 16];
+            expected[..n].copy_from_slice(&bytes);
+            expected[15] = n as u8;
+            assert_eq!(pack(&bytes), u128::from_le_bytes(expected), "length {n}");
+        }
         assert_ne!(pack(b"a"), pack(b"a\0"));
         assert_ne!(pack(b"\0"), 0);
         let text = b"hello world, 0123456789abcdef";

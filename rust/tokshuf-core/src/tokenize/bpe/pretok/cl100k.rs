@@ -13,7 +13,7 @@ pub(crate) struct Cl100k {
 }
 
 impl Scanner for Cl100k {
-    #[inline]
+    #[inline(always)]
     fn next(&self, t: &[u8], pos: usize) -> usize {
         let b = t[pos];
         if b == b'\'' {

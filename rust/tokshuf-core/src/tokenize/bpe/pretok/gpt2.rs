@@ -8,7 +8,7 @@ use crate::tokenize::bpe::unicode::{L, N, O};
 pub(crate) struct Gpt2;
 
 impl Scanner for Gpt2 {
-    #[inline]
+    #[inline(always)]
     fn next(&self, t: &[u8], pos: usize) -> usize {
         let b = t[pos];
         if b == b'\'' {

@@ -49,16 +49,24 @@ impl Scanner for O200k {
     fn next(&self, t: &[u8], pos: usize) -> usize {
         let b = t[pos];
         let (c, l) = class_at(t, pos);
-        // ASCII lowercase words: no prefix, no upper run.
-        if b.is_ascii_lowercase() {
-            let e = run_lower(t, pos + 1);
+        // ASCII words (`word`, `Word`, ` word`, ` Word`): what the general rules below give
+        // when the letters start with at most one ASCII capital followed by a lowercase letter.
+        let q = pos + usize::from(b == b' ');
+        let word = match (t.get(q), t.get(q + 1)) {
+            (Some(x), _) if x.is_ascii_lowercase() => Some(run_lower(t, q + 1)),
+            (Some(x), Some(y)) if x.is_ascii_uppercase() && y.is_ascii_lowercase() => Some(run_lower(t, q + 2)),
+            _ => None,
+        };
+        if let Some(e) = word {
             return e + contraction_ci(t, e).unwrap_or(0);
         }
         let prefix = c & (L | N | CRLF) == 0; // `[^\r\n\p{L}\p{N}]`
-        let word = (if prefix { upper_then_lower(t, pos + l) } else { None })
+                                              // Each alternative needs a letter or mark where it starts.
+        let c2 = class_at(t, pos + l).0;
+        let word = (if prefix && c2 & (UP | LO) != 0 { upper_then_lower(t, pos + l) } else { None })
             .or_else(|| if c & (UP | LO) != 0 { upper_then_lower(t, pos) } else { None })
-            .or_else(|| if prefix { upper_run_then_lower(t, pos + l) } else { None })
-            .or_else(|| upper_run_then_lower(t, pos));
+            .or_else(|| if prefix && c2 & UP != 0 { upper_run_then_lower(t, pos + l) } else { None })
+            .or_else(|| if c & UP != 0 { upper_run_then_lower(t, pos) } else { None });
         if let Some(e) = word {
             return e + contraction_ci(t, e).unwrap_or(0);
         }
