@@ -1,17 +1,19 @@
 //! The pretoken → ids cache of one encoding thread, with a memory cap.
 //!
-//! Short pieces (≤ 15 bytes) go to a packed-key [`SlotTable`]; longer ones to [`LongCache`]. Each
-//! part is wiped when it reaches its cap (half-full table or full arena): cheaper than LRU and
-//! enough, since the pieces worth caching come back quickly. Vocabulary tokens never reach these
-//! caches: the encoder looks them up in the shared vocabulary table first.
+//! Short pieces (≤ 15 bytes) go to packed-key [`SlotTable`]s, in two generations: when the active
+//! table is half full it becomes the old one and the previous old one is wiped and reused; a hit
+//! in the old table is copied to the active one. Pieces in use survive a wipe, the memory stays
+//! fixed, and no per-entry bookkeeping is needed (as LRU would). Longer pieces go to
+//! [`LongCache`], wiped when full. Vocabulary tokens never reach these caches: the encoder looks
+//! them up in the shared vocabulary table first.
 
 use super::merge::MergeScratch;
-use super::table::SlotTable;
+use super::table::{SlotTable, MAX_SHORT};
 
 /// Memory budget of one thread's cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheConfig {
-    /// Slots of the short-piece table (32 bytes each; wiped at half load).
+    /// Slots of each of the two short-piece tables (32 bytes each; a generation ends at half load).
     pub short_slots: usize,
     /// Ids stored out of line for short pieces of more than three tokens.
     pub short_arena_ids: usize,
@@ -22,7 +24,8 @@ pub struct CacheConfig {
 }
 
 impl Default for CacheConfig {
-    /// About 24 MiB per thread.
+    /// At most about 46 MiB per thread (two 16 MiB tables, the second one allocated when the
+    /// first fills up).
     fn default() -> Self {
         CacheConfig { short_slots: 1 << 19, short_arena_ids: 1 << 18, long_bytes: 6 << 20, long_max_piece: 512 }
     }
@@ -32,21 +35,22 @@ impl CacheConfig {
     /// A config whose total stays within `bytes` (at least a few KiB).
     pub fn with_budget(bytes: usize) -> CacheConfig {
         let bytes = bytes.max(64 << 10);
-        // 2/3 to the short table, the rest split between its arena and the long cache.
-        let slots = (bytes * 2 / 3 / 32).next_power_of_two() / 2;
-        let rest = bytes.saturating_sub(slots * 32);
+        // 2/3 to the short tables, the rest split between their arenas and the long cache.
+        let slots = (bytes / 3 / 32).next_power_of_two() / 2;
+        let rest = bytes.saturating_sub(2 * slots * 32);
         CacheConfig { short_slots: slots.max(16), short_arena_ids: rest / 8, long_bytes: rest / 2, long_max_piece: 512 }
     }
 
     /// Upper bound of the bytes one thread's cache holds.
     pub fn budget(&self) -> usize {
-        self.short_slots.next_power_of_two() * 32 + self.short_arena_ids * 4 + self.long_bytes * 2
+        2 * (self.short_slots.next_power_of_two() * 32 + self.short_arena_ids * 4) + self.long_bytes * 2
     }
 }
 
 /// Everything one encoding thread reuses between calls.
 pub(crate) struct State {
     pub short: SlotTable,
+    old: SlotTable,
     pub long: LongCache,
     pub merge: MergeScratch,
     cfg: CacheConfig,
@@ -66,6 +70,7 @@ impl State {
     pub fn new(cfg: CacheConfig) -> State {
         State {
             short: SlotTable::with_slots(cfg.short_slots),
+            old: SlotTable::with_slots(16),
             long: LongCache::new(cfg.long_bytes),
             merge: MergeScratch::default(),
             cfg,
@@ -73,12 +78,36 @@ impl State {
         }
     }
 
-    /// Cache `ids` as the encoding of the short piece `key`, wiping the table if it is full.
+    /// Append the cached ids of the short piece `key` (hash `h`) to `out`; false on a miss.
+    #[inline(always)]
+    pub fn get_short(&mut self, key: u128, h: u64, out: &mut Vec<u32>) -> bool {
+        if let Some(ids) = self.short.get_hashed(key, h) {
+            out.extend_from_slice(ids);
+        } else if let Some(ids) = self.old.get_hashed(key, h) {
+            // A piece of at most 15 bytes has at most 15 ids.
+            let mut buf = [0u32; MAX_SHORT];
+            let n = ids.len();
+            buf[..n].copy_from_slice(ids);
+            out.extend_from_slice(&buf[..n]);
+            self.put_short(key, &buf[..n]);
+        } else {
+            return false;
+        }
+        self.stats.hits += 1;
+        true
+    }
+
+    /// Cache `ids` as the encoding of the short piece `key`, starting a new generation if the
+    /// active table is full.
     #[inline]
     pub fn put_short(&mut self, key: u128, ids: &[u32]) {
         if self.short.len() * 2 >= self.short.capacity()
             || (ids.len() > 3 && self.short.arena_len() + ids.len() > self.cfg.short_arena_ids)
         {
+            if self.old.capacity() < self.short.capacity() {
+                self.old = SlotTable::with_slots(self.cfg.short_slots);
+            }
+            std::mem::swap(&mut self.short, &mut self.old);
             self.short.clear();
             self.stats.wipes += 1;
         }

@@ -289,10 +289,7 @@ impl FastBpe {
                     self.encode_long(&t[pos..end], out, state);
                 } else if let Some(id) = pieces.get_one_hashed(key, h) {
                     out.push(id);
-                } else if let Some(ids) = state.short.get_hashed(key, h) {
-                    state.stats.hits += 1;
-                    out.extend_from_slice(ids);
-                } else {
+                } else if !state.get_short(key, h, out) {
                     state.stats.misses += 1;
                     let start = out.len();
                     merge::encode_piece(&self.vocab, &t[pos..end], out, &mut state.merge);
