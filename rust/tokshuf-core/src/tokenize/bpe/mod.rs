@@ -122,9 +122,21 @@ impl FastBpe {
     /// `p50k_edit`, `cl100k_base`, `o200k_base`, `o200k_harmony`.
     pub fn from_tiktoken(name: &str) -> Result<FastBpe> {
         let enc = tiktoken::embedded(name)?;
-        let vocab = Vocab::new(enc.ranks, Merges::Ranks)
-            .map_err(|e| Error::invalid(format!("tiktoken encoding {name}: {}", e.0)))?;
-        Ok(Self::build(vocab, true, enc.pattern, enc.specials, format!("tiktoken:{}", enc.name)))
+        Self::from_ranks(enc.ranks, enc.pattern, enc.specials, format!("tiktoken:{}", enc.name))
+    }
+
+    /// tiktoken-style mergeable ranks `(token bytes, rank = id)` with a split pattern and special
+    /// tokens, e.g. from a resolved tokenizer spec. `source` names it in [`Tokenizer::identity`].
+    pub fn from_ranks(
+        ranks: Vec<(Vec<u8>, u32)>,
+        pattern: Pattern,
+        specials: Vec<(String, u32)>,
+        source: impl Into<String>,
+    ) -> Result<FastBpe> {
+        let source = source.into();
+        let vocab =
+            Vocab::new(ranks, Merges::Ranks).map_err(|e| Error::invalid(format!("tokenizer {source}: {}", e.0)))?;
+        Ok(Self::build(vocab, true, pattern, specials, source))
     }
 
     /// A `.tiktoken` file (`base64(token) rank` lines) with the split `pattern` and the special
