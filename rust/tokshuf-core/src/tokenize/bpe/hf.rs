@@ -51,6 +51,13 @@ fn byte_chars() -> [char; 256] {
     table
 }
 
+/// The bytes of a token written in GPT-2's byte-to-character spelling.
+pub(crate) fn decode_token(s: &str) -> Option<Vec<u8>> {
+    use std::sync::OnceLock;
+    static INVERSE: OnceLock<FastMap<char, u8>> = OnceLock::new();
+    decode(s, INVERSE.get_or_init(|| byte_chars().iter().enumerate().map(|(b, &c)| (c, b as u8)).collect()))
+}
+
 /// Decode a byte-level token string back into its bytes.
 fn decode(s: &str, inverse: &FastMap<char, u8>) -> Option<Vec<u8>> {
     s.chars().map(|c| inverse.get(&c).copied()).collect()

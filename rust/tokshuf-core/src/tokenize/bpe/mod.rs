@@ -15,6 +15,7 @@ mod hf;
 mod merge;
 mod pattern;
 pub(crate) mod pretok;
+mod select;
 mod specials;
 mod table;
 mod tiktoken;
@@ -28,6 +29,7 @@ pub use batch::EncodedBatch;
 pub use cache::{CacheConfig, Stats};
 pub use hf::Unsupported;
 pub use pattern::Pattern;
+pub use select::{for_hf_model, for_tiktoken_model, FAST_BPE_ENV};
 pub use tiktoken::ENCODINGS as TIKTOKEN_ENCODINGS;
 
 use cache::State;
@@ -57,6 +59,8 @@ pub struct FastBpe {
     source: String,
     cache: CacheConfig,
     states: Mutex<Vec<State>>,
+    /// The identity to report instead of the built-in one (see [`FastBpe::with_identity`]).
+    identity: Option<serde_json::Value>,
 }
 
 impl std::fmt::Debug for FastBpe {
@@ -92,6 +96,7 @@ impl FastBpe {
             source,
             cache: CacheConfig::default(),
             states: Mutex::new(Vec::new()),
+            identity: None,
         };
         if !whole_piece_is_token {
             bpe.pieces = Some(bpe.single_token_pieces());
@@ -176,6 +181,13 @@ impl FastBpe {
         self
     }
 
+    /// Report `identity` (with `"encoder": "fast_bpe"` added) from [`Tokenizer::identity`]: the
+    /// identity of the tokenizer this encoder stands in for, whose ids it reproduces.
+    pub fn with_identity(mut self, identity: serde_json::Value) -> FastBpe {
+        self.identity = Some(identity);
+        self
+    }
+
     /// Set each thread's cache budget (drops the caches built so far).
     pub fn with_cache(mut self, cache: CacheConfig) -> FastBpe {
         self.cache = cache;
@@ -195,6 +207,12 @@ impl FastBpe {
     /// The id of a special token.
     pub fn special_token(&self, text: &str) -> Option<u32> {
         self.specials.id(text)
+    }
+
+    /// The id of a token given as a `tokenizer.json` string (a special token's text, or a
+    /// vocabulary entry in GPT-2's byte-to-character spelling).
+    pub fn hf_token_id(&self, token: &str) -> Option<u32> {
+        self.specials.id(token).or_else(|| hf::decode_token(token).and_then(|b| self.vocab.id_of(&b)))
     }
 
     /// The bytes of token `id` (empty for special or unused ids).
@@ -344,6 +362,12 @@ impl Tokenizer for FastBpe {
     }
 
     fn identity(&self) -> serde_json::Value {
+        if let Some(mut id) = self.identity.clone() {
+            if let Some(obj) = id.as_object_mut() {
+                obj.insert("encoder".into(), "fast_bpe".into());
+            }
+            return id;
+        }
         serde_json::json!({
             "class": "FastBpe",
             "source": self.source,

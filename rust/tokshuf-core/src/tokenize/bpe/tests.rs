@@ -166,3 +166,24 @@ fn batch_is_the_same_for_any_thread_count() {
     cancelled.cancel();
     assert!(enc.encode_batch(&texts, Some(2), &cancelled).is_err());
 }
+
+#[test]
+fn specs_take_the_fast_path_with_the_reference_results() {
+    use crate::tokenize::{from_spec, resolve, TiktokenTokenizer, TokenizerModel, TokenizerSpec};
+    let spec = "tiktoken:o200k_base";
+    let fast = from_spec(spec).unwrap();
+    let TokenizerModel::Bpe(model) = resolve(&TokenizerSpec::parse(spec).unwrap()).unwrap() else {
+        panic!("a tiktoken spec resolves to a BPE model")
+    };
+    let reference = TiktokenTokenizer::new(&model).unwrap();
+    let mut id = fast.identity();
+    assert_eq!(id.as_object_mut().unwrap().remove("encoder"), Some("fast_bpe".into()));
+    assert_eq!(id, reference.identity());
+    assert_eq!((fast.eod_id(), fast.vocab_size()), (reference.eod_id(), reference.vocab_size()));
+    for text in edge_cases() {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        fast.encode(&text, &mut a).unwrap();
+        reference.encode(&text, &mut b).unwrap();
+        assert_eq!(a, b);
+    }
+}
