@@ -29,6 +29,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiktoken_ext import openai_public
+
 from tokshuf._core import BpeEncoder
 from tokshuf.errors import ConfigError
 
