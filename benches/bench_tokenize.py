@@ -10,8 +10,9 @@ compares every document's ids with tiktoken's ``encode_ordinary`` (per-document 
     python benches/bench_tokenize.py --size 20MB --seed 7 --mix prose=0.2,code=0.2,i18n=0.6
     python benches/bench_tokenize.py --corpus my.jsonl.zst --encodings cl100k_base --threads 2
 
-The corpus is generated with ``../shared/bench/make_corpus.py`` into ``--cache-dir`` unless
-``--corpus`` is given. fastokens is optional (``pip install fastokens``; never a dependency).
+The corpus is generated with ``tests/fixtures/make_corpus.py`` (the benchmark corpus generator)
+into ``--cache-dir`` unless ``--corpus`` is given; ``--quick`` is a 5 MB smoke run. fastokens
+is optional (``pip install fastokens``; never a dependency).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+MAKE_CORPUS = ROOT / "tests" / "fixtures" / "make_corpus.py"
 GPT2_JSON = ROOT / "tests" / "fixtures" / "bpe" / "gpt2-tokenizer.json"
 BATCH = 1000
 
@@ -44,9 +45,7 @@ def make_corpus(size: str, seed: int, mix: str | None, cache_dir: Path) -> Path:
     name = f"corpus-{size}-s{seed}" + (f"-{hashlib.sha1(mix.encode()).hexdigest()[:8]}" if mix else "")
     path = cache_dir / f"{name}.jsonl.zst"
     if not path.exists():
-        generator = SHARED / "bench" / "make_corpus.py"
-        if not generator.exists():
-            sys.exit(f"no corpus given and {generator} is missing: pass --corpus")
+        generator = MAKE_CORPUS
         cache_dir.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, str(generator), str(path), "--size", size, "--seed", str(seed)]
         if mix:
@@ -260,6 +259,7 @@ def main() -> None:
     p.add_argument("--passes", type=int, default=3)
     p.add_argument("--no-check", action="store_true", help="skip the ids comparison")
     p.add_argument("--json", type=Path, help="also write the results as JSON lines here")
+    p.add_argument("--quick", action="store_true", help="a 5 MB corpus and one pass (unless given)")
     # internal: one measurement
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--lib", help=argparse.SUPPRESS)
@@ -272,6 +272,11 @@ def main() -> None:
         worker(args)
         return
 
+    if args.quick:
+        if "--size" not in sys.argv:
+            args.size = "5MB"
+        if "--passes" not in sys.argv:
+            args.passes = 1
     if args.corpus is None:
         args.corpus = make_corpus(args.size, args.seed, args.mix, args.cache_dir)
     libs = [lib for lib in args.libs.split(",") if available(lib)]
