@@ -35,7 +35,7 @@ pub use tiktoken::ENCODINGS as TIKTOKEN_ENCODINGS;
 use cache::State;
 use pretok::Scanner;
 use specials::Specials;
-use table::{pack_at, SlotTable, MAX_SHORT};
+use table::{pack_at, KeyIndex, MAX_SHORT};
 use vocab::{Merges, Vocab};
 
 use super::Tokenizer;
@@ -48,7 +48,7 @@ pub struct FastBpe {
     vocab: Vocab,
     /// Pieces whose whole encoding is one id, when that is not simply "the piece is a token"
     /// (Hugging Face files without `ignore_merges`). `None`: the vocabulary's own table.
-    pieces: Option<SlotTable>,
+    pieces: Option<KeyIndex>,
     /// A piece that is a token encodes to it without merging (tiktoken, `ignore_merges`).
     whole_piece_is_token: bool,
     pattern: Pattern,
@@ -105,10 +105,10 @@ impl FastBpe {
     }
 
     /// The short tokens whose BPE encoding is themselves (all of them, for well-formed merges).
-    fn single_token_pieces(&self) -> SlotTable {
+    fn single_token_pieces(&self) -> KeyIndex {
         let mut scratch = merge::MergeScratch::default();
         let mut ids = Vec::new();
-        let mut table = SlotTable::for_entries(self.vocab.len());
+        let mut table = KeyIndex::new(self.vocab.len(), self.vocab.id_bound());
         for id in 0..self.vocab.id_bound() {
             let t = self.vocab.token(id);
             if t.is_empty() || t.len() > MAX_SHORT {
@@ -117,7 +117,7 @@ impl FastBpe {
             ids.clear();
             merge::encode_piece(&self.vocab, t, &mut ids, &mut scratch);
             if ids == [id] {
-                table.insert(table::pack(t), &[id]);
+                table.insert(table::pack(t), id);
             }
         }
         table

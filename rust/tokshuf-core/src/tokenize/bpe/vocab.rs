@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::table::{pack, SlotTable, MAX_SHORT};
+use super::table::{pack, KeyIndex, MAX_SHORT};
 
 /// A multiply-rotate hasher for the miss path's maps (keys are ids or short byte strings).
 #[derive(Default, Clone, Copy)]
@@ -52,7 +52,7 @@ pub(crate) struct Vocab {
     /// The id of each single byte.
     pub byte_ids: [u32; 256],
     /// Tokens of at most [`MAX_SHORT`] bytes → id.
-    short: SlotTable,
+    short: KeyIndex,
     /// Longer tokens → id.
     long: FastMap<Box<[u8]>, u32>,
     pub merges: Merges,
@@ -76,7 +76,7 @@ impl Vocab {
         let mut long = FastMap::default();
         let mut byte_ids = [u32::MAX; 256];
         let short_count = tokens.iter().filter(|t| t.0.len() <= MAX_SHORT).count();
-        let mut short = SlotTable::for_entries(short_count);
+        let mut short = KeyIndex::new(short_count, max_id as u32 + 1);
         for (bytes, id) in tokens {
             if bytes.is_empty() {
                 return Err(VocabError(format!("token {id} is empty")));
@@ -86,8 +86,10 @@ impl Vocab {
             }
             let dup = if bytes.len() <= MAX_SHORT {
                 let key = pack(&bytes);
-                let dup = short.get(key).is_some();
-                short.insert(key, &[id]);
+                let dup = short.get_one(key).is_some();
+                if !dup {
+                    short.insert(key, id);
+                }
                 dup
             } else {
                 long.insert(bytes.clone().into_boxed_slice(), id).is_some()
@@ -134,7 +136,7 @@ impl Vocab {
     }
 
     /// The table of short tokens (piece → id), for the encoder's hot path.
-    pub fn short_table(&self) -> &SlotTable {
+    pub fn short_table(&self) -> &KeyIndex {
         &self.short
     }
 
