@@ -73,6 +73,7 @@ fn main() {
             let mut out = Vec::new();
             let c = cpu_time();
             for p in &distinct {
+                out.clear();
                 fresh.encode_into(p, &mut out);
             }
             let s = fresh.cache_stats();
