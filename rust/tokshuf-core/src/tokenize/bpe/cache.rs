@@ -41,6 +41,17 @@ impl CacheConfig {
         CacheConfig { short_slots: slots.max(16), short_arena_ids: rest / 8, long_bytes: rest / 2, long_max_piece: 512 }
     }
 
+    /// The default, scaled down so that `threads` caches together stay under about 768 MiB.
+    pub fn for_threads(threads: usize) -> CacheConfig {
+        let default = CacheConfig::default();
+        let share = (768usize << 20) / threads.max(1);
+        if share >= default.budget() {
+            default
+        } else {
+            CacheConfig::with_budget(share)
+        }
+    }
+
     /// Upper bound of the bytes one thread's cache holds.
     pub fn budget(&self) -> usize {
         2 * (self.short_slots.next_power_of_two() * 32 + self.short_arena_ids * 4) + self.long_bytes * 2
@@ -243,6 +254,15 @@ mod tests {
         let huge = [1u8; 2000];
         c.put(&huge, &[1]);
         assert_eq!(c.get(&huge), None);
+    }
+
+    #[test]
+    fn many_threads_share_a_bounded_budget() {
+        assert_eq!(CacheConfig::for_threads(2), CacheConfig::default());
+        for threads in [16, 64, 256] {
+            let cfg = CacheConfig::for_threads(threads);
+            assert!(cfg.budget() * threads <= 2 * (768 << 20), "{threads}: {cfg:?}");
+        }
     }
 
     #[test]

@@ -94,7 +94,7 @@ impl FastBpe {
             eod,
             vocab_size: u64::from(max_id),
             source,
-            cache: CacheConfig::default(),
+            cache: CacheConfig::for_threads(crate::parallel::default_threads()),
             states: Mutex::new(Vec::new()),
             identity: None,
         };
