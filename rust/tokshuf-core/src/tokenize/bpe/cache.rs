@@ -89,6 +89,13 @@ impl State {
         }
     }
 
+    /// Prefetch the slots of the short piece with hash `h` in both generations.
+    #[inline(always)]
+    pub fn prefetch_short(&self, h: u64) {
+        self.short.prefetch_hashed(h);
+        self.old.prefetch_hashed(h);
+    }
+
     /// Append the cached ids of the short piece `key` (hash `h`) to `out`; false on a miss.
     #[inline(always)]
     pub fn get_short(&mut self, key: u128, h: u64, out: &mut Vec<u32>) -> bool {

@@ -284,9 +284,10 @@ impl FastBpe {
 
     #[inline(always)]
     fn encode_with<S: Scanner>(&self, scanner: &S, text: &str, out: &mut Vec<u32>, state: &mut State) {
-        // Pieces are found a batch ahead of their lookups, and each piece's slots (vocabulary
-        // table and cache) are prefetched when it is found: the lookups of a batch then overlap
-        // their cache misses instead of waiting for each in turn.
+        // Pieces are found a batch ahead of their lookups. Each piece's slot in the vocabulary
+        // index is prefetched when it is found; a second pass prefetches the key that slot points
+        // to or, for a piece that is likely not a token, its cache slots. The lookups of a batch
+        // then overlap their cache misses instead of waiting for each in turn.
         const BATCH: usize = 16;
         let t = text.as_bytes();
         let pieces = self.pieces.as_ref().unwrap_or_else(|| self.vocab.short_table());
@@ -304,7 +305,6 @@ impl FastBpe {
                     let key = pack_at(t, p, len);
                     let h = table::hash(key);
                     pieces.prefetch_hashed(h);
-                    state.short.prefetch_hashed(h);
                     (keys[n], hashes[n]) = (key, h);
                 } else {
                     keys[n] = 0;
@@ -312,6 +312,11 @@ impl FastBpe {
                 ends[n] = e;
                 n += 1;
                 p = e;
+            }
+            for i in 0..n {
+                if keys[i] != 0 && !pieces.prefetch_candidate(hashes[i]) {
+                    state.prefetch_short(hashes[i]);
+                }
             }
             for i in 0..n {
                 let (end, key, h) = (ends[i], keys[i], hashes[i]);

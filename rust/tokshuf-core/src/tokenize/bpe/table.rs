@@ -215,6 +215,25 @@ impl KeyIndex {
         self.prefetch_hashed(hash(key));
     }
 
+    /// Second prefetch stage: once the slot is cached, prefetch the key its candidate id points
+    /// to, so that [`get_one_hashed`](Self::get_one_hashed) does not wait on it. Returns whether
+    /// there was a candidate (the key is probably present).
+    #[inline(always)]
+    pub fn prefetch_candidate(&self, h: u64) -> bool {
+        let e = *self.slots.get(h as usize & self.mask);
+        let candidate = e & !0xffff_ffff == tag(h);
+        if candidate {
+            #[cfg(target_arch = "x86_64")]
+            if let Some(k) = self.keys.get(e as u32 as usize) {
+                // SAFETY: a reference to a live element; prefetching never faults or writes.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch((k as *const u128).cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
+                };
+            }
+        }
+        candidate
+    }
+
     #[inline(always)]
     pub fn get_one(&self, key: u128) -> Option<u32> {
         self.get_one_hashed(key, hash(key))
