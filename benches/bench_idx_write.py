@@ -39,7 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sequences", type=int, default=10_000_000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--dir", default=None, help="where to write (default: system temp; /dev/shm takes the disk out)")
+    ap.add_argument("--dir", default=None, help="output dir (default: temp; /dev/shm leaves the disk out)")
     args = ap.parse_args()
     lengths = lognormal_lengths(args.sequences)
     docs = np.arange(args.sequences + 1, dtype=np.int64)

@@ -11,6 +11,8 @@ For each thread count:
   GPT-2 (``tokenizer.json``), ``tiktoken:r50k_base`` (same ids), ``tiktoken:cl100k_base``;
 * HF ``tokenizers`` ``encode_batch`` (GPT-2 ``tokenizer.json``) and ``tiktoken``
   ``encode_ordinary_batch`` (r50k_base, cl100k_base): tokenization only, texts preloaded;
+* ``fastokens`` ``encode_batch_flat`` (GPT-2 ``tokenizer.json``, cl100k_base), tokenization only,
+  when it is installed (``pip install fastokens``): the fastest exact library on PyPI;
 * Megatron-LM ``tools/preprocess_data.py`` (HuggingFaceTokenizer, GPT-2), when a checkout is given:
   ``git archive core_v0.16.1 tools megatron/training megatron/legacy`` of NVIDIA/Megatron-LM into
   DIR, ``megatron/training/__init__.py`` replaced by a stub (``def __getattr__(name): return lambda
@@ -159,8 +161,12 @@ def run_peer(corpus: Path, lib: str, tokenizer: str, threads: int, dtype: str) -
     cmd += ["--threads", str(threads), "--dtype", dtype]
     wall, rss, cpu, stdout = measured(cmd)
     r = json.loads(stdout)
-    label = {"hf": "HF tokenizers encode_batch", "tiktoken": "tiktoken encode_ordinary_batch"}[lib]
-    short = Path(tokenizer).parent.name if lib == "hf" else tokenizer
+    label = {
+        "hf": "HF tokenizers encode_batch",
+        "tiktoken": "tiktoken encode_ordinary_batch",
+        "fastokens": "fastokens encode_batch_flat",
+    }[lib]
+    short = Path(tokenizer).parent.name if tokenizer.endswith(".json") else tokenizer
     return Result(
         f"{label} {short}", threads, r["seconds"], wall, rss, cpu / wall, r["tokens"], r["text_bytes"],
         ids_sha256=r["ids_sha256"],
@@ -185,6 +191,12 @@ def run_megatron(
     )  # fmt: skip
     bin_path.unlink()
     return result
+
+
+def fastokens_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("fastokens") is not None
 
 
 def table(results: list[Result]) -> str:
@@ -249,6 +261,30 @@ def main() -> int:
             (f"{threads}t tokshuf r50k / tiktoken r50k", ours["r50k"].text_mb_s / r50k.text_mb_s),
             (f"{threads}t tokshuf cl100k / tiktoken cl100k", ours["cl100k"].text_mb_s / cl100k.text_mb_s),
         ]
+        if fastokens_installed():
+            fk_gpt2 = run_peer(corpus, "fastokens", str(GPT2 / "tokenizer.json"), threads, "uint16")
+            fk_cl100k = run_peer(corpus, "fastokens", "cl100k_base", threads, "int32")
+            results += [fk_gpt2, fk_cl100k]
+            checks += [
+                (
+                    f"{threads}t: fastokens gpt2 ids == tokshuf gpt2",
+                    fk_gpt2.ids_sha256 == ours["gpt2"].ids_sha256,
+                ),
+                (
+                    f"{threads}t: fastokens cl100k ids == tokshuf cl100k",
+                    fk_cl100k.ids_sha256 == ours["cl100k"].ids_sha256,
+                ),
+            ]
+            ratios += [
+                (
+                    f"{threads}t tokshuf gpt2 end to end / fastokens gpt2 tokenization only",
+                    ours["gpt2"].text_mb_s / fk_gpt2.text_mb_s,
+                ),
+                (
+                    f"{threads}t tokshuf cl100k end to end / fastokens cl100k tokenization only",
+                    ours["cl100k"].text_mb_s / fk_cl100k.text_mb_s,
+                ),
+            ]
         if args.megatron_lm:
             meg = run_megatron(
                 corpus, args.out, args.megatron_lm, args.megatron_python, threads, text_bytes, hf.tokens
@@ -265,6 +301,8 @@ def main() -> int:
                     ours["gpt2"].text_mb_s / meg.text_mb_s,
                 )
             )
+    if not fastokens_installed():
+        print("fastokens: not installed (pip install fastokens to compare)", file=sys.stderr)
     if not args.megatron_lm:
         print("Megatron-LM: not run (give --megatron-lm DIR, see the docstring)", file=sys.stderr)
 

@@ -1,5 +1,6 @@
-"""One peer run for bench_preprocess.py: tokenize a corpus's texts with HF `tokenizers` or
-`tiktoken`, the way their users do, and print one JSON line.
+"""One peer run for bench_preprocess.py: tokenize a corpus's texts with HF `tokenizers`,
+`tiktoken` or `fastokens` (if installed: ``pip install fastokens``; never a dependency), the way
+their users do, and print one JSON line.
 
     peer_tokenize.py CORPUS --lib hf --tokenizer DIR/tokenizer.json --threads 2 --dtype uint16
     peer_tokenize.py CORPUS --lib tiktoken --tokenizer cl100k_base --threads 1 --dtype int32
@@ -42,6 +43,8 @@ def encoder(lib: str, tokenizer: str, threads: int) -> tuple[Any, int]:
             return [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
 
         return hf_batch, eod
+    if lib == "fastokens":
+        return fastokens_encoder(tokenizer, threads)
     from tokshuf.tokenizer import tiktoken_encoding  # tiktoken itself, built offline
 
     enc = tiktoken_encoding(tokenizer)
@@ -53,10 +56,44 @@ def encoder(lib: str, tokenizer: str, threads: int) -> tuple[Any, int]:
     return tiktoken_batch, enc.eot_token
 
 
+def fastokens_encoder(tokenizer: str, threads: int) -> tuple[Any, int]:
+    """fastokens' fastest API (one flat buffer per batch). ``tokenizer``: a ``tokenizer.json`` or
+    a tiktoken encoding name (its ``.tiktoken`` file is rebuilt from tokshuf's embedded ranks)."""
+    import base64
+    import tempfile
+
+    os.environ["FASTOKENS_BPE_THREADS"] = str(threads)  # read at import
+    if threads == 1 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])  # its pool ignores the variable
+    import fastokens
+
+    if tokenizer.endswith(".json"):
+        tok = fastokens.Tokenizer.from_file(tokenizer)
+        with open(tokenizer, encoding="utf-8") as fh:
+            eod = json.load(fh)["model"]["vocab"]["<|endoftext|>"]
+    else:
+        from tokshuf._core import BpeEncoder
+
+        enc = BpeEncoder.from_tiktoken(tokenizer)
+        ranks = sorted(enc.mergeable_ranks().items(), key=lambda kv: kv[1])
+        with tempfile.NamedTemporaryFile(suffix=".tiktoken", delete=False) as f:
+            f.write(b"".join(base64.b64encode(t) + b" %d\n" % r for t, r in ranks))
+        tok = fastokens.Tokenizer.from_tiktoken(f.name, encoding=tokenizer)
+        os.unlink(f.name)
+        eod = enc.eod_id
+
+    def fastokens_batch(texts: list[str]) -> list[Any]:
+        ids_buf, off_buf = tok.encode_batch_flat(texts, split_special_tokens=True)
+        ids, off = np.frombuffer(ids_buf, np.uint32), np.frombuffer(off_buf, np.uint64)
+        return [ids[off[i] : off[i + 1]] for i in range(len(texts))]
+
+    return fastokens_batch, eod
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("corpus")
-    ap.add_argument("--lib", choices=["hf", "tiktoken"], required=True)
+    ap.add_argument("--lib", choices=["hf", "tiktoken", "fastokens"], required=True)
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch", type=int, default=1000)
@@ -74,8 +111,8 @@ def main() -> int:
         ids = encode_batch(batch)
         seconds += time.perf_counter() - t0
         for doc in ids:
-            if doc:
-                arr = np.asarray([*doc, eod], dtype=args.dtype)
+            if len(doc):
+                arr = np.append(np.asarray(doc, dtype=args.dtype), np.asarray([eod], dtype=args.dtype))
                 digest.update(arr.tobytes())
                 tokens += len(doc)
     text_bytes = sum(len(t.encode("utf-8")) for t in texts)

@@ -21,28 +21,30 @@ import tokshuf
 
 
 def synthetic_corpus(path: Path, mb: float) -> Path:
-    """Varied text of about ``mb`` MB (fast to write; tokenizes like prose)."""
+    """Varied text of about ``mb`` MB (fast to write; tokenizes like prose): 1 MB of lines, repeated."""
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
     words += ["lambda", "mu", "naïve", "café", "日本", "42"]
+    lines, written, i = [], 0, 0
+    while written < min(mb, 1) * 1e6:
+        n = 50 + (i * 7919) % 900
+        text = " ".join(words[(i + j * j) % len(words)] for j in range(n))
+        lines.append(json.dumps({"id": i, "text": text}, ensure_ascii=False) + "\n")
+        written += len(lines[-1].encode())
+        i += 1
+    block = "".join(lines)
     with open(path, "w", encoding="utf-8") as f:
-        written, i = 0, 0
-        while written < mb * 1e6:
-            n = 50 + (i * 7919) % 900
-            text = " ".join(words[(i + j * j) % len(words)] for j in range(n))
-            line = json.dumps({"id": i, "text": text}, ensure_ascii=False) + "\n"
-            f.write(line)
-            written += len(line.encode())
-            i += 1
+        for _ in range(max(1, round(mb))):
+            f.write(block)
     return path
 
 
-def test_gil_is_released(tmp_path: Path) -> None:
-    corpus = synthetic_corpus(tmp_path / "c.jsonl", 4)
+def run_in_thread_and_tick(corpus: Path, out: Path) -> tuple[float, list[float], float]:
+    """Preprocess in a thread while this one ticks every millisecond: (start, ticks, duration)."""
     done = threading.Event()
 
     def work() -> None:
         try:
-            tokshuf.preprocess(corpus, tmp_path / "o", GPT2, workers=1)
+            tokshuf.preprocess(corpus, out, GPT2, workers=1)
         finally:
             done.set()
 
@@ -54,8 +56,18 @@ def test_gil_is_released(tmp_path: Path) -> None:
         ticks.append(time.perf_counter())
         time.sleep(0.001)
     thread.join()
-    duration = time.perf_counter() - start
-    assert duration > 0.2, "the run is too short to tell"
+    return start, ticks, time.perf_counter() - start
+
+
+def test_gil_is_released(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The reference encoder, and a corpus that grows until the call lasts long enough to tell.
+    monkeypatch.setenv("TOKSHUF_FAST_BPE", "0")
+    for mb in (4, 16, 64):
+        corpus = synthetic_corpus(tmp_path / f"c{mb}.jsonl", mb)
+        start, ticks, duration = run_in_thread_and_tick(corpus, tmp_path / f"o{mb}")
+        if duration > 0.3:
+            break
+    assert duration > 0.3, "the run is too short to tell"
     gaps = [b - a for a, b in zip([start, *ticks], ticks, strict=False)]
     # With the GIL held for the whole call, this thread would stall for all of it.
     assert max(gaps) < 0.5 * duration, (max(gaps), duration)
@@ -77,7 +89,9 @@ def test_ctrl_c_stops_and_leaves_nothing(tmp_path: Path) -> None:
         "--progress",
         "json",
     ]
-    with subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True) as proc:
+    # The reference encoder: seconds of work, so that the signal lands mid-run.
+    env = {**os.environ, "TOKSHUF_FAST_BPE": "0"}
+    with subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env) as proc:
         assert proc.stderr is not None
         first = proc.stderr.readline()  # the first progress line: the run is under way
         assert json.loads(first)["progress"] == "preprocess", first

@@ -5,6 +5,7 @@
 //! [`errors`]. The public API lives in the `tokshuf` Python package.
 
 mod arrays;
+mod bpe;
 mod buffer;
 mod errors;
 mod index_array;
@@ -25,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("build_profile", if cfg!(debug_assertions) { "debug" } else { "release" })?;
     m.add_class::<buffer::PyMappedBuffer>()?;
     indexed::register(m)?;
+    bpe::register(m)?;
     preprocess::register(m)?;
     tokens::register(m)?;
     instances::register(m)?;

@@ -33,32 +33,48 @@ impl HfTokenizer {
         let vocab = inner.get_vocab(true);
         let max_id = vocab.values().copied().max().map_or(0, |m| u64::from(m) + 1);
         let vocab_size = (inner.get_vocab_size(true) as u64).max(max_id);
-        let (eod_token, eod) = match &model.config_eos {
-            Some(tok) => {
-                let id = inner.token_to_id(tok).ok_or_else(|| {
-                    Error::invalid(format!(
-                        "tokenizer {:?}: tokenizer_config.json names the eos token {tok:?}, which is not in the \
-                         vocabulary",
-                        model.spec
-                    ))
-                })?;
-                (Some(tok.clone()), Some(id))
-            }
-            None => EOD_CANDIDATES
-                .iter()
-                .find_map(|t| inner.token_to_id(t).map(|id| (Some(t.to_string()), Some(id))))
-                .unwrap_or((None, None)),
-        };
-        let identity = serde_json::json!({
-            "kind": "huggingface",
-            "spec": model.spec,
-            "sha256": model.sha256,
-            "vocab_size": vocab_size,
-            "eod": eod,
-            "eod_token": eod_token,
-        });
+        let (eod_token, eod) = eod(model, |t| inner.token_to_id(t))?;
+        let identity = identity(model, vocab_size, eod, eod_token.as_deref());
         Ok(Self { inner, eod, vocab_size, identity })
     }
+}
+
+/// The end-of-document token: the one `tokenizer_config.json` names, else the first known
+/// candidate in the vocabulary. `token_to_id` looks a token up by its `tokenizer.json` string.
+pub(crate) fn eod(model: &HfModel, token_to_id: impl Fn(&str) -> Option<u32>) -> Result<(Option<String>, Option<u32>)> {
+    Ok(match &model.config_eos {
+        Some(tok) => {
+            let id = token_to_id(tok).ok_or_else(|| {
+                Error::invalid(format!(
+                    "tokenizer {:?}: tokenizer_config.json names the eos token {tok:?}, which is not in the \
+                     vocabulary",
+                    model.spec
+                ))
+            })?;
+            (Some(tok.clone()), Some(id))
+        }
+        None => EOD_CANDIDATES
+            .iter()
+            .find_map(|t| token_to_id(t).map(|id| (Some(t.to_string()), Some(id))))
+            .unwrap_or((None, None)),
+    })
+}
+
+/// The identity of a Hugging Face model, whichever encoder serves it.
+pub(crate) fn identity(
+    model: &HfModel,
+    vocab_size: u64,
+    eod: Option<u32>,
+    eod_token: Option<&str>,
+) -> serde_json::Value {
+    serde_json::json!({
+        "kind": "huggingface",
+        "spec": model.spec,
+        "sha256": model.sha256,
+        "vocab_size": vocab_size,
+        "eod": eod,
+        "eod_token": eod_token,
+    })
 }
 
 impl Tokenizer for HfTokenizer {

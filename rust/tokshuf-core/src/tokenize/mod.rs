@@ -6,6 +6,7 @@
 //! which encoder serves a model is decided in [`build`] alone.
 
 mod batch;
+pub mod bpe;
 mod byte;
 mod hf;
 mod model;
@@ -16,6 +17,7 @@ pub mod tiktoken_files;
 use std::sync::Arc;
 
 pub use batch::{encode_many, EncodedTexts};
+pub use bpe::FastBpe;
 pub use byte::ByteTokenizer;
 pub use hf::HfTokenizer;
 pub use model::{resolve, BpeModel, HfModel, TokenizerModel};
@@ -43,9 +45,15 @@ pub trait Tokenizer: Send + Sync {
 pub fn build(model: &TokenizerModel) -> Result<Arc<dyn Tokenizer>> {
     Ok(match model {
         TokenizerModel::Byte => Arc::new(ByteTokenizer),
-        // The place to choose a faster exact encoder for the byte-level BPE families.
-        TokenizerModel::Bpe(m) => Arc::new(TiktokenTokenizer::new(m)?),
-        TokenizerModel::Hf(m) => Arc::new(HfTokenizer::new(m)?),
+        // The byte-level BPE families take the fast exact encoder when it supports the model.
+        TokenizerModel::Bpe(m) => match bpe::for_tiktoken_model(m) {
+            Some(fast) => Arc::new(fast),
+            None => Arc::new(TiktokenTokenizer::new(m)?),
+        },
+        TokenizerModel::Hf(m) => match bpe::for_hf_model(m)? {
+            Some(fast) => Arc::new(fast),
+            None => Arc::new(HfTokenizer::new(m)?),
+        },
     })
 }
 

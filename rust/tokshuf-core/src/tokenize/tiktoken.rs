@@ -29,18 +29,21 @@ impl TiktokenTokenizer {
         let specials: FxHashMap<String, u32> = model.specials.iter().cloned().collect();
         let bpe = CoreBPE::new(encoder, specials, model.pattern.regex())
             .map_err(|e| Error::invalid(format!("tokenizer {:?}: {e}", model.spec)))?;
-        let eod = model.endoftext();
-        let identity = serde_json::json!({
-            "kind": "tiktoken",
-            "spec": model.spec,
-            "name": model.name,
-            "pattern": model.pattern.name(),
-            "ranks_sha256": model.ranks.sha256,
-            "vocab_size": model.vocab_size(),
-            "eod": eod,
-        });
-        Ok(Self { bpe, eod, vocab_size: model.vocab_size(), identity })
+        Ok(Self { bpe, eod: model.endoftext(), vocab_size: model.vocab_size(), identity: identity(model) })
     }
+}
+
+/// The identity of a tiktoken model, whichever encoder serves it.
+pub(crate) fn identity(model: &BpeModel) -> serde_json::Value {
+    serde_json::json!({
+        "kind": "tiktoken",
+        "spec": model.spec,
+        "name": model.name,
+        "pattern": model.pattern.name(),
+        "ranks_sha256": model.ranks.sha256,
+        "vocab_size": model.vocab_size(),
+        "eod": model.endoftext(),
+    })
 }
 
 impl Tokenizer for TiktokenTokenizer {

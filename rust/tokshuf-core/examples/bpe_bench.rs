@@ -1,0 +1,133 @@
+//! Single-thread micro-benchmark of the fast BPE encoder (development aid; the comparisons with
+//! other libraries are in `benches/bench_tokenize.py`).
+//!
+//! `cargo run --profile profiling -p tokshuf-core --example bpe_bench -- FILE.jsonl [ENCODING...]`
+//! prints MB/s of text per encoding for a cold cache (first pass) and a warm one (last pass),
+//! and for splitting alone, per CPU-second of the thread (and per wall-clock second).
+#![allow(clippy::print_stdout)]
+
+use std::io::BufRead;
+use std::time::Instant;
+
+use tokshuf_core::tokenize::bpe::{CacheConfig, FastBpe};
+
+/// This thread's CPU time in seconds (Linux), so figures taken on a busy machine still compare.
+fn cpu_time() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|ns| ns.parse::<f64>().ok()))
+        .map_or(0.0, |ns| ns / 1e9)
+}
+
+/// Encode every text (a separate function, so profilers can isolate it).
+#[inline(never)]
+fn encode_all(enc: &FastBpe, texts: &[String], out: &mut Vec<u32>) -> usize {
+    let mut tokens = 0;
+    for text in texts {
+        out.clear();
+        enc.encode_into(text, out);
+        tokens += out.len();
+    }
+    tokens
+}
+
+/// Split every text (a separate function, so profilers can isolate it).
+#[inline(never)]
+fn split_all(enc: &FastBpe, texts: &[String]) -> usize {
+    texts.iter().map(|t| enc.split(t).len()).sum()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().expect("usage: bpe_bench FILE.jsonl [ENCODING...]");
+    let mut names: Vec<String> = args.collect();
+    if names.is_empty() {
+        names = vec!["r50k_base".into(), "cl100k_base".into(), "o200k_base".into()];
+    }
+    let file = std::io::BufReader::new(std::fs::File::open(&path).expect("open"));
+    let texts: Vec<String> = file
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+        .filter_map(|v| v.get("text").and_then(|t| t.as_str()).map(str::to_string))
+        .collect();
+    let bytes: usize = texts.iter().map(String::len).sum();
+    let mb = bytes as f64 / 1e6;
+    println!("{path}: {} documents, {mb:.1} MB of text", texts.len());
+    for name in names {
+        let t = Instant::now();
+        let mut enc = FastBpe::from_tiktoken(&name).expect("encoding");
+        if let Some(mib) = std::env::var("CACHE_MIB").ok().and_then(|v| v.parse::<usize>().ok()) {
+            enc = enc.with_cache(CacheConfig::with_budget(mib << 20));
+        }
+        let load = t.elapsed().as_secs_f64();
+        let c = cpu_time();
+        enc.split("é"); // build the Unicode table outside the measurement
+        let pieces = split_all(&enc, &texts);
+        let split = cpu_time() - c;
+        if std::env::var("MODE").as_deref() == Ok("miss") {
+            // Every distinct piece once, on a fresh encoder: the cost of a cache miss.
+            let mut seen = std::collections::HashSet::new();
+            let distinct: Vec<&str> = texts.iter().flat_map(|t| enc.split(t)).filter(|p| seen.insert(*p)).collect();
+            let fresh = FastBpe::from_tiktoken(&name).expect("encoding");
+            let mut out = Vec::new();
+            let c = cpu_time();
+            for p in &distinct {
+                out.clear();
+                fresh.encode_into(p, &mut out);
+            }
+            let s = fresh.cache_stats();
+            let secs = cpu_time() - c;
+            println!(
+                "{name:>12}: {} distinct pieces, {} misses: {:.0} ns per piece, {:.0} ns per miss (upper bound)",
+                distinct.len(),
+                s.misses,
+                secs * 1e9 / distinct.len() as f64,
+                secs * 1e9 / s.misses as f64
+            );
+            continue;
+        }
+        if std::env::var("MODE").as_deref() == Ok("split") {
+            println!("{name:>12}: split {:.0} MB/s ({pieces} pieces)", mb / split);
+            continue;
+        }
+        let mut out = Vec::new();
+        let mut passes = Vec::new();
+        let mut tokens = 0;
+        let n_passes: usize = std::env::var("PASSES").ok().and_then(|p| p.parse().ok()).unwrap_or(2).max(2);
+        for _ in 0..n_passes {
+            let (t, c) = (Instant::now(), cpu_time());
+            tokens = encode_all(&enc, &texts, &mut out);
+            passes.push((mb / (cpu_time() - c), mb / t.elapsed().as_secs_f64()));
+        }
+        let s = enc.cache_stats();
+        let huge = std::fs::read_to_string("/proc/self/smaps_rollup")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("AnonHugePages"))
+                    .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_string())
+            })
+            .unwrap_or_default();
+        println!(
+            "{name:>12}: load {load:.2}s  split {:.0} MB/s ({pieces} pieces)  encode cold {:.1} MB/s, warm {:.1} MB/s \
+             (per CPU-second; wall {:.1} / {:.1})  {tokens} tokens  cache hits {} misses {} wipes {}  THP {huge} kB",
+            mb / split,
+            passes[0].0,
+            passes[passes.len() - 1].0,
+            passes[0].1,
+            passes[passes.len() - 1].1,
+            s.hits,
+            s.misses,
+            s.wipes
+        );
+    }
+    // Peak RSS (Linux).
+    for (file, key) in [("/proc/self/status", "VmHWM")] {
+        if let Some(line) =
+            std::fs::read_to_string(file).ok().and_then(|s| s.lines().find(|l| l.starts_with(key)).map(str::to_string))
+        {
+            println!("{line}");
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! The pretoken → ids cache of one encoding thread, with a memory cap.
+//!
+//! Short pieces (≤ 15 bytes) go to packed-key [`SlotTable`]s, in two generations: when the active
+//! table is half full it becomes the old one and the previous old one is wiped and reused; a hit
+//! in the old table is copied to the active one. Pieces in use survive a wipe, the memory stays
+//! fixed, and no per-entry bookkeeping is needed (as LRU would). Longer pieces go to
+//! [`LongCache`], wiped when full. Vocabulary tokens never reach these caches: the encoder looks
+//! them up in the shared vocabulary table first.
+
+use super::merge::MergeScratch;
+use super::table::{SlotTable, MAX_SHORT};
+
+/// Memory budget of one thread's cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Slots of each of the two short-piece tables (32 bytes each; a generation ends at half load).
+    pub short_slots: usize,
+    /// Ids stored out of line for short pieces of more than three tokens.
+    pub short_arena_ids: usize,
+    /// Bytes of keys and ids held for long pieces.
+    pub long_bytes: usize,
+    /// Longest piece (bytes) worth caching.
+    pub long_max_piece: usize,
+}
+
+impl Default for CacheConfig {
+    /// At most about 46 MiB per thread (two 16 MiB tables, the second one allocated when the
+    /// first fills up).
+    fn default() -> Self {
+        CacheConfig { short_slots: 1 << 19, short_arena_ids: 1 << 18, long_bytes: 6 << 20, long_max_piece: 512 }
+    }
+}
+
+impl CacheConfig {
+    /// A config whose total stays within `bytes` (at least a few KiB).
+    pub fn with_budget(bytes: usize) -> CacheConfig {
+        let bytes = bytes.max(64 << 10);
+        // 2/3 to the short tables, the rest split between their arenas and the long cache.
+        let slots = (bytes / 3 / 32).next_power_of_two() / 2;
+        let rest = bytes.saturating_sub(2 * slots * 32);
+        CacheConfig { short_slots: slots.max(16), short_arena_ids: rest / 8, long_bytes: rest / 2, long_max_piece: 512 }
+    }
+
+    /// The default, scaled down so that `threads` caches together stay under about 768 MiB.
+    pub fn for_threads(threads: usize) -> CacheConfig {
+        let default = CacheConfig::default();
+        let share = (768usize << 20) / threads.max(1);
+        if share >= default.budget() {
+            default
+        } else {
+            CacheConfig::with_budget(share)
+        }
+    }
+
+    /// Upper bound of the bytes one thread's cache holds.
+    pub fn budget(&self) -> usize {
+        2 * (self.short_slots.next_power_of_two() * 32 + self.short_arena_ids * 4) + self.long_bytes * 2
+    }
+}
+
+/// Everything one encoding thread reuses between calls.
+pub(crate) struct State {
+    pub short: SlotTable,
+    old: SlotTable,
+    pub long: LongCache,
+    pub merge: MergeScratch,
+    cfg: CacheConfig,
+    /// Cache statistics (hits on the vocabulary table are not counted).
+    pub stats: Stats,
+}
+
+/// Counters of one thread's cache.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    pub hits: u64,
+    pub misses: u64,
+    pub wipes: u64,
+}
+
+impl State {
+    pub fn new(cfg: CacheConfig) -> State {
+        State {
+            short: SlotTable::with_slots(cfg.short_slots),
+            old: SlotTable::with_slots(16),
+            long: LongCache::new(cfg.long_bytes),
+            merge: MergeScratch::default(),
+            cfg,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Prefetch the slots of the short piece with hash `h` in both generations.
+    #[inline(always)]
+    pub fn prefetch_short(&self, h: u64) {
+        self.short.prefetch_hashed(h);
+        self.old.prefetch_hashed(h);
+    }
+
+    /// Append the cached ids of the short piece `key` (hash `h`) to `out`; false on a miss.
+    #[inline(always)]
+    pub fn get_short(&mut self, key: u128, h: u64, out: &mut Vec<u32>) -> bool {
+        if let Some(ids) = self.short.get_hashed(key, h) {
+            out.extend_from_slice(ids);
+        } else if let Some(ids) = self.old.get_hashed(key, h) {
+            // A piece of at most 15 bytes has at most 15 ids.
+            let mut buf = [0u32; MAX_SHORT];
+            let n = ids.len();
+            buf[..n].copy_from_slice(ids);
+            out.extend_from_slice(&buf[..n]);
+            self.put_short(key, &buf[..n]);
+        } else {
+            return false;
+        }
+        self.stats.hits += 1;
+        true
+    }
+
+    /// Cache `ids` as the encoding of the short piece `key`, starting a new generation if the
+    /// active table is full.
+    #[inline]
+    pub fn put_short(&mut self, key: u128, ids: &[u32]) {
+        if self.short.len() * 2 >= self.short.capacity()
+            || (ids.len() > 3 && self.short.arena_len() + ids.len() > self.cfg.short_arena_ids)
+        {
+            if self.old.capacity() < self.short.capacity() {
+                self.old = SlotTable::with_slots(self.cfg.short_slots);
+            }
+            std::mem::swap(&mut self.short, &mut self.old);
+            self.short.clear();
+            self.stats.wipes += 1;
+        }
+        if ids.len() <= 3 || ids.len() <= self.cfg.short_arena_ids {
+            self.short.insert(key, ids);
+        }
+    }
+
+    /// Cache `ids` as the encoding of the long `piece`.
+    #[inline]
+    pub fn put_long(&mut self, piece: &[u8], ids: &[u32]) {
+        if piece.len() <= self.cfg.long_max_piece && self.long.put(piece, ids) {
+            self.stats.wipes += 1;
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct LongSlot {
+    hash: u64,
+    key: u32,
+    key_len: u32,
+    val: u32,
+    val_len: u32,
+}
+
+/// Long piece → ids, keys and values in two arenas, wiped when `cap_bytes` is reached.
+pub(crate) struct LongCache {
+    slots: Vec<Option<LongSlot>>,
+    keys: Vec<u8>,
+    vals: Vec<u32>,
+    len: usize,
+    cap_bytes: usize,
+}
+
+fn hash_bytes(b: &[u8]) -> u64 {
+    let mut h: u64 = 0x243f_6a88_85a3_08d3 ^ b.len() as u64;
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        h = (h.rotate_left(23) ^ u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    for &x in chunks.remainder() {
+        h = (h.rotate_left(8) ^ u64::from(x)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    h ^ (h >> 31)
+}
+
+impl LongCache {
+    fn new(cap_bytes: usize) -> LongCache {
+        // One slot per ~64 bytes of budget, at most half full.
+        let n = (cap_bytes / 32).clamp(16, 1 << 20).next_power_of_two();
+        LongCache { slots: vec![None; n], keys: Vec::new(), vals: Vec::new(), len: 0, cap_bytes }
+    }
+
+    fn slot_of(&self, h: u64, piece: &[u8]) -> (usize, bool) {
+        let mask = self.slots.len() - 1;
+        let mut i = h as usize & mask;
+        loop {
+            match self.slots[i] {
+                None => return (i, false),
+                Some(s) => {
+                    if s.hash == h && &self.keys[s.key as usize..(s.key + s.key_len) as usize] == piece {
+                        return (i, true);
+                    }
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    pub fn get(&self, piece: &[u8]) -> Option<&[u32]> {
+        let (i, found) = self.slot_of(hash_bytes(piece), piece);
+        found.then(|| {
+            let s = self.slots[i].expect("found");
+            &self.vals[s.val as usize..(s.val + s.val_len) as usize]
+        })
+    }
+
+    /// Insert; returns whether the cache was wiped to make room.
+    fn put(&mut self, piece: &[u8], ids: &[u32]) -> bool {
+        let need = piece.len() + ids.len() * 4;
+        let mut wiped = false;
+        if (self.len + 1) * 2 > self.slots.len() || self.keys.len() + self.vals.len() * 4 + need > self.cap_bytes {
+            self.slots.fill(None);
+            self.keys.clear();
+            self.vals.clear();
+            self.len = 0;
+            wiped = true;
+            if need > self.cap_bytes {
+                return wiped;
+            }
+        }
+        let h = hash_bytes(piece);
+        let (i, found) = self.slot_of(h, piece);
+        if found {
+            return wiped;
+        }
+        self.slots[i] = Some(LongSlot {
+            hash: h,
+            key: self.keys.len() as u32,
+            key_len: piece.len() as u32,
+            val: self.vals.len() as u32,
+            val_len: ids.len() as u32,
+        });
+        self.keys.extend_from_slice(piece);
+        self.vals.extend_from_slice(ids);
+        self.len += 1;
+        wiped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_cache_wipes_at_its_cap() {
+        let mut c = LongCache::new(1000);
+        let piece = [7u8; 100];
+        assert!(!c.put(&piece, &[1, 2, 3]));
+        assert_eq!(c.get(&piece), Some(&[1, 2, 3][..]));
+        let mut wipes = 0;
+        for i in 0..20u8 {
+            let mut p = piece;
+            p[0] = 100 + i;
+            wipes += usize::from(c.put(&p, &[u32::from(i)]));
+            assert_eq!(c.get(&p), Some(&[u32::from(i)][..]));
+            assert!(c.keys.len() + c.vals.len() * 4 <= 1000);
+        }
+        assert!(wipes > 0);
+        // Too large to ever fit: not stored.
+        let huge = [1u8; 2000];
+        c.put(&huge, &[1]);
+        assert_eq!(c.get(&huge), None);
+    }
+
+    #[test]
+    fn many_threads_share_a_bounded_budget() {
+        assert_eq!(CacheConfig::for_threads(2), CacheConfig::default());
+        for threads in [16, 64, 256] {
+            let cfg = CacheConfig::for_threads(threads);
+            assert!(cfg.budget() * threads <= 2 * (768 << 20), "{threads}: {cfg:?}");
+        }
+    }
+
+    #[test]
+    fn budget_is_respected() {
+        for bytes in [64 << 10, 1 << 20, 24 << 20, 1 << 30] {
+            let cfg = CacheConfig::with_budget(bytes);
+            assert!(cfg.budget() <= bytes * 2, "{cfg:?} for {bytes}");
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! Byte-pair merging of one piece, on a cache miss.
+//!
+//! Both tiktoken's and Hugging Face's BPE repeatedly merge the adjacent pair of lowest priority,
+//! the leftmost among equals, until no pair merges. Short pieces use a flat array and linear
+//! scans (what tiktoken does); long ones a linked list and a min-heap of `(priority, position)`
+//! with lazy deletion, so a megabyte-long word costs O(n log n), not O(n²). The buffers are
+//! reused across calls (no allocation once warm).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::table::{pack, KEEP, MAX_SHORT};
+use super::vocab::{Merges, Vocab};
+
+/// Pieces longer than this (in bytes) take the heap path.
+const LINEAR_MAX: usize = 32;
+
+/// Buffers above this many elements are released after use, so one huge word does not pin
+/// memory for the rest of the run.
+const KEEP_MAX: usize = 1 << 16;
+
+#[derive(Clone, Copy)]
+struct Part {
+    start: u32,
+    id: u32,
+    /// Priority of merging with the next part (`u32::MAX`: no merge).
+    prio: u32,
+    /// The id that merge produces.
+    merged: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Node {
+    start: u32,
+    id: u32,
+    prio: u32,
+    merged: u32,
+    prev: u32,
+    next: u32,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// Reusable buffers for [`encode_piece`].
+#[derive(Default)]
+pub(crate) struct MergeScratch {
+    parts: Vec<Part>,
+    nodes: Vec<Node>,
+    heap: BinaryHeap<Reverse<u64>>,
+}
+
+/// Append the BPE encoding of `piece` (at least one byte) to `out`.
+pub(crate) fn encode_piece(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, s: &mut MergeScratch) {
+    match piece.len() {
+        0 => {}
+        1 => out.push(vocab.byte_ids[piece[0] as usize]),
+        n if n <= MAX_SHORT && matches!(vocab.merges, Merges::Ranks) => short_ranks(vocab, piece, out),
+        n if n <= LINEAR_MAX => linear(vocab, piece, out, &mut s.parts),
+        _ => {
+            heap(vocab, piece, out, &mut s.nodes, &mut s.heap);
+            if s.nodes.capacity() > KEEP_MAX {
+                s.nodes = Vec::new();
+                s.heap = BinaryHeap::new();
+            }
+        }
+    }
+}
+
+/// tiktoken merging of a piece of at most 15 bytes, on the stack. Every part is a substring of
+/// the piece, so the lookup keys are cut out of the piece held in one register, and the slots of
+/// its substrings — every candidate merge — are prefetched up front: their cache misses overlap
+/// instead of following one another merge after merge.
+fn short_ranks(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>) {
+    let n = piece.len();
+    let w = pack(piece) & !(0xff << 120);
+    let key = |a: usize, c: usize| ((w >> (8 * a)) & KEEP[c - a]) | ((c - a) as u128) << 120;
+    let table = vocab.short_table();
+    // Shortest first (the earliest candidates), up to a budget that covers every substring of
+    // pieces up to 10 bytes.
+    let mut budget = 48usize;
+    'prefetch: for len in 3..=n {
+        for a in 0..=n - len {
+            if budget == 0 {
+                break 'prefetch;
+            }
+            table.prefetch(key(a, a + len));
+            budget -= 1;
+        }
+    }
+    // Parts: start offsets (with the end at `start[m]`), ids, and the merge with the next part.
+    let mut start = [0u8; 17];
+    let mut id = [0u32; 16];
+    let mut prio = [u32::MAX; 16];
+    for i in 0..n {
+        start[i] = i as u8;
+        id[i] = vocab.byte_ids[piece[i] as usize];
+    }
+    start[n] = n as u8;
+    for i in 0..n - 1 {
+        prio[i] = vocab.merge_bytes(piece[i], piece[i + 1]).0;
+    }
+    let mut m = n;
+    loop {
+        let mut best = (u32::MAX, 0);
+        for (i, &p) in prio[..m - 1].iter().enumerate() {
+            if p < best.0 {
+                best = (p, i);
+            }
+        }
+        if best.0 == u32::MAX {
+            break;
+        }
+        let i = best.1;
+        id[i] = best.0; // in tiktoken the merged token's id is its rank
+        start.copy_within(i + 2..=m, i + 1);
+        id.copy_within(i + 2..m, i + 1);
+        prio.copy_within(i + 2..m, i + 1);
+        m -= 1;
+        let rank = |j: usize| table.get_one(key(start[j] as usize, start[j + 2] as usize)).unwrap_or(u32::MAX);
+        prio[i] = if i + 1 < m { rank(i) } else { u32::MAX };
+        if i > 0 {
+            prio[i - 1] = rank(i - 1);
+        }
+    }
+    out.extend_from_slice(&id[..m]);
+}
+
+fn linear(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, parts: &mut Vec<Part>) {
+    parts.clear();
+    parts.extend(piece.iter().enumerate().map(|(i, &b)| Part {
+        start: i as u32,
+        id: vocab.byte_ids[b as usize],
+        prio: u32::MAX,
+        merged: 0,
+    }));
+    let end = |parts: &[Part], i: usize| parts.get(i + 1).map_or(piece.len(), |p| p.start as usize);
+    let rate = |parts: &mut [Part], i: usize| {
+        if i + 1 < parts.len() {
+            let (l, r) = (parts[i], parts[i + 1]);
+            let (prio, merged) = vocab.merge(piece, l.start as usize, end(parts, i + 1), l.id, r.id);
+            parts[i].prio = prio;
+            parts[i].merged = merged;
+        } else {
+            parts[i].prio = u32::MAX;
+        }
+    };
+    for i in 0..parts.len() - 1 {
+        (parts[i].prio, parts[i].merged) = vocab.merge_bytes(piece[i], piece[i + 1]);
+    }
+    loop {
+        let mut best = (u32::MAX, 0);
+        for (i, p) in parts.iter().enumerate() {
+            if p.prio < best.0 {
+                best = (p.prio, i);
+            }
+        }
+        if best.0 == u32::MAX {
+            break;
+        }
+        let i = best.1;
+        parts[i].id = parts[i].merged;
+        parts.remove(i + 1);
+        rate(parts, i);
+        if i > 0 {
+            rate(parts, i - 1);
+        }
+    }
+    out.extend(parts.iter().map(|p| p.id));
+}
+
+fn heap(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, nodes: &mut Vec<Node>, heap: &mut BinaryHeap<Reverse<u64>>) {
+    let n = piece.len();
+    assert!(n < u32::MAX as usize, "piece of 4 GiB or more");
+    nodes.clear();
+    heap.clear();
+    nodes.extend(piece.iter().enumerate().map(|(i, &b)| Node {
+        start: i as u32,
+        id: vocab.byte_ids[b as usize],
+        prio: u32::MAX,
+        merged: 0,
+        prev: if i == 0 { NONE } else { i as u32 - 1 },
+        next: if i + 1 == n { NONE } else { i as u32 + 1 },
+    }));
+    // Nodes are indexed by their start byte, which a merge keeps for the left node, so the heap
+    // key (priority, index) orders equal priorities leftmost first.
+    let rate = |nodes: &mut [Node], heap: &mut BinaryHeap<Reverse<u64>>, i: u32| {
+        let l = nodes[i as usize];
+        let (prio, merged) = if l.next == NONE {
+            (u32::MAX, 0)
+        } else {
+            let r = nodes[l.next as usize];
+            let end = if r.next == NONE { n } else { r.next as usize };
+            vocab.merge(piece, l.start as usize, end, l.id, r.id)
+        };
+        nodes[i as usize].prio = prio;
+        nodes[i as usize].merged = merged;
+        if prio != u32::MAX {
+            heap.push(Reverse(u64::from(prio) << 32 | u64::from(i)));
+        }
+    };
+    for i in 0..n - 1 {
+        let (prio, merged) = vocab.merge_bytes(piece[i], piece[i + 1]);
+        (nodes[i].prio, nodes[i].merged) = (prio, merged);
+        if prio != u32::MAX {
+            heap.push(Reverse(u64::from(prio) << 32 | i as u64));
+        }
+    }
+    while let Some(Reverse(key)) = heap.pop() {
+        let (prio, i) = ((key >> 32) as u32, key as u32);
+        let node = nodes[i as usize];
+        // Stale entries: the node was absorbed (prio reset below) or its pair changed, and a
+        // changed pair always has a different priority (its merged bytes differ).
+        if node.prio != prio {
+            continue;
+        }
+        let j = node.next;
+        let right = nodes[j as usize];
+        nodes[i as usize].id = node.merged;
+        nodes[i as usize].next = right.next;
+        nodes[j as usize].prio = u32::MAX;
+        nodes[j as usize].id = NONE;
+        if right.next != NONE {
+            nodes[right.next as usize].prev = i;
+        }
+        rate(nodes, heap, i);
+        if node.prev != NONE {
+            rate(nodes, heap, node.prev);
+        }
+    }
+    let mut i = 0u32;
+    while i != NONE {
+        out.push(nodes[i as usize].id);
+        i = nodes[i as usize].next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenize::bpe::vocab::Merges;
+
+    /// A toy tiktoken vocabulary: all bytes, then the given tokens in rank order.
+    fn toy(extra: &[&str]) -> Vocab {
+        let mut t: Vec<(Vec<u8>, u32)> = (0..=255u8).map(|b| (vec![b], u32::from(b))).collect();
+        for (i, s) in extra.iter().enumerate() {
+            t.push((s.as_bytes().to_vec(), 256 + i as u32));
+        }
+        Vocab::new(t, Merges::Ranks).unwrap()
+    }
+
+    fn both(v: &Vocab, piece: &[u8]) -> Vec<u32> {
+        let mut s = MergeScratch::default();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        linear(v, piece, &mut a, &mut s.parts);
+        heap(v, piece, &mut b, &mut s.nodes, &mut s.heap);
+        assert_eq!(a, b, "linear and heap paths differ on {piece:?}");
+        if piece.len() <= MAX_SHORT {
+            let mut c = Vec::new();
+            short_ranks(v, piece, &mut c);
+            assert_eq!(a, c, "linear and short paths differ on {piece:?}");
+        }
+        a
+    }
+
+    #[test]
+    fn lowest_rank_first_leftmost_on_ties() {
+        let v = toy(&["ab", "bc", "abc", "aa"]);
+        // "abc": "ab" (256) beats "bc" (257), then "ab"+"c" = "abc".
+        assert_eq!(both(&v, b"abc"), vec![258]);
+        // "aaa": two equal "aa" candidates, the left one wins.
+        assert_eq!(both(&v, b"aaa"), vec![259, u32::from(b'a')]);
+        assert_eq!(both(&v, b"aaaa"), vec![259, 259]);
+        assert_eq!(both(&v, b"xbc"), vec![u32::from(b'x'), 257]);
+    }
+
+    #[test]
+    fn long_runs_agree_between_paths() {
+        let v = toy(&["aa", "aaaa", "ab", "ba", "aaaaaaaa", "bab"]);
+        for n in [2, 3, 5, 17, 95, 96, 97, 300] {
+            let s: Vec<u8> = (0..n).map(|i| if i % 7 == 3 { b'b' } else { b'a' }).collect();
+            let ids = both(&v, &s);
+            let decoded: Vec<u8> = ids.iter().flat_map(|&i| v.token(i).to_vec()).collect();
+            assert_eq!(decoded, s);
+        }
+    }
+}

@@ -1,0 +1,432 @@
+//! Open-addressing tables keyed by short byte strings packed into a `u128`.
+//!
+//! A key holds up to [`MAX_SHORT`] bytes in its low bytes and the length in its top byte, so
+//! comparing keys is one 128-bit compare and the empty slot is the all-zero key. A slot is 32
+//! bytes (two per cache line) and carries up to three ids inline; longer values live in an arena.
+
+/// Longest byte string that packs into a key.
+pub(crate) const MAX_SHORT: usize = 15;
+
+/// Pack `bytes` (1..=15 of them) into a key.
+#[inline(always)]
+pub(crate) fn pack(b: &[u8]) -> u128 {
+    debug_assert!(!b.is_empty() && b.len() <= MAX_SHORT);
+    // Two overlapping loads instead of a variable-length copy (overlapping bytes are equal).
+    let n = b.len();
+    let v = if n >= 8 {
+        let lo = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+        let hi = u64::from_le_bytes(b[n - 8..].try_into().expect("8 bytes"));
+        u128::from(lo) | u128::from(hi) << (8 * (n - 8))
+    } else if n >= 4 {
+        let lo = u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
+        let hi = u32::from_le_bytes(b[n - 4..].try_into().expect("4 bytes"));
+        u128::from(lo) | u128::from(hi) << (8 * (n - 4))
+    } else {
+        u128::from(b[0]) | u128::from(b[n / 2]) << (8 * (n / 2)) | u128::from(b[n - 1]) << (8 * (n - 1))
+    };
+    v | (n as u128) << 120
+}
+
+/// `KEEP[n]` keeps the low `n` bytes (a table: variable 128-bit shifts are slow).
+pub(crate) const KEEP: [u128; 16] = {
+    let mut k = [0u128; 16];
+    let mut n = 1;
+    while n < 16 {
+        k[n] = (1u128 << (8 * n)) - 1;
+        n += 1;
+    }
+    k
+};
+
+/// Pack `t[pos..pos + len]` (`len` in 1..=15), reading 16 bytes at once when the text allows.
+#[inline(always)]
+pub(crate) fn pack_at(t: &[u8], pos: usize, len: usize) -> u128 {
+    debug_assert!((1..=MAX_SHORT).contains(&len));
+    match t.get(pos..pos + 16) {
+        Some(w) => {
+            let v = u128::from_le_bytes(w.try_into().expect("16 bytes"));
+            (v & KEEP[len]) | ((len as u128) << 120)
+        }
+        None => pack(&t[pos..pos + len]),
+    }
+}
+
+/// The hash every table probes `key` with (compute once, use for all tables).
+#[inline(always)]
+pub(crate) fn hash(key: u128) -> u64 {
+    let lo = key as u64;
+    let hi = (key >> 64) as u64;
+    let h = (lo ^ hi.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 29)
+}
+
+/// Value flag: the ids are in the arena at `ids[0]`, `n & !ARENA` of them.
+const ARENA: u32 = 1 << 31;
+
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct Slot {
+    key: u128,
+    ids: [u32; 3],
+    n: u32,
+}
+
+const EMPTY: Slot = Slot { key: 0, ids: [0; 3], n: 0 };
+
+/// Types whose all-zero bit pattern is a valid (empty) value.
+///
+/// # Safety
+/// Implementors must be valid when every byte is zero, and `ZERO` must be that value.
+unsafe trait Zeroed: Copy {
+    const ZERO: Self;
+}
+
+// SAFETY: plain integers and arrays of them.
+unsafe impl Zeroed for Slot {
+    const ZERO: Slot = EMPTY;
+}
+// SAFETY: an integer.
+unsafe impl Zeroed for u64 {
+    const ZERO: u64 = 0;
+}
+
+/// Zeroed slot memory. Large tables are anonymous maps advised to use transparent huge pages:
+/// lookups hit random slots of a multi-megabyte table, and with 4 KiB pages nearly every one
+/// would also miss the TLB.
+struct Slots<T: Zeroed> {
+    ptr: std::ptr::NonNull<T>,
+    len: usize,
+    _owner: Owner<T>,
+}
+
+enum Owner<T> {
+    Heap(#[allow(dead_code)] Box<[T]>),
+    Map(#[allow(dead_code)] memmap2::MmapMut),
+}
+
+// SAFETY: `Slots` owns its memory (through `_owner`) like a `Box<[T]>` does.
+unsafe impl<T: Zeroed + Send> Send for Slots<T> {}
+// SAFETY: shared access is read-only (`&self` methods only read).
+unsafe impl<T: Zeroed + Sync> Sync for Slots<T> {}
+
+const HUGE_PAGE: usize = 2 << 20;
+
+impl<T: Zeroed> Slots<T> {
+    fn zeroed(len: usize) -> Slots<T> {
+        debug_assert!(len.is_power_of_two());
+        let bytes = len * std::mem::size_of::<T>();
+        if bytes >= HUGE_PAGE {
+            if let Ok(map) = memmap2::MmapMut::map_anon(bytes + HUGE_PAGE) {
+                let base = map.as_ptr() as usize;
+                let offset = base.next_multiple_of(HUGE_PAGE) - base;
+                #[cfg(target_os = "linux")]
+                let _ = map.advise_range(memmap2::Advice::HugePage, offset, bytes);
+                // SAFETY: `offset + bytes` is within the map, which is page-aligned (so the
+                // pointer is aligned for `T`) and zero-filled (valid for `T: Zeroed`).
+                let ptr = unsafe { std::ptr::NonNull::new_unchecked(map.as_ptr().add(offset) as *mut T) };
+                return Slots { ptr, len, _owner: Owner::Map(map) };
+            }
+        }
+        let mut heap = vec![T::ZERO; len].into_boxed_slice();
+        let ptr = std::ptr::NonNull::new(heap.as_mut_ptr()).expect("non-null");
+        Slots { ptr, len, _owner: Owner::Heap(heap) }
+    }
+
+    /// Slot `i` modulo the (power-of-two) length.
+    #[inline(always)]
+    fn get(&self, i: usize) -> &T {
+        // SAFETY: `len` is a power of two, so the masked index is in bounds; the memory lives as
+        // long as `self`.
+        unsafe { &*self.ptr.as_ptr().add(i & (self.len - 1)) }
+    }
+
+    #[inline(always)]
+    fn get_mut(&mut self, i: usize) -> &mut T {
+        // SAFETY: as in `get`; `&mut self` gives exclusive access.
+        unsafe { &mut *self.ptr.as_ptr().add(i & (self.len - 1)) }
+    }
+
+    fn fill_zero(&mut self) {
+        for i in 0..self.len {
+            *self.get_mut(i) = T::ZERO;
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, i: usize) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the masked index is in bounds; prefetching never faults or writes.
+        unsafe {
+            let p = self.ptr.as_ptr().add(i & (self.len - 1)) as *const i8;
+            std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = i;
+    }
+}
+
+/// Packed key → one id, for read-mostly sets such as a vocabulary: 8-byte slots (a 32-bit
+/// fingerprint of the hash and the id) and the keys in a separate array by id. The slots of a
+/// 200k-token vocabulary take 4 MiB instead of 16, and the keys of the frequent tokens (low
+/// ranks) sit together, so the lookups of common pieces stay in cache.
+pub(crate) struct KeyIndex {
+    slots: Slots<u64>,
+    mask: usize,
+    keys: Vec<u128>,
+    len: usize,
+}
+
+#[inline(always)]
+fn tag(h: u64) -> u64 {
+    ((h >> 32) | 1) << 32
+}
+
+impl KeyIndex {
+    /// An index for up to `entries` keys with ids below `id_bound` (load at most 1/2).
+    pub fn new(entries: usize, id_bound: u32) -> KeyIndex {
+        let n = entries.saturating_mul(2).max(16).next_power_of_two();
+        KeyIndex { slots: Slots::zeroed(n), mask: n - 1, keys: vec![0; id_bound as usize], len: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Add `key` → `id` (`id` below the bound given to [`new`](Self::new); keys are distinct).
+    pub fn insert(&mut self, key: u128, id: u32) {
+        debug_assert!(self.get_one(key).is_none() && (self.len + 1) * 2 <= self.mask + 1);
+        let h = hash(key);
+        let mut i = h as usize & self.mask;
+        while *self.slots.get(i) != 0 {
+            i = (i + 1) & self.mask;
+        }
+        *self.slots.get_mut(i) = tag(h) | u64::from(id);
+        self.keys[id as usize] = key;
+        self.len += 1;
+    }
+
+    #[inline(always)]
+    pub fn prefetch_hashed(&self, h: u64) {
+        self.slots.prefetch(h as usize & self.mask);
+    }
+
+    #[inline(always)]
+    pub fn prefetch(&self, key: u128) {
+        self.prefetch_hashed(hash(key));
+    }
+
+    /// Second prefetch stage: once the slot is cached, prefetch the key its candidate id points
+    /// to, so that [`get_one_hashed`](Self::get_one_hashed) does not wait on it. Returns whether
+    /// there was a candidate (the key is probably present).
+    #[inline(always)]
+    pub fn prefetch_candidate(&self, h: u64) -> bool {
+        let e = *self.slots.get(h as usize & self.mask);
+        let candidate = e & !0xffff_ffff == tag(h);
+        if candidate {
+            #[cfg(target_arch = "x86_64")]
+            if let Some(k) = self.keys.get(e as u32 as usize) {
+                // SAFETY: a reference to a live element; prefetching never faults or writes.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch((k as *const u128).cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
+                };
+            }
+        }
+        candidate
+    }
+
+    #[inline(always)]
+    pub fn get_one(&self, key: u128) -> Option<u32> {
+        self.get_one_hashed(key, hash(key))
+    }
+
+    /// The id of `key`, given its [`hash`].
+    #[inline(always)]
+    pub fn get_one_hashed(&self, key: u128, h: u64) -> Option<u32> {
+        let t = tag(h);
+        let mut i = h as usize & self.mask;
+        loop {
+            let e = *self.slots.get(i);
+            if e == 0 {
+                return None;
+            }
+            if e & !0xffff_ffff == t {
+                let id = e as u32;
+                if self.keys.get(id as usize) == Some(&key) {
+                    return Some(id);
+                }
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
+/// A packed-key → ids table with linear probing and a fixed number of slots.
+pub(crate) struct SlotTable {
+    slots: Slots<Slot>,
+    mask: usize,
+    len: usize,
+    arena: Vec<u32>,
+}
+
+impl SlotTable {
+    /// A table of `slots` slots (rounded up to a power of two, at least 16).
+    pub fn with_slots(slots: usize) -> Self {
+        let n = slots.max(16).next_power_of_two();
+        SlotTable { slots: Slots::zeroed(n), mask: n - 1, len: 0, arena: Vec::new() }
+    }
+
+    /// [`prefetch`](Self::prefetch) given the key's [`hash`].
+    #[inline(always)]
+    pub fn prefetch_hashed(&self, h: u64) {
+        self.slots.prefetch(h as usize & self.mask);
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.slots.len
+    }
+
+    pub fn arena_len(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// The ids stored under `key`.
+    #[cfg(test)]
+    pub fn get(&self, key: u128) -> Option<&[u32]> {
+        self.get_hashed(key, hash(key))
+    }
+
+    /// [`get`](Self::get) given the key's [`hash`].
+    #[inline(always)]
+    pub fn get_hashed(&self, key: u128, h: u64) -> Option<&[u32]> {
+        let mut i = h as usize & self.mask;
+        loop {
+            let s = self.slots.get(i);
+            if s.key == key {
+                return Some(if s.n & ARENA == 0 {
+                    &s.ids[..s.n as usize]
+                } else {
+                    let start = s.ids[0] as usize;
+                    &self.arena[start..start + (s.n & !ARENA) as usize]
+                });
+            }
+            if s.key == 0 {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// The single id stored under `key`, if it holds exactly one.
+    #[cfg(test)]
+    pub fn get_one(&self, key: u128) -> Option<u32> {
+        self.get(key).and_then(|ids| (ids.len() == 1).then(|| ids[0]))
+    }
+
+    /// Store `ids` under `key` (replacing any value). The caller keeps the load at most 1/2.
+    pub fn insert(&mut self, key: u128, ids: &[u32]) {
+        debug_assert!(key != 0 && self.len < self.slots.len);
+        let mut i = hash(key) as usize & self.mask;
+        loop {
+            let k = self.slots.get(i).key;
+            if k == 0 || k == key {
+                break;
+            }
+            i = (i + 1) & self.mask;
+        }
+        let s = self.slots.get_mut(i);
+        if s.key == 0 {
+            self.len += 1;
+        }
+        s.key = key;
+        if ids.len() <= 3 {
+            s.ids[..ids.len()].copy_from_slice(ids);
+            s.n = ids.len() as u32;
+        } else {
+            s.ids[0] = self.arena.len() as u32;
+            s.n = ids.len() as u32 | ARENA;
+            self.arena.extend_from_slice(ids);
+        }
+    }
+
+    /// Forget every entry, keeping the allocation.
+    pub fn clear(&mut self) {
+        if self.len > 0 {
+            self.slots.fill_zero();
+        }
+        self.len = 0;
+        self.arena.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_is_injective_on_length_and_bytes() {
+        for n in 1..=MAX_SHORT {
+            let bytes: Vec<u8> = (1..=n as u8).collect();
+            let mut expected = [0u8; 16];
+            expected[..n].copy_from_slice(&bytes);
+            expected[15] = n as u8;
+            assert_eq!(pack(&bytes), u128::from_le_bytes(expected), "length {n}");
+        }
+        assert_ne!(pack(b"a"), pack(b"a\0"));
+        assert_ne!(pack(b"\0"), 0);
+        let text = b"hello world, 0123456789abcdef";
+        for pos in 0..text.len() {
+            for len in 1..=MAX_SHORT.min(text.len() - pos) {
+                assert_eq!(pack_at(text, pos, len), pack(&text[pos..pos + len]));
+            }
+        }
+    }
+
+    #[test]
+    fn insert_get_arena_clear() {
+        let mut t = SlotTable::with_slots(16);
+        t.insert(pack(b"ab"), &[7]);
+        t.insert(pack(b"abc"), &[1, 2, 3, 4, 5]);
+        t.insert(pack(b"x"), &[]);
+        assert_eq!(t.get(pack(b"ab")), Some(&[7][..]));
+        assert_eq!(t.get_one(pack(b"ab")), Some(7));
+        assert_eq!(t.get(pack(b"abc")), Some(&[1, 2, 3, 4, 5][..]));
+        assert_eq!(t.get_one(pack(b"abc")), None);
+        assert_eq!(t.get(pack(b"x")), Some(&[][..]));
+        assert_eq!(t.get(pack(b"abd")), None);
+        t.insert(pack(b"ab"), &[8, 9]);
+        assert_eq!(t.get(pack(b"ab")), Some(&[8, 9][..]));
+        assert_eq!(t.len(), 3);
+        t.clear();
+        assert_eq!(t.get(pack(b"ab")), None);
+        assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn key_index_finds_every_key_and_rejects_others() {
+        let mut t = KeyIndex::new(5000, 5000);
+        for i in 0u32..5000 {
+            t.insert(pack(&(i * 7).to_le_bytes()), i);
+        }
+        assert_eq!(t.len(), 5000);
+        for i in 0u32..5000 {
+            assert_eq!(t.get_one(pack(&(i * 7).to_le_bytes())), Some(i));
+            assert_eq!(t.get_one(pack(&(i * 7 + 1).to_le_bytes())), None);
+        }
+    }
+
+    #[test]
+    fn survives_collisions_at_half_load() {
+        let mut t = SlotTable::with_slots(1024);
+        for i in 0u32..512 {
+            t.insert(pack(&i.to_le_bytes()), &[i]);
+        }
+        for i in 0u32..512 {
+            assert_eq!(t.get_one(pack(&i.to_le_bytes())), Some(i));
+        }
+        assert_eq!(t.get(pack(&1000u32.to_le_bytes())), None);
+    }
+}

@@ -1,0 +1,189 @@
+//! The encoder against `tiktoken-rs` (tiktoken's own Rust core, regex and all) on edge cases.
+//! The Python suite compares with the `tiktoken` and `tokenizers` packages on generated text.
+
+use std::sync::OnceLock;
+
+use super::*;
+
+fn encoder(name: &str) -> &'static FastBpe {
+    static R50K: OnceLock<FastBpe> = OnceLock::new();
+    static CL100K: OnceLock<FastBpe> = OnceLock::new();
+    static O200K: OnceLock<FastBpe> = OnceLock::new();
+    let cell = match name {
+        "r50k_base" => &R50K,
+        "cl100k_base" => &CL100K,
+        _ => &O200K,
+    };
+    cell.get_or_init(|| FastBpe::from_tiktoken(name).unwrap())
+}
+
+fn reference(name: &str) -> &'static tiktoken_rs::CoreBPE {
+    match name {
+        "r50k_base" => tiktoken_rs::r50k_base_singleton(),
+        "cl100k_base" => tiktoken_rs::cl100k_base_singleton(),
+        _ => tiktoken_rs::o200k_base_singleton(),
+    }
+}
+
+const NAMES: [&str; 3] = ["r50k_base", "cl100k_base", "o200k_base"];
+
+fn edge_cases() -> Vec<String> {
+    let mut v: Vec<String> = [
+        "",
+        "hello world",
+        "Hello, World! It's a test: don't, won't, I'LL, we'Ve, they'RE, she'D, I'M, it'S, 'ſ ſ'ſx",
+        "  leading and trailing  ",
+        "x\n ",
+        "x\n  \t",
+        "a\r\n\r\n  b\n\n\n",
+        "\n\t\t'magic'\t't_op'\t(struct\t-I",
+        "tabs\tand\nnew\nlines\n'd'\n'",
+        "1234567890 12 123 1234 ²³ ⅷ 𝟙𝟚𝟛",
+        "中文文本，没有空格。日本語のテキスト。한국어 텍스트",
+        "combining: e\u{301}\u{302} A\u{301}B \u{301}\u{301}x \u{301}",
+        "emoji 👩‍👩‍👧‍👦 🏳️‍🌈 ✌🏽 family",
+        "HTMLParser XMLHttpRequest iPhone McDonald's CamelCase ABC'S DŽungla ǅx",
+        "<|endoftext|> is ordinary text here <|fim_prefix|>",
+        "path/to/file.txt\n//comment\n/*x*/\r\n",
+        "\u{3000}\u{3000}word \u{a0}x \u{85}y \u{2028}z",
+        "\u{0}\u{1}\u{7f} controls \u{feff}bom",
+        "'''s ''s' 's'",
+        "Ünïcödé ΑΒΓ αβγ Привет мир",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push("a".repeat(20_000));
+    v.push(" ".repeat(20_000));
+    v.push("\n".repeat(20_000));
+    v.push("7".repeat(20_000));
+    v.push("中".repeat(5_000));
+    v.push("ab".repeat(5_000) + "\n\n  x");
+    v.push("_".repeat(3_000) + "word");
+    v
+}
+
+#[test]
+fn edge_cases_match_tiktoken_rs() {
+    for name in NAMES {
+        let (ours, theirs) = (encoder(name), reference(name));
+        for text in edge_cases() {
+            let expected: Vec<u32> = theirs.encode_ordinary(&text);
+            let preview: String = text.chars().take(40).collect();
+            assert_eq!(ours.encode(&text), expected, "{name} on {preview:?}");
+            // Again, now from the cache.
+            assert_eq!(ours.encode(&text), expected, "{name} (cached) on {preview:?}");
+        }
+    }
+}
+
+#[test]
+fn one_megabyte_word_is_not_quadratic() {
+    let text = "ab".repeat(500_000);
+    for name in NAMES {
+        let t = std::time::Instant::now();
+        let ids = encoder(name).encode(&text);
+        assert!(t.elapsed().as_secs_f64() < 20.0, "{name}: {:?}", t.elapsed());
+        let decoded: Vec<u8> = ids.iter().flat_map(|&i| encoder(name).token_bytes(i).to_vec()).collect();
+        assert_eq!(decoded, text.as_bytes());
+    }
+}
+
+#[test]
+fn specials_are_text_unless_asked() {
+    let enc = FastBpe::from_tiktoken("cl100k_base").unwrap();
+    let text = "a<|endoftext|>b<|fim_prefix|>";
+    assert!(!enc.encode(text).contains(&100257));
+    let enc = enc.with_special_tokens_in_text(true);
+    let expected = reference("cl100k_base").encode_with_special_tokens(text);
+    assert_eq!(enc.encode(text), expected);
+    assert!(expected.contains(&100257) && expected.contains(&100258));
+    assert_eq!(enc.eod_id(), Some(100257));
+    assert_eq!(enc.vocab_size(), 100277);
+}
+
+#[test]
+fn vocab_sizes_and_eod_match_tiktoken() {
+    for (name, size, eod) in [
+        ("gpt2", 50257, 50256),
+        ("r50k_base", 50257, 50256),
+        ("p50k_base", 50281, 50256),
+        ("p50k_edit", 50284, 50256),
+        ("cl100k_base", 100277, 100257),
+        ("o200k_base", 200019, 199999),
+        ("o200k_harmony", 201088, 199999),
+    ] {
+        let enc = FastBpe::from_tiktoken(name).unwrap();
+        assert_eq!((enc.vocab_size(), enc.eod_id()), (size, Some(eod)), "{name}");
+    }
+}
+
+#[test]
+fn p50k_matches_tiktoken_rs() {
+    let ours = FastBpe::from_tiktoken("p50k_base").unwrap();
+    let theirs = tiktoken_rs::p50k_base().unwrap();
+    for text in edge_cases() {
+        assert_eq!(ours.encode(&text), theirs.encode_ordinary(&text));
+    }
+}
+
+#[test]
+fn tiny_cache_gives_the_same_ids() {
+    let tiny = CacheConfig { short_slots: 16, short_arena_ids: 8, long_bytes: 256, long_max_piece: 64 };
+    let enc = FastBpe::from_tiktoken("cl100k_base").unwrap().with_cache(tiny);
+    let text: String = edge_cases().concat();
+    let expected = reference("cl100k_base").encode_ordinary(&text);
+    for _ in 0..3 {
+        assert_eq!(enc.encode(&text), expected);
+    }
+    assert!(enc.cache_stats().wipes > 0, "{:?}", enc.cache_stats());
+}
+
+#[test]
+fn identity_names_the_encoding() {
+    let id = encoder("r50k_base").identity();
+    assert_eq!(id["source"], "tiktoken:r50k_base");
+    assert_eq!(id["pattern"], "gpt2");
+    assert_eq!(id["vocab_size"], 50257);
+    assert_ne!(encoder("cl100k_base").identity()["vocab_digest"], id["vocab_digest"]);
+}
+
+#[test]
+fn batch_is_the_same_for_any_thread_count() {
+    let enc = encoder("cl100k_base");
+    let owned: Vec<String> = (0..400).flat_map(|i| edge_cases().into_iter().map(move |t| format!("{i} {t}"))).collect();
+    let texts: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let cancel = crate::Cancel::new();
+    let one = enc.encode_batch(&texts, Some(1), &cancel).unwrap();
+    let two = enc.encode_batch(&texts, Some(2), &cancel).unwrap();
+    assert_eq!(one, two);
+    assert_eq!(one.offsets.len(), texts.len() + 1);
+    for (i, t) in texts.iter().enumerate().step_by(97) {
+        let (a, b) = (one.offsets[i] as usize, one.offsets[i + 1] as usize);
+        assert_eq!(one.ids[a..b], reference("cl100k_base").encode_ordinary(t)[..]);
+    }
+    let cancelled = crate::Cancel::new();
+    cancelled.cancel();
+    assert!(enc.encode_batch(&texts, Some(2), &cancelled).is_err());
+}
+
+#[test]
+fn specs_take_the_fast_path_with_the_reference_results() {
+    use crate::tokenize::{from_spec, resolve, TiktokenTokenizer, TokenizerModel, TokenizerSpec};
+    let spec = "tiktoken:o200k_base";
+    let fast = from_spec(spec).unwrap();
+    let TokenizerModel::Bpe(model) = resolve(&TokenizerSpec::parse(spec).unwrap()).unwrap() else {
+        panic!("a tiktoken spec resolves to a BPE model")
+    };
+    let reference = TiktokenTokenizer::new(&model).unwrap();
+    let mut id = fast.identity();
+    assert_eq!(id.as_object_mut().unwrap().remove("encoder"), Some("fast_bpe".into()));
+    assert_eq!(id, reference.identity());
+    assert_eq!((fast.eod_id(), fast.vocab_size()), (reference.eod_id(), reference.vocab_size()));
+    for text in edge_cases() {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        fast.encode(&text, &mut a).unwrap();
+        reference.encode(&text, &mut b).unwrap();
+        assert_eq!(a, b);
+    }
+}

@@ -1,0 +1,143 @@
+//! Binding of the fast byte-level BPE encoder (`tokshuf._core.BpeEncoder`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString};
+use tokshuf_core::indexed::Mapping;
+use tokshuf_core::tokenize::bpe::{FastBpe, Pattern};
+use tokshuf_core::tokenize::Tokenizer;
+use tokshuf_core::Error;
+
+use crate::buffer::PyMappedBuffer;
+use crate::errors::IntoPyResult;
+use crate::long_call::run_detached;
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyBpeEncoder>()?;
+    Ok(())
+}
+
+/// Exact byte-level BPE (GPT-2/r50k/p50k, cl100k, Llama 3, o200k) with a fast pre-tokenizer.
+#[pyclass(frozen, module = "tokshuf._core", name = "BpeEncoder")]
+pub struct PyBpeEncoder {
+    inner: Arc<FastBpe>,
+}
+
+fn wrap(inner: FastBpe, specials_in_text: bool) -> PyBpeEncoder {
+    PyBpeEncoder { inner: Arc::new(inner.with_special_tokens_in_text(specials_in_text)) }
+}
+
+#[pymethods]
+impl PyBpeEncoder {
+    /// An OpenAI encoding embedded in the extension (`cl100k_base`, ...).
+    #[staticmethod]
+    #[pyo3(signature = (name, special_tokens_in_text=false))]
+    fn from_tiktoken(py: Python<'_>, name: String, special_tokens_in_text: bool) -> PyResult<Self> {
+        let inner = py.detach(|| FastBpe::from_tiktoken(&name)).into_py(py)?;
+        Ok(wrap(inner, special_tokens_in_text))
+    }
+
+    /// A `.tiktoken` file with a split pattern (`gpt2`, `cl100k`, `cl100k_classic`/`llama3`, `o200k`).
+    #[staticmethod]
+    #[pyo3(signature = (path, pattern, special_tokens=None, special_tokens_in_text=false))]
+    fn from_tiktoken_file(
+        py: Python<'_>,
+        path: PathBuf,
+        pattern: &str,
+        special_tokens: Option<HashMap<String, u32>>,
+        special_tokens_in_text: bool,
+    ) -> PyResult<Self> {
+        let pattern: Pattern = pattern.parse().into_py(py)?;
+        let specials = special_tokens.unwrap_or_default().into_iter().collect();
+        let inner = py.detach(|| FastBpe::from_tiktoken_file(&path, pattern, specials)).into_py(py)?;
+        Ok(wrap(inner, special_tokens_in_text))
+    }
+
+    /// A Hugging Face `tokenizer.json`; `ConfigError` names what the fast path does not support.
+    #[staticmethod]
+    #[pyo3(signature = (path, special_tokens_in_text=false))]
+    fn from_hf_file(py: Python<'_>, path: PathBuf, special_tokens_in_text: bool) -> PyResult<Self> {
+        let inner = py
+            .detach(|| {
+                let json = std::fs::read_to_string(&path).map_err(|e| Error::Io { path: path.clone(), source: e })?;
+                FastBpe::from_hf_json(&json).map_err(|e| Error::invalid(format!("{}: {e}", path.display())))
+            })
+            .into_py(py)?;
+        Ok(wrap(inner, special_tokens_in_text))
+    }
+
+    /// The ids of one text.
+    fn encode(&self, py: Python<'_>, text: &str) -> Vec<u32> {
+        if text.len() < 4096 {
+            self.inner.encode(text)
+        } else {
+            py.detach(|| self.inner.encode(text))
+        }
+    }
+
+    /// `(ids, offsets)` of many texts as buffers (`numpy.frombuffer(ids, numpy.uint32)`,
+    /// `numpy.frombuffer(offsets, numpy.uint64)`), encoded on `threads` threads.
+    #[pyo3(signature = (texts, threads=None))]
+    fn encode_batch(
+        &self,
+        py: Python<'_>,
+        texts: Vec<Bound<'_, PyString>>,
+        threads: Option<usize>,
+    ) -> PyResult<(PyMappedBuffer, PyMappedBuffer)> {
+        let strs: Vec<&str> = texts.iter().map(|t| t.to_str()).collect::<PyResult<_>>()?;
+        let inner = Arc::clone(&self.inner);
+        let out = run_detached(py, move |cancel| inner.encode_batch(&strs, threads, cancel))?;
+        let ids: Vec<u8> = out.ids.iter().flat_map(|i| i.to_le_bytes()).collect();
+        let offsets: Vec<u8> = out.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
+        Ok((PyMappedBuffer::new(Mapping::from_bytes(ids)), PyMappedBuffer::new(Mapping::from_bytes(offsets))))
+    }
+
+    /// `{token bytes: id}` of the BPE tokens (tiktoken's `mergeable_ranks` for its encodings).
+    fn mergeable_ranks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (id, bytes) in self.inner.tokens() {
+            d.set_item(PyBytes::new(py, bytes), id)?;
+        }
+        Ok(d)
+    }
+
+    /// The pieces the pre-tokenizer splits `text` into.
+    fn split(&self, text: &str) -> Vec<String> {
+        self.inner.split(text).into_iter().map(str::to_string).collect()
+    }
+
+    #[getter]
+    fn pattern(&self) -> &'static str {
+        self.inner.pattern().name()
+    }
+
+    #[getter]
+    fn vocab_size(&self) -> u64 {
+        self.inner.vocab_size()
+    }
+
+    #[getter]
+    fn eod_id(&self) -> Option<u32> {
+        self.inner.eod_id()
+    }
+
+    #[getter]
+    fn special_tokens(&self) -> HashMap<String, u32> {
+        self.inner.special_tokens().iter().cloned().collect()
+    }
+
+    /// The tokenizer's identity as a JSON string.
+    #[getter]
+    fn identity(&self) -> String {
+        self.inner.identity().to_string()
+    }
+
+    /// Cache counters summed over the encoding threads' caches.
+    fn cache_stats(&self) -> HashMap<&'static str, u64> {
+        let s = self.inner.cache_stats();
+        HashMap::from([("hits", s.hits), ("misses", s.misses), ("wipes", s.wipes)])
+    }
+}
