@@ -13,6 +13,7 @@ pub mod parallel;
 pub mod preprocess;
 pub mod progress;
 pub mod read;
+pub mod stream;
 pub mod tokenize;
 
 pub use cancel::Cancel;
