@@ -9,6 +9,8 @@ mod errors;
 mod indexed;
 mod long_call;
 mod preprocess;
+mod stream;
+mod stream_source;
 mod tokenizer;
 
 use pyo3::prelude::*;
@@ -20,6 +22,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::PyMappedBuffer>()?;
     indexed::register(m)?;
     preprocess::register(m)?;
+    stream::register(m)?;
     tokenizer::register(m)?;
     Ok(())
 }

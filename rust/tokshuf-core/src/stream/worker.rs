@@ -8,6 +8,7 @@ use super::permute::{derive_key, mix64};
 use super::source::DocSource;
 use super::state::WorkerState;
 use super::substream::{Row, Segment, SubStream};
+use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 
 /// One packed line and the document runs it is made of.
@@ -87,7 +88,7 @@ impl WorkerStream {
             return Err(Error::invalid(format!("worker {worker} out of range for {n_workers} workers")));
         }
         let owned = worker_shards(cfg.logical_shards, n_workers, worker);
-        if owned.is_empty() {
+        if n_workers > cfg.logical_shards {
             return Err(Error::invalid(format!(
                 "{n_workers} global workers (GPUs x DataLoader workers) but only {} logical shards: every \
                  worker needs at least one; raise logical_shards or use fewer workers",
@@ -200,29 +201,38 @@ impl WorkerStream {
         self.buffer.len()
     }
 
-    fn pick(&mut self) -> Result<usize> {
+    /// The sub-dataset to read next, `None` if the worker owns no document it can emit.
+    fn pick(&mut self) -> Result<Option<usize>> {
         let c = self.cfg.chunk_size;
         if let Some(i) = self.subs.iter().position(|s| s.mid_chunk(c)) {
-            return Ok(i);
+            return Ok(Some(i));
         }
         for (i, s) in self.subs.iter_mut().enumerate() {
             self.next[i] = if self.cfg.weights[i] > 0 { s.next_chunk(&self.cfg)? } else { None };
         }
-        self.mixer.choose(&self.next).ok_or_else(|| {
-            Error::invalid(format!(
-                "global worker {} of {} has no document to emit: its logical shards hold only empty or \
-                 too-short documents; use fewer workers or more logical shards",
-                self.worker, self.n_workers
-            ))
-        })
+        Ok(self.mixer.choose(&self.next))
     }
 
-    fn fill_line(&mut self, line: &mut Line) -> Result<()> {
+    fn no_data(&self) -> Error {
+        Error::invalid(format!(
+            "global worker {} of {} has no document to emit: its logical shards hold only empty or \
+             too-short documents; use fewer workers or more logical shards",
+            self.worker, self.n_workers
+        ))
+    }
+
+    /// Pack the next line; `false` (and an empty line) if the worker has no data at all.
+    fn fill_line(&mut self, line: &mut Line) -> Result<bool> {
         line.tokens.clear();
         line.segments.clear();
         let len = self.cfg.line_len;
         while line.tokens.len() < len {
-            let i = self.pick()?;
+            let Some(i) = self.pick()? else {
+                if line.tokens.is_empty() {
+                    return Ok(false);
+                }
+                return Err(self.no_data());
+            };
             let room = (len - line.tokens.len()) as u64;
             let seg = self.subs[i].emit(&self.cfg, room, &mut line.tokens)?;
             self.mixer.add(i, seg.len);
@@ -236,7 +246,7 @@ impl WorkerStream {
                 _ => line.segments.push(seg),
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn draw(&mut self, n: usize) -> usize {
@@ -247,55 +257,81 @@ impl WorkerStream {
 
     /// The next line, through the shuffle buffer: while it holds fewer than `window` lines it
     /// grows by one per output; a line drawn uniformly leaves and a fresh one takes its slot;
-    /// a buffer larger than `window` (after a rescale) shrinks by one per output.
+    /// a buffer larger than `window` (after a rescale), or held by a worker that owns no
+    /// document, shrinks by one per output.
     pub fn next_line(&mut self, out: &mut Line) -> Result<()> {
         let window = self.cfg.shuffle_window;
         if window == 0 && self.buffer.is_empty() {
-            return self.fill_line(out);
+            return if self.fill_line(out)? { Ok(()) } else { Err(self.no_data()) };
         }
+        let mut has_data = true;
         if self.buffer.len() < window {
             let mut l = std::mem::take(&mut self.spare);
-            self.fill_line(&mut l)?;
-            self.buffer.push(l);
+            has_data = self.fill_line(&mut l)?;
+            if has_data {
+                self.buffer.push(l);
+            } else {
+                self.spare = l;
+            }
+        }
+        if self.buffer.is_empty() {
+            return Err(self.no_data());
         }
         let i = self.draw(self.buffer.len());
-        if self.buffer.len() > window {
+        if self.buffer.len() > window || !has_data {
             let l = self.buffer.swap_remove(i);
             self.spare = std::mem::replace(out, l);
-        } else {
-            self.fill_line(out)?;
+        } else if self.fill_line(out)? {
             std::mem::swap(out, &mut self.buffer[i]);
+        } else {
+            let l = self.buffer.swap_remove(i);
+            self.spare = std::mem::replace(out, l);
         }
         Ok(())
     }
 
-    /// Write the next batch of `batch` lines: `tokens` (`batch × line_len`), optionally
-    /// `positions` (same shape: position within each document run, restarting at 0 at every
-    /// run and line start), and the runs into `placed`.
+    /// Write the next batch of `batch` lines. With `label`, each line of `line_len` tokens is
+    /// split for next-token prediction: `input` gets tokens `0..len-1`, `label` tokens `1..len`
+    /// (both `batch × (len-1)`); without, `input` gets whole lines. `positions` (shaped like
+    /// `input`) gets each token's position within its document run, restarting at 0 at every
+    /// run and line start. The runs go into `placed`.
     pub fn next_batch<T: TokenOut>(
         &mut self,
         batch: usize,
-        tokens: &mut [T],
+        input: &mut [T],
+        mut label: Option<&mut [T]>,
         mut positions: Option<&mut [i32]>,
         placed: &mut Vec<Placed>,
     ) -> Result<()> {
         let len = self.cfg.line_len;
-        if tokens.len() != batch * len || positions.as_ref().is_some_and(|p| p.len() != batch * len) {
-            return Err(Error::invalid(format!("output buffers must hold {batch} x {len} elements")));
+        let s = if label.is_some() { len - 1 } else { len };
+        let n = batch * s;
+        if input.len() != n
+            || label.as_ref().is_some_and(|l| l.len() != n)
+            || positions.as_ref().is_some_and(|p| p.len() != n)
+        {
+            return Err(Error::invalid(format!("output arrays must hold {batch} x {s} elements")));
         }
         placed.clear();
         let mut line = std::mem::take(&mut self.scratch);
         for b in 0..batch {
             self.next_line(&mut line)?;
-            T::put(&mut tokens[b * len..(b + 1) * len], &line.tokens)?;
+            let row = b * s..(b + 1) * s;
+            T::put(&mut input[row.clone()], &line.tokens[..s])?;
+            if let Some(l) = label.as_deref_mut() {
+                T::put(&mut l[row.clone()], &line.tokens[1..])?;
+            }
             let mut at = 0usize;
-            for s in &line.segments {
+            for seg in &line.segments {
                 if let Some(p) = positions.as_deref_mut() {
-                    let run = &mut p[b * len + at..b * len + at + s.len as usize];
-                    run.iter_mut().enumerate().for_each(|(k, v)| *v = k as i32);
+                    let end = (at + seg.len as usize).min(s);
+                    if at < end {
+                        let run = &mut p[b * s + at..b * s + end];
+                        run.iter_mut().enumerate().for_each(|(k, v)| *v = k as i32);
+                    }
                 }
-                placed.push((b as u32, at as u32, *s));
-                at += s.len as usize;
+                placed.push((b as u32, at as u32, *seg));
+                at += seg.len as usize;
             }
         }
         self.scratch = line;
@@ -303,10 +339,11 @@ impl WorkerStream {
         Ok(())
     }
 
-    /// Produce and drop `n` batches (replaying from a snapshot).
-    pub fn skip_batches(&mut self, n: u64, batch: usize) -> Result<()> {
+    /// Produce and drop `n` batches (replaying from a snapshot), checking `cancel` between them.
+    pub fn skip_batches(&mut self, n: u64, batch: usize, cancel: &Cancel) -> Result<()> {
         let mut line = std::mem::take(&mut self.scratch);
         for _ in 0..n {
+            cancel.check()?;
             for _ in 0..batch {
                 self.next_line(&mut line)?;
             }
