@@ -7,6 +7,7 @@ __all__ = [
     "IndexReader",
     "IndexWriter",
     "MappedBuffer",
+    "StreamWorker",
     "Tokenizer",
     "__version__",
     "build_profile",
@@ -107,3 +108,27 @@ class Tokenizer:
     def encode_batch_flat(self, texts: list[str], num_threads: int | None = None) -> tuple[bytes, bytes]: ...
 
 def tiktoken_encoding_data(name: str) -> dict[str, Any]: ...
+
+@final
+class StreamWorker:
+    def __new__(
+        cls,
+        config: str,
+        sources: list[Any],
+        worker: int,
+        n_workers: int,
+        state: dict[str, Any] | None = None,
+    ) -> StreamWorker: ...
+    @property
+    def line_len(self) -> int: ...
+    @property
+    def batches(self) -> int: ...
+    @property
+    def buffered(self) -> int: ...
+    @property
+    def rank(self) -> tuple[int, int]: ...
+    def next_batch(
+        self, batch: int, input: Any, label: Any | None = None, positions: Any | None = None
+    ) -> bytes: ...
+    def skip_batches(self, n: int, batch: int) -> None: ...
+    def state(self) -> dict[str, Any]: ...

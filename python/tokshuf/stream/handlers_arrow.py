@@ -22,7 +22,7 @@ __all__ = ["ArrowHandler"]
 
 def _pyarrow() -> Any:
     try:
-        import pyarrow as pa
+        import pyarrow as pa  # type: ignore[import-untyped]
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ConfigError("Arrow files need pyarrow: pip install 'tokshuf[arrow]'") from e
     return pa

@@ -24,7 +24,7 @@ __all__ = ["ParquetHandler"]
 class _ParquetReader:
     def __init__(self, path: str, col_names: Sequence[str]) -> None:
         _pyarrow()
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
         self.path = path
         self.file = pq.ParquetFile(path)

@@ -38,14 +38,14 @@ class _TarReader:
                 ]
         except tarfile.TarError as e:
             raise FormatError(f"{path}: not a readable tar ({e})") from e
-        size = os.path.getsize(path)
-        self._file = open(path, "rb")  # noqa: SIM115 - kept open with the map
-        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        self._map = None
+        if os.path.getsize(path):
+            with open(path, "rb") as f:  # the map outlives the descriptor
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
     def close(self) -> None:
         if self._map is not None:
             self._map.close()
-        self._file.close()
 
     def doc(self, i: int) -> npt.NDArray[Any]:
         offset, size, name = self.members[i]

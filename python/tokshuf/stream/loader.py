@@ -74,11 +74,14 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         self._live: WorkerStream | None = None
         self._num_workers = 1
         self._meta = False
+        self._rotation = 0
 
     def _where(self) -> tuple[int, int, int]:
         info = get_worker_info()
         nw, wid = (info.num_workers, info.id) if info is not None else (1, 0)
-        return self.rank * nw + wid, self.world_size * nw, nw
+        # torch deals batches round-robin from its worker 0; after a resume the next batch
+        # belongs to another global worker, so torch worker i plays global worker i + rotation.
+        return self.rank * nw + (wid + self._rotation) % nw, self.world_size * nw, nw
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         g, n, nw = self._where()
@@ -170,7 +173,20 @@ class StreamingDataLoader(DataLoader[dict[str, Any]]):
         self._generation += 1
         self._ds._start = start
         self._ds._meta = True
+        self._ds._rotation = self._next_worker(start)
         return _TrackedIterator(self, super().__iter__(), self._generation)
+
+    def _next_worker(self, state: Mapping[str, Any] | None) -> int:
+        """The local worker whose batch comes next. Batches are consumed round-robin, so the
+        workers' batch counters read [k+1]*j + [k]*(n-j) and j is their sum modulo n."""
+        topo = self._topology()
+        nw = topo["num_workers"]
+        if state is None or state["topology"]["workers"] != topo["workers"] or nw == 1:
+            return 0
+        first = self._ds.rank * nw
+        workers = state["workers"]
+        mine = workers[(workers[:, 0] >= first) & (workers[:, 0] < first + nw)]
+        return int(mine[:, 2].sum()) % nw
 
     def _consumed(self, g: int, k: int, snapshot: Any) -> None:
         if snapshot is not None:

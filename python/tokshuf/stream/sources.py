@@ -22,7 +22,7 @@ _AUTO_KINDS = ("bin", "arrow", "parquet", "tar", "npy")
 
 def _expand(spec: str) -> list[str]:
     if os.path.isdir(spec):
-        out = []
+        out: list[str] = []
         for dirpath, dirnames, filenames in os.walk(spec):
             dirnames.sort()
             out.extend(os.path.join(dirpath, f) for f in filenames)
