@@ -197,7 +197,9 @@ def main() -> None:
     ap.add_argument("--fms-tokens", type=float, default=50e6, help="tokens copied to Arrow for fms-fsdp")
     ap.add_argument("--seconds", type=float, default=2.0, help="length of one timed run")
     ap.add_argument(
-        "--fms-fsdp", default=os.environ.get("FMS_FSDP", DEFAULT_FMS), help="fms-fsdp checkout or git dir"
+        "--fms-fsdp",
+        default=os.environ.get("FMS_FSDP", ""),
+        help="a checkout (or bare git dir) of foundation-model-stack/fms-fsdp; default $FMS_FSDP",
     )
     ap.add_argument("--workdir", default=None, help="where corpora are generated (reused between runs)")
     ap.add_argument("--state-shards", default="1000,10000,100000")
@@ -217,7 +219,7 @@ def main() -> None:
     )
     dirs = corpus(work, int(args.tokens))
     ours = bench_tokshuf(dirs, args.seconds)
-    src = fms_source(args.fms_fsdp, work) if args.fms_fsdp else None
+    src = fms_source(args.fms_fsdp, work) if args.fms_fsdp else None if args.fms_fsdp else None
     if src is None:
         emit(bench="loader_throughput", impl="fms-fsdp", skipped=f"no fms-fsdp at {args.fms_fsdp}")
     else:
