@@ -219,7 +219,7 @@ def main() -> None:
     )
     dirs = corpus(work, int(args.tokens))
     ours = bench_tokshuf(dirs, args.seconds)
-    src = fms_source(args.fms_fsdp, work) if args.fms_fsdp else None if args.fms_fsdp else None
+    src = fms_source(args.fms_fsdp, work) if args.fms_fsdp else None
     if src is None:
         emit(bench="loader_throughput", impl="fms-fsdp", skipped=f"no fms-fsdp at {args.fms_fsdp}")
     else:
