@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
@@ -66,10 +67,9 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         if not 0 <= self.rank < self.world_size:
             raise ConfigError(f"rank {self.rank} out of range for world_size {self.world_size}")
         self.output = output
-        every = snapshot_every if snapshot_every is not None else (1 if stream.shuffle_window == 0 else 16)
-        if every < 1:
-            raise ConfigError(f"snapshot_every must be at least 1, got {every}")
-        self.snapshot_every = every
+        if snapshot_every is not None and snapshot_every < 1:
+            raise ConfigError(f"snapshot_every must be at least 1, got {snapshot_every}")
+        self.snapshot_every = snapshot_every
         self._start: Mapping[str, Any] | None = None
         self._live: WorkerStream | None = None
         self._num_workers = 1
@@ -83,10 +83,22 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         # belongs to another global worker, so torch worker i plays global worker i + rotation.
         return self.rank * nw + (wid + self._rotation) % nw, self.world_size * nw, nw
 
+    def _every(self, n_workers: int) -> int:
+        """Batches between state snapshots: about an eighth of the batch bytes per batch goes to
+        state (rows of the owned shards, buffered runs), and replay stays under 256 batches."""
+        if self.snapshot_every is not None:
+            return self.snapshot_every
+        s = self.stream
+        rows = len(s.datasets) * -(-s.logical_shards // n_workers)
+        state_bytes = 56 * rows + 4 * 48 * s.shuffle_window
+        batch_bytes = 2 * s.batch_size * s.seq_length * np.dtype(s.token_dtype).itemsize
+        return int(min(256, max(1, -(-8 * state_bytes // batch_bytes))))
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         g, n, nw = self._where()
         w = self.stream.worker(g, n, self._start)
         self._live, self._num_workers = w, nw
+        every = self._every(n)
         k = 0
         while True:
             batch: dict[str, Any] = w.next_batch()
@@ -94,7 +106,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             if self.output == "torch":
                 batch = {key: torch.from_numpy(v) for key, v in batch.items()}
             if self._meta:
-                batch[_META] = (g, k, w.tables() if k % self.snapshot_every == 0 else None)
+                batch[_META] = (g, k, w.tables() if k % every == 0 else None)
             yield batch
 
     # torchdata's StatefulDataLoader protocol (called inside each worker) ----------------------
