@@ -35,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from corpus_gen import write_indexed
+
 from tokshuf.stream import SubDataset, TokenStream, load_state, save_state
 
 SEQ, BATCH = 4096, 8
@@ -97,6 +98,7 @@ def bench_tokshuf(dirs: list[Path], seconds: float) -> dict[str, float]:
 def arrow_copy(dirs: list[Path], work: Path, tokens: int) -> Path:
     """The first ``tokens`` tokens of each sub-dataset as fms-fsdp's Arrow files."""
     import pyarrow as pa
+
     import tokshuf
 
     root = work / f"arrow-{tokens}"

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tokshuf
 from hypothesis import strategies as st
+
+import tokshuf
 from tokshuf.stream import SubDataset, TokenStream, load_state, save_state
 
 EOS, BOS, STRIP = 1, 2, 3

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 import tokenizers
-import tokshuf
 from corpus import GPT2
+
+import tokshuf
 
 
 def synthetic_corpus(path: Path, mb: float) -> Path:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 from stream_helpers import EOS, lines_of, make_stream, scratch, simple_corpus
+
 from tokshuf.errors import ConfigError
 from tokshuf.stream import LoaderConfig
 from tokshuf.stream.config import build_stream

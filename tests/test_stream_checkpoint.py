@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from stream_helpers import EOS, make_stream, scratch, simple_corpus
 from stream_reference import derive_key, permutation
+
 from tokshuf.cli import main
 from tokshuf.errors import ConfigError, FormatError
 from tokshuf.stream import commit, load_state, merge_states, render, save_state, summarize

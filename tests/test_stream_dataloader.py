@@ -26,6 +26,7 @@ from stream_helpers import (
     write_corpus,
 )
 from stream_reference import Cfg, emitted
+
 from tokshuf.stream import SubDataset, TokenStream, load_state, merge_states, save_state
 from tokshuf.stream.state import shard_docs, worker_shards
 

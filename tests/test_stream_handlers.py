@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from stream_helpers import EOS, FIRST_ID, epoch_tokens, read_epoch, write_corpus
+
 from tokshuf.errors import ConfigError, FormatError
 from tokshuf.stream import (
     ArrowHandler,
@@ -299,3 +300,11 @@ def test_indexed_handler_python_view_matches_native(tmp_path: Path) -> None:
     path = tmp_path / "sub0" / "part000.idx"
     assert h.is_legal(str(path))
     assert all_docs(h, path) == [[11, 12], [], [13]]
+
+
+def test_parquet_handler_pickles_with_a_spec(tmp_path: Path) -> None:
+    import pickle
+
+    path = write_parquet(tmp_path / "t.parquet", ["abc", "de"])
+    h = pickle.loads(pickle.dumps(ParquetHandler(tokenizer="byte")))
+    assert all_docs(h, path) == [[98, 99, 100], [101, 102]]

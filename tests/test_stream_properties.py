@@ -31,6 +31,7 @@ from stream_helpers import (
     tables,
 )
 from stream_reference import Cfg, emitted
+
 from tokshuf.errors import ConfigError
 from tokshuf.stream import merge_states, worker_tables
 from tokshuf.stream.state import shard_docs, worker_shards

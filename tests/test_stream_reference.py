@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from stream_helpers import BOS, EOS, STRIP, corpora, flat_docs, lines_of, make_stream, scratch
 from stream_reference import Cfg, RefWorker, derive_key, permutation
+
 from tokshuf.errors import ConfigError
 
 

@@ -53,9 +53,23 @@ class ParquetHandler:
     def __init__(
         self, tokenizer: Any = "byte", col_name: str | Sequence[str] = "text", max_doclen: int | None = None
     ) -> None:
-        self.tokenizer = resolve_tokenizer(tokenizer)
+        self._spec = tokenizer
+        self._tokenizer = resolve_tokenizer(tokenizer)
         self.col_names = [col_name] if isinstance(col_name, str) else list(col_name)
         self.max_doclen = max_doclen
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            self._tokenizer = resolve_tokenizer(self._spec)
+        return self._tokenizer
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A tokenizer named by a spec is rebuilt in the worker (native tokenizers do not pickle).
+        state = self.__dict__.copy()
+        if isinstance(self._spec, str):
+            state["_tokenizer"] = None
+        return state
 
     def is_legal(self, path: str) -> bool:
         return "parquet" in os.path.splitext(path)[1]
