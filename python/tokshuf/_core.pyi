@@ -17,6 +17,7 @@ __all__ = [
     "InstanceReader",
     "MappedBuffer",
     "SampleReader",
+    "StreamWorker",
     "TokenWriter",
     "Tokenizer",
     "__version__",
@@ -369,3 +370,29 @@ class BpeEncoder:
     @property
     def identity(self) -> str: ...
     def cache_stats(self) -> dict[str, int]: ...
+
+@final
+class StreamWorker:
+    def __new__(
+        cls,
+        config: str,
+        sources: list[Any],
+        worker: int,
+        n_workers: int,
+        state: dict[str, Any] | None = None,
+    ) -> StreamWorker: ...
+    @property
+    def line_len(self) -> int: ...
+    @property
+    def batches(self) -> int: ...
+    @property
+    def num_docs(self) -> list[int]: ...
+    @property
+    def buffered(self) -> int: ...
+    @property
+    def rank(self) -> tuple[int, int]: ...
+    def next_batch(
+        self, batch: int, input: Any, label: Any | None = None, positions: Any | None = None
+    ) -> bytes: ...
+    def skip_batches(self, n: int, batch: int) -> None: ...
+    def state(self) -> dict[str, Any]: ...

@@ -153,6 +153,26 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_inspect(sub: Any) -> None:
+    p = sub.add_parser(
+        "inspect",
+        help="summarize a streaming-loader checkpoint",
+        description="Validate a loader checkpoint (a directory, or one part-*.json) and show, per "
+        "sub-dataset, the tokens consumed, buffered and read, and the logical shards' epoch progress.",
+    )
+    p.add_argument("checkpoint", help="checkpoint directory or part file")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(handler=_inspect)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from tokshuf.stream.inspect import inspect_path, render
+
+    summary = inspect_path(args.checkpoint)
+    print(json.dumps(summary, indent=1) if args.json else render(summary))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tokshuf", description=__doc__)
     parser.add_argument("--version", action="version", version=f"tokshuf {__version__}")
@@ -163,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_instances(sub)
     cli_shuffle.add_parser(sub)
+    _add_inspect(sub)
     return parser
 
 

@@ -19,6 +19,7 @@ pub mod progress;
 pub mod read;
 pub mod rng;
 pub mod shuffle;
+pub mod stream;
 pub mod tokenize;
 pub mod tokens;
 

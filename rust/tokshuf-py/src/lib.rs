@@ -15,6 +15,8 @@ mod long_call;
 mod nanoset;
 mod preprocess;
 mod shuffle;
+mod stream;
+mod stream_source;
 mod tokenizer;
 mod tokens;
 
@@ -30,6 +32,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     preprocess::register(m)?;
     tokens::register(m)?;
     instances::register(m)?;
+    stream::register(m)?;
     tokenizer::register(m)?;
     nanoset::register(m)?;
     shuffle::register(m)?;

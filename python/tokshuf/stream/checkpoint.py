@@ -1,0 +1,209 @@
+"""Loader checkpoints on disk: JSON plus ``.npy`` tables, a manifest, and a commit marker.
+
+Layout of a checkpoint directory (format ``tokshuf.stream.checkpoint`` version 1; the full
+description is ``docs/stream-checkpoint.md``)::
+
+    part-00000.json           one per saving rank: state envelope, manifest, topology and,
+    part-00000.rows.npy       for each table, {"file", "shape", "sha256"} (or the rows inline)
+    part-00000.workers.npy
+    part-00000.buffer.npy
+    manifest.json             written last but one by rank 0: stream manifest, topology, and
+                              the sha256 of every part file
+    COMMITTED                 written last: the sha256 of manifest.json
+
+Every file is written to a temporary name and renamed. A directory without ``COMMITTED``, with a
+part missing or altered, or whose parts do not cover every rank is rejected with a
+:class:`~tokshuf.errors.FormatError` that says which. Nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tokshuf.errors import FormatError
+from tokshuf.stream.state import FORMAT, VERSION, merge_states, validate_state
+
+__all__ = ["commit", "load_state", "save_state"]
+
+CHECKPOINT_FORMAT = "tokshuf.stream.checkpoint"
+COMMITTED = "COMMITTED"
+MANIFEST = "manifest.json"
+_TABLES = {"rows": 7, "workers": None, "buffer": 8}
+
+
+def _sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _json(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode()
+
+
+def save_state(
+    directory: str | os.PathLike[str], state: Mapping[str, Any], *, commit_timeout: float | None = 600.0
+) -> str:
+    """Write ``state`` (one rank's, or a merged one) into ``directory``.
+
+    The process holding rank 0 then waits until the parts of every rank are present (polling,
+    up to ``commit_timeout`` seconds; ``None``: do not commit, call :func:`commit` later) and
+    commits the checkpoint. Returns the directory."""
+    validate_state(state)
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    ranks = list(state["topology"].get("ranks", [0]))
+    name = f"part-{min(ranks):05d}"
+    arrays = {}
+    for key in _TABLES:
+        buf = io.BytesIO()
+        np.save(buf, np.ascontiguousarray(state[key], dtype="<u8"), allow_pickle=False)
+        data = buf.getvalue()
+        fname = f"{name}.{key}.npy"
+        _write(d / fname, data)
+        arrays[key] = {"file": fname, "shape": list(np.shape(state[key])), "sha256": _sha(data)}
+    part = {
+        "format": FORMAT,
+        "version": VERSION,
+        "manifest": state["manifest"],
+        "topology": {**state["topology"], "ranks": ranks},
+        "arrays": arrays,
+    }
+    _write(d / f"{name}.json", _json(part))
+    if 0 in ranks and commit_timeout is not None:
+        commit(d, state["topology"]["world_size"], timeout=commit_timeout)
+    return os.fspath(d)
+
+
+def _parts(d: Path) -> list[Path]:
+    return sorted(p for p in d.glob("part-*.json") if not p.name.startswith("."))
+
+
+def commit(directory: str | os.PathLike[str], world_size: int, timeout: float = 600.0) -> None:
+    """Wait until the parts cover ranks ``0..world_size-1``, then write the manifest and the
+    commit marker (what a loader looks for)."""
+    d = Path(directory)
+    deadline = time.monotonic() + timeout
+    while True:
+        covered: set[int] = set()
+        parts = _parts(d)
+        for p in parts:
+            covered.update(json.loads(p.read_bytes())["topology"]["ranks"])
+        if covered >= set(range(world_size)):
+            break
+        if time.monotonic() > deadline:
+            missing = sorted(set(range(world_size)) - covered)
+            raise FormatError(
+                f"{d}: ranks {missing} did not write their part within {timeout} s; not committed"
+            )
+        time.sleep(0.05)
+    first = json.loads(parts[0].read_bytes())
+    manifest = {
+        "format": CHECKPOINT_FORMAT,
+        "version": VERSION,
+        "manifest": first["manifest"],
+        "topology": {k: v for k, v in first["topology"].items() if k != "ranks"},
+        "parts": [{"file": p.name, "sha256": _sha(p.read_bytes())} for p in parts],
+        "created_unix": time.time(),
+    }
+    data = _json(manifest)
+    _write(d / MANIFEST, data)
+    _write(d / COMMITTED, _json({"manifest_sha256": _sha(data)}))
+
+
+def _table(d: Path, spec: Any, key: str, part: str) -> np.ndarray[Any, Any]:
+    if isinstance(spec, list):  # written inline (hand-made or tiny states)
+        return (
+            np.asarray(spec, dtype=np.uint64).reshape(len(spec), -1) if spec else np.zeros((0, 0), np.uint64)
+        )
+    path = d / spec["file"]
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as e:
+        raise FormatError(f"{d}: {part} refers to {spec['file']}, which is missing") from e
+    if "sha256" in spec and _sha(data) != spec["sha256"]:
+        raise FormatError(
+            f"{path}: contents do not match the sha256 recorded in {part} (corrupt or replaced)"
+        )
+    try:
+        arr = np.load(io.BytesIO(data), allow_pickle=False)
+    except ValueError as e:
+        raise FormatError(f"{path}: not a readable .npy table ({e})") from e
+    if list(arr.shape) != list(spec.get("shape", arr.shape)):
+        raise FormatError(f"{path}: shape {list(arr.shape)} differs from the recorded {spec['shape']}")
+    return arr.astype(np.uint64, copy=False)
+
+
+def _read_part(d: Path, path: Path) -> dict[str, Any]:
+    try:
+        part = json.loads(path.read_bytes())
+    except (OSError, ValueError) as e:
+        raise FormatError(f"{path}: unreadable part ({e})") from e
+    n_sub = len(part["manifest"]["datasets"])
+    state = {k: part[k] for k in ("format", "version", "manifest", "topology")}
+    for key, cols in _TABLES.items():
+        arr = _table(d, part["arrays"][key], key, path.name)
+        width = cols if cols is not None else 3 + n_sub
+        state[key] = arr.reshape(0, width) if arr.size == 0 else arr
+    validate_state(state)
+    return state
+
+
+def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a committed checkpoint directory (every rank's part, merged), or one part file
+    (``part-*.json``: that rank's state only, enough to resume on the same topology)."""
+    p = Path(path)
+    if p.is_file():
+        return _read_part(p.parent, p)
+    if not p.is_dir():
+        raise FileNotFoundError(2, "no such checkpoint directory", os.fspath(p))
+    marker = p / COMMITTED
+    if not marker.exists():
+        parts = [q.name for q in _parts(p)]
+        raise FormatError(
+            f"{p}: no {COMMITTED} marker, so the save did not finish (parts present: {parts or 'none'}); "
+            "resume from an earlier checkpoint"
+        )
+    data = (p / MANIFEST).read_bytes() if (p / MANIFEST).exists() else b""
+    if _sha(data) != json.loads(marker.read_bytes())["manifest_sha256"]:
+        raise FormatError(f"{p}: {MANIFEST} is missing or does not match {COMMITTED}")
+    manifest = json.loads(data)
+    if manifest.get("format") != CHECKPOINT_FORMAT or manifest.get("version") != VERSION:
+        raise FormatError(
+            f"{p}: unsupported checkpoint {manifest.get('format')!r} v{manifest.get('version')!r}"
+        )
+    states = []
+    missing = []
+    for entry in manifest["parts"]:
+        q = p / entry["file"]
+        if not q.exists():
+            missing.append(entry["file"])
+            continue
+        if _sha(q.read_bytes()) != entry["sha256"]:
+            raise FormatError(f"{q}: contents do not match the sha256 in {MANIFEST} (corrupt or replaced)")
+        states.append(_read_part(p, q))
+    if missing:
+        raise FormatError(
+            f"{p}: parts {missing} listed in {MANIFEST} are missing; the checkpoint is incomplete"
+        )
+    state = merge_states(states)
+    world = manifest["topology"]["world_size"]
+    if set(state["topology"]["ranks"]) != set(range(world)):
+        raise FormatError(f"{p}: the parts cover ranks {state['topology']['ranks']} of a world of {world}")
+    return state

@@ -1,0 +1,319 @@
+"""The stream: sub-datasets plus settings, and the per-worker iterators that produce batches."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from fractions import Fraction
+from math import lcm
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tokshuf import _core
+from tokshuf.errors import ConfigError, FormatError
+from tokshuf.stream.sources import SubDataset
+from tokshuf.stream.state import check_compatible, make_state, validate_state, worker_tables
+
+__all__ = ["TokenStream", "WorkerStream", "integer_weights"]
+
+#: Columns of the ``segments`` array of a batch (with ``provenance=True``).
+SEGMENT_COLUMNS = ("line", "at", "sub", "shard", "epoch", "doc", "start", "len")
+_TOKEN_DTYPES = ("int64", "int32", "uint32")
+
+
+def integer_weights(weights: Sequence[float]) -> list[int]:
+    """Exact integer ratios for the mixer: ``[0.6, 0.4] -> [3, 2]``, ``[1456, 1835] -> same``.
+
+    Decimals are taken as written (``Fraction(str(w))``); if the common denominator gets too
+    large, weights are rounded to 2^-40 of the total."""
+    if not weights or any((not np.isfinite(w)) or w < 0 for w in weights) or not any(w > 0 for w in weights):
+        raise ConfigError(f"weights {list(weights)}: need non-negative numbers, at least one positive")
+    fr = [Fraction(str(w)) if isinstance(w, float) else Fraction(w) for w in weights]
+    den = 1
+    for f in fr:
+        den = lcm(den, f.denominator)
+    ints = [int(f * den) for f in fr]
+    g = np.gcd.reduce([i for i in ints if i]) if any(ints) else 1
+    ints = [i // int(g) for i in ints]
+    if max(ints) <= 1 << 40:
+        return ints
+    total = sum(fr)
+    return [round(f / total * (1 << 40)) for f in fr]
+
+
+class TokenStream:
+    """Sub-datasets and the settings that define the token stream of every global worker.
+
+    Parameters
+    ----------
+    datasets : sequence of SubDataset
+        The mix, in order (the order is part of the checkpoint's identity).
+    seq_length : int
+        Tokens per training sequence; lines hold ``seq_length + 1`` tokens when
+        ``add_extra_token`` (``input`` and ``label`` are the shifted halves).
+    batch_size : int
+        Lines per batch (per global worker and per step).
+    seed : int
+        Seed of every permutation and random draw.
+    logical_shards : int
+        Documents of each sub-dataset are split into this many shards; it caps the number of
+        global workers (GPUs x DataLoader workers) and must stay fixed across restarts.
+    chunk_size : int
+        Documents are cut into chunks of at most this many tokens; mixing switches sub-datasets
+        only at chunk ends and keeps each within one chunk of its exact share.
+    bos_token, eos_token : int, optional
+        Added around every document (structurally; ids inside documents are never interpreted).
+    strip_tokens : sequence of int
+        Removed from a document's ends (one token at each end at most) before bos/eos.
+    min_length : int
+        Documents shorter than this with bos/eos are skipped; empty ones always are.
+    shuffle_window : int
+        Lines in each worker's shuffle buffer (0: none).
+    token_dtype : str
+        ``int64`` (default, what embeddings take), ``int32`` or ``uint32``.
+    doc_lens, position_ids, label_mask_boundaries, provenance : bool
+        Extra batch fields: per-line document run lengths (``doc_lens``, zero-padded, OLMo's
+        layout), positions restarting at every run (``position_ids``), ``label = -100`` where
+        the next token starts another document, and the runs themselves (``segments``).
+    validate : bool
+        Check every ``.idx`` entry again whenever a worker opens the files (they are checked
+        once when the :class:`SubDataset` is built; reads are always bounds-checked).
+    """
+
+    def __init__(
+        self,
+        datasets: Sequence[SubDataset],
+        *,
+        seq_length: int,
+        batch_size: int = 1,
+        seed: int = 0,
+        logical_shards: int = 960,
+        chunk_size: int = 1024,
+        bos_token: int | None = None,
+        eos_token: int | None = None,
+        strip_tokens: Sequence[int] = (),
+        min_length: int = 1,
+        shuffle_window: int = 0,
+        add_extra_token: bool = True,
+        token_dtype: str = "int64",
+        doc_lens: bool = True,
+        position_ids: bool = False,
+        label_mask_boundaries: bool = False,
+        provenance: bool = False,
+        validate: bool = False,
+    ) -> None:
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ConfigError("a stream needs at least one sub-dataset")
+        names = [d.name for d in self.datasets]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"sub-dataset names must be unique: {names}")
+        for key, v in (("seq_length", seq_length), ("batch_size", batch_size), ("chunk_size", chunk_size)):
+            if int(v) < 1:
+                raise ConfigError(f"{key} must be at least 1, got {v}")
+        if logical_shards < 1:
+            raise ConfigError(f"logical_shards must be at least 1, got {logical_shards}")
+        if token_dtype not in _TOKEN_DTYPES:
+            raise ConfigError(f"token_dtype {token_dtype!r}: expected one of {', '.join(_TOKEN_DTYPES)}")
+        if label_mask_boundaries and (token_dtype == "uint32" or not add_extra_token):
+            raise ConfigError("label_mask_boundaries needs a signed token_dtype and add_extra_token=True")
+        self.seq_length = int(seq_length)
+        self.batch_size = int(batch_size)
+        self.seed = int(seed)
+        self.logical_shards = int(logical_shards)
+        self.chunk_size = int(chunk_size)
+        self.bos_token = None if bos_token is None else int(bos_token)
+        self.eos_token = None if eos_token is None else int(eos_token)
+        self.strip_tokens = sorted({int(t) for t in strip_tokens})
+        self.min_length = int(min_length)
+        self.shuffle_window = int(shuffle_window)
+        self.add_extra_token = bool(add_extra_token)
+        self.token_dtype = token_dtype
+        self.doc_lens = doc_lens
+        self.position_ids = position_ids
+        self.label_mask_boundaries = label_mask_boundaries
+        self.provenance = provenance
+        self.validate = validate
+        self.weights = integer_weights([d.weight for d in self.datasets])
+        self._core_json = json.dumps(self.core_config())
+        self._manifest: dict[str, Any] | None = None
+
+    @property
+    def line_len(self) -> int:
+        return self.seq_length + int(self.add_extra_token)
+
+    def core_config(self) -> dict[str, Any]:
+        """The settings the Rust core takes (``tokshuf_core::stream::StreamConfig``)."""
+        return {
+            "seed": self.seed,
+            "logical_shards": self.logical_shards,
+            "weights": self.weights,
+            "line_len": self.line_len,
+            "chunk_size": self.chunk_size,
+            "bos": self.bos_token,
+            "eos": self.eos_token,
+            "strip": self.strip_tokens,
+            "min_length": self.min_length,
+            "shuffle_window": self.shuffle_window,
+        }
+
+    def manifest(self) -> dict[str, Any]:
+        """The identity a checkpoint records and is checked against."""
+        if self._manifest is None:
+            self._manifest = {
+                "seed": self.seed,
+                "logical_shards": self.logical_shards,
+                "datasets": [d.describe() for d in self.datasets],
+                "document": {
+                    "bos": self.bos_token,
+                    "eos": self.eos_token,
+                    "strip": self.strip_tokens,
+                    "min_length": self.min_length,
+                    "chunk_size": self.chunk_size,
+                },
+                "packing": {
+                    "seq_length": self.seq_length,
+                    "add_extra_token": self.add_extra_token,
+                    "batch_size": self.batch_size,
+                    "shuffle_window": self.shuffle_window,
+                },
+            }
+        return self._manifest
+
+    def check_state(self, state: Mapping[str, Any]) -> None:
+        """Raise if ``state`` cannot continue this stream (see :func:`check_compatible`)."""
+        validate_state(state)
+        check_compatible(state["manifest"], self.manifest())
+        p_s, p_c = state["manifest"]["packing"], self.manifest()["packing"]
+        resized = (p_s["seq_length"], p_s["add_extra_token"]) != (p_c["seq_length"], p_c["add_extra_token"])
+        if resized and len(state["buffer"]):
+            raise ConfigError(
+                f"seq_length changed ({p_s['seq_length']} -> {p_c['seq_length']}) while the shuffle buffer "
+                "holds lines of the old length; resume with the old seq_length, or from a state without "
+                "buffer"
+            )
+
+    def worker(self, worker: int, n_workers: int, state: Mapping[str, Any] | None = None) -> WorkerStream:
+        """The stream of global worker ``worker`` of ``n_workers``, fresh or from ``state``
+        (any topology: the same worker count resumes bit-exactly, another one rescales)."""
+        if state is not None:
+            self.check_state(state)
+        tables = worker_tables(state, worker, n_workers)
+        sources = [d.core_source(self.validate) for d in self.datasets]
+        core = _core.StreamWorker(self._core_json, sources, worker, n_workers, tables)
+        found = list(core.num_docs)
+        expected = [d.num_docs for d in self.datasets]
+        if found != expected:
+            names = [d.name for d in self.datasets]
+            raise FormatError(
+                f"the sub-datasets {names} now hold {found} documents, not the {expected} counted when they "
+                "were built: a file changed underneath the loader"
+            )
+        return WorkerStream(self, core, worker, n_workers)
+
+    def state(self, sections: Mapping[int, Mapping[str, Any]], topology: Mapping[str, Any]) -> dict[str, Any]:
+        """A state dict from worker sections (``WorkerStream.tables()``)."""
+        return make_state(self.manifest(), topology, sections)
+
+
+class WorkerStream:
+    """One global worker's batches; ``iter()`` gives an endless iterator of batch dicts."""
+
+    def __init__(self, stream: TokenStream, core: _core.StreamWorker, worker: int, n_workers: int) -> None:
+        self.stream = stream
+        self.core = core
+        self.worker = worker
+        self.n_workers = n_workers
+        self._pool: list[tuple[npt.NDArray[Any], ...]] = []
+
+    def __iter__(self) -> Iterator[dict[str, npt.NDArray[Any]]]:
+        while True:
+            yield self.next_batch()
+
+    @property
+    def batches(self) -> int:
+        """Batches produced since the fresh start of the stream."""
+        return self.core.batches
+
+    def next_batch(self) -> dict[str, npt.NDArray[Any]]:
+        """``input``, ``label`` (``[batch, seq_length]``), and the optional fields."""
+        s = self.stream
+        b, n = s.batch_size, s.seq_length
+        arrays = self._arrays()
+        inp, lab, pos = (
+            arrays[0],
+            arrays[1] if s.add_extra_token else None,
+            arrays[2] if s.position_ids else None,
+        )
+        del arrays
+        raw = self.core.next_batch(b, inp, lab, pos)
+        seg = np.frombuffer(raw, dtype="<u8").reshape(-1, 8)
+        out: dict[str, npt.NDArray[Any]] = {"input": inp, "label": inp if lab is None else lab}
+        if s.label_mask_boundaries and lab is not None:
+            at = seg[:, 1].astype(np.int64)
+            sel = (at >= 1) & (at <= n)
+            lab[seg[sel, 0].astype(np.int64), at[sel] - 1] = -100
+        if s.doc_lens:
+            out["doc_lens"] = _doc_lens(seg, b, n)
+        if pos is not None:
+            out["position_ids"] = pos
+        if s.provenance:
+            out["segments"] = seg.astype(np.int64)
+        return out
+
+    def _arrays(self) -> tuple[npt.NDArray[Any], ...]:
+        """Output arrays: a set from an earlier batch that nobody references any more, else
+        new ones. Writing into warm memory instead of freshly mapped pages doubles throughput."""
+        for arrays in self._pool:
+            # References: the pool's tuple, the loop variable, getrefcount's argument.
+            if all(sys.getrefcount(a) <= 3 for a in arrays):
+                return arrays
+        s = self.stream
+        shape = (s.batch_size, s.seq_length)
+        fresh = (
+            np.empty(shape, dtype=s.token_dtype),
+            np.empty(shape, dtype=s.token_dtype),
+            np.empty(shape, dtype=np.int32),
+        )
+        if len(self._pool) < 4:
+            self._pool.append(fresh)
+        return fresh
+
+    def skip(self, batches: int) -> None:
+        """Produce and drop ``batches`` batches (fast, in Rust)."""
+        if batches:
+            self.core.skip_batches(int(batches), self.stream.batch_size)
+
+    def tables(self) -> dict[str, Any]:
+        """The core's state tables after the last batch."""
+        return dict(self.core.state())
+
+    def state_dict(
+        self, world_size: int | None = None, num_workers: int = 1, rank: int = 0
+    ) -> dict[str, Any]:
+        """This worker's state as a (partial) stream state; the topology defaults to one
+        process per global worker."""
+        topology = {
+            "world_size": world_size if world_size is not None else self.n_workers,
+            "num_workers": num_workers,
+            "workers": self.n_workers,
+            "ranks": [rank],
+        }
+        return self.stream.state({self.worker: self.tables()}, topology)
+
+
+def _doc_lens(seg: npt.NDArray[np.uint64], b: int, n: int) -> npt.NDArray[np.int32]:
+    """Per line, the lengths of its document runs within the first ``n`` tokens, zero-padded."""
+    line = seg[:, 0].astype(np.int64)
+    at = seg[:, 1].astype(np.int64)
+    end = np.minimum(at + seg[:, 7].astype(np.int64), n)
+    keep = end > at
+    line, lens = line[keep], (end - at)[keep]
+    counts = np.bincount(line, minlength=b)
+    out = np.zeros((b, max(int(counts.max()) if len(counts) else 0, 1)), dtype=np.int32)
+    first = np.cumsum(counts) - counts
+    out[line, np.arange(len(line)) - np.repeat(first, counts)] = lens
+    return out

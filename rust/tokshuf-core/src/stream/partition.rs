@@ -1,0 +1,83 @@
+//! Exact integer partitions: documents into logical shards, logical shards over global workers.
+//!
+//! Both are contiguous blocks `[floor(i·n/k), floor((i+1)·n/k))`, computed in 128-bit integers,
+//! so every document belongs to exactly one shard and every shard to exactly one worker, for any
+//! sizes (no divisibility needed; blocks differ by at most one element).
+
+use std::ops::Range;
+
+#[inline]
+fn cut(i: u64, n: u64, k: u64) -> u64 {
+    ((u128::from(i) * u128::from(n)) / u128::from(k)) as u64
+}
+
+/// The documents of logical shard `shard` when `n_docs` documents are split into `n_shards`.
+pub fn shard_docs(n_docs: u64, n_shards: u32, shard: u32) -> Range<u64> {
+    let k = u64::from(n_shards.max(1));
+    cut(u64::from(shard), n_docs, k)..cut(u64::from(shard) + 1, n_docs, k)
+}
+
+/// The logical shard that owns document `doc` (`doc < n_docs`).
+pub fn shard_of_doc(n_docs: u64, n_shards: u32, doc: u64) -> u32 {
+    // The largest l with floor(l·n/k) <= doc: l = ceil((doc+1)·k/n) - 1.
+    let k = u128::from(n_shards.max(1));
+    let n = u128::from(n_docs.max(1));
+    (((u128::from(doc) + 1) * k).div_ceil(n) - 1) as u32
+}
+
+/// The logical shards owned by global worker `worker` of `n_workers`.
+pub fn worker_shards(n_shards: u32, n_workers: u32, worker: u32) -> Range<u32> {
+    let k = u64::from(n_workers.max(1));
+    let n = u64::from(n_shards);
+    cut(u64::from(worker), n, k) as u32..cut(u64::from(worker) + 1, n, k) as u32
+}
+
+/// The global worker that owns logical shard `shard`.
+pub fn worker_of_shard(n_shards: u32, n_workers: u32, shard: u32) -> u32 {
+    shard_of_doc(u64::from(n_shards), n_workers, u64::from(shard))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn documents_are_owned_exactly_once(n_docs in 0u64..500, n_shards in 1u32..80) {
+            let mut next = 0;
+            for s in 0..n_shards {
+                let r = shard_docs(n_docs, n_shards, s);
+                prop_assert_eq!(r.start, next);
+                prop_assert!(r.end - r.start <= n_docs / u64::from(n_shards) + 1);
+                for d in r.clone() {
+                    prop_assert_eq!(shard_of_doc(n_docs, n_shards, d), s);
+                }
+                next = r.end;
+            }
+            prop_assert_eq!(next, n_docs);
+        }
+
+        #[test]
+        fn shards_are_owned_exactly_once(n_shards in 1u32..200, n_workers in 1u32..40) {
+            let mut next = 0;
+            for w in 0..n_workers {
+                let r = worker_shards(n_shards, n_workers, w);
+                prop_assert_eq!(r.start, next);
+                for s in r.clone() {
+                    prop_assert_eq!(worker_of_shard(n_shards, n_workers, s), w);
+                }
+                next = r.end;
+            }
+            prop_assert_eq!(next, n_shards);
+        }
+    }
+
+    #[test]
+    fn huge_counts_do_not_overflow() {
+        let n = u64::MAX - 3;
+        let r = shard_docs(n, 7, 6);
+        assert_eq!(r.end, n);
+        assert_eq!(shard_of_doc(n, 7, n - 1), 6);
+    }
+}

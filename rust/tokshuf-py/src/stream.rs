@@ -1,0 +1,222 @@
+//! Binding of one global worker's stream (`tokshuf.stream` builds everything else in Python).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use tokshuf_core::stream::{
+    DocSource, IndexedSource, NpySource, Placed, StreamConfig, TokenOut, TokenWidth, WorkerState, WorkerStream,
+};
+use tokshuf_core::Error;
+
+use crate::errors::IntoPyResult;
+use crate::long_call::run_detached;
+use crate::stream_source::{take_error, ErrorSlot, PyDocSource};
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyStreamWorker>()?;
+    Ok(())
+}
+
+fn words(v: &[u64]) -> Vec<u8> {
+    v.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+fn u64_array(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Vec<u64>> {
+    match d.get_item(key)? {
+        Some(a) => PyBuffer::<u64>::get(&a)?.to_vec(d.py()),
+        None => Ok(vec![]),
+    }
+}
+
+fn open_source(item: &Bound<'_, PyAny>, slot: &ErrorSlot) -> PyResult<Box<dyn DocSource>> {
+    if let Ok(t) = item.cast::<PyTuple>() {
+        let kind: String = t.get_item(0)?.extract()?;
+        let py = item.py();
+        return match kind.as_str() {
+            "indexed" => {
+                let paths: Vec<PathBuf> = t.get_item(1)?.extract()?;
+                let full: bool = t.get_item(2)?.extract()?;
+                let src = py.detach(|| IndexedSource::open(&paths, full)).into_py(py)?;
+                Ok(Box::new(src))
+            }
+            "npy" => {
+                let paths: Vec<PathBuf> = t.get_item(1)?.extract()?;
+                let width: TokenWidth = t.get_item(2)?.extract::<String>()?.parse().into_py(py)?;
+                let eos: u64 = t.get_item(3)?.extract()?;
+                let src = py.detach(|| NpySource::open(&paths, width, eos)).into_py(py)?;
+                Ok(Box::new(src))
+            }
+            other => {
+                Err(Error::invalid(format!("unknown native source {other:?} (expected indexed or npy)"))).into_py(py)
+            }
+        };
+    }
+    Ok(Box::new(PyDocSource::new(item, slot.clone())?))
+}
+
+/// The stream of one global worker: batches out, state in and out.
+#[pyclass(frozen, module = "tokshuf._core", name = "StreamWorker")]
+pub struct PyStreamWorker {
+    inner: Mutex<WorkerStream>,
+    slot: ErrorSlot,
+    line_len: usize,
+}
+
+impl PyStreamWorker {
+    fn lock(&self) -> MutexGuard<'_, WorkerStream> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn fill<T: TokenOut + pyo3::buffer::Element>(
+        &self,
+        py: Python<'_>,
+        batch: usize,
+        input: &Bound<'_, PyAny>,
+        label: Option<&Bound<'_, PyAny>>,
+        positions: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<Placed>> {
+        let input = PyBuffer::<T>::get(input)?;
+        let label = label.map(PyBuffer::<T>::get).transpose()?;
+        let positions = positions.map(PyBuffer::<i32>::get).transpose()?;
+        let inp = writable(&input)?;
+        let lab = label.as_ref().map(writable).transpose()?;
+        let pos = positions.as_ref().map(writable).transpose()?;
+        if lab.is_some_and(|l| std::ptr::eq(l.as_ptr() as *const T, inp.as_ptr() as *const T)) {
+            return Err(pyo3::exceptions::PyValueError::new_err("input and label must be distinct arrays"));
+        }
+        // SAFETY: the buffers are writable, C-contiguous, kept alive by the `PyBuffer`s for the
+        // whole call, and distinct (checked above for input/label; positions has another type).
+        let (inp, lab, pos) =
+            unsafe { (&mut *inp.as_ptr(), lab.map(|l| &mut *l.as_ptr()), pos.map(|p| &mut *p.as_ptr())) };
+        let mut placed = Vec::with_capacity(batch * 4);
+        py.detach(|| self.lock().next_batch(batch, inp, lab, pos, &mut placed))
+            .map_err(|e| take_error(py, &self.slot, e))?;
+        Ok(placed)
+    }
+}
+
+fn writable<T: pyo3::buffer::Element>(b: &PyBuffer<T>) -> PyResult<std::ptr::NonNull<[T]>> {
+    if b.readonly() {
+        return Err(pyo3::exceptions::PyValueError::new_err("output array is read-only"));
+    }
+    b.as_slice_ptr().ok_or_else(|| pyo3::exceptions::PyValueError::new_err("output array must be C-contiguous"))
+}
+
+#[pymethods]
+impl PyStreamWorker {
+    /// `config`: the stream settings as JSON; `sources`: per sub-dataset, `("indexed", prefixes,
+    /// validate)`, `("npy", paths, dtype, eos)` or a reader object (`num_docs`, `get(i)`);
+    /// `state`: a dict of the worker's tables, or None for a fresh start.
+    #[new]
+    #[pyo3(signature = (config, sources, worker, n_workers, state=None))]
+    fn new(
+        py: Python<'_>,
+        config: &str,
+        sources: Vec<Bound<'_, PyAny>>,
+        worker: u32,
+        n_workers: u32,
+        state: Option<Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let cfg: StreamConfig =
+            serde_json::from_str(config).map_err(|e| Error::invalid(format!("stream config: {e}"))).into_py(py)?;
+        let slot: ErrorSlot = Arc::new(Mutex::new(None));
+        let srcs = sources.iter().map(|s| open_source(s, &slot)).collect::<PyResult<Vec<_>>>()?;
+        let state = match state {
+            None => None,
+            Some(d) => {
+                let rng: u64 = d.get_item("rng_counter")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
+                let batches: u64 = d.get_item("batches")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
+                let st = WorkerState::from_words(
+                    &u64_array(&d, "rows")?,
+                    &u64_array(&d, "buffer")?,
+                    u64_array(&d, "mixer")?,
+                    rng,
+                    batches,
+                )
+                .into_py(py)?;
+                Some(st)
+            }
+        };
+        let line_len = cfg.line_len;
+        let w = py
+            .detach(|| WorkerStream::new(cfg, srcs, worker, n_workers, state))
+            .map_err(|e| take_error(py, &slot, e))?;
+        Ok(PyStreamWorker { inner: Mutex::new(w), slot, line_len })
+    }
+
+    #[getter]
+    fn line_len(&self) -> usize {
+        self.line_len
+    }
+
+    #[getter]
+    fn batches(&self) -> u64 {
+        self.lock().batches()
+    }
+
+    /// Documents per sub-dataset as the opened sources count them.
+    #[getter]
+    fn num_docs(&self) -> Vec<u64> {
+        self.lock().num_docs()
+    }
+
+    #[getter]
+    fn buffered(&self) -> usize {
+        self.lock().buffered()
+    }
+
+    #[getter]
+    fn rank(&self) -> (u32, u32) {
+        self.lock().rank()
+    }
+
+    /// Fill `input` (and `label`: lines split for next-token prediction) with the next batch;
+    /// int64, int32 or uint32 arrays, `positions` int32 shaped like `input`. Returns the
+    /// document runs as little-endian u64 rows of `line, at, sub, shard, epoch, doc, start, len`.
+    #[pyo3(signature = (batch, input, label=None, positions=None))]
+    fn next_batch<'py>(
+        &self,
+        py: Python<'py>,
+        batch: usize,
+        input: &Bound<'py, PyAny>,
+        label: Option<&Bound<'py, PyAny>>,
+        positions: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let placed = if PyBuffer::<i64>::get(input).is_ok() {
+            self.fill::<i64>(py, batch, input, label, positions)?
+        } else if PyBuffer::<i32>::get(input).is_ok() {
+            self.fill::<i32>(py, batch, input, label, positions)?
+        } else if PyBuffer::<u32>::get(input).is_ok() {
+            self.fill::<u32>(py, batch, input, label, positions)?
+        } else {
+            return Err(pyo3::exceptions::PyTypeError::new_err("input must be an int64, int32 or uint32 array"));
+        };
+        let mut out = Vec::with_capacity(placed.len() * 8);
+        for (line, at, s) in placed {
+            out.extend([line.into(), at.into(), s.sub.into(), s.shard.into(), s.epoch, s.doc, s.start, s.len]);
+        }
+        Ok(PyBytes::new(py, &words(&out)))
+    }
+
+    /// Produce and drop `n` batches of `batch` lines (replaying from a snapshot); Ctrl-C stops it.
+    fn skip_batches(&self, py: Python<'_>, n: u64, batch: usize) -> PyResult<()> {
+        run_detached(py, |cancel| self.lock().skip_batches(n, batch, cancel))
+            .map_err(|e| self.slot.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or(e))
+    }
+
+    /// The state after the last batch: `rows`, `buffer`, `mixer` (little-endian u64 tables as
+    /// bytes), `rng_counter`, `batches`.
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let st = self.lock().state();
+        let d = PyDict::new(py);
+        d.set_item("rows", PyBytes::new(py, &words(&st.row_words())))?;
+        d.set_item("buffer", PyBytes::new(py, &words(&st.buffer_words())))?;
+        d.set_item("mixer", PyBytes::new(py, &words(&st.mixer)))?;
+        d.set_item("rng_counter", st.rng_counter)?;
+        d.set_item("batches", st.batches)?;
+        Ok(d)
+    }
+}
