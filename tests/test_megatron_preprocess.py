@@ -104,6 +104,31 @@ def test_cli_preprocess(tmp_path: Path, megatron_manifest: dict[str, Any]) -> No
     )
 
 
+@pytest.mark.parametrize("repeat_flag", [False, True])
+def test_cli_takes_every_input(tmp_path: Path, repeat_flag: bool) -> None:
+    # `--input a b` and `--input a --input b` both read both files (never only the last one).
+    from tokshuf.cli import main
+
+    a, b = MEGATRON / "corpus" / "corpus_a.jsonl", MEGATRON / "corpus" / "corpus_b.jsonl"
+    inputs = ["--input", str(a), "--input", str(b)] if repeat_flag else ["--input", str(a), str(b)]
+    out = tmp_path / "cli"
+    assert main(["preprocess", *inputs, "--output-prefix", str(out), "--tokenizer", "byte", "--quiet"]) == 0
+    tokshuf.preprocess([a, b], tmp_path / "api", "byte")
+    for ext in (".bin", ".idx"):
+        assert (
+            Path(f"{out}_text_document{ext}").read_bytes()
+            == (tmp_path / f"api_text_document{ext}").read_bytes()
+        )
+    assert tokshuf.IndexedDataset(f"{out}_text_document").num_documents == 1600
+
+    parts = [tmp_path / "api_text_document", tmp_path / "api_text_document"]
+    merge_inputs = (
+        ["--input", str(parts[0]), "--input", str(parts[1])] if repeat_flag else ["--input", *map(str, parts)]
+    )
+    assert main(["merge", *merge_inputs, "--output-prefix", str(tmp_path / "m"), "--quiet"]) == 0
+    assert tokshuf.IndexedDataset(tmp_path / "m").num_documents == 3200
+
+
 def test_merge_equals_concatenated_corpus(tmp_path: Path) -> None:
     a, b = MEGATRON / "corpus" / "corpus_a.jsonl", MEGATRON / "corpus" / "corpus_b.jsonl"
     parts = tmp_path / "parts"

@@ -21,7 +21,14 @@ def _add_preprocess(sub: Any) -> None:
         description="Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst; files, directories, globs) "
         "into {output_prefix}_{key}_document.bin/.idx, byte-compatible with Megatron-LM.",
     )
-    p.add_argument("--input", nargs="+", required=True, metavar="PATH", help="files, directories or globs")
+    p.add_argument(
+        "--input",
+        action="extend",
+        nargs="+",
+        required=True,
+        metavar="PATH",
+        help="files, directories or globs (repeatable)",
+    )
     p.add_argument("--output-prefix", required=True, help="outputs are {prefix}_{key}_document.bin/.idx")
     p.add_argument(
         "--tokenizer",
@@ -138,7 +145,7 @@ def _add_merge(sub: Any) -> None:
         description="Merge .bin/.idx datasets into one, as Megatron's tools/merge_datasets.py: "
         "a directory contributes its pairs sorted by name; explicit prefixes keep their order.",
     )
-    p.add_argument("--input", nargs="+", required=True, metavar="DIR_OR_PREFIX")
+    p.add_argument("--input", action="extend", nargs="+", required=True, metavar="DIR_OR_PREFIX")
     p.add_argument("--output-prefix", required=True)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(handler=_merge)
