@@ -63,7 +63,7 @@ class _NativeHandler:
 
     def get(self, reader: Any, index: int, drop_tokens: AbstractSet[int]) -> Any:
         doc = reader[index]
-        return _strip(np.asarray(doc), drop_tokens)
+        return strip_ends(np.asarray(doc), drop_tokens)
 
     def slice(self, doc: Any, start: int, n: int) -> npt.NDArray[Any]:
         return np.asarray(doc[start : start + n])
@@ -136,7 +136,8 @@ class NpyHandler(_NativeHandler):
         return len(self.open(path))
 
 
-def _strip(doc: npt.NDArray[Any], drop: AbstractSet[int]) -> npt.NDArray[Any]:
+def strip_ends(doc: npt.NDArray[Any], drop: AbstractSet[int]) -> npt.NDArray[Any]:
+    """``doc`` without its first and last token when they are in ``drop`` (Bamba's drop_tokens)."""
     if drop and len(doc) and int(doc[0]) in drop:
         doc = doc[1:]
     if drop and len(doc) and int(doc[-1]) in drop:

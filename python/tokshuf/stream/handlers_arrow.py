@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf.errors import ConfigError, FormatError
+from tokshuf.stream.handlers import strip_ends
 
 __all__ = ["ArrowHandler"]
 
@@ -59,11 +60,7 @@ class ArrowHandler:
             raise FormatError(
                 f"record batch {index} has no column {self.col_names} (it has {batch.schema.names})"
             )
-        if drop_tokens and len(doc) and int(doc[0]) in drop_tokens:
-            doc = doc[1:]
-        if drop_tokens and len(doc) and int(doc[-1]) in drop_tokens:
-            doc = doc[:-1]
-        return doc
+        return strip_ends(doc, drop_tokens)
 
     def slice(self, doc: Any, start: int, n: int) -> npt.NDArray[Any]:
         return np.asarray(doc[start : start + n])

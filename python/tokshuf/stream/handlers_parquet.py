@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf.errors import FormatError
+from tokshuf.stream.handlers import strip_ends
 from tokshuf.stream.handlers_arrow import _pyarrow
 from tokshuf.stream.text_tokenizer import resolve_tokenizer
 
@@ -91,11 +92,7 @@ class ParquetHandler:
         if self.max_doclen is not None:
             text = text[: self.max_doclen]
         doc = np.asarray(self.tokenizer.encode(text))
-        if drop_tokens and len(doc) and int(doc[0]) in drop_tokens:
-            doc = doc[1:]
-        if drop_tokens and len(doc) and int(doc[-1]) in drop_tokens:
-            doc = doc[:-1]
-        return doc
+        return strip_ends(doc, drop_tokens)
 
     def slice(self, doc: Any, start: int, n: int) -> npt.NDArray[Any]:
         return np.asarray(doc[start : start + n])

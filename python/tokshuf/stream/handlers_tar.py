@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf.errors import FormatError
+from tokshuf.stream.handlers import strip_ends
 
 __all__ = ["TarHandler"]
 
@@ -78,11 +79,7 @@ class TarHandler:
 
     def get(self, reader: _TarReader, index: int, drop_tokens: AbstractSet[int]) -> npt.NDArray[Any]:
         doc = reader.doc(index)
-        if drop_tokens and len(doc) and int(doc[0]) in drop_tokens:
-            doc = doc[1:]
-        if drop_tokens and len(doc) and int(doc[-1]) in drop_tokens:
-            doc = doc[:-1]
-        return doc
+        return strip_ends(doc, drop_tokens)
 
     def slice(self, doc: Any, start: int, n: int) -> npt.NDArray[Any]:
         return np.asarray(doc[start : start + n])
