@@ -34,7 +34,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 MAKE_CORPUS = ROOT / "tests" / "fixtures" / "make_corpus.py"
-GPT2_JSON = ROOT / "tests" / "fixtures" / "bpe" / "gpt2-tokenizer.json"
+GPT2_JSON = ROOT / "tests" / "fixtures" / "gpt2" / "tokenizer.json"
 BATCH = 1000
 
 

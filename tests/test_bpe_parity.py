@@ -34,7 +34,7 @@ from tokshuf._core import BpeEncoder
 from tokshuf.errors import ConfigError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bpe"
-GPT2_JSON = FIXTURES / "gpt2-tokenizer.json"
+GPT2_JSON = Path(__file__).parent / "fixtures" / "gpt2" / "tokenizer.json"
 GPT2_JSON_SHA256 = "a743c9f171ef0c4cc0574c43cd3613a084a1e9f2b1fe499da55282de23c5eb3d"
 TIKTOKEN = ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"]
 SPECIALS = ["<|endoftext|>", "<|fim_prefix|>", "<|endofprompt|>"]

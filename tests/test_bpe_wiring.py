@@ -16,7 +16,7 @@ import pytest
 import tokshuf
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bpe"
-GPT2_JSON = FIXTURES / "gpt2-tokenizer.json"
+GPT2_JSON = Path(__file__).parent / "fixtures" / "gpt2" / "tokenizer.json"
 TEXTS = [
     "",
     "Hello, world! It's <|endoftext|> time.\n\n  indented\tcode(x) // 12345",
