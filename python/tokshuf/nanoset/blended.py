@@ -10,7 +10,7 @@ from tokshuf import _core
 from tokshuf.errors import ConfigError
 from tokshuf.nanoset.cache import IndexCache
 from tokshuf.nanoset.config import NanosetConfig
-from tokshuf.nanoset.dataset import Nanoset, SampleDataset, as_numpy, from_numpy
+from tokshuf.nanoset.dataset import Nanoset, SampleDataset, as_numpy
 
 __all__ = ["BlendedNanoset"]
 
@@ -32,6 +32,8 @@ class BlendedNanoset(SampleDataset):
         Number of samples (greedy blending); ``None`` blends every sample of every dataset exactly
         once (Megatron's exhaustive blending; unweighted blends only).
     """
+
+    _pickled = ("datasets", "weights", "size")
 
     def __init__(
         self,
@@ -116,33 +118,6 @@ class BlendedNanoset(SampleDataset):
     @property
     def cache_paths(self) -> dict[str, str] | None:
         return None if self._paths is None else dict(self._paths)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state: dict[str, Any] = {
-            "datasets": self.datasets,
-            "weights": self.weights,
-            "size": self.size,
-            "split": self.split,
-            "config": self.config,
-        }
-        if self._paths is not None:
-            state["paths"] = self._paths
-        else:
-            state["arrays"] = {n: as_numpy(a) for n, a in self._arrays.items()}
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.datasets = state["datasets"]
-        self.weights = state["weights"]
-        self.size = state["size"]
-        self.split = state["split"]
-        self.config = state["config"]
-        self._paths = state.get("paths")
-        if self._paths is not None:
-            self._arrays = {n: _core.IndexArray.load(p) for n, p in self._paths.items()}
-        else:
-            self._arrays = {n: from_numpy(a) for n, a in state["arrays"].items()}
-        self._open()
 
     def __repr__(self) -> str:
         names = [None if d is None else d.prefix for d in self.datasets]

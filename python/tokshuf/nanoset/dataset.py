@@ -46,11 +46,36 @@ def _index(k: Any, n: int) -> int:
 
 
 class SampleDataset:
-    """What :class:`Nanoset` and :class:`BlendedNanoset` share: reading samples."""
+    """What :class:`Nanoset` and :class:`BlendedNanoset` share: reading samples, and pickling by
+    path (the cached index files are mapped again; arrays built without a cache are shipped)."""
 
     config: NanosetConfig
     split: str
     _reader: _core.SampleReader
+    _paths: dict[str, str] | None
+    _arrays: dict[str, _core.IndexArray]
+    _pickled: tuple[str, ...] = ()  # the subclass's own fields, besides split and config
+
+    def _open(self) -> None:
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {name: getattr(self, name) for name in (*self._pickled, "split", "config")}
+        if self._paths is not None:
+            state["paths"] = self._paths
+        else:  # nothing on disk to point at: ship the arrays
+            state["arrays"] = {n: as_numpy(a) for n, a in self._arrays.items()}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name in (*self._pickled, "split", "config"):
+            setattr(self, name, state[name])
+        self._paths = state.get("paths")
+        if self._paths is not None:
+            self._arrays = {n: _core.IndexArray.load(p) for n, p in self._paths.items()}
+        else:
+            self._arrays = {n: from_numpy(a) for n, a in state["arrays"].items()}
+        self._open()
 
     def __len__(self) -> int:
         return len(self._reader)
@@ -116,6 +141,8 @@ class Nanoset(SampleDataset):
     (int32), ``sample_index`` (``[len + 1, 2]``, int32 or int64), ``shuffle_index`` (uint32 or
     int64).
     """
+
+    _pickled = ("prefix", "index_range", "num_samples")
 
     def __init__(
         self,
@@ -207,34 +234,6 @@ class Nanoset(SampleDataset):
     def cache_paths(self) -> dict[str, str] | None:
         """The cache files of the index arrays (``None`` without ``path_to_cache``)."""
         return None if self._paths is None else dict(self._paths)
-
-    # -- pickling by path ---------------------------------------------------------------------
-    def __getstate__(self) -> dict[str, Any]:
-        state: dict[str, Any] = {
-            "prefix": self.prefix,
-            "index_range": self.index_range,
-            "num_samples": self.num_samples,
-            "split": self.split,
-            "config": self.config,
-        }
-        if self._paths is not None:
-            state["paths"] = self._paths
-        else:  # nothing on disk to point at: ship the arrays
-            state["arrays"] = {n: as_numpy(a) for n, a in self._arrays.items()}
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.prefix = state["prefix"]
-        self.index_range = state["index_range"]
-        self.num_samples = state["num_samples"]
-        self.split = state["split"]
-        self.config = state["config"]
-        self._paths = state.get("paths")
-        if self._paths is not None:
-            self._arrays = {n: _core.IndexArray.load(p) for n, p in self._paths.items()}
-        else:
-            self._arrays = {n: from_numpy(a) for n, a in state["arrays"].items()}
-        self._open()
 
     def __repr__(self) -> str:
         built = f", samples={len(self)}, epochs={self.num_epochs}" if hasattr(self, "_reader") else ""
