@@ -5,8 +5,8 @@ CARGO_TEST_FLAGS ?=
 PYTEST_FLAGS ?=
 
 RUST_SOURCES := Cargo.toml $(wildcard Cargo.lock) pyproject.toml $(shell find rust -name '*.rs' -o -name 'Cargo.toml')
-STAMP := build/.installed-$(subst $(comma),-,$(EXTRAS))
 comma := ,
+STAMP := build/.installed-$(subst $(comma),-,$(EXTRAS))
 
 .DEFAULT_GOAL := help
 .PHONY: help dev test test-rust test-python test-tiny lint fmt bench example clean
@@ -43,7 +43,8 @@ fmt:  ## format Rust and Python sources
 bench: dev  ## run the benchmarks in benches/ (minutes; prints ratios against the peers)
 	$(PY) benches/run_all.py
 
-example: dev  ## generate a small corpus and run the pipeline on it
+example:  ## install (without the torch extra) and run the pipeline on a small generated corpus
+	$(MAKE) dev EXTRAS=test
 	$(PY) examples/quickstart.py
 
 clean:  ## remove build outputs
