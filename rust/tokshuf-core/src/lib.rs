@@ -6,6 +6,7 @@
 //! BlendedDataset indices and sample reads) and `shuffle` (contexts, local cells and webdataset
 //! shards for open_lm / DCLM).
 
+pub mod alloc;
 pub mod cancel;
 pub mod dtype;
 pub mod error;

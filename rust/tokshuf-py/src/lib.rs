@@ -22,6 +22,11 @@ mod tokens;
 
 use pyo3::prelude::*;
 
+/// Rust allocations of the extension: large blocks straight from the OS, so that the RSS of a
+/// long job does not creep up (`tokshuf_core::alloc`). Python keeps its own allocator.
+#[global_allocator]
+static ALLOCATOR: tokshuf_core::alloc::LargeFromOs = tokshuf_core::alloc::LargeFromOs;
+
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -6,9 +6,12 @@
 //! fixed, and no per-entry bookkeeping is needed (as LRU would). Longer pieces go to
 //! [`LongCache`], wiped when full. Vocabulary tokens never reach these caches: the encoder looks
 //! them up in the shared vocabulary table first.
+//!
+//! All of it is allocated and made resident when the cache is created: its footprint is the
+//! same after 1 MB of text as after 100 GB, so a job's peak RSS does not grow with its input.
 
 use super::merge::MergeScratch;
-use super::table::{SlotTable, MAX_SHORT};
+use super::table::{commit_vec, SlotTable, MAX_SHORT};
 
 /// Memory budget of one thread's cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,8 +27,7 @@ pub struct CacheConfig {
 }
 
 impl Default for CacheConfig {
-    /// At most about 46 MiB per thread (two 16 MiB tables, the second one allocated when the
-    /// first fills up).
+    /// About 52 MiB per thread (two 16 MiB tables with their arenas, and the long-piece cache).
     fn default() -> Self {
         CacheConfig { short_slots: 1 << 19, short_arena_ids: 1 << 18, long_bytes: 6 << 20, long_max_piece: 512 }
     }
@@ -52,9 +54,10 @@ impl CacheConfig {
         }
     }
 
-    /// Upper bound of the bytes one thread's cache holds.
+    /// The bytes one thread's cache holds (all committed when it is created).
     pub fn budget(&self) -> usize {
-        2 * (self.short_slots.next_power_of_two() * 32 + self.short_arena_ids * 4) + self.long_bytes * 2
+        // The long cache: its two arenas, each reserved at the cap, and about as much in slots.
+        2 * (self.short_slots.next_power_of_two() * 32 + self.short_arena_ids * 4) + self.long_bytes * 3
     }
 }
 
@@ -79,9 +82,13 @@ pub struct Stats {
 
 impl State {
     pub fn new(cfg: CacheConfig) -> State {
+        let mut short = SlotTable::with_slots(cfg.short_slots);
+        let mut old = SlotTable::with_slots(cfg.short_slots);
+        short.commit(cfg.short_arena_ids);
+        old.commit(cfg.short_arena_ids);
         State {
-            short: SlotTable::with_slots(cfg.short_slots),
-            old: SlotTable::with_slots(16),
+            short,
+            old,
             long: LongCache::new(cfg.long_bytes),
             merge: MergeScratch::default(),
             cfg,
@@ -122,9 +129,6 @@ impl State {
         if self.short.len() * 2 >= self.short.capacity()
             || (ids.len() > 3 && self.short.arena_len() + ids.len() > self.cfg.short_arena_ids)
         {
-            if self.old.capacity() < self.short.capacity() {
-                self.old = SlotTable::with_slots(self.cfg.short_slots);
-            }
             std::mem::swap(&mut self.short, &mut self.old);
             self.short.clear();
             self.stats.wipes += 1;
@@ -178,7 +182,12 @@ impl LongCache {
     fn new(cap_bytes: usize) -> LongCache {
         // One slot per ~64 bytes of budget, at most half full.
         let n = (cap_bytes / 32).clamp(16, 1 << 20).next_power_of_two();
-        LongCache { slots: vec![None; n], keys: Vec::new(), vals: Vec::new(), len: 0, cap_bytes }
+        // Either arena may take the whole budget (`put` keeps their sum within it), so each is
+        // reserved at the cap and never reallocates.
+        let (mut keys, mut vals) = (Vec::new(), Vec::new());
+        commit_vec(&mut keys, cap_bytes);
+        commit_vec(&mut vals, cap_bytes / 4);
+        LongCache { slots: vec![None; n], keys, vals, len: 0, cap_bytes }
     }
 
     fn slot_of(&self, h: u64, piece: &[u8]) -> (usize, bool) {
@@ -261,6 +270,30 @@ mod tests {
         let huge = [1u8; 2000];
         c.put(&huge, &[1]);
         assert_eq!(c.get(&huge), None);
+    }
+
+    #[test]
+    fn memory_is_allocated_once_when_the_cache_is_created() {
+        let cfg = CacheConfig { short_slots: 64, short_arena_ids: 100, long_bytes: 4096, long_max_piece: 512 };
+        let mut state = State::new(cfg);
+        let addresses = |s: &State| {
+            (s.short.arena_ptr(), s.old.arena_ptr(), s.long.keys.as_ptr() as usize, s.long.vals.as_ptr() as usize)
+        };
+        let (short, old, keys, vals) = addresses(&state);
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..2000u32 {
+            let piece = format!("piece number {i:05}, long enough");
+            let ids: Vec<u32> = (0..(i % 7)).collect();
+            state.put_short(super::super::table::pack(&piece.as_bytes()[..10 + (i % 5) as usize]), &ids);
+            state.put_long(piece.as_bytes(), &ids);
+            seen.insert((state.short.arena_ptr(), state.old.arena_ptr()));
+        }
+        assert!(state.stats.wipes > 10, "{:?}", state.stats);
+        // The two generations swap, but no buffer is ever reallocated.
+        let (a, b, k, v) = addresses(&state);
+        assert_eq!(seen, [(short, old), (old, short)].into_iter().collect());
+        assert!([(a, b), (b, a)].contains(&(short, old)));
+        assert_eq!((k, v), (keys, vals));
     }
 
     #[test]
