@@ -103,7 +103,9 @@ def shuffle(
     member_format
         ``"json.gz"`` (open_lm) or ``"npy"`` (uint16 when every id fits, else uint32).
     gzip_level
-        0-12 (libdeflate); 1 is fast and about 6% larger than zlib's level 6.
+        0-12. 1 (the default) is tokshuf's token-level deflate, made for lists of ids: about
+        1.5x as fast as libdeflate's level 1 and a little smaller. The others are libdeflate's
+        levels (0 stores, 12 is the smallest and slowest).
     all_pad_context
         Reproduce tokshuf-rust's quirk: a file whose tokens fill whole contexts (or an empty
         file) still adds a context made only of PAD.

@@ -20,7 +20,7 @@ pub const DEFAULT_SEED: u64 = 1234;
 /// Default bytes of encoded contexts buffered in stage 1 before a run is written (two buffers
 /// exist while one is being written).
 pub const DEFAULT_BUFFER_BYTES: usize = 32 << 20;
-/// Default gzip level of `json.gz` members (libdeflate's fastest; about 6% larger than zlib's 6).
+/// Default gzip level of `json.gz` members: tokshuf's token-level deflate (see `encode`).
 pub const DEFAULT_GZIP_LEVEL: u8 = 1;
 /// The special-token conventions `--special-tokens` accepts.
 pub const SPECIAL_TOKEN_PRESETS: &[&str] = &["native", "dclm", "dclm-neox", "dclm-llama3"];

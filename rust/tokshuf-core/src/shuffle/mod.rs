@@ -14,6 +14,7 @@ pub mod cells;
 mod config;
 mod contexts;
 mod encode;
+pub mod json_gz;
 mod rng;
 mod samples;
 mod shard;
