@@ -9,13 +9,50 @@
 * the ``tokshuf`` command line (``tokshuf --help``).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from tokshuf._core import __version__
 from tokshuf.errors import BadInputError, ConfigError, FormatError, TokshufError
-from tokshuf.indexed import IndexedDataset, IndexedDatasetWriter, merge
-from tokshuf.nanoset import BlendedNanoset, Nanoset, NanosetConfig, build_nanosets
-from tokshuf.preprocess import preprocess
-from tokshuf.shuffle import shuffle
-from tokshuf.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from tokshuf.indexed import IndexedDataset, IndexedDatasetWriter, merge
+    from tokshuf.nanoset import BlendedNanoset, Nanoset, NanosetConfig, build_nanosets
+    from tokshuf.preprocess import preprocess
+    from tokshuf.shuffle import shuffle
+    from tokshuf.tokenizer import Tokenizer
+
+# Imported on first use, so that the command line (`tokshuf preprocess ...`) starts without
+# numpy and the dataset modules.
+_LAZY = {
+    "IndexedDataset": "tokshuf.indexed",
+    "IndexedDatasetWriter": "tokshuf.indexed",
+    "merge": "tokshuf.indexed",
+    "BlendedNanoset": "tokshuf.nanoset",
+    "Nanoset": "tokshuf.nanoset",
+    "NanosetConfig": "tokshuf.nanoset",
+    "build_nanosets": "tokshuf.nanoset",
+    "preprocess": "tokshuf.preprocess",
+    "shuffle": "tokshuf.shuffle",
+    "Tokenizer": "tokshuf.tokenizer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tokshuf' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "BadInputError",

@@ -89,7 +89,12 @@ def add_parser(sub: Any) -> None:
         default="json.gz",
         help="json.gz (open_lm, default) or npy (compact: uint16 when ids fit, else uint32)",
     )
-    p.add_argument("--gzip-level", type=int, default=1, help="json.gz level 0-12 (default: 1, a token-level deflate; others: libdeflate's levels)")
+    p.add_argument(
+        "--gzip-level",
+        type=int,
+        default=1,
+        help="json.gz level 0-12 (default: 1, a token-level deflate; others: libdeflate's levels)",
+    )
     p.add_argument(
         "--all-pad-context",
         action="store_true",

@@ -31,12 +31,11 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from tokshuf import _core
 from tokshuf._core import Tokenizer as _Native
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 __all__ = ["Tokenizer", "as_tokenizer", "tiktoken_encoding"]
@@ -130,6 +129,8 @@ class Tokenizer:
         """``(ids, offsets)``: every text's ids concatenated (uint32) and ``len(texts) + 1`` offsets
         (int64), text ``i`` being ``ids[offsets[i]:offsets[i + 1]]``. No Python int per token."""
         ids, offsets = self._core.encode_batch_flat(list(texts), num_threads)
+        import numpy as np  # here, so that `tokshuf preprocess` starts without numpy
+
         return np.frombuffer(ids, dtype="<u4"), np.frombuffer(offsets, dtype="<i8")
 
     def _native(self) -> _Native:
