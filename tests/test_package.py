@@ -34,6 +34,16 @@ def test_the_command_line_starts_without_numpy() -> None:
     assert out.stdout.strip() == "False", out.stderr
 
 
+def test_functions_named_like_submodules_stay_functions() -> None:
+    code = (
+        "import tokshuf.shuffle, tokshuf.preprocess, tokshuf.cli, tokshuf.indexed, tokshuf.nanoset;"
+        "import tokshuf;"
+        "print(callable(tokshuf.shuffle), callable(tokshuf.preprocess), callable(tokshuf.merge))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "True"], out.stderr
+
+
 def test_star_import_gives_the_public_api() -> None:
     namespace: dict[str, object] = {}
     exec("from tokshuf import *", namespace)

@@ -16,12 +16,15 @@ from typing import TYPE_CHECKING, Any
 from tokshuf._core import __version__
 from tokshuf.errors import BadInputError, ConfigError, FormatError, TokshufError
 
+# Eager: light, and `preprocess` / `shuffle` share their names with submodules, whose import
+# would otherwise shadow a lazily resolved function.
+from tokshuf.preprocess import preprocess
+from tokshuf.shuffle import shuffle
+from tokshuf.tokenizer import Tokenizer
+
 if TYPE_CHECKING:
     from tokshuf.indexed import IndexedDataset, IndexedDatasetWriter, merge
     from tokshuf.nanoset import BlendedNanoset, Nanoset, NanosetConfig, build_nanosets
-    from tokshuf.preprocess import preprocess
-    from tokshuf.shuffle import shuffle
-    from tokshuf.tokenizer import Tokenizer
 
 # Imported on first use, so that the command line (`tokshuf preprocess ...`) starts without
 # numpy and the dataset modules.
@@ -33,9 +36,6 @@ _LAZY = {
     "Nanoset": "tokshuf.nanoset",
     "NanosetConfig": "tokshuf.nanoset",
     "build_nanosets": "tokshuf.nanoset",
-    "preprocess": "tokshuf.preprocess",
-    "shuffle": "tokshuf.shuffle",
-    "Tokenizer": "tokshuf.tokenizer",
 }
 
 

@@ -213,6 +213,7 @@ impl Outputs {
 
 pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel) -> Result<Summary> {
     let start = Instant::now();
+    tokenizer.prepare_for_long_job();
     let dtype = cfg.dtype.unwrap_or_else(|| DType::optimal(Some(tokenizer.vocab_size())));
     let rules = DocumentRules {
         keys: &cfg.json_keys,

@@ -39,6 +39,11 @@ pub trait Tokenizer: Send + Sync {
 
     /// A JSON object identifying the tokenizer (recorded in summaries and cache keys).
     fn identity(&self) -> serde_json::Value;
+
+    /// Called by long jobs (preprocess, shuffle) before they start: a tokenizer with caches
+    /// allocates them whole now, so that the job's memory is the same from its first document to
+    /// its last. One-off calls keep small caches that grow with use.
+    fn prepare_for_long_job(&self) {}
 }
 
 /// Build the encoder of a resolved model.
@@ -89,6 +94,10 @@ impl Tokenizer for EodOverride {
 
     fn vocab_size(&self) -> u64 {
         self.inner.vocab_size()
+    }
+
+    fn prepare_for_long_job(&self) {
+        self.inner.prepare_for_long_job();
     }
 
     fn identity(&self) -> serde_json::Value {

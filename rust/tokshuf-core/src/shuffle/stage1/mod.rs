@@ -95,6 +95,7 @@ pub(super) fn run(
     state: &mut State,
     cancel: &Cancel,
 ) -> Result<()> {
+    tokenizer.prepare_for_long_job();
     let in_flight = 2 * cfg.threads + 2;
     let (work_tx, work_rx) = unbounded::<Work>();
     let (result_tx, result_rx) = unbounded::<Msg>();

@@ -7,8 +7,10 @@
 //! [`LongCache`], wiped when full. Vocabulary tokens never reach these caches: the encoder looks
 //! them up in the shared vocabulary table first.
 //!
-//! All of it is allocated and made resident when the cache is created: its footprint is the
-//! same after 1 MB of text as after 100 GB, so a job's peak RSS does not grow with its input.
+//! A cache grows as it fills, up to its budget, so a few calls cost a few pages. For a long job
+//! ([`State::commit`], through `Tokenizer::prepare_for_long_job`) all of it is made resident at
+//! the start: its footprint is then the same after 1 MB of text as after 100 GB, so the job's
+//! peak RSS does not grow with its input.
 
 use super::merge::MergeScratch;
 use super::table::{commit_vec, SlotTable, MAX_SHORT};
@@ -82,18 +84,22 @@ pub struct Stats {
 
 impl State {
     pub fn new(cfg: CacheConfig) -> State {
-        let mut short = SlotTable::with_slots(cfg.short_slots);
-        let mut old = SlotTable::with_slots(cfg.short_slots);
-        short.commit(cfg.short_arena_ids);
-        old.commit(cfg.short_arena_ids);
         State {
-            short,
-            old,
+            short: SlotTable::with_slots(cfg.short_slots),
+            old: SlotTable::with_slots(cfg.short_slots),
             long: LongCache::new(cfg.long_bytes),
             merge: MergeScratch::default(),
             cfg,
             stats: Stats::default(),
         }
+    }
+
+    /// Allocate and touch the whole budget now (keeping the entries): from here on the cache
+    /// neither allocates nor grows.
+    pub fn commit(&mut self) {
+        self.short.commit(self.cfg.short_arena_ids);
+        self.old.commit(self.cfg.short_arena_ids);
+        self.long.commit();
     }
 
     /// Prefetch the slots of the short piece with hash `h` in both generations.
@@ -182,12 +188,14 @@ impl LongCache {
     fn new(cap_bytes: usize) -> LongCache {
         // One slot per ~64 bytes of budget, at most half full.
         let n = (cap_bytes / 32).clamp(16, 1 << 20).next_power_of_two();
-        // Either arena may take the whole budget (`put` keeps their sum within it), so each is
-        // reserved at the cap and never reallocates.
-        let (mut keys, mut vals) = (Vec::new(), Vec::new());
-        commit_vec(&mut keys, cap_bytes);
-        commit_vec(&mut vals, cap_bytes / 4);
-        LongCache { slots: vec![None; n], keys, vals, len: 0, cap_bytes }
+        LongCache { slots: vec![None; n], keys: Vec::new(), vals: Vec::new(), len: 0, cap_bytes }
+    }
+
+    /// Either arena may take the whole budget (`put` keeps their sum within it), so each is
+    /// reserved at the cap and never reallocates again.
+    fn commit(&mut self) {
+        commit_vec(&mut self.keys, self.cap_bytes);
+        commit_vec(&mut self.vals, self.cap_bytes / 4);
     }
 
     fn slot_of(&self, h: u64, piece: &[u8]) -> (usize, bool) {
@@ -273,9 +281,15 @@ mod tests {
     }
 
     #[test]
-    fn memory_is_allocated_once_when_the_cache_is_created() {
+    fn a_committed_cache_never_allocates_again() {
         let cfg = CacheConfig { short_slots: 64, short_arena_ids: 100, long_bytes: 4096, long_max_piece: 512 };
         let mut state = State::new(cfg);
+        state.put_short(super::super::table::pack(b"kept"), &[1, 2, 3, 4]);
+        state.commit();
+        let mut out = Vec::new();
+        let key = super::super::table::pack(b"kept");
+        assert!(state.get_short(key, super::super::table::hash(key), &mut out), "entries survive");
+        assert_eq!(out, [1, 2, 3, 4]);
         let addresses = |s: &State| {
             (s.short.arena_ptr(), s.old.arena_ptr(), s.long.keys.as_ptr() as usize, s.long.vals.as_ptr() as usize)
         };
@@ -294,6 +308,16 @@ mod tests {
         assert_eq!(seen, [(short, old), (old, short)].into_iter().collect());
         assert!([(a, b), (b, a)].contains(&(short, old)));
         assert_eq!((k, v), (keys, vals));
+    }
+
+    #[test]
+    fn a_cache_is_small_until_a_long_job_commits_it() {
+        let cfg = CacheConfig::default();
+        let mut state = State::new(cfg);
+        let sizes = |s: &State| (s.short.arena_capacity(), s.old.arena_capacity(), s.long.keys.capacity());
+        assert_eq!(sizes(&state), (0, 0, 0));
+        state.commit();
+        assert_eq!(sizes(&state), (cfg.short_arena_ids, cfg.short_arena_ids, cfg.long_bytes));
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod unicode;
 mod vocab;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 pub use batch::EncodedBatch;
@@ -59,6 +60,8 @@ pub struct FastBpe {
     source: String,
     cache: CacheConfig,
     states: Mutex<Vec<State>>,
+    /// Caches are allocated whole when created (set for long jobs).
+    commit_caches: AtomicBool,
     /// The identity to report instead of the built-in one (see [`FastBpe::with_identity`]).
     identity: Option<serde_json::Value>,
 }
@@ -96,6 +99,7 @@ impl FastBpe {
             source,
             cache: CacheConfig::for_threads(crate::parallel::default_threads()),
             states: Mutex::new(Vec::new()),
+            commit_caches: AtomicBool::new(false),
             identity: None,
         };
         if !whole_piece_is_token {
@@ -266,7 +270,22 @@ impl FastBpe {
 
     fn take_state(&self) -> State {
         let pooled = self.states.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        pooled.unwrap_or_else(|| State::new(self.cache))
+        pooled.unwrap_or_else(|| {
+            let mut state = State::new(self.cache);
+            if self.commit_caches.load(Ordering::Relaxed) {
+                state.commit();
+            }
+            state
+        })
+    }
+
+    /// From now on, every thread's cache is allocated whole (see
+    /// [`Tokenizer::prepare_for_long_job`]), including those created so far.
+    pub fn commit_caches(&self) {
+        self.commit_caches.store(true, Ordering::Relaxed);
+        for state in self.states.lock().unwrap_or_else(|e| e.into_inner()).iter_mut() {
+            state.commit();
+        }
     }
 
     fn give_state(&self, state: State) {
@@ -364,6 +383,10 @@ impl Tokenizer for FastBpe {
 
     fn vocab_size(&self) -> u64 {
         self.vocab_size
+    }
+
+    fn prepare_for_long_job(&self) {
+        self.commit_caches();
     }
 
     fn identity(&self) -> serde_json::Value {

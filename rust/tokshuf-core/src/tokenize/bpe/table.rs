@@ -177,11 +177,11 @@ impl<T: Zeroed> Slots<T> {
     }
 }
 
-/// Reserve room for `n` more elements in `v` and touch it, so that its pages are resident
-/// before they are needed: a cache whose memory is committed up front keeps a long job's peak
-/// RSS flat instead of creeping up as the cache fills.
+/// Reserve room for `n` elements in `v` and touch it, so that its pages are resident before
+/// they are needed: a cache whose memory is committed up front keeps a long job's peak RSS flat
+/// instead of creeping up as the cache fills.
 pub(crate) fn commit_vec<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
-    v.reserve(n);
+    v.reserve(n.saturating_sub(v.len()));
     for x in v.spare_capacity_mut() {
         x.write(T::default());
     }
@@ -298,7 +298,7 @@ impl SlotTable {
     }
 
     /// Reserve `arena_ids` ids of arena and make the table's memory resident now (see
-    /// [`commit_vec`]).
+    /// [`commit_vec`]); the entries are kept.
     pub fn commit(&mut self, arena_ids: usize) {
         self.slots.commit();
         commit_vec(&mut self.arena, arena_ids);
@@ -325,6 +325,11 @@ impl SlotTable {
     #[cfg(test)]
     pub fn arena_ptr(&self) -> usize {
         self.arena.as_ptr() as usize
+    }
+
+    #[cfg(test)]
+    pub fn arena_capacity(&self) -> usize {
+        self.arena.capacity()
     }
 
     /// The ids stored under `key`.
