@@ -104,7 +104,7 @@ def shuffle(
         ``"json.gz"`` (open_lm) or ``"npy"`` (uint16 when every id fits, else uint32).
     gzip_level
         0-12. 1 (the default) is tokshuf's token-level deflate, made for lists of ids: about
-        1.5x as fast as libdeflate's level 1 and a little smaller. The others are libdeflate's
+        3x as fast as libdeflate's level 1 and a little smaller. The others are libdeflate's
         levels (0 stores, 12 is the smallest and slowest).
     all_pad_context
         Reproduce tokshuf-rust's quirk: a file whose tokens fill whole contexts (or an empty

@@ -3,18 +3,21 @@
 //! General-purpose deflate spends its time searching for byte matches. In a list of ids the
 //! repeats that pay for themselves are repeated runs of tokens, so the search here is over
 //! tokens: a table keyed by each pair of consecutive ids remembers where the pair last began, and
-//! a match grows token by token (comparing ids, not bytes). Everything else is coded as literals
-//! with a Huffman code built for the block (the digits, `,` and the brackets). The result is a
-//! standard gzip member (one dynamic-Huffman deflate block) that any inflater reads. On tokenized
-//! text it is about 1.5× as fast as libdeflate's fastest level (JSON formatting included) and
-//! a few percent smaller.
+//! a match grows token by token (comparing ids, not bytes). Everything else is coded as literals.
+//!
+//! The Huffman code is the same for every member ([`Code`]): the symbols of a list of ids (the
+//! digits, `,`, the match lengths and distances of natural text) are distributed alike in every
+//! context, so a code built per member would save about 1% and cost a histogram and a tree per
+//! member. A fixed code also lets each id's whole literal unit (`,` and its digits) go out as
+//! one precomputed bit string. The result is a standard gzip member (one dynamic-Huffman deflate
+//! block) that any inflater reads, a little smaller than libdeflate's fastest level and about
+//! three times as fast.
 
 /// Scratch buffers reused across calls (one per thread).
-#[derive(Default)]
 pub struct JsonGz {
-    /// `units[id]`: `,` and the digits of `id` in the low bytes, their number in the top byte
-    /// (8 bytes, so that a 50k-token vocabulary's table stays in L2 cache).
-    units: Vec<u64>,
+    code: Code,
+    /// `units[id]`: the JSON of `id` as it follows another id, and its code.
+    units: Vec<Unit>,
     /// The JSON text is `json[..json_len]` (the buffer keeps the size of the longest so far).
     json: Vec<u8>,
     json_len: usize,
@@ -23,12 +26,37 @@ pub struct JsonGz {
     /// `starts[i]`: offset in `json` of token `i`'s unit (its separator and digits);
     /// `starts[n]`: the closing bracket.
     starts: Vec<u32>,
-    /// `(literal bytes before, match length, distance)`; the literals after the last match
-    /// run to the end.
-    seqs: Vec<(u32, u16, u16)>,
+    /// `codes[i]`: the code of token `i`'s unit (as in [`Unit`]), 0 for an id without one.
+    codes: Vec<u64>,
     /// Hash of a pair of ids → `base + position`; older entries are below `base`.
     table: Vec<u32>,
     base: u32,
+}
+
+/// One id's literal unit: 16 bytes, so that one cache line access serves both the text and the
+/// code (the table of a 50k-token vocabulary is 800 KiB, not all in cache beside a tokenizer's).
+#[derive(Clone, Copy)]
+struct Unit {
+    /// `,` and the digits in the low bytes, their number in the top byte.
+    text: u64,
+    /// The Huffman code of those bytes, its length in bits in the top byte.
+    code: u64,
+}
+
+impl Default for JsonGz {
+    fn default() -> Self {
+        Self {
+            code: Code::new(),
+            units: Vec::new(),
+            json: Vec::new(),
+            json_len: 0,
+            block: Vec::new(),
+            starts: Vec::new(),
+            codes: Vec::new(),
+            table: Vec::new(),
+            base: 0,
+        }
+    }
 }
 
 const TABLE_BITS: u32 = 13;
@@ -310,6 +338,175 @@ fn rle_lengths(lens: &[u8], out: &mut Vec<(u8, u8)>) {
     }
 }
 
+/// Relative frequencies of the literal/length symbols in the JSON lists of tokenized text
+/// (measured on English web text with r50k, cl100k and o200k: the digits, `,`, `[`, `]`, the
+/// end of block and the match lengths). Every other symbol that can occur gets weight 1.
+const LITERAL_WEIGHTS: [(usize, u32); 40] = [
+    (b',' as usize, 6453),
+    (b'0' as usize, 2000),
+    (b'1' as usize, 3882),
+    (b'2' as usize, 3197),
+    (b'3' as usize, 2831),
+    (b'4' as usize, 2291),
+    (b'5' as usize, 2225),
+    (b'6' as usize, 2321),
+    (b'7' as usize, 1943),
+    (b'8' as usize, 2134),
+    (b'9' as usize, 2110),
+    (b'[' as usize, 6),
+    (b']' as usize, 6),
+    (END_OF_BLOCK, 6),
+    (260, 35),
+    (261, 82),
+    (262, 282),
+    (263, 177),
+    (264, 129),
+    (265, 167),
+    (266, 116),
+    (267, 88),
+    (268, 70),
+    (269, 95),
+    (270, 62),
+    (271, 43),
+    (272, 30),
+    (273, 38),
+    (274, 21),
+    (275, 18),
+    (276, 11),
+    (277, 10),
+    (278, 5),
+    (279, 3),
+    (280, 2),
+    (281, 2),
+    (282, 1),
+    (283, 1),
+    (284, 2),
+    (285, 1),
+];
+
+/// Relative frequencies of the 30 distance symbols, measured likewise.
+const DISTANCE_WEIGHTS: [u32; 30] =
+    [1, 1, 1, 1, 1, 1, 5, 18, 37, 41, 88, 90, 167, 100, 136, 100, 148, 85, 107, 68, 87, 53, 64, 37, 39, 15, 3, 1, 1, 1];
+
+/// Bytes a literal unit can hold: `,` and up to six digits (ids below [`UNIT_TABLE_MAX`]).
+const UNIT_SYMBOLS: &[u8] = b",0123456789";
+
+/// The Huffman code every member uses, and the block header that describes it.
+struct Code {
+    lit: [u32; 286],
+    lit_len: [u8; 286],
+    dist: [u32; 30],
+    dist_len: [u8; 30],
+    /// `lengths[len]` for a match of `len` bytes: its symbol's code and extra bits, and their
+    /// number of bits in the top byte.
+    lengths: [u64; MAX_MATCH as usize + 1],
+    /// The block header (final block, dynamic Huffman, the code lengths), `header_bits` long.
+    header: Vec<u8>,
+    header_bits: usize,
+}
+
+impl Code {
+    fn new() -> Code {
+        let mut weights = [0u32; 286];
+        for &(s, w) in &LITERAL_WEIGHTS {
+            weights[s] = w;
+        }
+        for w in &mut weights[257..] {
+            *w = (*w).max(1);
+        }
+        let mut lit_len = [0u8; 286];
+        code_lengths(&weights, 15, &mut lit_len);
+        let mut dist_len = [0u8; 30];
+        code_lengths(&DISTANCE_WEIGHTS, 15, &mut dist_len);
+        // A unit (at most 7 symbols) must fit in one 56-bit `put`.
+        assert!(UNIT_SYMBOLS.iter().all(|&b| lit_len[b as usize] <= 8), "unit symbols within 8 bits");
+        let mut lit = [0u32; 286];
+        let mut dist = [0u32; 30];
+        canonical_codes(&lit_len, &mut lit);
+        canonical_codes(&dist_len, &mut dist);
+        let mut lengths = [0u64; MAX_MATCH as usize + 1];
+        for (len, slot) in lengths.iter_mut().enumerate().skip(MIN_MATCH as usize) {
+            let (s, bits, value) = length_symbol(len as u32);
+            let n = u32::from(lit_len[s]);
+            *slot = u64::from(lit[s]) | u64::from(value) << n | u64::from(n + bits) << 56;
+        }
+        let (header, header_bits) = block_header(&lit_len, &dist_len);
+        Code { lit, lit_len, dist, dist_len, lengths, header, header_bits }
+    }
+
+    /// The code of the unit `u` (from [`format_unit`]), its length in the top byte.
+    fn unit(&self, u: u64) -> u64 {
+        let (mut code, mut n) = (0u64, 0u32);
+        for &b in &u.to_le_bytes()[..(u >> 56) as usize] {
+            code |= u64::from(self.lit[b as usize]) << n;
+            n += u32::from(self.lit_len[b as usize]);
+        }
+        debug_assert!(n <= 56);
+        code | u64::from(n) << 56
+    }
+
+    /// The code of literal/length symbol `s` and its length.
+    #[inline(always)]
+    fn symbol(&self, s: usize) -> (u64, u32) {
+        (u64::from(self.lit[s]), u32::from(self.lit_len[s]))
+    }
+
+    /// A match's length and distance codes, with their extra bits.
+    #[inline(always)]
+    fn put_match(&self, bits: &mut Bits<'_>, len: u32, dist: u32) {
+        let l = self.lengths[len as usize];
+        bits.put(l & ((1 << 56) - 1), (l >> 56) as u32);
+        let (s, extra, value) = distance_symbol(dist);
+        let n = u32::from(self.dist_len[s]);
+        // At most 15 + 13 bits.
+        bits.put(u64::from(self.dist[s]) | u64::from(value) << n, n + extra);
+    }
+}
+
+/// The header of a final dynamic-Huffman block with these code lengths: its bytes (the last one
+/// partial) and its length in bits.
+fn block_header(lit_len: &[u8; 286], dist_len: &[u8; 30]) -> (Vec<u8>, usize) {
+    let hlit = 257.max(lit_len.iter().rposition(|&l| l > 0).map_or(0, |p| p + 1));
+    let hdist = 1.max(dist_len.iter().rposition(|&l| l > 0).map_or(0, |p| p + 1));
+    let mut all = [0u8; 286 + 30];
+    all[..hlit].copy_from_slice(&lit_len[..hlit]);
+    all[hlit..hlit + hdist].copy_from_slice(&dist_len[..hdist]);
+    let mut rle = Vec::with_capacity(hlit + hdist);
+    rle_lengths(&all[..hlit + hdist], &mut rle);
+    let mut cl_freq = [0u32; 19];
+    for &(s, _) in &rle {
+        cl_freq[s as usize] += 1;
+    }
+    let mut cl_lens = [0u8; 19];
+    code_lengths(&cl_freq, 7, &mut cl_lens);
+    let mut cl_codes = [0u32; 19];
+    canonical_codes(&cl_lens, &mut cl_codes);
+    let hclen = 4.max(CL_ORDER.iter().rposition(|&s| cl_lens[s] > 0).map_or(0, |p| p + 1));
+
+    let mut buf = vec![0u8; 1024];
+    let mut bits = Bits { out: &mut buf, pos: 0, buf: 0, n: 0 };
+    bits.put(1 | 2 << 1, 3); // final block, dynamic Huffman
+    bits.put((hlit - 257) as u64, 5);
+    bits.put((hdist - 1) as u64, 5);
+    bits.put((hclen - 4) as u64, 4);
+    for &s in &CL_ORDER[..hclen] {
+        bits.put(u64::from(cl_lens[s]), 3);
+    }
+    for &(s, extra) in &rle {
+        bits.put(u64::from(cl_codes[s as usize]), u32::from(cl_lens[s as usize]));
+        match s {
+            16 => bits.put(u64::from(extra), 2),
+            17 => bits.put(u64::from(extra), 3),
+            18 => bits.put(u64::from(extra), 7),
+            _ => {}
+        }
+    }
+    let total = bits.pos * 8 + bits.n as usize;
+    let n = bits.finish();
+    buf.truncate(n);
+    (buf, total)
+}
+
 impl JsonGz {
     /// The compact JSON list of `ids` (what [`json_list`] writes), from the unit table.
     pub fn json(&mut self, ids: &[u32]) -> &[u8] {
@@ -320,9 +517,8 @@ impl JsonGz {
     /// Append a gzip member of `[ids[0],ids[1],...]` (compact JSON) to `out`.
     pub fn compress(&mut self, ids: &[u32], out: &mut Vec<u8>) {
         self.build_json(ids);
-        self.find_matches(ids);
         out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
-        self.write_block(out);
+        self.write_block(ids, out);
         let json = &self.json[..self.json_len];
         out.extend_from_slice(&libdeflater::crc32(json).to_le_bytes());
         out.extend_from_slice(&(json.len() as u32).to_le_bytes());
@@ -330,33 +526,49 @@ impl JsonGz {
 
     fn build_json(&mut self, ids: &[u32]) {
         let n = ids.len();
-        // Units are stored 16 bytes at a time into a buffer with room for the longest (11
-        // bytes each); the text is its first `json_len` bytes. `starts` keeps its largest size.
+        // Units are stored 8 bytes at a time into a buffer with room for the longest (11
+        // bytes each); the text is its first `json_len` bytes. The buffers keep their largest size.
         if self.json.len() < n * 11 + 32 {
             self.json.resize(n * 11 + 32, 0);
         }
         if self.starts.len() < n + 1 {
             self.starts.resize(n + 1, 0);
+            self.codes.resize(n + 1, 0);
         }
+        let Self { code, units, json, starts, codes, .. } = self;
         let max = ids.iter().copied().max().unwrap_or(0) as usize;
-        if max >= self.units.len() && max < UNIT_TABLE_MAX {
+        if max >= units.len() && max < UNIT_TABLE_MAX {
             let len = (max + 1).next_power_of_two().clamp(1 << 16, UNIT_TABLE_MAX);
-            self.units.extend((self.units.len() as u32..len as u32).map(format_unit));
+            units.extend((units.len() as u32..len as u32).map(|id| {
+                let text = format_unit(id);
+                Unit { text, code: code.unit(text) }
+            }));
         }
-        let (json, starts) = (&mut self.json[..], &mut self.starts[..n + 1]);
         let mut pos = 0;
-        if max < self.units.len() {
+        if max < units.len() {
             for (i, &id) in ids.iter().enumerate() {
-                let u = self.units[id as usize];
+                let u = units[id as usize];
                 starts[i] = pos as u32;
-                json[pos..pos + 8].copy_from_slice(&u.to_le_bytes());
-                pos += (u >> 56) as usize;
+                codes[i] = u.code;
+                json[pos..pos + 8].copy_from_slice(&u.text.to_le_bytes());
+                pos += (u.text >> 56) as usize;
             }
         } else {
+            // Ids beyond the table are formatted here and coded byte by byte (`codes[i]` 0).
             for (i, &id) in ids.iter().enumerate() {
                 starts[i] = pos as u32;
-                json[pos] = b',';
-                pos += 1 + write_decimal(&mut json[pos + 1..pos + 11], id);
+                match units.get(id as usize) {
+                    Some(u) => {
+                        codes[i] = u.code;
+                        json[pos..pos + 8].copy_from_slice(&u.text.to_le_bytes());
+                        pos += (u.text >> 56) as usize;
+                    }
+                    None => {
+                        codes[i] = 0;
+                        json[pos] = b',';
+                        pos += 1 + write_decimal(&mut json[pos + 1..pos + 11], id);
+                    }
+                }
             }
         }
         let end = pos.max(1);
@@ -366,9 +578,8 @@ impl JsonGz {
         self.json_len = end + 1;
     }
 
-    /// Token-level LZ77 (see the module docs) into `seqs`.
-    fn find_matches(&mut self, ids: &[u32]) {
-        self.seqs.clear();
+    /// The deflate block: token-level LZ77 (see the module docs) and the fixed code, in one pass.
+    fn write_block(&mut self, ids: &[u32], out: &mut Vec<u8>) {
         let n = ids.len();
         if self.table.is_empty() {
             self.table = vec![0; 1 << TABLE_BITS];
@@ -379,169 +590,82 @@ impl JsonGz {
         }
         let base = self.base + 1;
         self.base += n as u32 + 1;
-        let starts = &self.starts;
+        // Worst case: every byte a 15-bit literal, plus the header and 8 bytes of slack.
+        let bound = self.json_len * 2 + self.code.header.len() + 16;
+        if self.block.len() < bound {
+            self.block.resize(bound, 0);
+        }
+        let (code, json, starts, table) = (&self.code, &self.json[..self.json_len], &self.starts, &mut self.table);
+        let codes = &self.codes[..n];
+        let header = &code.header;
+        self.block[..header.len()].copy_from_slice(header);
+        let mut bits = Bits {
+            out: &mut self.block,
+            pos: code.header_bits / 8,
+            buf: u64::from(header.last().copied().unwrap_or(0)) & ((1 << (code.header_bits % 8)) - 1),
+            n: (code.header_bits % 8) as u32,
+        };
+        // Unit `i`'s literals: its whole code from the table, or byte by byte for large ids.
+        let literals = |bits: &mut Bits<'_>, i: usize| match codes[i] {
+            c if c != 0 => bits.put(c & ((1 << 56) - 1), (c >> 56) as u32),
+            _ => {
+                for &b in &json[starts[i] as usize..starts[i + 1] as usize] {
+                    let (c, l) = code.symbol(usize::from(b));
+                    bits.put(c, l);
+                }
+            }
+        };
         let slot = |i: usize| -> usize {
             let k = u64::from(ids[i]) | u64::from(ids[i + 1]) << 32;
             (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - TABLE_BITS)) as usize
         };
-        let mut literal_start = 0u32;
+        let (c, l) = code.symbol(usize::from(b'['));
+        bits.put(c, l);
+        if n > 0 {
+            // The first unit has no `,`: the bracket stands in its place.
+            for &b in &json[1..starts[1] as usize] {
+                let (c, l) = code.symbol(usize::from(b));
+                bits.put(c, l);
+            }
+        }
         // Unit 0 starts with '[', so only units from 1 on can match each other byte for byte.
         let mut i = 1;
-        while i + 1 < n {
-            let h = slot(i);
-            let candidate = self.table[h];
-            self.table[h] = base + i as u32;
-            if candidate > base {
-                let j = (candidate - base) as usize;
-                let dist = starts[i] - starts[j];
-                if ids[j] == ids[i] && ids[j + 1] == ids[i + 1] && dist <= WINDOW {
-                    let mut k = 2;
-                    while i + k < n && ids[j + k] == ids[i + k] && starts[i + k + 1] - starts[i] <= MAX_MATCH {
-                        k += 1;
-                    }
-                    let len = starts[i + k] - starts[i];
-                    if (MIN_WORTHWHILE..=MAX_MATCH).contains(&len) {
-                        debug_assert!(len >= MIN_MATCH);
-                        self.seqs.push((starts[i] - literal_start, len as u16, dist as u16));
-                        literal_start = starts[i + k];
-                        for p in i + 1..(i + k).min(n - 1) {
-                            self.table[slot(p)] = base + p as u32;
+        while i < n {
+            if i + 1 < n {
+                let h = slot(i);
+                let candidate = table[h];
+                table[h] = base + i as u32;
+                if candidate > base {
+                    let j = (candidate - base) as usize;
+                    let dist = starts[i] - starts[j];
+                    if ids[j] == ids[i] && ids[j + 1] == ids[i + 1] && dist <= WINDOW {
+                        let mut k = 2;
+                        while i + k < n && ids[j + k] == ids[i + k] && starts[i + k + 1] - starts[i] <= MAX_MATCH {
+                            k += 1;
                         }
-                        i += k;
-                        continue;
+                        let len = starts[i + k] - starts[i];
+                        if (MIN_WORTHWHILE..=MAX_MATCH).contains(&len) {
+                            code.put_match(&mut bits, len, dist);
+                            for p in i + 1..(i + k).min(n - 1) {
+                                table[slot(p)] = base + p as u32;
+                            }
+                            i += k;
+                            continue;
+                        }
                     }
                 }
             }
+            literals(&mut bits, i);
             i += 1;
         }
-        // The literal tail: `json.len() - literal_start` bytes, implied.
-        let _ = literal_start;
-    }
-
-    fn write_block(&mut self, out: &mut Vec<u8>) {
-        let json = &self.json[..self.json_len];
-        // Symbol frequencies (literals in four interleaved tables: consecutive bytes are often
-        // equal digits, and one table would serialize on its counters).
-        let mut hist = [[0u32; 256]; 4];
-        let mut count = |bytes: &[u8]| {
-            let mut quads = bytes.chunks_exact(4);
-            for q in &mut quads {
-                hist[0][q[0] as usize] += 1;
-                hist[1][q[1] as usize] += 1;
-                hist[2][q[2] as usize] += 1;
-                hist[3][q[3] as usize] += 1;
-            }
-            for &b in quads.remainder() {
-                hist[0][b as usize] += 1;
-            }
-        };
-        let mut lit = [0u32; 286];
-        let mut dist = [0u32; 30];
-        let mut pos = 0usize;
-        for &(literals, len, d) in &self.seqs {
-            count(&json[pos..pos + literals as usize]);
-            lit[length_symbol(u32::from(len)).0] += 1;
-            dist[distance_symbol(u32::from(d)).0] += 1;
-            pos += literals as usize + len as usize;
-        }
-        count(&json[pos..]);
-        for b in 0..256 {
-            lit[b] += hist[0][b] + hist[1][b] + hist[2][b] + hist[3][b];
-        }
-        lit[END_OF_BLOCK] = 1;
-
-        let mut lit_lens = [0u8; 286];
-        let mut dist_lens = [0u8; 30];
-        code_lengths(&lit, 15, &mut lit_lens);
-        code_lengths(&dist, 15, &mut dist_lens);
-        let mut lit_codes = [0u32; 286];
-        let mut dist_codes = [0u32; 30];
-        canonical_codes(&lit_lens, &mut lit_codes);
-        canonical_codes(&dist_lens, &mut dist_codes);
-
-        let hlit = 257.max(lit_lens.iter().rposition(|&l| l > 0).map_or(0, |p| p + 1));
-        let hdist = 1.max(dist_lens.iter().rposition(|&l| l > 0).map_or(0, |p| p + 1));
-        let mut all = [0u8; 286 + 30];
-        all[..hlit].copy_from_slice(&lit_lens[..hlit]);
-        all[hlit..hlit + hdist].copy_from_slice(&dist_lens[..hdist]);
-        let mut rle = Vec::with_capacity(hlit + hdist);
-        rle_lengths(&all[..hlit + hdist], &mut rle);
-        let mut cl_freq = [0u32; 19];
-        for &(s, _) in &rle {
-            cl_freq[s as usize] += 1;
-        }
-        let mut cl_lens = [0u8; 19];
-        code_lengths(&cl_freq, 7, &mut cl_lens);
-        let mut cl_codes = [0u32; 19];
-        canonical_codes(&cl_lens, &mut cl_codes);
-        let hclen = 4.max(CL_ORDER.iter().rposition(|&s| cl_lens[s] > 0).map_or(0, |p| p + 1));
-
-        // Worst case: every byte a 15-bit literal, plus the header and 8 bytes of slack.
-        let bound = json.len() * 2 + 400;
-        if self.block.len() < bound {
-            self.block.resize(bound, 0);
-        }
-        let mut bits = Bits { out: &mut self.block, pos: 0, buf: 0, n: 0 };
-        // Final block, dynamic Huffman.
-        bits.put(1 | 2 << 1, 3);
-        bits.put((hlit - 257) as u64, 5);
-        bits.put((hdist - 1) as u64, 5);
-        bits.put((hclen - 4) as u64, 4);
-        for &s in &CL_ORDER[..hclen] {
-            bits.put(u64::from(cl_lens[s]), 3);
-        }
-        for &(s, extra) in &rle {
-            bits.put(u64::from(cl_codes[s as usize]), u32::from(cl_lens[s as usize]));
-            match s {
-                16 => bits.put(u64::from(extra), 2),
-                17 => bits.put(u64::from(extra), 3),
-                18 => bits.put(u64::from(extra), 7),
-                _ => {}
-            }
-        }
-
-        // Literals go out up to four at a time (four codes of at most 15 bits fit in one put).
-        let code = |b: u8| (u64::from(lit_codes[b as usize]), u32::from(lit_lens[b as usize]));
-        let emit_literals = |bits: &mut Bits<'_>, bytes: &[u8]| {
-            let mut quads = bytes.chunks_exact(4);
-            for q in &mut quads {
-                let (c0, n0) = code(q[0]);
-                let (c1, n1) = code(q[1]);
-                let (c2, n2) = code(q[2]);
-                let (c3, n3) = code(q[3]);
-                let (lo, nlo) = (c0 | c1 << n0, n0 + n1);
-                let (hi, nhi) = (c2 | c3 << n2, n2 + n3);
-                if nlo + nhi <= 56 {
-                    bits.put(lo | hi << nlo, nlo + nhi);
-                } else {
-                    bits.put(lo, nlo);
-                    bits.put(hi, nhi);
-                }
-            }
-            for &b in quads.remainder() {
-                let (c, n) = code(b);
-                bits.put(c, n);
-            }
-        };
-        let mut pos = 0usize;
-        for &(literals, len, d) in &self.seqs {
-            emit_literals(&mut bits, &json[pos..pos + literals as usize]);
-            let (ls, lb, lv) = length_symbol(u32::from(len));
-            let (ds, db, dv) = distance_symbol(u32::from(d));
-            // At most 15 + 5 + 15 + 13 bits.
-            let (l_code, l_n) = (u64::from(lit_codes[ls]), u32::from(lit_lens[ls]));
-            let (d_code, d_n) = (u64::from(dist_codes[ds]), u32::from(dist_lens[ds]));
-            bits.put(l_code | u64::from(lv) << l_n, l_n + lb);
-            bits.put(d_code | u64::from(dv) << d_n, d_n + db);
-            pos += literals as usize + len as usize;
-        }
-        emit_literals(&mut bits, &json[pos..]);
-        bits.put(u64::from(lit_codes[END_OF_BLOCK]), u32::from(lit_lens[END_OF_BLOCK]));
-        let n = bits.finish();
-        out.extend_from_slice(&self.block[..n]);
+        let (c, l) = code.symbol(usize::from(b']'));
+        bits.put(c, l);
+        let (c, l) = code.symbol(END_OF_BLOCK);
+        bits.put(c, l);
+        let len = bits.finish();
+        out.extend_from_slice(&self.block[..len]);
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -634,6 +758,41 @@ mod tests {
         let json_len = serde_json::to_string(&ids).unwrap().len();
         let gz = round_trip(&ids);
         assert!(gz * 2 < json_len, "{gz} bytes of gzip for {json_len} of JSON");
+    }
+
+    #[test]
+    fn every_unit_fits_one_put() {
+        let code = Code::new();
+        // The longest unit is `,` and six digits; each must take at most 8 bits.
+        for id in [0, 9, 10, 99_999, 100_000, 111_111, 188_888, (UNIT_TABLE_MAX - 1) as u32] {
+            let c = code.unit(format_unit(id));
+            assert!(c >> 56 <= 56, "unit of {id}: {} bits", c >> 56);
+        }
+        for &b in UNIT_SYMBOLS {
+            assert!(code.lit_len[b as usize] <= 8, "{} has {} bits", b as char, code.lit_len[b as usize]);
+        }
+    }
+
+    #[test]
+    fn the_fixed_code_is_complete_and_covers_every_symbol_a_member_can_need() {
+        let code = Code::new();
+        let kraft = |lens: &[u8]| -> f64 { lens.iter().filter(|&&l| l > 0).map(|&l| 0.5f64.powi(i32::from(l))).sum() };
+        assert!((kraft(&code.lit_len) - 1.0).abs() < 1e-12);
+        assert!((kraft(&code.dist_len) - 1.0).abs() < 1e-12);
+        for s in UNIT_SYMBOLS.iter().chain(b"[]").map(|&b| usize::from(b)).chain(END_OF_BLOCK..286) {
+            assert!((1..=15).contains(&code.lit_len[s]), "literal/length symbol {s}");
+        }
+        assert!(code.dist_len.iter().all(|l| (1..=15).contains(l)), "every distance symbol");
+    }
+
+    #[test]
+    fn long_matches_at_every_distance_round_trip() {
+        // A repeated block of `k` distinct ids puts matches at many lengths and distances.
+        for k in [2usize, 3, 17, 200, 1500] {
+            let block: Vec<u32> = (0..k as u32).map(|i| i * 37 % 50_000).collect();
+            let ids: Vec<u32> = block.iter().cycle().take(4 * k + 3).copied().collect();
+            round_trip(&ids);
+        }
     }
 
     proptest! {
