@@ -75,7 +75,9 @@ def test_gil_is_released(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_ctrl_c_stops_and_leaves_nothing(tmp_path: Path) -> None:
-    corpus = synthetic_corpus(tmp_path / "c.jsonl", 12)
+    # Several seconds of work after the first progress line (about 1 s in), however fast the
+    # machine; the signal stops it early, so the size costs only the writing of the corpus.
+    corpus = synthetic_corpus(tmp_path / "c.jsonl", 48)
     out = tmp_path / "out"
     out.mkdir()
     cmd = [sys.executable, "-m", "tokshuf", "preprocess", "--input", str(corpus)]
