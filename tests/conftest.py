@@ -5,12 +5,19 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# A runner started in the background (`cmd &` in a script) ignores SIGINT, and every child it
+# starts would too: the Ctrl-C tests need the disposition a terminal gives. (A handler, unlike
+# SIG_IGN, is not inherited across exec, so children start with the default.)
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MEGATRON = FIXTURES / "megatron"
