@@ -34,7 +34,7 @@ pub use select::{for_hf_model, for_tiktoken_model, FAST_BPE_ENV};
 pub use tiktoken::ENCODINGS as TIKTOKEN_ENCODINGS;
 
 use cache::State;
-use pretok::Scanner;
+use pretok::Cursor;
 use specials::Specials;
 use table::{pack_at, KeyIndex, MAX_SHORT};
 use vocab::{Merges, Vocab};
@@ -241,7 +241,7 @@ impl FastBpe {
 
     /// The pieces `text` splits into (for tests and debugging).
     pub fn split<'a>(&self, text: &'a str) -> Vec<&'a str> {
-        pretok::split(self.pattern.scanner(), text)
+        self.pattern.split(text)
     }
 
     /// Append the ids of `text` to `out`.
@@ -294,7 +294,7 @@ impl FastBpe {
 
     fn encode_ordinary(&self, text: &str, out: &mut Vec<u32>, state: &mut State) {
         match self.pattern {
-            Pattern::Gpt2 => self.encode_with(&pretok::Gpt2, text, out, state),
+            Pattern::Gpt2 => self.encode_with(pretok::Gpt2Cursor::default(), text, out, state),
             Pattern::Cl100k => self.encode_with(&pretok::Cl100k { trailing_run_whole: true }, text, out, state),
             Pattern::Cl100kClassic => self.encode_with(&pretok::Cl100k { trailing_run_whole: false }, text, out, state),
             Pattern::O200k => self.encode_with(&pretok::O200k, text, out, state),
@@ -302,7 +302,7 @@ impl FastBpe {
     }
 
     #[inline(always)]
-    fn encode_with<S: Scanner>(&self, scanner: &S, text: &str, out: &mut Vec<u32>, state: &mut State) {
+    fn encode_with<C: Cursor>(&self, mut scanner: C, text: &str, out: &mut Vec<u32>, state: &mut State) {
         // Pieces are found a batch ahead of their lookups. Each piece's slot in the vocabulary
         // index is prefetched when it is found; a second pass prefetches the key that slot points
         // to or, for a piece that is likely not a token, its cache slots. The lookups of a batch

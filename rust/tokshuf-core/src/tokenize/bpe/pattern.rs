@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::pretok::{Cl100k, Gpt2, O200k, Scanner};
+use super::pretok::{Cl100k, Gpt2, Gpt2Cursor, O200k, Scanner};
 
 /// A pre-tokenization pattern with a fast scanner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -73,7 +73,10 @@ impl Pattern {
 
     /// The pieces `text` splits into, exactly as the regex would split it.
     pub fn split(self, text: &str) -> Vec<&str> {
-        super::pretok::split(self.scanner(), text)
+        match self {
+            Pattern::Gpt2 => super::pretok::split(Gpt2Cursor::default(), text),
+            _ => super::pretok::split(self.scanner(), text),
+        }
     }
 
     pub(crate) fn scanner(self) -> &'static dyn Scanner {

@@ -2,7 +2,8 @@
 //! `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 //! (tiktoken spells it with possessive quantifiers and `\s++$|\s+(?!\S)|\s`: the same matches).
 
-use super::{class_at, contraction_cs, run, run_l, trailing_whitespace, whitespace_run, Scanner};
+use super::ascii::{classify, Masks};
+use super::{class_at, contraction_cs, run, run_l, trailing_whitespace, whitespace_run, Cursor, Scanner};
 use crate::tokenize::bpe::unicode::{L, N, O};
 
 pub(crate) struct Gpt2;
@@ -38,5 +39,158 @@ impl Scanner for Gpt2 {
         }
         let (end, last, _) = whitespace_run(t, pos);
         trailing_whitespace(t, pos, end, last)
+    }
+}
+
+/// [`Gpt2`] a 64-byte window at a time, for one text. In ASCII text a piece starts at a position
+/// that a few neighbours decide (see [`gpt2_starts`]), so the starts of a whole window come from
+/// its class masks with a handful of shifts, and each piece then costs one bit search. Positions
+/// next to a non-ASCII byte are left to [`Gpt2`].
+#[derive(Default)]
+pub(crate) struct Gpt2Cursor {
+    /// The window's first byte.
+    w: usize,
+    /// Piece starts in the window (bit `i`: byte `w + i`).
+    starts: u64,
+    /// Where `starts` is known (ASCII context, not too near the window's edges).
+    valid: u64,
+    /// Up to here, the window just loaded showed the scalar scanner is needed.
+    scalar_until: usize,
+}
+
+impl Cursor for Gpt2Cursor {
+    #[inline(always)]
+    fn next(&mut self, t: &[u8], pos: usize) -> usize {
+        let mut from = pos + 1;
+        loop {
+            if from >= t.len() {
+                return t.len();
+            }
+            let mut off = from.wrapping_sub(self.w);
+            if off >= 64 || self.valid >> off & 1 == 0 {
+                if from < self.scalar_until {
+                    return Gpt2.next(t, pos);
+                }
+                self.load(t, from.saturating_sub(4));
+                off = from - self.w;
+                if self.valid >> off & 1 == 0 {
+                    // Non-ASCII nearby: up to the window's next known position, piece by piece.
+                    let known = (self.valid >> off << off).trailing_zeros();
+                    self.scalar_until = self.w + known.min(60) as usize;
+                    return Gpt2.next(t, pos);
+                }
+            }
+            let ahead = !0u64 << off;
+            let start = (self.starts & ahead).trailing_zeros();
+            let unknown = (!self.valid & ahead).trailing_zeros();
+            if start < unknown {
+                return self.w + start as usize;
+            }
+            if unknown == 64 {
+                // Only a window that reaches the end of the text is known to its last bit.
+                return t.len();
+            }
+            from = self.w + unknown as usize;
+        }
+    }
+}
+
+impl Gpt2Cursor {
+    #[inline(always)]
+    fn load(&mut self, t: &[u8], w: usize) {
+        let m = classify(t, w);
+        let (starts, valid) = gpt2_starts(&m, w == 0, t.len() - w <= 64);
+        (self.w, self.starts, self.valid) = (w, starts, valid);
+    }
+}
+
+/// The piece starts of a window of GPT-2-split text, and the positions where they are known.
+///
+/// In ASCII, with `p` the previous character and `n` the next one:
+/// - a letter, digit or other character starts a piece unless `p` has its class (the same run)
+///   or is a space (which prefixes it: ` ?\p{L}+` and so on);
+/// - whitespace starts a piece after non-whitespace, and as the last character of a run followed
+///   by non-whitespace (`\s+(?!\S)` leaves it to prefix the next piece, or to stand alone);
+/// - an apostrophe that starts a piece and begins a contraction (`'s` … `'re`) makes that a
+///   piece, and a piece starts right after it.
+///
+/// The start-ness of position `i` thus depends on bytes `i - 4 ..= i + 1` only; it is known when
+/// they are ASCII and inside the window (or past the text's start or end).
+#[inline(always)]
+pub(crate) fn gpt2_starts(m: &Masks, at_text_start: bool, reaches_end: bool) -> (u64, u64) {
+    let nonws = m.inr & !m.ws;
+    let other = nonws & !(m.letter | m.digit);
+    let same = (m.letter & m.letter << 1) | (m.digit & m.digit << 1) | (other & other << 1);
+    let s_nonws = nonws & !same & !(m.space << 1);
+    let s_ws = m.ws & (!(m.ws << 1) | nonws >> 1);
+    let apos = m.apos & s_nonws;
+    let c2 = apos & m.sdmt >> 1;
+    let c3 = apos & ((m.l >> 1 & m.l >> 2) | (m.vr >> 1 & m.e >> 2));
+    let inside = (c2 | c3) << 1 | c3 << 2;
+    let starts = ((s_nonws | s_ws) & !inside | c2 << 2 | c3 << 3) & m.inr;
+    let na = m.non_ascii;
+    let mut unknown = na >> 1 | na | na << 1 | na << 2 | na << 3 | na << 4;
+    if !at_text_start {
+        unknown |= 0xf;
+    }
+    if !reaches_end {
+        unknown |= 1 << 63;
+    }
+    (starts, !unknown)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::tokenize::bpe::pretok::split;
+    use crate::tokenize::bpe::Pattern;
+
+    fn regex() -> &'static fancy_regex::Regex {
+        static RE: std::sync::OnceLock<fancy_regex::Regex> = std::sync::OnceLock::new();
+        RE.get_or_init(|| fancy_regex::Regex::new(Pattern::Gpt2.regex()).unwrap())
+    }
+
+    /// The window scanner, the scalar one and the regex agree on `text`.
+    fn check(text: &str) {
+        let expected: Vec<&str> = regex().find_iter(text).map(|m| m.unwrap().as_str()).collect();
+        assert_eq!(split(&Gpt2, text), expected, "scalar scanner on {text:?}");
+        assert_eq!(split(Gpt2Cursor::default(), text), expected, "window scanner on {text:?}");
+    }
+
+    #[test]
+    fn window_edges_and_contractions() {
+        for text in [
+            "",
+            "'",
+            "'s",
+            "x's'll 'VE 're'd''s ''m 't",
+            "a  's  'll\n'd\t're",
+            " \n \t x \r\n",
+            "ab12 34,. ;;x  \t\u{b}y\u{c}z",
+        ] {
+            check(text);
+        }
+        // Every shape near every window edge: a prefix shifts the text across the 64-byte steps.
+        let body = "I'm here: don't  stop 123abc  'll\n\n it's\t'd x'sa é'd 'é ''s\u{3000}'s";
+        for k in 0..140 {
+            check(&format!("{}{body}", "a ".repeat(k / 2) + &"b".repeat(k % 2)));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn window_scanner_matches_the_regex(text in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "a", "b", "s", "l", "e", "v", "r", "d", "m", "t", "S", "L", "1", "0", " ", " ", "  ", "\t",
+                "\n", "\r\n", "\u{b}", "'", "'", ",", ".", "é", "中", "\u{a0}", "\u{3000}", "²", "'s", "'ll",
+            ]),
+            0..200,
+        )) {
+            check(&text.concat());
+        }
     }
 }

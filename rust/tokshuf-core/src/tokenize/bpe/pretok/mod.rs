@@ -6,6 +6,7 @@
 //! splitting is a loop of "the match starting at `pos` ends at `next(text, pos)`". The texts are
 //! `&str`, so the bytes are valid UTF-8.
 
+mod ascii;
 mod cl100k;
 mod gpt2;
 mod o200k;
@@ -13,12 +14,25 @@ mod o200k;
 use super::unicode::{classes, ASCII, CRLF, L, N, S};
 
 pub(crate) use cl100k::Cl100k;
-pub(crate) use gpt2::Gpt2;
+pub(crate) use gpt2::{Gpt2, Gpt2Cursor};
 pub(crate) use o200k::O200k;
 
 /// A split pattern: where the match starting at `pos` (< `text.len()`) ends.
 pub(crate) trait Scanner {
     fn next(&self, text: &[u8], pos: usize) -> usize;
+}
+
+/// A scanner that carries state from one piece of a text to the next (one per text).
+pub(crate) trait Cursor {
+    /// Where the piece starting at `pos` (< `text.len()`) ends; `pos` is where the previous ended.
+    fn next(&mut self, text: &[u8], pos: usize) -> usize;
+}
+
+impl<S: Scanner + ?Sized> Cursor for &S {
+    #[inline(always)]
+    fn next(&mut self, text: &[u8], pos: usize) -> usize {
+        Scanner::next(*self, text, pos)
+    }
 }
 
 /// The class flags and byte length of the character at `i` (`(0, 0)` at the end).
@@ -204,13 +218,13 @@ pub(crate) fn trailing_whitespace(t: &[u8], pos: usize, end: usize, last: usize)
     }
 }
 
-/// Split `text` with `scanner` (the pieces, in order; for tests and tools).
-pub(crate) fn split<'a, S: Scanner + ?Sized>(scanner: &S, text: &'a str) -> Vec<&'a str> {
+/// Split `text` with `cursor` (the pieces, in order; for tests and tools).
+pub(crate) fn split<C: Cursor>(mut cursor: C, text: &str) -> Vec<&str> {
     let t = text.as_bytes();
     let mut pieces = Vec::new();
     let mut pos = 0;
     while pos < t.len() {
-        let end = scanner.next(t, pos);
+        let end = cursor.next(t, pos);
         debug_assert!(end > pos && text.is_char_boundary(end));
         pieces.push(&text[pos..end]);
         pos = end;

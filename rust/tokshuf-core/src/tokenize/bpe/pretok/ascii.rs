@@ -1,0 +1,145 @@
+//! Bit masks of the ASCII character classes of a 64-byte window of text, one bit per byte, for
+//! the window scanners: 16 bytes at a time with SSE2 on x86-64 (part of its baseline, so no
+//! runtime detection), a byte at a time elsewhere.
+
+/// The classes of the bytes `w..w + 64` of a text (bit `i` is byte `w + i`). Bytes past the
+/// text's end are in none of them, `inr` included.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Masks {
+    /// Before the end of the text.
+    pub inr: u64,
+    /// `[A-Za-z]`.
+    pub letter: u64,
+    /// `[0-9]`.
+    pub digit: u64,
+    /// `' '`.
+    pub space: u64,
+    /// ASCII `\s`: `\t \n \v \f \r` and `' '`.
+    pub ws: u64,
+    /// `'`.
+    pub apos: u64,
+    /// A byte of a multi-byte character (`>= 0x80`): its class is not known here.
+    pub non_ascii: u64,
+    /// The letters that follow an apostrophe in GPT-2's contractions: `s d m t`, `l`, `v r`, `e`.
+    pub sdmt: u64,
+    pub l: u64,
+    pub vr: u64,
+    pub e: u64,
+}
+
+/// The masks of `t[w..]`'s first 64 bytes (`w < t.len()`).
+#[inline(always)]
+pub(crate) fn classify(t: &[u8], w: usize) -> Masks {
+    let rest = &t[w..];
+    match rest.first_chunk::<64>() {
+        Some(chunk) => classify64(chunk),
+        None => {
+            let mut buf = [0u8; 64];
+            buf[..rest.len()].copy_from_slice(rest);
+            let mut m = classify64(&buf);
+            // Padding is NUL, which is only in `inr`'s complement and no class of its own.
+            m.inr = (1u64 << rest.len()) - 1;
+            m
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn classify64(chunk: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::*;
+    let mut m = Masks { inr: !0, ..Masks::default() };
+    // SAFETY: SSE2 is part of the x86-64 baseline; the loads read 4 × 16 bytes of `chunk`.
+    unsafe {
+        let splat = |b: u8| _mm_set1_epi8(b as i8);
+        // Unsigned `lo <= x < lo + n` as a signed compare: shift `lo` to -128.
+        let range = |x: __m128i, lo: u8, n: u8| {
+            _mm_cmplt_epi8(_mm_add_epi8(x, splat(0x80u8.wrapping_sub(lo))), splat(0x80u8.wrapping_add(n)))
+        };
+        for k in 0..4 {
+            let v = _mm_loadu_si128(chunk.as_ptr().add(16 * k).cast());
+            let bits = |x: __m128i| u64::from(_mm_movemask_epi8(x) as u16) << (16 * k);
+            let eq = |b: u8| _mm_cmpeq_epi8(v, splat(b));
+            let space = eq(b' ');
+            m.letter |= bits(range(_mm_or_si128(v, splat(0x20)), b'a', 26));
+            m.digit |= bits(range(v, b'0', 10));
+            m.space |= bits(space);
+            m.ws |= bits(_mm_or_si128(space, range(v, b'\t', 5)));
+            m.apos |= bits(eq(b'\''));
+            m.non_ascii |= bits(v);
+            m.sdmt |= bits(_mm_or_si128(_mm_or_si128(eq(b's'), eq(b'd')), _mm_or_si128(eq(b'm'), eq(b't'))));
+            m.l |= bits(eq(b'l'));
+            m.vr |= bits(_mm_or_si128(eq(b'v'), eq(b'r')));
+            m.e |= bits(eq(b'e'));
+        }
+    }
+    // `| 0x20` folds some bytes >= 0x80 into the letter range; their class is not known here.
+    m.letter &= !m.non_ascii;
+    m
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn classify64(chunk: &[u8; 64]) -> Masks {
+    classify64_scalar(chunk)
+}
+
+/// The masks a byte at a time (the reference for the SIMD version, and its stand-in).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn classify64_scalar(chunk: &[u8; 64]) -> Masks {
+    let mut m = Masks { inr: !0, ..Masks::default() };
+    for (i, &b) in chunk.iter().enumerate() {
+        let bit = 1u64 << i;
+        let set = |mask: &mut u64, on: bool| *mask |= if on { bit } else { 0 };
+        set(&mut m.letter, b.is_ascii_alphabetic());
+        set(&mut m.digit, b.is_ascii_digit());
+        set(&mut m.space, b == b' ');
+        set(&mut m.ws, matches!(b, b'\t'..=b'\r' | b' '));
+        set(&mut m.apos, b == b'\'');
+        set(&mut m.non_ascii, b >= 0x80);
+        set(&mut m.sdmt, matches!(b, b's' | b'd' | b'm' | b't'));
+        set(&mut m.l, b == b'l');
+        set(&mut m.vr, matches!(b, b'v' | b'r'));
+        set(&mut m.e, b == b'e');
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenize::bpe::unicode::{ASCII, L, N, S};
+
+    #[test]
+    fn classes_match_the_scanners_ascii_table() {
+        // Every byte value at every lane position.
+        for b in 0..=255u8 {
+            for i in 0..64 {
+                let mut chunk = [b'x'; 64];
+                chunk[i] = b;
+                let m = classify64(&chunk);
+                assert_eq!(m, classify64_scalar(&chunk), "byte {b:#04x} at {i}");
+                let has = |mask: u64| mask >> i & 1 == 1;
+                assert_eq!(has(m.non_ascii), b >= 0x80, "byte {b:#04x}");
+                if b < 0x80 {
+                    let c = ASCII[b as usize];
+                    assert_eq!(has(m.letter), c & L != 0, "byte {b:#04x}");
+                    assert_eq!(has(m.digit), c & N != 0, "byte {b:#04x}");
+                    assert_eq!(has(m.ws), c & S != 0, "byte {b:#04x}");
+                } else {
+                    assert!(!has(m.letter) && !has(m.digit) && !has(m.ws), "byte {b:#04x}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_window_past_the_end_is_in_no_class() {
+        let t = b"ab 'd\n";
+        let m = classify(t, 1);
+        assert_eq!(m.inr, 0b11111);
+        assert_eq!(m.letter, 0b01001);
+        assert_eq!(m.ws, 0b10010);
+        assert_eq!(m.apos, 0b00100);
+    }
+}
