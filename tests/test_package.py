@@ -27,6 +27,7 @@ def test_the_command_line_starts_without_numpy() -> None:
     # numpy (and its BLAS threads) cost a tenth of a second at every `tokshuf` start.
     code = (
         "import sys, tokshuf, tokshuf.cli, tokshuf.preprocess, tokshuf.shuffle;"
+        "tokshuf.cli.build_parser();"
         "tokshuf.Tokenizer('byte').encode('abc');"
         "print('numpy' in sys.modules)"
     )

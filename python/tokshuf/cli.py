@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tokshuf import __version__, cli_shuffle
+from tokshuf import __version__, cli_instances, cli_shuffle
 from tokshuf.errors import BadInputError, TokshufError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -186,9 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     _add_preprocess(sub)
     _add_merge(sub)
-    from tokshuf.instances.cli import add_commands as _add_instances
-
-    _add_instances(sub)
+    cli_instances.add_commands(sub)
     cli_shuffle.add_parser(sub)
     _add_inspect(sub)
     return parser

@@ -9,8 +9,6 @@ import json
 import time
 from typing import Any
 
-import numpy as np
-
 __all__ = ["add_commands"]
 
 
@@ -124,6 +122,8 @@ def _instances(args: argparse.Namespace) -> int:
         used = int((ds.documents[:, 1] - ds.documents[:, 0]).sum())
         summary["padding_fraction"] = round(1 - used / (len(ds) * seq), 6)
     if isinstance(ds, inst.VSLDataset):
+        import numpy as np
+
         summary["instances_per_bucket"] = ds.instances_per_bucket
         summary["tokens"] = int(np.sum(ds.instance_lengths, dtype=np.uint64))
     print(json.dumps(summary))
