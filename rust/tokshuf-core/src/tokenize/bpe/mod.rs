@@ -34,7 +34,7 @@ pub use select::{for_hf_model, for_tiktoken_model, FAST_BPE_ENV};
 pub use tiktoken::ENCODINGS as TIKTOKEN_ENCODINGS;
 
 use cache::State;
-use pretok::Cursor;
+use pretok::{Cursor, WindowCursor};
 use specials::Specials;
 use table::{pack_at, KeyIndex, MAX_SHORT};
 use vocab::{Merges, Vocab};
@@ -294,9 +294,13 @@ impl FastBpe {
 
     fn encode_ordinary(&self, text: &str, out: &mut Vec<u32>, state: &mut State) {
         match self.pattern {
-            Pattern::Gpt2 => self.encode_with(pretok::Gpt2Cursor::default(), text, out, state),
-            Pattern::Cl100k => self.encode_with(&pretok::Cl100k { trailing_run_whole: true }, text, out, state),
-            Pattern::Cl100kClassic => self.encode_with(&pretok::Cl100k { trailing_run_whole: false }, text, out, state),
+            Pattern::Gpt2 => self.encode_with(WindowCursor::new(pretok::Gpt2), text, out, state),
+            Pattern::Cl100k => {
+                self.encode_with(WindowCursor::new(pretok::Cl100k { trailing_run_whole: true }), text, out, state)
+            }
+            Pattern::Cl100kClassic => {
+                self.encode_with(WindowCursor::new(pretok::Cl100k { trailing_run_whole: false }), text, out, state)
+            }
             Pattern::O200k => self.encode_with(&pretok::O200k, text, out, state),
         }
     }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::pretok::{Cl100k, Gpt2, Gpt2Cursor, O200k, Scanner};
+use super::pretok::{split, Cl100k, Gpt2, O200k, WindowCursor};
 
 /// A pre-tokenization pattern with a fast scanner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -74,17 +74,10 @@ impl Pattern {
     /// The pieces `text` splits into, exactly as the regex would split it.
     pub fn split(self, text: &str) -> Vec<&str> {
         match self {
-            Pattern::Gpt2 => super::pretok::split(Gpt2Cursor::default(), text),
-            _ => super::pretok::split(self.scanner(), text),
-        }
-    }
-
-    pub(crate) fn scanner(self) -> &'static dyn Scanner {
-        match self {
-            Pattern::Gpt2 => &Gpt2,
-            Pattern::Cl100k => &Cl100k { trailing_run_whole: true },
-            Pattern::Cl100kClassic => &Cl100k { trailing_run_whole: false },
-            Pattern::O200k => &O200k,
+            Pattern::Gpt2 => split(WindowCursor::new(Gpt2), text),
+            Pattern::Cl100k => split(WindowCursor::new(Cl100k { trailing_run_whole: true }), text),
+            Pattern::Cl100kClassic => split(WindowCursor::new(Cl100k { trailing_run_whole: false }), text),
+            Pattern::O200k => split(&O200k, text),
         }
     }
 }

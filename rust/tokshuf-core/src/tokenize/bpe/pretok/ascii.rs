@@ -16,27 +16,40 @@ pub(crate) struct Masks {
     pub space: u64,
     /// ASCII `\s`: `\t \n \v \f \r` and `' '`.
     pub ws: u64,
+    /// `\r` and `\n`.
+    pub nl: u64,
     /// `'`.
     pub apos: u64,
     /// A byte of a multi-byte character (`>= 0x80`): its class is not known here.
     pub non_ascii: u64,
-    /// The letters that follow an apostrophe in GPT-2's contractions: `s d m t`, `l`, `v r`, `e`.
+    /// The letters that follow an apostrophe in the contractions: `s d m t`, `l`, `v r`, `e`
+    /// (lower case only, or either case when classified with `FOLD`).
     pub sdmt: u64,
     pub l: u64,
     pub vr: u64,
     pub e: u64,
 }
 
-/// The masks of `t[w..]`'s first 64 bytes (`w < t.len()`).
+/// The masks of `t[w..]`'s first 64 bytes (`w < t.len()`); `fold` makes the contraction letters
+/// match either case (a constant at every call site, so the branch folds away).
 #[inline(always)]
-pub(crate) fn classify(t: &[u8], w: usize) -> Masks {
+pub(crate) fn classify(t: &[u8], w: usize, fold: bool) -> Masks {
+    if fold {
+        classify_window::<true>(t, w)
+    } else {
+        classify_window::<false>(t, w)
+    }
+}
+
+#[inline(always)]
+fn classify_window<const FOLD: bool>(t: &[u8], w: usize) -> Masks {
     let rest = &t[w..];
     match rest.first_chunk::<64>() {
-        Some(chunk) => classify64(chunk),
+        Some(chunk) => classify64::<FOLD>(chunk),
         None => {
             let mut buf = [0u8; 64];
             buf[..rest.len()].copy_from_slice(rest);
-            let mut m = classify64(&buf);
+            let mut m = classify64::<FOLD>(&buf);
             // Padding is NUL, which is only in `inr`'s complement and no class of its own.
             m.inr = (1u64 << rest.len()) - 1;
             m
@@ -46,7 +59,7 @@ pub(crate) fn classify(t: &[u8], w: usize) -> Masks {
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn classify64(chunk: &[u8; 64]) -> Masks {
+fn classify64<const FOLD: bool>(chunk: &[u8; 64]) -> Masks {
     use std::arch::x86_64::*;
     let mut m = Masks { inr: !0, ..Masks::default() };
     // SAFETY: SSE2 is part of the x86-64 baseline; the loads read 4 × 16 bytes of `chunk`.
@@ -60,17 +73,22 @@ fn classify64(chunk: &[u8; 64]) -> Masks {
             let v = _mm_loadu_si128(chunk.as_ptr().add(16 * k).cast());
             let bits = |x: __m128i| u64::from(_mm_movemask_epi8(x) as u16) << (16 * k);
             let eq = |b: u8| _mm_cmpeq_epi8(v, splat(b));
+            // `| 0x20` maps `A-Z` onto `a-z` and no other byte onto a letter (bytes >= 0x80 stay).
+            let folded = if FOLD { _mm_or_si128(v, splat(0x20)) } else { v };
+            let letter_eq = |b: u8| _mm_cmpeq_epi8(folded, splat(b));
             let space = eq(b' ');
             m.letter |= bits(range(_mm_or_si128(v, splat(0x20)), b'a', 26));
             m.digit |= bits(range(v, b'0', 10));
             m.space |= bits(space);
             m.ws |= bits(_mm_or_si128(space, range(v, b'\t', 5)));
+            m.nl |= bits(_mm_or_si128(eq(b'\r'), eq(b'\n')));
             m.apos |= bits(eq(b'\''));
             m.non_ascii |= bits(v);
-            m.sdmt |= bits(_mm_or_si128(_mm_or_si128(eq(b's'), eq(b'd')), _mm_or_si128(eq(b'm'), eq(b't'))));
-            m.l |= bits(eq(b'l'));
-            m.vr |= bits(_mm_or_si128(eq(b'v'), eq(b'r')));
-            m.e |= bits(eq(b'e'));
+            let (s, d, mm, t) = (letter_eq(b's'), letter_eq(b'd'), letter_eq(b'm'), letter_eq(b't'));
+            m.sdmt |= bits(_mm_or_si128(_mm_or_si128(s, d), _mm_or_si128(mm, t)));
+            m.l |= bits(letter_eq(b'l'));
+            m.vr |= bits(_mm_or_si128(letter_eq(b'v'), letter_eq(b'r')));
+            m.e |= bits(letter_eq(b'e'));
         }
     }
     // `| 0x20` folds some bytes >= 0x80 into the letter range; their class is not known here.
@@ -80,27 +98,29 @@ fn classify64(chunk: &[u8; 64]) -> Masks {
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn classify64(chunk: &[u8; 64]) -> Masks {
-    classify64_scalar(chunk)
+fn classify64<const FOLD: bool>(chunk: &[u8; 64]) -> Masks {
+    classify64_scalar::<FOLD>(chunk)
 }
 
 /// The masks a byte at a time (the reference for the SIMD version, and its stand-in).
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
-fn classify64_scalar(chunk: &[u8; 64]) -> Masks {
+fn classify64_scalar<const FOLD: bool>(chunk: &[u8; 64]) -> Masks {
     let mut m = Masks { inr: !0, ..Masks::default() };
     for (i, &b) in chunk.iter().enumerate() {
         let bit = 1u64 << i;
+        let f = if FOLD { b.to_ascii_lowercase() } else { b };
         let set = |mask: &mut u64, on: bool| *mask |= if on { bit } else { 0 };
         set(&mut m.letter, b.is_ascii_alphabetic());
         set(&mut m.digit, b.is_ascii_digit());
         set(&mut m.space, b == b' ');
         set(&mut m.ws, matches!(b, b'\t'..=b'\r' | b' '));
+        set(&mut m.nl, matches!(b, b'\r' | b'\n'));
         set(&mut m.apos, b == b'\'');
         set(&mut m.non_ascii, b >= 0x80);
-        set(&mut m.sdmt, matches!(b, b's' | b'd' | b'm' | b't'));
-        set(&mut m.l, b == b'l');
-        set(&mut m.vr, matches!(b, b'v' | b'r'));
-        set(&mut m.e, b == b'e');
+        set(&mut m.sdmt, matches!(f, b's' | b'd' | b'm' | b't'));
+        set(&mut m.l, f == b'l');
+        set(&mut m.vr, matches!(f, b'v' | b'r'));
+        set(&mut m.e, f == b'e');
     }
     m
 }
@@ -108,7 +128,7 @@ fn classify64_scalar(chunk: &[u8; 64]) -> Masks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokenize::bpe::unicode::{ASCII, L, N, S};
+    use crate::tokenize::bpe::unicode::{ASCII, CRLF, L, N, S};
 
     #[test]
     fn classes_match_the_scanners_ascii_table() {
@@ -117,8 +137,17 @@ mod tests {
             for i in 0..64 {
                 let mut chunk = [b'x'; 64];
                 chunk[i] = b;
-                let m = classify64(&chunk);
-                assert_eq!(m, classify64_scalar(&chunk), "byte {b:#04x} at {i}");
+                let m = classify64::<false>(&chunk);
+                assert_eq!(m, classify64_scalar::<false>(&chunk), "byte {b:#04x} at {i}");
+                let folded = classify64::<true>(&chunk);
+                assert_eq!(folded, classify64_scalar::<true>(&chunk), "byte {b:#04x} at {i}, folded");
+                let has_f = |mask: u64| mask >> i & 1 == 1;
+                let lower = b.to_ascii_lowercase();
+                assert_eq!(has_f(folded.l), lower == b'l', "byte {b:#04x}");
+                assert_eq!(has_f(folded.e), lower == b'e', "byte {b:#04x}");
+                assert_eq!(has_f(folded.sdmt), b"sdmt".contains(&lower), "byte {b:#04x}");
+                assert_eq!(has_f(folded.vr), b"vr".contains(&lower), "byte {b:#04x}");
+                assert_eq!(has_f(m.sdmt), b"sdmt".contains(&b), "byte {b:#04x}");
                 let has = |mask: u64| mask >> i & 1 == 1;
                 assert_eq!(has(m.non_ascii), b >= 0x80, "byte {b:#04x}");
                 if b < 0x80 {
@@ -126,6 +155,7 @@ mod tests {
                     assert_eq!(has(m.letter), c & L != 0, "byte {b:#04x}");
                     assert_eq!(has(m.digit), c & N != 0, "byte {b:#04x}");
                     assert_eq!(has(m.ws), c & S != 0, "byte {b:#04x}");
+                    assert_eq!(has(m.nl), c & CRLF != 0, "byte {b:#04x}");
                 } else {
                     assert!(!has(m.letter) && !has(m.digit) && !has(m.ws), "byte {b:#04x}");
                 }
@@ -136,7 +166,7 @@ mod tests {
     #[test]
     fn the_window_past_the_end_is_in_no_class() {
         let t = b"ab 'd\n";
-        let m = classify(t, 1);
+        let m = classify(t, 1, false);
         assert_eq!(m.inr, 0b11111);
         assert_eq!(m.letter, 0b01001);
         assert_eq!(m.ws, 0b10010);

@@ -4,9 +4,12 @@
 //! which differs on one input shape: a whitespace run that ends the text and contains a line
 //! break before other whitespace (`"x\n "`: classic `"\n"`, `" "`; tiktoken `"\n "`).
 
+use super::ascii::Masks;
+use super::window::{fill_down, fill_up, near_unknown, Window};
 use super::{class_at, contraction_ci, digits_1_3, run, run_l, trailing_whitespace, whitespace_run, Scanner};
 use crate::tokenize::bpe::unicode::{CRLF, L, N, O};
 
+#[derive(Clone, Copy)]
 pub(crate) struct Cl100k {
     /// tiktoken's `\s++$`: a whitespace run reaching the end of the text is one piece.
     pub trailing_run_whole: bool,
@@ -54,5 +57,157 @@ impl Scanner for Cl100k {
             return e;
         }
         trailing_whitespace(t, pos, end, last)
+    }
+}
+
+impl Window for Cl100k {
+    const FOLD: bool = true;
+
+    /// In ASCII, with `h` the whitespace other than `\r`/`\n` and `O` what is neither
+    /// whitespace, letter nor digit, a piece starts at:
+    /// - the first of a run of `O`, unless a space precedes it (` ?[^\s\p{L}\p{N}]+`); an `O` run's
+    ///   piece takes the line breaks after it;
+    /// - the first of a run of letters, unless an `h` or an `O` that starts a piece precedes it
+    ///   (`[^\r\n\p{L}\p{N}]?\p{L}+`);
+    /// - every third digit of a run, from its first (`\p{N}{1,3}`);
+    /// - whitespace: the first of a run (unless it is a line break that an `O` piece takes, and
+    ///   then the first after those breaks), the first after the run's last line break
+    ///   (`\s*[\r\n]+`), and the last of a run followed by a non-space (`\s+(?!\S)`); tiktoken's
+    ///   `\s++$` makes a run that ends the text one piece;
+    /// - contractions (`'s` … `'re`, either case) as in GPT-2.
+    ///
+    /// Digit runs make a start depend on the run's first digit, and a run of `h` after a line
+    /// break on the run's end, so positions whose runs reach an unknown byte are unknown too.
+    #[inline(always)]
+    fn starts(&self, m: &Masks, at_text_start: bool, reaches_end: bool) -> (u64, u64) {
+        let (ws, nl, letter, digit) = (m.ws, m.nl, m.letter, m.digit);
+        let h = ws & !nl;
+        let nonws = m.inr & !ws;
+        let other = nonws & !(letter | digit | m.non_ascii);
+
+        let o_start = other & !(other << 1) & !(m.space << 1);
+        let l_start = letter & !(letter << 1) & !(h << 1) & !(o_start << 1);
+
+        // Digits: a run's first, then every third, doubling the reach at each step.
+        let mut d_start = digit & !(digit << 1);
+        let mut run = digit & digit << 1 & digit << 2; // bit i: i-2 ..= i are digits
+        let mut step = 3;
+        while step < 64 {
+            d_start |= d_start << step & run;
+            run &= run << step;
+            step *= 2;
+        }
+
+        let taken = nl & other << 1; // line breaks that an `O` piece takes
+        let ws_first = ws & !(ws << 1) & !taken;
+        let after_taken = nl.wrapping_add(taken) & !nl & ws;
+        let ends_at_nl = fill_down(nl >> 1 & h, h);
+        let mut after_last_nl = h & nl << 1 & !ends_at_nl;
+        let before_nonws = h & nonws >> 1;
+        if self.trailing_run_whole && reaches_end {
+            // Clear the starts inside the whitespace run that ends the text.
+            let tail = (!0u64).checked_shl(64 - nonws.leading_zeros()).unwrap_or(0);
+            after_last_nl &= !tail;
+        }
+
+        let apos = m.apos & o_start;
+        let c2 = apos & m.sdmt >> 1;
+        let c3 = apos & ((m.l >> 1 & m.l >> 2) | (m.vr >> 1 & m.e >> 2));
+        let inside = (c2 | c3) << 1 | c3 << 2;
+
+        let any = o_start | l_start | d_start | ws_first | after_taken | after_last_nl | before_nonws;
+        let starts = (any & !inside | c2 << 2 | c3 << 3) & m.inr;
+
+        let seeds = near_unknown(m, at_text_start, reaches_end);
+        let unknown = seeds | fill_up(seeds, digit) | fill_up(seeds, ws) | fill_down(seeds, h);
+        (starts, !unknown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::tokenize::bpe::pretok::{split, WindowCursor};
+    use crate::tokenize::bpe::Pattern;
+
+    fn regex(classic: bool) -> &'static fancy_regex::Regex {
+        static RE: [std::sync::OnceLock<fancy_regex::Regex>; 2] =
+            [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+        let p = if classic { Pattern::Cl100kClassic } else { Pattern::Cl100k };
+        RE[usize::from(classic)].get_or_init(|| fancy_regex::Regex::new(p.regex()).unwrap())
+    }
+
+    /// The window scanner, the scalar one and the regex agree on `text`, in both spellings.
+    fn check(text: &str) {
+        for classic in [false, true] {
+            let expected: Vec<&str> = regex(classic).find_iter(text).map(|m| m.unwrap().as_str()).collect();
+            let scanner = Cl100k { trailing_run_whole: !classic };
+            assert_eq!(split(&scanner, text), expected, "scalar scanner on {text:?} (classic: {classic})");
+            assert_eq!(
+                split(WindowCursor::new(scanner), text),
+                expected,
+                "window scanner on {text:?} (classic: {classic})"
+            );
+        }
+    }
+
+    #[test]
+    fn window_edges_runs_and_contractions() {
+        for text in [
+            "",
+            "'",
+            "'S",
+            "x's'LL 'Ve 're'D''s ''m 't",
+            "a  's  'll\n'd\t're",
+            " \n \t x \r\n",
+            "x\n ",
+            "x \n \t",
+            "!\n\n \t\n x!\r\n\r\n",
+            "1234567 12 1234567890123\t\t!!a !a\ta\t!a",
+            "ab12 34,. ;;x  \t\u{b}y\u{c}z",
+        ] {
+            check(text);
+        }
+        // Every shape near every window edge: a prefix shifts the text across the 64-byte steps.
+        let body = "I'M here: don't  stop 1234567abc  'll\n\n it's\t'd x'sa é'd 'é ''s\u{3000}'s !\n\n \n \t";
+        for k in 0..140 {
+            check(&format!("{}{body}", "a ".repeat(k / 2) + &"b".repeat(k % 2)));
+            check(&format!("{}{body}", "1".repeat(k)));
+            check(&format!("{}{body}", " \n".repeat(k / 2)));
+        }
+        // Long runs that span windows.
+        for k in [60, 64, 65, 127, 128, 200] {
+            check(&format!("a{}b", "7".repeat(k)));
+            check(&format!("a{}b", " ".repeat(k)));
+            check(&format!("a{}", " ".repeat(k)));
+            check(&format!("a{} \n", " \t".repeat(k)));
+            check(&format!("!{} \n b", "\n".repeat(k)));
+        }
+        // Runs whose far end decides a start: spaces after a line break that meet a line break
+        // again past the window's edge or past a non-ASCII space.
+        for k in 0..140 {
+            let pad = "a".repeat(k % 70);
+            check(&format!("{pad}x\n{}\n y", " ".repeat(k)));
+            check(&format!("{pad}x\n{}\u{3000}\n y", " ".repeat(k)));
+            check(&format!("{pad}—{} \n y", "\n".repeat(k)));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn window_scanner_matches_the_regex(text in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "a", "b", "s", "l", "e", "v", "r", "d", "m", "t", "S", "L", "V", "E", "1", "0", "123", " ", " ",
+                "  ", "\t", "\n", "\r", "\r\n", "\u{b}", "'", "'", ",", ".", "!", "é", "中", "\u{a0}",
+                "\u{3000}", "\u{85}", "²", "٣", "'s", "'ll", "ſ",
+            ]),
+            0..200,
+        )) {
+            check(&text.concat());
+        }
     }
 }

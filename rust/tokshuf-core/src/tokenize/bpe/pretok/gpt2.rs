@@ -2,8 +2,9 @@
 //! `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 //! (tiktoken spells it with possessive quantifiers and `\s++$|\s+(?!\S)|\s`: the same matches).
 
-use super::ascii::{classify, Masks};
-use super::{class_at, contraction_cs, run, run_l, trailing_whitespace, whitespace_run, Cursor, Scanner};
+use super::ascii::Masks;
+use super::window::{near_unknown, Window};
+use super::{class_at, contraction_cs, run, run_l, trailing_whitespace, whitespace_run, Scanner};
 use crate::tokenize::bpe::unicode::{L, N, O};
 
 pub(crate) struct Gpt2;
@@ -42,65 +43,12 @@ impl Scanner for Gpt2 {
     }
 }
 
-/// [`Gpt2`] a 64-byte window at a time, for one text. In ASCII text a piece starts at a position
-/// that a few neighbours decide (see [`gpt2_starts`]), so the starts of a whole window come from
-/// its class masks with a handful of shifts, and each piece then costs one bit search. Positions
-/// next to a non-ASCII byte are left to [`Gpt2`].
-#[derive(Default)]
-pub(crate) struct Gpt2Cursor {
-    /// The window's first byte.
-    w: usize,
-    /// Piece starts in the window (bit `i`: byte `w + i`).
-    starts: u64,
-    /// Where `starts` is known (ASCII context, not too near the window's edges).
-    valid: u64,
-    /// Up to here, the window just loaded showed the scalar scanner is needed.
-    scalar_until: usize,
-}
+impl Window for Gpt2 {
+    const FOLD: bool = false;
 
-impl Cursor for Gpt2Cursor {
     #[inline(always)]
-    fn next(&mut self, t: &[u8], pos: usize) -> usize {
-        let mut from = pos + 1;
-        loop {
-            if from >= t.len() {
-                return t.len();
-            }
-            let mut off = from.wrapping_sub(self.w);
-            if off >= 64 || self.valid >> off & 1 == 0 {
-                if from < self.scalar_until {
-                    return Gpt2.next(t, pos);
-                }
-                self.load(t, from.saturating_sub(4));
-                off = from - self.w;
-                if self.valid >> off & 1 == 0 {
-                    // Non-ASCII nearby: up to the window's next known position, piece by piece.
-                    let known = (self.valid >> off << off).trailing_zeros();
-                    self.scalar_until = self.w + known.min(60) as usize;
-                    return Gpt2.next(t, pos);
-                }
-            }
-            let ahead = !0u64 << off;
-            let start = (self.starts & ahead).trailing_zeros();
-            let unknown = (!self.valid & ahead).trailing_zeros();
-            if start < unknown {
-                return self.w + start as usize;
-            }
-            if unknown == 64 {
-                // Only a window that reaches the end of the text is known to its last bit.
-                return t.len();
-            }
-            from = self.w + unknown as usize;
-        }
-    }
-}
-
-impl Gpt2Cursor {
-    #[inline(always)]
-    fn load(&mut self, t: &[u8], w: usize) {
-        let m = classify(t, w);
-        let (starts, valid) = gpt2_starts(&m, w == 0, t.len() - w <= 64);
-        (self.w, self.starts, self.valid) = (w, starts, valid);
+    fn starts(&self, m: &Masks, at_text_start: bool, reaches_end: bool) -> (u64, u64) {
+        gpt2_starts(m, at_text_start, reaches_end)
     }
 }
 
@@ -128,15 +76,7 @@ pub(crate) fn gpt2_starts(m: &Masks, at_text_start: bool, reaches_end: bool) -> 
     let c3 = apos & ((m.l >> 1 & m.l >> 2) | (m.vr >> 1 & m.e >> 2));
     let inside = (c2 | c3) << 1 | c3 << 2;
     let starts = ((s_nonws | s_ws) & !inside | c2 << 2 | c3 << 3) & m.inr;
-    let na = m.non_ascii;
-    let mut unknown = na >> 1 | na | na << 1 | na << 2 | na << 3 | na << 4;
-    if !at_text_start {
-        unknown |= 0xf;
-    }
-    if !reaches_end {
-        unknown |= 1 << 63;
-    }
-    (starts, !unknown)
+    (starts, !near_unknown(m, at_text_start, reaches_end))
 }
 
 #[cfg(test)]
@@ -144,7 +84,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::tokenize::bpe::pretok::split;
+    use crate::tokenize::bpe::pretok::{split, WindowCursor};
     use crate::tokenize::bpe::Pattern;
 
     fn regex() -> &'static fancy_regex::Regex {
@@ -156,7 +96,7 @@ mod tests {
     fn check(text: &str) {
         let expected: Vec<&str> = regex().find_iter(text).map(|m| m.unwrap().as_str()).collect();
         assert_eq!(split(&Gpt2, text), expected, "scalar scanner on {text:?}");
-        assert_eq!(split(Gpt2Cursor::default(), text), expected, "window scanner on {text:?}");
+        assert_eq!(split(WindowCursor::new(Gpt2), text), expected, "window scanner on {text:?}");
     }
 
     #[test]

@@ -10,12 +10,14 @@ mod ascii;
 mod cl100k;
 mod gpt2;
 mod o200k;
+mod window;
 
 use super::unicode::{classes, ASCII, CRLF, L, N, S};
 
 pub(crate) use cl100k::Cl100k;
-pub(crate) use gpt2::{Gpt2, Gpt2Cursor};
+pub(crate) use gpt2::Gpt2;
 pub(crate) use o200k::O200k;
+pub(crate) use window::WindowCursor;
 
 /// A split pattern: where the match starting at `pos` (< `text.len()`) ends.
 pub(crate) trait Scanner {
