@@ -301,7 +301,7 @@ impl FastBpe {
             Pattern::Cl100kClassic => {
                 self.encode_with(WindowCursor::new(pretok::Cl100k { trailing_run_whole: false }), text, out, state)
             }
-            Pattern::O200k => self.encode_with(&pretok::O200k, text, out, state),
+            Pattern::O200k => self.encode_with(WindowCursor::new(pretok::O200k), text, out, state),
         }
     }
 

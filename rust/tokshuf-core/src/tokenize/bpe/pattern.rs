@@ -77,7 +77,7 @@ impl Pattern {
             Pattern::Gpt2 => split(WindowCursor::new(Gpt2), text),
             Pattern::Cl100k => split(WindowCursor::new(Cl100k { trailing_run_whole: true }), text),
             Pattern::Cl100kClassic => split(WindowCursor::new(Cl100k { trailing_run_whole: false }), text),
-            Pattern::O200k => split(&O200k, text),
+            Pattern::O200k => split(WindowCursor::new(O200k), text),
         }
     }
 }

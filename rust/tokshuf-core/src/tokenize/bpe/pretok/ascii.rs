@@ -10,6 +10,8 @@ pub(crate) struct Masks {
     pub inr: u64,
     /// `[A-Za-z]`.
     pub letter: u64,
+    /// `[A-Z]`.
+    pub upper: u64,
     /// `[0-9]`.
     pub digit: u64,
     /// `' '`.
@@ -20,6 +22,8 @@ pub(crate) struct Masks {
     pub nl: u64,
     /// `'`.
     pub apos: u64,
+    /// `/`.
+    pub slash: u64,
     /// A byte of a multi-byte character (`>= 0x80`): its class is not known here.
     pub non_ascii: u64,
     /// The letters that follow an apostrophe in the contractions: `s d m t`, `l`, `v r`, `e`
@@ -78,11 +82,13 @@ fn classify64<const FOLD: bool>(chunk: &[u8; 64]) -> Masks {
             let letter_eq = |b: u8| _mm_cmpeq_epi8(folded, splat(b));
             let space = eq(b' ');
             m.letter |= bits(range(_mm_or_si128(v, splat(0x20)), b'a', 26));
+            m.upper |= bits(range(v, b'A', 26));
             m.digit |= bits(range(v, b'0', 10));
             m.space |= bits(space);
             m.ws |= bits(_mm_or_si128(space, range(v, b'\t', 5)));
             m.nl |= bits(_mm_or_si128(eq(b'\r'), eq(b'\n')));
             m.apos |= bits(eq(b'\''));
+            m.slash |= bits(eq(b'/'));
             m.non_ascii |= bits(v);
             let (s, d, mm, t) = (letter_eq(b's'), letter_eq(b'd'), letter_eq(b'm'), letter_eq(b't'));
             m.sdmt |= bits(_mm_or_si128(_mm_or_si128(s, d), _mm_or_si128(mm, t)));
@@ -111,11 +117,13 @@ fn classify64_scalar<const FOLD: bool>(chunk: &[u8; 64]) -> Masks {
         let f = if FOLD { b.to_ascii_lowercase() } else { b };
         let set = |mask: &mut u64, on: bool| *mask |= if on { bit } else { 0 };
         set(&mut m.letter, b.is_ascii_alphabetic());
+        set(&mut m.upper, b.is_ascii_uppercase());
         set(&mut m.digit, b.is_ascii_digit());
         set(&mut m.space, b == b' ');
         set(&mut m.ws, matches!(b, b'\t'..=b'\r' | b' '));
         set(&mut m.nl, matches!(b, b'\r' | b'\n'));
         set(&mut m.apos, b == b'\'');
+        set(&mut m.slash, b == b'/');
         set(&mut m.non_ascii, b >= 0x80);
         set(&mut m.sdmt, matches!(f, b's' | b'd' | b'm' | b't'));
         set(&mut m.l, f == b'l');
@@ -128,7 +136,7 @@ fn classify64_scalar<const FOLD: bool>(chunk: &[u8; 64]) -> Masks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokenize::bpe::unicode::{ASCII, CRLF, L, N, S};
+    use crate::tokenize::bpe::unicode::{ASCII, CRLF, L, LO, N, S, UP};
 
     #[test]
     fn classes_match_the_scanners_ascii_table() {
@@ -156,6 +164,8 @@ mod tests {
                     assert_eq!(has(m.digit), c & N != 0, "byte {b:#04x}");
                     assert_eq!(has(m.ws), c & S != 0, "byte {b:#04x}");
                     assert_eq!(has(m.nl), c & CRLF != 0, "byte {b:#04x}");
+                    assert_eq!(has(m.upper), c & UP != 0 && c & LO == 0, "byte {b:#04x}");
+                    assert_eq!(has(m.slash), b == b'/', "byte {b:#04x}");
                 } else {
                     assert!(!has(m.letter) && !has(m.digit) && !has(m.ws), "byte {b:#04x}");
                 }

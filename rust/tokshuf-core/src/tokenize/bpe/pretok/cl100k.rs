@@ -5,7 +5,7 @@
 //! break before other whitespace (`"x\n "`: classic `"\n"`, `" "`; tiktoken `"\n "`).
 
 use super::ascii::Masks;
-use super::window::{fill_down, fill_up, near_unknown, Window};
+use super::window::{contractions, digit_starts, fill_down, fill_up, near_unknown, whitespace_starts, Window};
 use super::{class_at, contraction_ci, digits_1_3, run, run_l, trailing_whitespace, whitespace_run, Scanner};
 use crate::tokenize::bpe::unicode::{CRLF, L, N, O};
 
@@ -62,6 +62,8 @@ impl Scanner for Cl100k {
 
 impl Window for Cl100k {
     const FOLD: bool = true;
+    const CONTEXT: usize = 4;
+    const LOOKAHEAD: usize = 1;
 
     /// In ASCII, with `h` the whitespace other than `\r`/`\n` and `O` what is neither
     /// whitespace, letter nor digit, a piece starts at:
@@ -88,22 +90,9 @@ impl Window for Cl100k {
         let o_start = other & !(other << 1) & !(m.space << 1);
         let l_start = letter & !(letter << 1) & !(h << 1) & !(o_start << 1);
 
-        // Digits: a run's first, then every third, doubling the reach at each step.
-        let mut d_start = digit & !(digit << 1);
-        let mut run = digit & digit << 1 & digit << 2; // bit i: i-2 ..= i are digits
-        let mut step = 3;
-        while step < 64 {
-            d_start |= d_start << step & run;
-            run &= run << step;
-            step *= 2;
-        }
-
         let taken = nl & other << 1; // line breaks that an `O` piece takes
-        let ws_first = ws & !(ws << 1) & !taken;
         let after_taken = nl.wrapping_add(taken) & !nl & ws;
-        let ends_at_nl = fill_down(nl >> 1 & h, h);
-        let mut after_last_nl = h & nl << 1 & !ends_at_nl;
-        let before_nonws = h & nonws >> 1;
+        let (ws_starts, mut after_last_nl) = whitespace_starts(m, taken);
         if self.trailing_run_whole && reaches_end {
             // Clear the starts inside the whitespace run that ends the text.
             let tail = (!0u64).checked_shl(64 - nonws.leading_zeros()).unwrap_or(0);
@@ -111,14 +100,13 @@ impl Window for Cl100k {
         }
 
         let apos = m.apos & o_start;
-        let c2 = apos & m.sdmt >> 1;
-        let c3 = apos & ((m.l >> 1 & m.l >> 2) | (m.vr >> 1 & m.e >> 2));
+        let (c2, c3) = contractions(m, apos);
         let inside = (c2 | c3) << 1 | c3 << 2;
 
-        let any = o_start | l_start | d_start | ws_first | after_taken | after_last_nl | before_nonws;
+        let any = o_start | l_start | digit_starts(digit) | ws_starts | after_taken | after_last_nl;
         let starts = (any & !inside | c2 << 2 | c3 << 3) & m.inr;
 
-        let seeds = near_unknown(m, at_text_start, reaches_end);
+        let seeds = near_unknown::<Self>(m, at_text_start, reaches_end);
         let unknown = seeds | fill_up(seeds, digit) | fill_up(seeds, ws) | fill_down(seeds, h);
         (starts, !unknown)
     }

@@ -3,7 +3,7 @@
 //! (tiktoken spells it with possessive quantifiers and `\s++$|\s+(?!\S)|\s`: the same matches).
 
 use super::ascii::Masks;
-use super::window::{near_unknown, Window};
+use super::window::{contractions, near_unknown, Window};
 use super::{class_at, contraction_cs, run, run_l, trailing_whitespace, whitespace_run, Scanner};
 use crate::tokenize::bpe::unicode::{L, N, O};
 
@@ -45,6 +45,8 @@ impl Scanner for Gpt2 {
 
 impl Window for Gpt2 {
     const FOLD: bool = false;
+    const CONTEXT: usize = 4;
+    const LOOKAHEAD: usize = 1;
 
     #[inline(always)]
     fn starts(&self, m: &Masks, at_text_start: bool, reaches_end: bool) -> (u64, u64) {
@@ -72,11 +74,10 @@ pub(crate) fn gpt2_starts(m: &Masks, at_text_start: bool, reaches_end: bool) -> 
     let s_nonws = nonws & !same & !(m.space << 1);
     let s_ws = m.ws & (!(m.ws << 1) | nonws >> 1);
     let apos = m.apos & s_nonws;
-    let c2 = apos & m.sdmt >> 1;
-    let c3 = apos & ((m.l >> 1 & m.l >> 2) | (m.vr >> 1 & m.e >> 2));
+    let (c2, c3) = contractions(m, apos);
     let inside = (c2 | c3) << 1 | c3 << 2;
     let starts = ((s_nonws | s_ws) & !inside | c2 << 2 | c3 << 3) & m.inr;
-    (starts, !near_unknown(m, at_text_start, reaches_end))
+    (starts, !near_unknown::<Gpt2>(m, at_text_start, reaches_end))
 }
 
 #[cfg(test)]

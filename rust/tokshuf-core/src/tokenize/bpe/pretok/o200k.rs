@@ -7,9 +7,12 @@
 //! `[^\r\n\p{L}\p{N}]`, so the first two alternatives are resolved the way a backtracking engine
 //! resolves them: optional prefix first taken, then not; `[UP]*` giving characters back.
 
+use super::ascii::Masks;
+use super::window::{contractions, digit_starts, fill_down, fill_up, near_unknown, whitespace_starts, Window};
 use super::{class_at, contraction_ci, digits_1_3, run, run_letters, trailing_whitespace, whitespace_run, Scanner};
 use crate::tokenize::bpe::unicode::{CRLF, L, LO, N, O, UP};
 
+#[derive(Clone, Copy)]
 pub(crate) struct O200k;
 
 #[inline(always)]
@@ -95,5 +98,130 @@ impl Scanner for O200k {
             return e;
         }
         trailing_whitespace(t, pos, end, last)
+    }
+}
+
+impl Window for O200k {
+    const FOLD: bool = true;
+    /// An apostrophe's contraction depends on the letter before it, which may itself end a
+    /// contraction that began three bytes earlier.
+    const CONTEXT: usize = 7;
+    /// Whether an apostrophe is in a word's piece depends on the two letters after it.
+    const LOOKAHEAD: usize = 2;
+
+    /// As [`Cl100k`](super::Cl100k)'s rules, with these differences, in ASCII:
+    /// - a run of letters also splits before a capital that follows a small letter (a word is
+    ///   `[A-Z]*[a-z]+` or `[A-Z]+[a-z]*`);
+    /// - a contraction (`'s` … `'re`, either case) belongs to the word before it: an apostrophe
+    ///   after a letter that begins one is inside that word's piece (unless the letter is itself
+    ///   a contraction's, which is left to the scalar scanner), and the piece ends after it;
+    /// - an `O` run's piece takes the run of line breaks and slashes after it.
+    #[inline(always)]
+    fn starts(&self, m: &Masks, at_text_start: bool, reaches_end: bool) -> (u64, u64) {
+        let (ws, nl, letter, digit, upper) = (m.ws, m.nl, m.letter, m.digit, m.upper);
+        let lower = letter & !upper;
+        let h = ws & !nl;
+        let nonws = m.inr & !ws;
+        let other = nonws & !(letter | digit | m.non_ascii);
+
+        let tail_chars = nl | m.slash;
+        let tail_first = nl & other << 1;
+        let taken = fill_up(tail_first, tail_chars); // the `[\r\n/]*` after an `O` run
+        let after_taken = tail_chars.wrapping_add(tail_first) & !tail_chars & m.inr;
+
+        let o_start = other & !(other << 1) & !(m.space << 1) & !taken;
+        let prefix = o_start | (after_taken & other) | h; // `[^\r\n\p{L}\p{N}]` that starts a piece
+        let l_start = letter & !(letter << 1) & !(prefix << 1) | upper & lower << 1;
+
+        let (ws_starts, after_last_nl) = whitespace_starts(m, taken);
+
+        let apos = m.apos & letter << 1;
+        let (c2, c3) = contractions(m, apos);
+        let inside = c2 | c3 | (c2 | c3) << 1 | c3 << 2;
+        // An apostrophe two or three bytes after another: the letter before it may end a contraction.
+        let chained = m.apos & (m.apos << 2 | m.apos << 3);
+
+        let any = o_start | after_taken | l_start | digit_starts(digit) | ws_starts | after_last_nl;
+        let starts = (any & !inside | c2 << 2 | c3 << 3) & m.inr;
+
+        let seeds =
+            near_unknown::<Self>(m, at_text_start, reaches_end) | chained | chained << 1 | chained << 2 | chained << 3;
+        let unknown = seeds | fill_up(seeds, tail_chars) | fill_up(seeds, digit) | fill_down(seeds, h);
+        (starts, !unknown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::tokenize::bpe::pretok::{split, WindowCursor};
+    use crate::tokenize::bpe::Pattern;
+
+    fn regex() -> &'static fancy_regex::Regex {
+        static RE: std::sync::OnceLock<fancy_regex::Regex> = std::sync::OnceLock::new();
+        RE.get_or_init(|| fancy_regex::Regex::new(Pattern::O200k.regex()).unwrap())
+    }
+
+    /// The window scanner, the scalar one and the regex agree on `text`.
+    fn check(text: &str) {
+        let expected: Vec<&str> = regex().find_iter(text).map(|m| m.unwrap().as_str()).collect();
+        assert_eq!(split(&O200k, text), expected, "scalar scanner on {text:?}");
+        assert_eq!(split(WindowCursor::new(O200k), text), expected, "window scanner on {text:?}");
+    }
+
+    #[test]
+    fn window_edges_runs_and_contractions() {
+        for text in [
+            "",
+            "'",
+            "'s",
+            "dog's's'S x'LL 'Ve 're'D''s ''m 't",
+            "HTMLParser camelCase ABc aBC iPhone's I'M",
+            "rock'n'roll don't'll x'sa'sb",
+            "a!\n/\n/x !/\nb //\n\n/!c",
+            "x\n ",
+            "x \n \t",
+            "1234567 12 1234567890123\t\t!!a !a\ta\t!a",
+        ] {
+            check(text);
+        }
+        let body = "I'M here: Don't  stop 1234567abc  'll\n\n it's\t'd x'sa é'd 'é ''s\u{3000}'s !\n/\n \n \t aBcD's";
+        for k in 0..140 {
+            check(&format!("{}{body}", "a ".repeat(k / 2) + &"b".repeat(k % 2)));
+            check(&format!("{}{body}", "1".repeat(k)));
+            check(&format!("{}{body}", " \n".repeat(k / 2)));
+            check(&format!("{}{body}", "'s".repeat(k / 2)));
+        }
+        for k in 0..140 {
+            let pad = "a".repeat(k % 70);
+            check(&format!("{pad}x\n{}\n y", " ".repeat(k)));
+            check(&format!("{pad}—{} \n y", "\n".repeat(k)));
+            check(&format!("{pad}!{}x", "\n/".repeat(k / 2)));
+            check(&format!("{pad}—{}x", "/\n".repeat(k / 2)));
+            check(&format!("{pad}!{}/x", "\n".repeat(k)));
+            // An apostrophe at every offset from a window's right edge.
+            check(&format!("{} e'll", "a".repeat(k)));
+            check(&format!("{} e'llama", "ab ".repeat(k / 3) + &"c".repeat(k % 3)));
+            check(&format!("{pad}—{}/x", "\n".repeat(k)));
+            check(&format!("{pad}—{}\t/x", "\n".repeat(k)));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn window_scanner_matches_the_regex(text in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "a", "b", "s", "l", "e", "v", "r", "d", "m", "t", "S", "L", "V", "E", "A", "Q", "1", "0", "123",
+                " ", " ", "  ", "\t", "\n", "\r", "\r\n", "\u{b}", "'", "'", "/", "//", ",", "!", "é", "É",
+                "中", "\u{a0}", "\u{3000}", "\u{85}", "²", "\u{301}", "ʰ", "'s", "'ll", "ſ",
+            ]),
+            0..200,
+        )) {
+            check(&text.concat());
+        }
     }
 }

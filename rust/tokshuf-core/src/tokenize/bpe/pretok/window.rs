@@ -11,6 +11,11 @@ use super::{Cursor, Scanner};
 pub(crate) trait Window: Scanner {
     /// Whether the contraction letters match in either case (`(?i:...)`).
     const FOLD: bool;
+    /// How many bytes before a position can decide whether a piece starts there (beyond the
+    /// runs a pattern fills through itself).
+    const CONTEXT: usize;
+    /// How many bytes after a position can decide it.
+    const LOOKAHEAD: usize;
 
     /// The piece starts of the window `m` (bit `i`: its byte `i`), and the positions where they
     /// are known. `at_text_start`: the window starts the text; `reaches_end`: it holds the end.
@@ -57,13 +62,13 @@ impl<P: Window> Cursor for WindowCursor<P> {
                 if from < self.scalar_until {
                     return self.pattern.next(t, pos);
                 }
-                // Four bytes of left context make most positions known.
-                self.load(t, from.saturating_sub(4));
+                // With its left context in the window, a position is known unless a run crosses.
+                self.load(t, from.saturating_sub(P::CONTEXT));
                 off = from - self.w;
                 if self.valid >> off & 1 == 0 {
                     // Up to the window's next known position, piece by piece.
                     let known = (self.valid >> off << off).trailing_zeros();
-                    self.scalar_until = self.w + known.min(60) as usize;
+                    self.scalar_until = self.w + known.min(64 - P::CONTEXT as u32) as usize;
                     return self.pattern.next(t, pos);
                 }
             }
@@ -82,19 +87,63 @@ impl<P: Window> Cursor for WindowCursor<P> {
     }
 }
 
-/// The positions where `start`-ness depends only on bytes `i - 4 ..= i + 1` that the window
-/// cannot see: around non-ASCII bytes (whose class it does not know) and at its edges.
+/// The positions of `W`'s window `m` whose start-ness depends on bytes (in
+/// `i - W::CONTEXT ..= i + W::LOOKAHEAD`) that it cannot see: around non-ASCII bytes (whose
+/// class it does not know) and at its edges.
 #[inline(always)]
-pub(crate) fn near_unknown(m: &Masks, at_text_start: bool, reaches_end: bool) -> u64 {
+pub(crate) fn near_unknown<W: Window>(m: &Masks, at_text_start: bool, reaches_end: bool) -> u64 {
     let na = m.non_ascii;
-    let mut unknown = na >> 1 | na | na << 1 | na << 2 | na << 3 | na << 4;
+    let mut unknown = 0;
+    for k in 1..=W::LOOKAHEAD {
+        unknown |= na >> k;
+    }
+    for k in 0..=W::CONTEXT {
+        unknown |= na << k;
+    }
     if !at_text_start {
-        unknown |= 0xf;
+        unknown |= (1 << W::CONTEXT) - 1;
     }
     if !reaches_end {
-        unknown |= 1 << 63;
+        unknown |= !(!0u64 >> W::LOOKAHEAD);
     }
     unknown
+}
+
+/// `\p{N}{1,3}`'s starts in the runs of `digit`: each run's first digit, then every third,
+/// doubling the reach at each step.
+#[inline(always)]
+pub(crate) fn digit_starts(digit: u64) -> u64 {
+    let mut starts = digit & !(digit << 1);
+    let mut run = digit & digit << 1 & digit << 2; // bit i: i-2 ..= i are digits
+    let mut step = 3;
+    while step < 64 {
+        starts |= starts << step & run;
+        run &= run << step;
+        step *= 2;
+    }
+    starts
+}
+
+/// The contractions at the apostrophes `apos`: those of two bytes (`'s 'd 'm 't`) and of three
+/// (`'ll 've 're`), each marked at its apostrophe.
+#[inline(always)]
+pub(crate) fn contractions(m: &Masks, apos: u64) -> (u64, u64) {
+    let c2 = apos & m.sdmt >> 1;
+    let c3 = apos & ((m.l >> 1 & m.l >> 2) | (m.vr >> 1 & m.e >> 2));
+    (c2, c3)
+}
+
+/// The whitespace starts of `\s*[\r\n]+|\s+(?!\S)|\s+` (cl100k, o200k), with `taken` the line
+/// breaks a preceding piece takes: the first of a run, and the last before a non-space, as
+/// `(first_or_last, after_last_break)`; the second is the first `h` after a run's last line break.
+#[inline(always)]
+pub(crate) fn whitespace_starts(m: &Masks, taken: u64) -> (u64, u64) {
+    let (ws, nl) = (m.ws, m.nl);
+    let h = ws & !nl;
+    let first = ws & !(ws << 1) & !taken;
+    let before_nonws = h & (m.inr & !ws) >> 1;
+    let ends_at_nl = fill_down(nl >> 1 & h, h);
+    (first | before_nonws, h & nl << 1 & !ends_at_nl)
 }
 
 /// The bits of `runs` reachable from a bit of `seeds` by going up (towards later bytes) through
