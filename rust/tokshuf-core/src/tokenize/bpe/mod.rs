@@ -1,10 +1,10 @@
 //! A fast, exact byte-level BPE encoder for the GPT-2/r50k/p50k, cl100k (and Llama 3) and o200k
 //! families: ids identical to tiktoken's `encode_ordinary` and to Hugging Face `tokenizers`.
 //!
-//! Per piece of text: a hand-written pre-tokenizer ([`pretok`]) finds the piece, a shared table of
-//! the vocabulary answers most pieces (one token), a bounded per-thread cache answers repeated
-//! multi-token pieces, and only the rest run byte-pair merging ([`merge`]). Nothing allocates per
-//! piece once the caches are warm.
+//! Per piece of text: a hand-written pre-tokenizer ([`pretok`]) finds the piece, one probe of a
+//! bounded per-thread table answers it (the table is seeded with the vocabulary, so it knows every
+//! one-token piece, and learns repeated multi-token ones), and only the rest run byte-pair merging
+//! ([`merge`]). Nothing allocates per piece once the caches are warm.
 //!
 //! Special-token strings such as `<|endoftext|>` are ordinary text unless
 //! [`FastBpe::with_special_tokens_in_text`] turns them on.
@@ -24,7 +24,7 @@ mod vocab;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 pub use batch::EncodedBatch;
 pub use cache::{CacheConfig, Stats};
@@ -36,7 +36,7 @@ pub use tiktoken::ENCODINGS as TIKTOKEN_ENCODINGS;
 use cache::State;
 use pretok::{Cursor, WindowCursor};
 use specials::Specials;
-use table::{pack_at, KeyIndex, MAX_SHORT};
+use table::{pack_at, MAX_SHORT};
 use vocab::{Merges, Vocab};
 
 use super::Tokenizer;
@@ -47,9 +47,8 @@ use crate::{Error, Result};
 /// borrows a cache from an internal pool, so the number of caches is the peak concurrency.
 pub struct FastBpe {
     vocab: Vocab,
-    /// Pieces whose whole encoding is one id, when that is not simply "the piece is a token"
-    /// (Hugging Face files without `ignore_merges`). `None`: the vocabulary's own table.
-    pieces: Option<KeyIndex>,
+    /// The short pieces whose whole encoding is one id, by id: every cache starts with them.
+    seed: Arc<[(u128, u32)]>,
     /// A piece that is a token encodes to it without merging (tiktoken, `ignore_merges`).
     whole_piece_is_token: bool,
     pattern: Pattern,
@@ -89,7 +88,7 @@ impl FastBpe {
         let max_id = vocab.id_bound().max(specials.tokens().iter().map(|s| s.1 + 1).max().unwrap_or(0));
         let mut bpe = FastBpe {
             vocab,
-            pieces: None,
+            seed: Arc::new([]),
             whole_piece_is_token,
             pattern,
             specials,
@@ -102,29 +101,32 @@ impl FastBpe {
             commit_caches: AtomicBool::new(false),
             identity: None,
         };
-        if !whole_piece_is_token {
-            bpe.pieces = Some(bpe.single_token_pieces());
-        }
+        bpe.seed = bpe.single_token_pieces().into();
         bpe
     }
 
-    /// The short tokens whose BPE encoding is themselves (all of them, for well-formed merges).
-    fn single_token_pieces(&self) -> KeyIndex {
+    /// The short tokens whose encoding is themselves, by id: all of them when a piece that is a
+    /// token encodes to it (tiktoken, `ignore_merges`), else those that BPE merges back whole
+    /// (all of them, for well-formed merges).
+    fn single_token_pieces(&self) -> Vec<(u128, u32)> {
         let mut scratch = merge::MergeScratch::default();
         let mut ids = Vec::new();
-        let mut table = KeyIndex::new(self.vocab.len(), self.vocab.id_bound());
+        let mut seed = Vec::with_capacity(self.vocab.len());
         for id in 0..self.vocab.id_bound() {
             let t = self.vocab.token(id);
             if t.is_empty() || t.len() > MAX_SHORT {
                 continue;
             }
-            ids.clear();
-            merge::encode_piece(&self.vocab, t, &mut ids, &mut scratch);
-            if ids == [id] {
-                table.insert(table::pack(t), id);
+            if !self.whole_piece_is_token {
+                ids.clear();
+                merge::encode_piece(&self.vocab, t, &mut ids, &mut scratch);
+                if ids != [id] {
+                    continue;
+                }
             }
+            seed.push((table::pack(t), id));
         }
-        table
+        seed
     }
 
     /// An OpenAI encoding embedded in the `tiktoken-rs` crate: `gpt2`, `r50k_base`, `p50k_base`,
@@ -271,7 +273,7 @@ impl FastBpe {
     fn take_state(&self) -> State {
         let pooled = self.states.lock().unwrap_or_else(|e| e.into_inner()).pop();
         pooled.unwrap_or_else(|| {
-            let mut state = State::new(self.cache);
+            let mut state = State::new(self.cache, Arc::clone(&self.seed));
             if self.commit_caches.load(Ordering::Relaxed) {
                 state.commit();
             }
@@ -307,15 +309,12 @@ impl FastBpe {
 
     #[inline(always)]
     fn encode_with<C: Cursor>(&self, mut scanner: C, text: &str, out: &mut Vec<u32>, state: &mut State) {
-        // Pieces are found a batch ahead of their lookups. Each piece's slot in the vocabulary
-        // index is prefetched when it is found; a second pass prefetches the key that slot points
-        // to or, for a piece that is likely not a token, its cache slots. The lookups of a batch
-        // then overlap their cache misses instead of waiting for each in turn. Most pieces are
-        // vocabulary hits that take a few nanoseconds once their lines arrive, so a batch must
-        // be long for a prefetch to land before its use (16: 215-230 MB/s on cl100k, 64: 256-266).
+        // Pieces are found a batch ahead of their lookups, and the home slot of each is
+        // prefetched when it is found: the lookups of a batch then overlap their cache misses
+        // instead of waiting for each in turn. Most pieces take a few nanoseconds once their line
+        // arrives, so a batch must be long for a prefetch to land before its use.
         const BATCH: usize = 64;
         let t = text.as_bytes();
-        let pieces = self.pieces.as_ref().unwrap_or_else(|| self.vocab.short_table());
         let mut ends = [0usize; BATCH];
         let mut keys = [0u128; BATCH];
         let mut hashes = [0u64; BATCH];
@@ -329,7 +328,7 @@ impl FastBpe {
                 if len <= MAX_SHORT {
                     let key = pack_at(t, p, len);
                     let h = table::hash(key);
-                    pieces.prefetch_hashed(h);
+                    state.prefetch_short(h);
                     (keys[n], hashes[n]) = (key, h);
                 } else {
                     keys[n] = 0;
@@ -339,25 +338,24 @@ impl FastBpe {
                 p = e;
             }
             for i in 0..n {
-                if keys[i] != 0 && !pieces.prefetch_candidate(hashes[i]) {
-                    state.prefetch_short(hashes[i]);
-                }
-            }
-            for i in 0..n {
                 let (end, key, h) = (ends[i], keys[i], hashes[i]);
                 if key == 0 {
                     self.encode_long(&t[pos..end], out, state);
-                } else if let Some(id) = pieces.get_one_hashed(key, h) {
-                    out.push(id);
                 } else if !state.get_short(key, h, out) {
-                    state.stats.misses += 1;
-                    let start = out.len();
-                    merge::encode_piece(&self.vocab, &t[pos..end], out, &mut state.merge);
-                    state.put_short(key, &out[start..]);
+                    self.encode_short_miss(&t[pos..end], key, out, state);
                 }
                 pos = end;
             }
         }
+    }
+
+    /// Merge a short piece the cache does not know, and remember it.
+    #[inline(never)]
+    fn encode_short_miss(&self, piece: &[u8], key: u128, out: &mut Vec<u32>, state: &mut State) {
+        state.stats.misses += 1;
+        let start = out.len();
+        merge::encode_piece(&self.vocab, piece, out, &mut state.merge);
+        state.put_short(key, &out[start..]);
     }
 
     #[inline(never)]

@@ -237,25 +237,6 @@ impl KeyIndex {
         self.prefetch_hashed(hash(key));
     }
 
-    /// Second prefetch stage: once the slot is cached, prefetch the key its candidate id points
-    /// to, so that [`get_one_hashed`](Self::get_one_hashed) does not wait on it. Returns whether
-    /// there was a candidate (the key is probably present).
-    #[inline(always)]
-    pub fn prefetch_candidate(&self, h: u64) -> bool {
-        let e = *self.slots.get(h as usize & self.mask);
-        let candidate = e & !0xffff_ffff == tag(h);
-        if candidate {
-            #[cfg(target_arch = "x86_64")]
-            if let Some(k) = self.keys.get(e as u32 as usize) {
-                // SAFETY: a reference to a live element; prefetching never faults or writes.
-                unsafe {
-                    std::arch::x86_64::_mm_prefetch((k as *const u128).cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
-                };
-            }
-        }
-        candidate
-    }
-
     #[inline(always)]
     pub fn get_one(&self, key: u128) -> Option<u32> {
         self.get_one_hashed(key, hash(key))
@@ -314,6 +295,7 @@ impl SlotTable {
         self.len
     }
 
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.slots.len
     }
@@ -339,7 +321,7 @@ impl SlotTable {
     }
 
     /// [`get`](Self::get) given the key's [`hash`].
-    #[inline(always)]
+    #[cfg(test)]
     pub fn get_hashed(&self, key: u128, h: u64) -> Option<&[u32]> {
         let mut i = h as usize & self.mask;
         loop {
@@ -354,6 +336,55 @@ impl SlotTable {
             }
             if s.key == 0 {
                 return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Append the ids stored under `key` (with its [`hash`]) to `out`; false if there are none.
+    #[inline(always)]
+    pub fn emit_hashed(&self, key: u128, h: u64, out: &mut Vec<u32>) -> bool {
+        let mut i = h as usize & self.mask;
+        loop {
+            let s = self.slots.get(i);
+            if s.key == key {
+                if s.n & ARENA == 0 {
+                    // All three inline ids are copied whatever their number: a fixed-size copy,
+                    // not a call to memcpy, and no branch on the length.
+                    out.reserve(3);
+                    // SAFETY: `reserve` made room for 3 more ids; the first `s.n` (≤ 3) of them
+                    // are the value, so only those become part of the vector.
+                    unsafe {
+                        let len = out.len();
+                        out.as_mut_ptr().add(len).cast::<[u32; 3]>().write_unaligned(s.ids);
+                        out.set_len(len + s.n as usize);
+                    }
+                } else {
+                    let (start, n) = (s.ids[0] as usize, (s.n & !ARENA) as usize);
+                    match self.arena.get(start..start + MAX_SHORT + 1) {
+                        // Four fixed-size copies of four ids rather than a call to memcpy (a
+                        // short piece has at most 15 ids; the arena has more after all but its
+                        // last entries).
+                        Some(src) => {
+                            out.reserve(MAX_SHORT + 1);
+                            // SAFETY: room for 16 more ids was reserved and `src` has 16; only
+                            // the first `n` (≤ 15) become part of the vector.
+                            unsafe {
+                                let len = out.len();
+                                let dst = out.as_mut_ptr().add(len).cast::<[u32; 4]>();
+                                for k in 0..4 {
+                                    dst.add(k).write_unaligned(src.as_ptr().cast::<[u32; 4]>().add(k).read_unaligned());
+                                }
+                                out.set_len(len + n);
+                            }
+                        }
+                        None => out.extend_from_slice(&self.arena[start..start + n]),
+                    }
+                }
+                return true;
+            }
+            if s.key == 0 {
+                return false;
             }
             i = (i + 1) & self.mask;
         }
@@ -442,6 +473,27 @@ mod tests {
         t.clear();
         assert_eq!(t.get(pack(b"ab")), None);
         assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn emit_appends_exactly_the_stored_ids() {
+        let mut t = SlotTable::with_slots(64);
+        let values: Vec<Vec<u32>> = (0..=15u32).map(|n| (100 * n..100 * n + n).collect()).collect();
+        for (i, v) in values.iter().enumerate() {
+            t.insert(pack(format!("k{i}").as_bytes()), v);
+        }
+        // Every length, inline (≤ 3) or in the arena, the last entries included (they have
+        // fewer than 16 ids after them).
+        for (i, v) in values.iter().enumerate() {
+            let key = pack(format!("k{i}").as_bytes());
+            let mut out = vec![7, 8];
+            assert!(t.emit_hashed(key, hash(key), &mut out));
+            assert_eq!(out[..2], [7, 8]);
+            assert_eq!(out[2..], v[..], "length {i}");
+        }
+        let mut out = vec![1];
+        assert!(!t.emit_hashed(pack(b"absent"), hash(pack(b"absent")), &mut out));
+        assert_eq!(out, [1]);
     }
 
     #[test]

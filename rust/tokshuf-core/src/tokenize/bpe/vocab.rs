@@ -135,7 +135,7 @@ impl Vocab {
         }
     }
 
-    /// The table of short tokens (piece → id), for the encoder's hot path.
+    /// The table of short tokens (piece → id), for merging.
     pub fn short_table(&self) -> &KeyIndex {
         &self.short
     }
