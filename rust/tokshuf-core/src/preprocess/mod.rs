@@ -12,7 +12,9 @@ mod summary;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use document::{encode_batch, DocumentRules, EncodedBatch, KeyTokens};
+pub use document::{
+    encode_batch, encode_batch_parsed, parse_batch, DocumentRules, EncodedBatch, KeyTokens, ParsedLines,
+};
 pub use summary::{OutputSummary, SkipRecord, SkippedFile, Summary};
 
 use crate::cancel::Cancel;

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 
-use super::document::{encode_batch, DocumentRules, EncodedBatch};
+use super::document::{encode_batch_parsed, parse_batch, DocumentRules, EncodedBatch, ParsedLines};
 use super::summary::{OutputSummary, SkipRecord, SkippedFile, Summary};
 use super::{ErrorPolicy, PreprocessConfig};
 use crate::cancel::Cancel;
@@ -39,7 +39,8 @@ enum Problem {
 }
 
 enum Item {
-    Lines(LineBatch),
+    /// Lines, and their fields if the reader had the time to parse them.
+    Lines(LineBatch, Option<ParsedLines>),
     Problem(Problem),
     /// A file was read to its end: its size on disk and decompressed.
     FileDone {
@@ -72,13 +73,28 @@ struct Done {
 }
 
 /// The reader: files → items, in order. Returns only when done, stopped or unwanted.
-fn read_all(cfg: &PreprocessConfig, jobs: &Sender<Job>, slots: &Receiver<()>, stop: &Stop) {
+fn read_all(cfg: &PreprocessConfig, rules: &DocumentRules<'_>, jobs: &Sender<Job>, slots: &Receiver<()>, stop: &Stop) {
     let mut seq = 0u64;
     let mut global_line = 0u64;
     let mut before = 0u64; // on-disk bytes of the files already read
                            // One slot per item in flight bounds memory however far the reader gets ahead.
-    let mut send = |file: usize, global_line: u64, input_pos: u64, item: Item| -> bool {
-        if stop.is_set() || slots.recv().is_err() {
+    let mut send = |file: usize, global_line: u64, input_pos: u64, mut item: Item| -> bool {
+        if stop.is_set() {
+            return false;
+        }
+        let slot = match slots.try_recv() {
+            Err(TryRecvError::Empty) => {
+                // Every slot is taken, so the workers are behind: parse the lines while waiting
+                // for one, and the workers only tokenize them. When the workers keep up (many of
+                // them, a slow disk) they parse, in parallel.
+                if let Item::Lines(batch, parsed @ None) = &mut item {
+                    *parsed = Some(parse_batch(batch, rules));
+                }
+                slots.recv().map_err(|_| TryRecvError::Disconnected)
+            }
+            other => other,
+        };
+        if slot.is_err() || stop.is_set() {
             return false;
         }
         let ok = jobs.send(Job { seq, file, global_line, input_pos, item }).is_ok();
@@ -116,7 +132,7 @@ fn read_all(cfg: &PreprocessConfig, jobs: &Sender<Job>, slots: &Receiver<()>, st
                 Ok(Some(batch)) => {
                     let n = batch.len() as u64;
                     let pos = before + counter.load(Ordering::Relaxed).min(size);
-                    if !send(file, global_line, pos, Item::Lines(batch)) {
+                    if !send(file, global_line, pos, Item::Lines(batch, None)) {
                         return;
                     }
                     global_line += n;
@@ -258,7 +274,8 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
     std::thread::scope(|s| -> Result<()> {
         {
             let (slot_rx, stop) = (slot_rx.clone(), &stop);
-            s.spawn(move || read_all(cfg, &job_tx, &slot_rx, stop));
+            let rules = &rules;
+            s.spawn(move || read_all(cfg, rules, &job_tx, &slot_rx, stop));
         }
         for _ in 0..cfg.workers {
             let (job_rx, done_tx, tokenizer, stop) = (job_rx.clone(), done_tx.clone(), Arc::clone(&tokenizer), &stop);
@@ -269,9 +286,15 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
                         break;
                     }
                     let body = match job.item {
-                        Item::Lines(batch) => Body::Encoded {
+                        Item::Lines(batch, parsed) => Body::Encoded {
                             first_line: batch.first_line,
-                            encoded: encode_batch(&batch, rules, tokenizer.as_ref(), &stop.user),
+                            encoded: encode_batch_parsed(
+                                &batch,
+                                parsed.as_ref(),
+                                rules,
+                                tokenizer.as_ref(),
+                                &stop.user,
+                            ),
                         },
                         other => Body::Other(other),
                     };
@@ -377,7 +400,7 @@ impl Writer<'_> {
                         self.summary.input_bytes += compressed;
                         self.summary.decompressed_bytes += decompressed;
                     }
-                    Body::Other(Item::Lines(_)) => unreachable!("workers encode every batch"),
+                    Body::Other(Item::Lines(..)) => unreachable!("workers encode every batch"),
                 }
                 self.snapshot.bytes = done.input_pos;
                 self.progress.update(self.snapshot);

@@ -8,5 +8,5 @@ pub mod lines;
 
 pub use decompress::{decompress, open_decompressed, Compression, CountingReader};
 pub use inputs::{expand_inputs, JSONL_EXTENSIONS};
-pub use json::{extract_fields, extract_fields_with, Field, FieldOptions};
+pub use json::{extract_fields, extract_fields_with, Field, FieldOptions, Rejection};
 pub use lines::{LineBatch, LineReader, Truncation};

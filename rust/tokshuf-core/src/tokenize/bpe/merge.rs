@@ -9,7 +9,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::table::{pack, KEEP, MAX_SHORT};
+use super::table::{hash, pack, KeyIndex, SlotTable, KEEP, MAX_SHORT};
 use super::vocab::{Merges, Vocab};
 
 /// Pieces longer than this (in bytes) take the heap path.
@@ -49,15 +49,54 @@ pub(crate) struct MergeScratch {
     heap: BinaryHeap<Reverse<u64>>,
 }
 
-/// Append the BPE encoding of `piece` (at least one byte) to `out`.
-pub(crate) fn encode_piece(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, s: &mut MergeScratch) {
+/// Where tiktoken merging of a short piece finds the rank of a substring (the id of the token
+/// with its bytes).
+pub(crate) trait RankTable {
+    fn prefetch(&self, key: u128);
+    fn rank(&self, key: u128) -> Option<u32>;
+}
+
+/// The vocabulary's own index: two dependent loads per lookup (slot, then key).
+impl RankTable for KeyIndex {
+    #[inline(always)]
+    fn prefetch(&self, key: u128) {
+        KeyIndex::prefetch(self, key);
+    }
+    #[inline(always)]
+    fn rank(&self, key: u128) -> Option<u32> {
+        self.get_one(key)
+    }
+}
+
+/// An encoding thread's table, seeded with every short token of a tiktoken vocabulary: one load
+/// per lookup, and lines the encoder keeps in cache anyway.
+impl RankTable for SlotTable {
+    #[inline(always)]
+    fn prefetch(&self, key: u128) {
+        self.prefetch_hashed(hash(key));
+    }
+    #[inline(always)]
+    fn rank(&self, key: u128) -> Option<u32> {
+        self.get_single(key, hash(key))
+    }
+}
+
+/// Append the BPE encoding of `piece` (at least one byte) to `out`. `ranks` knows every token of
+/// at most 15 bytes (used for tiktoken vocabularies).
+pub(crate) fn encode_piece(
+    vocab: &Vocab,
+    ranks: &impl RankTable,
+    piece: &[u8],
+    out: &mut Vec<u32>,
+    s: &mut MergeScratch,
+) {
     match piece.len() {
         0 => {}
         1 => out.push(vocab.byte_ids[piece[0] as usize]),
-        n if n <= MAX_SHORT && matches!(vocab.merges, Merges::Ranks) => short_ranks(vocab, piece, out),
-        n if n <= LINEAR_MAX => linear(vocab, piece, out, &mut s.parts),
+        n if n <= MAX_SHORT && matches!(vocab.merges, Merges::Ranks) => short_ranks(vocab, ranks, piece, out),
+        n if n <= LINEAR_MAX => linear(vocab, ranks, piece, out, &mut s.parts),
         _ => {
-            heap(vocab, piece, out, &mut s.nodes, &mut s.heap);
+            heap(vocab, ranks, piece, out, &mut s.nodes, &mut s.heap);
             if s.nodes.capacity() > KEEP_MAX {
                 s.nodes = Vec::new();
                 s.heap = BinaryHeap::new();
@@ -70,11 +109,10 @@ pub(crate) fn encode_piece(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, s: &
 /// the piece, so the lookup keys are cut out of the piece held in one register, and the slots of
 /// its substrings — every candidate merge — are prefetched up front: their cache misses overlap
 /// instead of following one another merge after merge.
-fn short_ranks(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>) {
+fn short_ranks(vocab: &Vocab, table: &impl RankTable, piece: &[u8], out: &mut Vec<u32>) {
     let n = piece.len();
     let w = pack(piece) & !(0xff << 120);
     let key = |a: usize, c: usize| ((w >> (8 * a)) & KEEP[c - a]) | ((c - a) as u128) << 120;
-    let table = vocab.short_table();
     // Shortest first (the earliest candidates), up to a budget that covers every substring of
     // pieces up to 10 bytes.
     let mut budget = 48usize;
@@ -116,7 +154,7 @@ fn short_ranks(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>) {
         id.copy_within(i + 2..m, i + 1);
         prio.copy_within(i + 2..m, i + 1);
         m -= 1;
-        let rank = |j: usize| table.get_one(key(start[j] as usize, start[j + 2] as usize)).unwrap_or(u32::MAX);
+        let rank = |j: usize| table.rank(key(start[j] as usize, start[j + 2] as usize)).unwrap_or(u32::MAX);
         prio[i] = if i + 1 < m { rank(i) } else { u32::MAX };
         if i > 0 {
             prio[i - 1] = rank(i - 1);
@@ -125,7 +163,17 @@ fn short_ranks(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>) {
     out.extend_from_slice(&id[..m]);
 }
 
-fn linear(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, parts: &mut Vec<Part>) {
+/// [`Vocab::merge`], with the ranks of short parts from `ranks` (for tiktoken vocabularies).
+#[inline(always)]
+fn merge(vocab: &Vocab, ranks: &impl RankTable, piece: &[u8], a: usize, c: usize, l: u32, r: u32) -> (u32, u32) {
+    if c - a <= MAX_SHORT && matches!(vocab.merges, Merges::Ranks) {
+        ranks.rank(pack(&piece[a..c])).map_or((u32::MAX, 0), |id| (id, id))
+    } else {
+        vocab.merge(piece, a, c, l, r)
+    }
+}
+
+fn linear(vocab: &Vocab, ranks: &impl RankTable, piece: &[u8], out: &mut Vec<u32>, parts: &mut Vec<Part>) {
     parts.clear();
     parts.extend(piece.iter().enumerate().map(|(i, &b)| Part {
         start: i as u32,
@@ -137,7 +185,7 @@ fn linear(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, parts: &mut Vec<Part>
     let rate = |parts: &mut [Part], i: usize| {
         if i + 1 < parts.len() {
             let (l, r) = (parts[i], parts[i + 1]);
-            let (prio, merged) = vocab.merge(piece, l.start as usize, end(parts, i + 1), l.id, r.id);
+            let (prio, merged) = merge(vocab, ranks, piece, l.start as usize, end(parts, i + 1), l.id, r.id);
             parts[i].prio = prio;
             parts[i].merged = merged;
         } else {
@@ -168,7 +216,14 @@ fn linear(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, parts: &mut Vec<Part>
     out.extend(parts.iter().map(|p| p.id));
 }
 
-fn heap(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, nodes: &mut Vec<Node>, heap: &mut BinaryHeap<Reverse<u64>>) {
+fn heap(
+    vocab: &Vocab,
+    ranks: &impl RankTable,
+    piece: &[u8],
+    out: &mut Vec<u32>,
+    nodes: &mut Vec<Node>,
+    heap: &mut BinaryHeap<Reverse<u64>>,
+) {
     let n = piece.len();
     assert!(n < u32::MAX as usize, "piece of 4 GiB or more");
     nodes.clear();
@@ -190,7 +245,7 @@ fn heap(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>, nodes: &mut Vec<Node>, 
         } else {
             let r = nodes[l.next as usize];
             let end = if r.next == NONE { n } else { r.next as usize };
-            vocab.merge(piece, l.start as usize, end, l.id, r.id)
+            merge(vocab, ranks, piece, l.start as usize, end, l.id, r.id)
         };
         nodes[i as usize].prio = prio;
         nodes[i as usize].merged = merged;
@@ -248,16 +303,35 @@ mod tests {
         Vocab::new(t, Merges::Ranks).unwrap()
     }
 
+    /// An encoder's table seeded with the short tokens of `v`, and one learned multi-token piece.
+    fn seeded(v: &Vocab) -> SlotTable {
+        let mut table = SlotTable::with_slots(2048);
+        for id in 0..v.id_bound() {
+            if (1..=MAX_SHORT).contains(&v.token(id).len()) {
+                table.insert(pack(v.token(id)), &[id]);
+            }
+        }
+        table.insert(pack(b"zz"), &[1, 2]);
+        table
+    }
+
+    /// Every path, with the ranks from the vocabulary and from a seeded table, gives one answer.
     fn both(v: &Vocab, piece: &[u8]) -> Vec<u32> {
         let mut s = MergeScratch::default();
+        let table = seeded(v);
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        linear(v, piece, &mut a, &mut s.parts);
-        heap(v, piece, &mut b, &mut s.nodes, &mut s.heap);
+        linear(v, v.short_table(), piece, &mut a, &mut s.parts);
+        heap(v, v.short_table(), piece, &mut b, &mut s.nodes, &mut s.heap);
         assert_eq!(a, b, "linear and heap paths differ on {piece:?}");
+        let (mut c, mut d) = (Vec::new(), Vec::new());
+        linear(v, &table, piece, &mut c, &mut s.parts);
+        heap(v, &table, piece, &mut d, &mut s.nodes, &mut s.heap);
+        assert_eq!((&a, &a), (&c, &d), "vocabulary and table ranks differ on {piece:?}");
         if piece.len() <= MAX_SHORT {
-            let mut c = Vec::new();
-            short_ranks(v, piece, &mut c);
-            assert_eq!(a, c, "linear and short paths differ on {piece:?}");
+            let (mut e, mut f) = (Vec::new(), Vec::new());
+            short_ranks(v, v.short_table(), piece, &mut e);
+            short_ranks(v, &table, piece, &mut f);
+            assert_eq!((&a, &a), (&e, &f), "linear and short paths differ on {piece:?}");
         }
         a
     }
@@ -271,6 +345,8 @@ mod tests {
         assert_eq!(both(&v, b"aaa"), vec![259, u32::from(b'a')]);
         assert_eq!(both(&v, b"aaaa"), vec![259, 259]);
         assert_eq!(both(&v, b"xbc"), vec![u32::from(b'x'), 257]);
+        // "zz" is in the seeded table as a learned two-token piece, which is no token to merge to.
+        assert_eq!(both(&v, b"zzab"), vec![u32::from(b'z'), u32::from(b'z'), 256]);
     }
 
     #[test]

@@ -119,7 +119,7 @@ impl FastBpe {
             }
             if !self.whole_piece_is_token {
                 ids.clear();
-                merge::encode_piece(&self.vocab, t, &mut ids, &mut scratch);
+                merge::encode_piece(&self.vocab, self.vocab.short_table(), t, &mut ids, &mut scratch);
                 if ids != [id] {
                     continue;
                 }
@@ -354,7 +354,7 @@ impl FastBpe {
     fn encode_short_miss(&self, piece: &[u8], key: u128, out: &mut Vec<u32>, state: &mut State) {
         state.stats.misses += 1;
         let start = out.len();
-        merge::encode_piece(&self.vocab, piece, out, &mut state.merge);
+        merge::encode_piece(&self.vocab, &state.short, piece, out, &mut state.merge);
         state.put_short(key, &out[start..]);
     }
 
@@ -369,7 +369,7 @@ impl FastBpe {
         let start = out.len();
         match self.vocab.id_of(piece).filter(|_| self.whole_piece_is_token) {
             Some(id) => out.push(id),
-            None => merge::encode_piece(&self.vocab, piece, out, &mut state.merge),
+            None => merge::encode_piece(&self.vocab, &state.short, piece, out, &mut state.merge),
         }
         state.put_long(piece, &out[start..]);
     }

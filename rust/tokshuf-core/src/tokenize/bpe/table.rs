@@ -390,6 +390,23 @@ impl SlotTable {
         }
     }
 
+    /// The id stored under `key` (with its [`hash`]) if it holds exactly one.
+    #[inline(always)]
+    pub fn get_single(&self, key: u128, h: u64) -> Option<u32> {
+        let mut i = h as usize & self.mask;
+        loop {
+            let s = self.slots.get(i);
+            if s.key == key {
+                // An arena value has the ARENA bit set, so it is never 1.
+                return (s.n == 1).then_some(s.ids[0]);
+            }
+            if s.key == 0 {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
     /// The single id stored under `key`, if it holds exactly one.
     #[cfg(test)]
     pub fn get_one(&self, key: u128) -> Option<u32> {
