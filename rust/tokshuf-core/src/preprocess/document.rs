@@ -165,8 +165,11 @@ mod tests {
 
     /// Everything a batch holds, comparable.
     fn summary(e: &EncodedBatch) -> impl PartialEq + std::fmt::Debug {
-        let keys: Vec<_> =
-            e.keys.iter().map(|k| (k.tokens.clone(), k.sequence_lengths.clone(), k.document_sequences.clone())).collect();
+        let keys: Vec<_> = e
+            .keys
+            .iter()
+            .map(|k| (k.tokens.clone(), k.sequence_lengths.clone(), k.document_sequences.clone()))
+            .collect();
         (keys, e.document_lines.clone(), e.rejected.clone(), e.lines)
     }
 
@@ -178,7 +181,9 @@ mod tests {
             "not json\n",
             "{\"title\": \"no text\"}\n",
             "{\"text\": 3, \"title\": \"x\"}\n",
-            "{\"text\": \"", "a very long line that is too long to keep", "\", \"title\": \"y\"}\n",
+            "{\"text\": \"",
+            "a very long line that is too long to keep",
+            "\", \"title\": \"y\"}\n",
             "{\"text\": \"\", \"title\": \"\"}\n",
             "\n",
             "{\"text\": \"last\", \"title\": \"z\"}\n",

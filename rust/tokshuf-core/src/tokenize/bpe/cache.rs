@@ -157,10 +157,10 @@ impl State {
         }
     }
 
-    /// Cache `ids` as the encoding of the long `piece`.
+    /// Cache `ids` as the encoding of the long `piece` (hash `h`, see [`hash_bytes`]).
     #[inline]
-    pub fn put_long(&mut self, piece: &[u8], ids: &[u32]) {
-        if piece.len() <= self.cfg.long_max_piece && self.long.put(piece, ids) {
+    pub fn put_long(&mut self, piece: &[u8], h: u64, ids: &[u32]) {
+        if piece.len() <= self.cfg.long_max_piece && self.long.put(piece, h, ids) {
             self.stats.wipes += 1;
         }
     }
@@ -184,7 +184,9 @@ pub(crate) struct LongCache {
     cap_bytes: usize,
 }
 
-fn hash_bytes(b: &[u8]) -> u64 {
+/// The hash [`LongCache`] files `b` under.
+#[inline]
+pub(crate) fn hash_bytes(b: &[u8]) -> u64 {
     let mut h: u64 = 0x243f_6a88_85a3_08d3 ^ b.len() as u64;
     let mut chunks = b.chunks_exact(8);
     for c in &mut chunks {
@@ -227,16 +229,34 @@ impl LongCache {
         }
     }
 
-    pub fn get(&self, piece: &[u8]) -> Option<&[u32]> {
-        let (i, found) = self.slot_of(hash_bytes(piece), piece);
+    /// Prefetch the home slot of a piece with hash `h` (see [`hash_bytes`]).
+    #[inline(always)]
+    pub fn prefetch(&self, h: u64) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(slot) = self.slots.get(h as usize & (self.slots.len() - 1)) {
+            // SAFETY: a reference to a live element; prefetching never faults or writes.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(
+                    (slot as *const Option<LongSlot>).cast::<i8>(),
+                    std::arch::x86_64::_MM_HINT_T0,
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = h;
+    }
+
+    /// The ids cached for `piece`, whose [`hash_bytes`] is `h`.
+    pub fn get(&self, piece: &[u8], h: u64) -> Option<&[u32]> {
+        let (i, found) = self.slot_of(h, piece);
         found.then(|| {
             let s = self.slots[i].expect("found");
             &self.vals[s.val as usize..(s.val + s.val_len) as usize]
         })
     }
 
-    /// Insert; returns whether the cache was wiped to make room.
-    fn put(&mut self, piece: &[u8], ids: &[u32]) -> bool {
+    /// Insert `piece` (hash `h`); returns whether the cache was wiped to make room.
+    fn put(&mut self, piece: &[u8], h: u64, ids: &[u32]) -> bool {
         let need = piece.len() + ids.len() * 4;
         let mut wiped = false;
         if (self.len + 1) * 2 > self.slots.len() || self.keys.len() + self.vals.len() * 4 + need > self.cap_bytes {
@@ -249,7 +269,6 @@ impl LongCache {
                 return wiped;
             }
         }
-        let h = hash_bytes(piece);
         let (i, found) = self.slot_of(h, piece);
         if found {
             return wiped;
@@ -276,21 +295,21 @@ mod tests {
     fn long_cache_wipes_at_its_cap() {
         let mut c = LongCache::new(1000);
         let piece = [7u8; 100];
-        assert!(!c.put(&piece, &[1, 2, 3]));
-        assert_eq!(c.get(&piece), Some(&[1, 2, 3][..]));
+        assert!(!c.put(&piece, hash_bytes(&piece), &[1, 2, 3]));
+        assert_eq!(c.get(&piece, hash_bytes(&piece)), Some(&[1, 2, 3][..]));
         let mut wipes = 0;
         for i in 0..20u8 {
             let mut p = piece;
             p[0] = 100 + i;
-            wipes += usize::from(c.put(&p, &[u32::from(i)]));
-            assert_eq!(c.get(&p), Some(&[u32::from(i)][..]));
+            wipes += usize::from(c.put(&p, hash_bytes(&p), &[u32::from(i)]));
+            assert_eq!(c.get(&p, hash_bytes(&p)), Some(&[u32::from(i)][..]));
             assert!(c.keys.len() + c.vals.len() * 4 <= 1000);
         }
         assert!(wipes > 0);
         // Too large to ever fit: not stored.
         let huge = [1u8; 2000];
-        c.put(&huge, &[1]);
-        assert_eq!(c.get(&huge), None);
+        c.put(&huge, hash_bytes(&huge), &[1]);
+        assert_eq!(c.get(&huge, hash_bytes(&huge)), None);
     }
 
     use super::super::table::{hash, pack};
@@ -349,7 +368,7 @@ mod tests {
             let piece = format!("piece number {i:05}, long enough");
             let ids: Vec<u32> = (0..(i % 7)).collect();
             state.put_short(pack(&piece.as_bytes()[..10 + (i % 5) as usize]), &ids);
-            state.put_long(piece.as_bytes(), &ids);
+            state.put_long(piece.as_bytes(), hash_bytes(piece.as_bytes()), &ids);
             assert_eq!(addresses(&state), before);
         }
         assert!(state.stats.wipes > 10, "{:?}", state.stats);

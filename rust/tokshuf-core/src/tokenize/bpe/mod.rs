@@ -331,7 +331,9 @@ impl FastBpe {
                     state.prefetch_short(h);
                     (keys[n], hashes[n]) = (key, h);
                 } else {
-                    keys[n] = 0;
+                    let h = cache::hash_bytes(&t[p..e]);
+                    state.long.prefetch(h);
+                    (keys[n], hashes[n]) = (0, h);
                 }
                 ends[n] = e;
                 n += 1;
@@ -340,7 +342,7 @@ impl FastBpe {
             for i in 0..n {
                 let (end, key, h) = (ends[i], keys[i], hashes[i]);
                 if key == 0 {
-                    self.encode_long(&t[pos..end], out, state);
+                    self.encode_long(&t[pos..end], h, out, state);
                 } else if !state.get_short(key, h, out) {
                     self.encode_short_miss(&t[pos..end], key, out, state);
                 }
@@ -359,8 +361,8 @@ impl FastBpe {
     }
 
     #[inline(never)]
-    fn encode_long(&self, piece: &[u8], out: &mut Vec<u32>, state: &mut State) {
-        if let Some(ids) = state.long.get(piece) {
+    fn encode_long(&self, piece: &[u8], h: u64, out: &mut Vec<u32>, state: &mut State) {
+        if let Some(ids) = state.long.get(piece, h) {
             state.stats.hits += 1;
             out.extend_from_slice(ids);
             return;
@@ -371,7 +373,7 @@ impl FastBpe {
             Some(id) => out.push(id),
             None => merge::encode_piece(&self.vocab, &state.short, piece, out, &mut state.merge),
         }
-        state.put_long(piece, &out[start..]);
+        state.put_long(piece, h, &out[start..]);
     }
 }
 
