@@ -80,6 +80,8 @@ pub(crate) struct State {
     cfg: CacheConfig,
     /// Cache statistics.
     pub stats: Stats,
+    /// The thread that used it last.
+    pub owner: Option<std::thread::ThreadId>,
 }
 
 /// Counters of one thread's cache.
@@ -108,6 +110,7 @@ impl State {
             merge: MergeScratch::default(),
             cfg,
             stats: Stats::default(),
+            owner: None,
         };
         state.reseed();
         state

@@ -270,15 +270,27 @@ impl FastBpe {
         out
     }
 
+    /// A cache for this call: the one this thread used last if it is free. A thread keeps its
+    /// own table (warm in its core's caches, and learning from its own stream of text) rather than
+    /// swapping tables with another thread at every document.
     fn take_state(&self) -> State {
-        let pooled = self.states.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        pooled.unwrap_or_else(|| {
+        let me = std::thread::current().id();
+        let pooled = {
+            let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+            match states.iter().rposition(|s| s.owner == Some(me)) {
+                Some(i) => Some(states.swap_remove(i)),
+                None => states.pop(),
+            }
+        };
+        let mut state = pooled.unwrap_or_else(|| {
             let mut state = State::new(self.cache, Arc::clone(&self.seed));
             if self.commit_caches.load(Ordering::Relaxed) {
                 state.commit();
             }
             state
-        })
+        });
+        state.owner = Some(me);
+        state
     }
 
     /// From now on, every thread's cache is allocated whole (see

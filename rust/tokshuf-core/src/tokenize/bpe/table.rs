@@ -305,6 +305,11 @@ impl SlotTable {
     }
 
     #[cfg(test)]
+    pub fn slots_ptr(&self) -> usize {
+        self.slots.ptr.as_ptr() as usize
+    }
+
+    #[cfg(test)]
     pub fn arena_ptr(&self) -> usize {
         self.arena.as_ptr() as usize
     }

@@ -187,3 +187,17 @@ fn specs_take_the_fast_path_with_the_reference_results() {
         assert_eq!(a, b);
     }
 }
+
+#[test]
+fn a_thread_gets_back_the_cache_it_used_last() {
+    // Its own encoder: no other test may take from the pool meanwhile.
+    let enc = FastBpe::from_tiktoken("r50k_base").unwrap();
+    let mine = enc.take_state();
+    let mine_id = mine.short.slots_ptr();
+    let theirs = std::thread::scope(|s| s.spawn(|| enc.take_state()).join().unwrap());
+    assert_ne!(theirs.short.slots_ptr(), mine_id);
+    // The other thread's cache is returned last, on top of the pool.
+    enc.give_state(mine);
+    enc.give_state(theirs);
+    assert_eq!(enc.take_state().short.slots_ptr(), mine_id);
+}
