@@ -208,6 +208,13 @@ fn linear(vocab: &Vocab, ranks: &impl RankTable, piece: &[u8], out: &mut Vec<u32
         let i = best.1;
         parts[i].id = parts[i].merged;
         parts.remove(i + 1);
+        // Both new pairs' lookups in flight at once.
+        if i + 1 < parts.len() {
+            vocab.prefetch_merge(parts[i].id, parts[i + 1].id);
+        }
+        if i > 0 {
+            vocab.prefetch_merge(parts[i - 1].id, parts[i].id);
+        }
         rate(parts, i);
         if i > 0 {
             rate(parts, i - 1);

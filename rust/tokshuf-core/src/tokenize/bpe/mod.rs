@@ -13,6 +13,7 @@ mod batch;
 mod cache;
 mod hf;
 mod merge;
+mod pairs;
 mod pattern;
 pub(crate) mod pretok;
 mod select;

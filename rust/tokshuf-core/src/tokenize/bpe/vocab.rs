@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use super::pairs::PairTable;
 use super::table::{pack, KeyIndex, MAX_SHORT};
 
 /// A multiply-rotate hasher for the miss path's maps (keys are ids or short byte strings).
@@ -56,6 +57,8 @@ pub(crate) struct Vocab {
     /// Longer tokens → id.
     long: FastMap<Box<[u8]>, u32>,
     pub merges: Merges,
+    /// The pairs of a merge list, for lookups (the list itself is kept for the digest).
+    pairs: Option<PairTable>,
     /// The merge of every two bytes, `priority << 32 | merged` (a dense 256×256 table: the first
     /// round of merging a piece looks up nothing else).
     byte_pairs: Vec<u64>,
@@ -112,7 +115,11 @@ impl Vocab {
             bytes.extend_from_slice(t.as_deref().unwrap_or_default());
             offsets.push(u32::try_from(bytes.len()).map_err(|_| VocabError("vocabulary over 4 GB".into()))?);
         }
-        let mut vocab = Vocab { bytes, offsets, byte_ids, short, long, merges, byte_pairs: Vec::new() };
+        let pairs = match &merges {
+            Merges::List(m) => Some(PairTable::new(m)),
+            Merges::Ranks => None,
+        };
+        let mut vocab = Vocab { bytes, offsets, byte_ids, short, long, merges, pairs, byte_pairs: Vec::new() };
         let pairs: Vec<u64> = (0..1usize << 16)
             .map(|ab| {
                 let pair = [(ab >> 8) as u8, ab as u8];
@@ -167,10 +174,18 @@ impl Vocab {
                 Some(id) => (id, id),
                 None => (u32::MAX, 0),
             },
-            Merges::List(m) => match m.get(&(u64::from(left) << 32 | u64::from(right))) {
-                Some(&v) => ((v >> 32) as u32, v as u32),
+            Merges::List(_) => match self.pairs.as_ref().and_then(|p| p.get(left, right)) {
+                Some(v) => ((v >> 32) as u32, v as u32),
                 None => (u32::MAX, 0),
             },
+        }
+    }
+
+    /// Prefetch the merge of `left` and `right` (merge lists only: ranks are looked up by bytes).
+    #[inline(always)]
+    pub fn prefetch_merge(&self, left: u32, right: u32) {
+        if let Some(p) = &self.pairs {
+            p.prefetch(left, right);
         }
     }
 

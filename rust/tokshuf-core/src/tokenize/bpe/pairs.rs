@@ -1,0 +1,89 @@
+//! The merge list of a Hugging Face BPE as a flat table: `(left id, right id)` → `(priority,
+//! merged id)`, one 16-byte slot per pair at most half full, so a lookup is one cache line and
+//! the lookups a merge will need can be prefetched together.
+
+use super::vocab::FastMap;
+
+const EMPTY: u64 = u64::MAX;
+
+pub(crate) struct PairTable {
+    /// `(key, value)`: key `left << 32 | right`, value `priority << 32 | merged`.
+    slots: Vec<(u64, u64)>,
+    mask: usize,
+}
+
+#[inline(always)]
+fn key(left: u32, right: u32) -> u64 {
+    u64::from(left) << 32 | u64::from(right)
+}
+
+#[inline(always)]
+fn home(key: u64, mask: usize) -> usize {
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & mask
+}
+
+impl PairTable {
+    /// The pairs of `list` (keys `left << 32 | right`; no id is `u32::MAX`).
+    pub fn new(list: &FastMap<u64, u64>) -> PairTable {
+        let n = (list.len() * 2).max(16).next_power_of_two();
+        let mut t = PairTable { slots: vec![(EMPTY, 0); n], mask: n - 1 };
+        for (&k, &v) in list {
+            debug_assert_ne!(k, EMPTY);
+            let mut i = home(k, t.mask);
+            while t.slots[i].0 != EMPTY {
+                i = (i + 1) & t.mask;
+            }
+            t.slots[i] = (k, v);
+        }
+        t
+    }
+
+    #[inline(always)]
+    pub fn prefetch(&self, left: u32, right: u32) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(s) = self.slots.get(home(key(left, right), self.mask)) {
+            // SAFETY: a reference to a live element; prefetching never faults or writes.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch((s as *const (u64, u64)).cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (left, right);
+    }
+
+    /// `priority << 32 | merged` of the pair, if it merges.
+    #[inline(always)]
+    pub fn get(&self, left: u32, right: u32) -> Option<u64> {
+        let k = key(left, right);
+        let mut i = home(k, self.mask);
+        loop {
+            let (sk, v) = self.slots[i];
+            if sk == k {
+                return Some(v);
+            }
+            if sk == EMPTY {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pair_and_no_other() {
+        let mut list = FastMap::default();
+        for l in 0..300u32 {
+            list.insert(key(l, l * 7 % 301), u64::from(l) << 32 | u64::from(l + 1000));
+        }
+        let t = PairTable::new(&list);
+        for l in 0..300u32 {
+            assert_eq!(t.get(l, l * 7 % 301), Some(u64::from(l) << 32 | u64::from(l + 1000)));
+            assert_eq!(t.get(l, l * 7 % 301 + 1), None);
+            assert_eq!(t.get(l + 1000, l), None);
+        }
+    }
+}
