@@ -50,21 +50,30 @@ pub(crate) struct MergeScratch {
 }
 
 /// Where tiktoken merging of a short piece finds the rank of a substring (the id of the token
-/// with its bytes).
+/// with its bytes), given the key's [`hash`].
 pub(crate) trait RankTable {
-    fn prefetch(&self, key: u128);
-    fn rank(&self, key: u128) -> Option<u32>;
+    fn prefetch_hashed(&self, key: u128, h: u64);
+    fn rank_hashed(&self, key: u128, h: u64) -> Option<u32>;
+
+    #[inline(always)]
+    fn prefetch(&self, key: u128) {
+        self.prefetch_hashed(key, hash(key));
+    }
+    #[inline(always)]
+    fn rank(&self, key: u128) -> Option<u32> {
+        self.rank_hashed(key, hash(key))
+    }
 }
 
 /// The vocabulary's own index: two dependent loads per lookup (slot, then key).
 impl RankTable for KeyIndex {
     #[inline(always)]
-    fn prefetch(&self, key: u128) {
-        KeyIndex::prefetch(self, key);
+    fn prefetch_hashed(&self, _: u128, h: u64) {
+        KeyIndex::prefetch_hashed(self, h);
     }
     #[inline(always)]
-    fn rank(&self, key: u128) -> Option<u32> {
-        self.get_one(key)
+    fn rank_hashed(&self, key: u128, h: u64) -> Option<u32> {
+        self.get_one_hashed(key, h)
     }
 }
 
@@ -72,12 +81,12 @@ impl RankTable for KeyIndex {
 /// per lookup, and lines the encoder keeps in cache anyway.
 impl RankTable for SlotTable {
     #[inline(always)]
-    fn prefetch(&self, key: u128) {
-        self.prefetch_hashed(hash(key));
+    fn prefetch_hashed(&self, _: u128, h: u64) {
+        SlotTable::prefetch_hashed(self, h);
     }
     #[inline(always)]
-    fn rank(&self, key: u128) -> Option<u32> {
-        self.get_single(key, hash(key))
+    fn rank_hashed(&self, key: u128, h: u64) -> Option<u32> {
+        self.get_single(key, h)
     }
 }
 
@@ -299,6 +308,7 @@ fn heap(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tokenize::bpe::filter::{Filtered, TokenFilter};
     use crate::tokenize::bpe::vocab::Merges;
 
     /// A toy tiktoken vocabulary: all bytes, then the given tokens in rank order.
@@ -334,11 +344,21 @@ mod tests {
         linear(v, &table, piece, &mut c, &mut s.parts);
         heap(v, &table, piece, &mut d, &mut s.nodes, &mut s.heap);
         assert_eq!((&a, &a), (&c, &d), "vocabulary and table ranks differ on {piece:?}");
+        // And behind the filter of the short tokens, as the encoder uses it.
+        let keys: Vec<u128> =
+            (0..v.id_bound()).map(|id| v.token(id)).filter(|t| (1..=MAX_SHORT).contains(&t.len())).map(pack).collect();
+        let filter = TokenFilter::new(&keys);
+        let filtered = Filtered { filter: &filter, ranks: &table };
+        let (mut c, mut d) = (Vec::new(), Vec::new());
+        linear(v, &filtered, piece, &mut c, &mut s.parts);
+        heap(v, &filtered, piece, &mut d, &mut s.nodes, &mut s.heap);
+        assert_eq!((&a, &a), (&c, &d), "unfiltered and filtered ranks differ on {piece:?}");
         if piece.len() <= MAX_SHORT {
-            let (mut e, mut f) = (Vec::new(), Vec::new());
+            let (mut e, mut f, mut g) = (Vec::new(), Vec::new(), Vec::new());
             short_ranks(v, v.short_table(), piece, &mut e);
             short_ranks(v, &table, piece, &mut f);
-            assert_eq!((&a, &a), (&e, &f), "linear and short paths differ on {piece:?}");
+            short_ranks(v, &filtered, piece, &mut g);
+            assert_eq!((&a, &a, &a), (&e, &f, &g), "linear and short paths differ on {piece:?}");
         }
         a
     }

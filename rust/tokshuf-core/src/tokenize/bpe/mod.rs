@@ -11,6 +11,7 @@
 
 mod batch;
 mod cache;
+mod filter;
 mod hf;
 mod merge;
 mod pairs;
@@ -35,6 +36,7 @@ pub use select::{for_hf_model, for_tiktoken_model, FAST_BPE_ENV};
 pub use tiktoken::ENCODINGS as TIKTOKEN_ENCODINGS;
 
 use cache::State;
+use filter::{Filtered, TokenFilter};
 use pretok::{Cursor, WindowCursor};
 use specials::Specials;
 use table::{pack_at, MAX_SHORT};
@@ -50,6 +52,8 @@ pub struct FastBpe {
     vocab: Vocab,
     /// The short pieces whose whole encoding is one id, by id: every cache starts with them.
     seed: Arc<[(u128, u32)]>,
+    /// The seed's keys: for a tiktoken vocabulary, every short token (see [`filter`]).
+    token_filter: TokenFilter,
     /// A piece that is a token encodes to it without merging (tiktoken, `ignore_merges`).
     whole_piece_is_token: bool,
     pattern: Pattern,
@@ -90,6 +94,7 @@ impl FastBpe {
         let mut bpe = FastBpe {
             vocab,
             seed: Arc::new([]),
+            token_filter: TokenFilter::new(&[]),
             whole_piece_is_token,
             pattern,
             specials,
@@ -103,6 +108,7 @@ impl FastBpe {
             identity: None,
         };
         bpe.seed = bpe.single_token_pieces().into();
+        bpe.token_filter = TokenFilter::new(&bpe.seed.iter().map(|s| s.0).collect::<Vec<_>>());
         bpe
     }
 
@@ -364,12 +370,18 @@ impl FastBpe {
         }
     }
 
+    /// The ranks of short tokens for merging: a thread's table, which is seeded with all of them
+    /// when ranks are used (tiktoken vocabularies), behind the filter of the seed.
+    fn ranks<'a>(&'a self, table: &'a table::SlotTable) -> Filtered<'a, table::SlotTable> {
+        Filtered { filter: &self.token_filter, ranks: table }
+    }
+
     /// Merge a short piece the cache does not know, and remember it.
     #[inline(never)]
     fn encode_short_miss(&self, piece: &[u8], key: u128, out: &mut Vec<u32>, state: &mut State) {
         state.stats.misses += 1;
         let start = out.len();
-        merge::encode_piece(&self.vocab, &state.short, piece, out, &mut state.merge);
+        merge::encode_piece(&self.vocab, &self.ranks(&state.short), piece, out, &mut state.merge);
         state.put_short(key, &out[start..]);
     }
 
@@ -384,7 +396,7 @@ impl FastBpe {
         let start = out.len();
         match self.vocab.id_of(piece).filter(|_| self.whole_piece_is_token) {
             Some(id) => out.push(id),
-            None => merge::encode_piece(&self.vocab, &state.short, piece, out, &mut state.merge),
+            None => merge::encode_piece(&self.vocab, &self.ranks(&state.short), piece, out, &mut state.merge),
         }
         state.put_long(piece, h, &out[start..]);
     }

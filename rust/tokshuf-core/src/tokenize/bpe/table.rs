@@ -233,11 +233,6 @@ impl KeyIndex {
     }
 
     #[inline(always)]
-    pub fn prefetch(&self, key: u128) {
-        self.prefetch_hashed(hash(key));
-    }
-
-    #[inline(always)]
     pub fn get_one(&self, key: u128) -> Option<u32> {
         self.get_one_hashed(key, hash(key))
     }
