@@ -1,7 +1,7 @@
 //! Single-thread micro-benchmark of the fast BPE encoder (development aid; the comparisons with
 //! other libraries are in `benches/bench_tokenize.py`).
 //!
-//! `cargo run --profile profiling -p tokshuf-core --example bpe_bench -- FILE.jsonl [ENCODING...]`
+//! `cargo run --profile profiling -p tokshuf-core --example bpe_bench -- FILE.jsonl [ENCODING | tokenizer.json ...]`
 //! prints MB/s of text per encoding for a cold cache (first pass) and a warm one (last pass),
 //! and for splitting alone, per CPU-second of the thread (and per wall-clock second).
 #![allow(clippy::print_stdout)]
@@ -17,6 +17,15 @@ fn cpu_time() -> f64 {
         .ok()
         .and_then(|s| s.split_whitespace().next().and_then(|ns| ns.parse::<f64>().ok()))
         .map_or(0.0, |ns| ns / 1e9)
+}
+
+/// A tiktoken encoding by name, or a `tokenizer.json` by path.
+fn open(name: &str) -> FastBpe {
+    if name.ends_with(".json") {
+        FastBpe::from_hf_json(&std::fs::read_to_string(name).expect("read")).expect("a fast tokenizer.json")
+    } else {
+        FastBpe::from_tiktoken(name).expect("encoding")
+    }
 }
 
 /// Encode every text (a separate function, so profilers can isolate it).
@@ -56,7 +65,7 @@ fn main() {
     println!("{path}: {} documents, {mb:.1} MB of text", texts.len());
     for name in names {
         let t = Instant::now();
-        let mut enc = FastBpe::from_tiktoken(&name).expect("encoding");
+        let mut enc = open(&name);
         if let Some(mib) = std::env::var("CACHE_MIB").ok().and_then(|v| v.parse::<usize>().ok()) {
             enc = enc.with_cache(CacheConfig::with_budget(mib << 20));
         }
@@ -69,7 +78,7 @@ fn main() {
             // Every distinct piece once, on a fresh encoder: the cost of a cache miss.
             let mut seen = std::collections::HashSet::new();
             let distinct: Vec<&str> = texts.iter().flat_map(|t| enc.split(t)).filter(|p| seen.insert(*p)).collect();
-            let fresh = FastBpe::from_tiktoken(&name).expect("encoding");
+            let fresh = open(&name);
             let mut out = Vec::new();
             let c = cpu_time();
             for p in &distinct {

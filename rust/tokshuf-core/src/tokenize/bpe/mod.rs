@@ -11,6 +11,7 @@
 
 mod batch;
 mod cache;
+mod equiv;
 mod filter;
 mod hf;
 mod merge;
@@ -171,7 +172,7 @@ impl FastBpe {
     /// `tokenizers` crate instead (other models, normalizers, pre-tokenizers or patterns).
     pub fn from_hf_json(json: &str) -> std::result::Result<FastBpe, Unsupported> {
         let hf = hf::parse(json)?;
-        let vocab = Vocab::new(hf.tokens, hf.merges).map_err(|e| Unsupported(e.0))?;
+        let vocab = equiv::list_as_ranks(Vocab::new(hf.tokens, hf.merges).map_err(|e| Unsupported(e.0))?);
         Ok(Self::build(vocab, hf.ignore_merges, hf.pattern, hf.specials, "hf-json".into()))
     }
 

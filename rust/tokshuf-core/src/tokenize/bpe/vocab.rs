@@ -62,6 +62,9 @@ pub(crate) struct Vocab {
     /// The merge of every two bytes, `priority << 32 | merged` (a dense 256×256 table: the first
     /// round of merging a piece looks up nothing else).
     byte_pairs: Vec<u64>,
+    /// The digest of the merge list this vocabulary was given, when it now merges by ranks
+    /// (see [`Vocab::into_ranks`]): a tokenizer's identity does not depend on how it runs.
+    list_digest: Option<u64>,
 }
 
 /// What a vocabulary cannot be used for.
@@ -119,17 +122,31 @@ impl Vocab {
             Merges::List(m) => Some(PairTable::new(m)),
             Merges::Ranks => None,
         };
-        let mut vocab = Vocab { bytes, offsets, byte_ids, short, long, merges, pairs, byte_pairs: Vec::new() };
-        let pairs: Vec<u64> = (0..1usize << 16)
+        let mut vocab =
+            Vocab { bytes, offsets, byte_ids, short, long, merges, pairs, byte_pairs: Vec::new(), list_digest: None };
+        vocab.fill_byte_pairs();
+        Ok(vocab)
+    }
+
+    fn fill_byte_pairs(&mut self) {
+        self.byte_pairs = (0..1usize << 16)
             .map(|ab| {
                 let pair = [(ab >> 8) as u8, ab as u8];
-                let (l, r) = (vocab.byte_ids[pair[0] as usize], vocab.byte_ids[pair[1] as usize]);
-                let (prio, merged) = vocab.merge(&pair, 0, 2, l, r);
+                let (l, r) = (self.byte_ids[pair[0] as usize], self.byte_ids[pair[1] as usize]);
+                let (prio, merged) = self.merge(&pair, 0, 2, l, r);
                 u64::from(prio) << 32 | u64::from(merged)
             })
             .collect();
-        vocab.byte_pairs = pairs;
-        Ok(vocab)
+    }
+
+    /// Merge by ranks (id = rank) instead of the merge list, which the caller has proved gives
+    /// the same encodings (see `equiv`).
+    pub(crate) fn into_ranks(mut self) -> Vocab {
+        self.list_digest = Some(self.digest());
+        self.merges = Merges::Ranks;
+        self.pairs = None;
+        self.fill_byte_pairs();
+        self
     }
 
     /// The id of the token whose bytes are `bytes`.
@@ -198,6 +215,9 @@ impl Vocab {
 
     /// A 64-bit digest of the tokens and merges (FNV-1a), for the tokenizer's identity.
     pub fn digest(&self) -> u64 {
+        if let Some(d) = self.list_digest {
+            return d;
+        }
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         let mut eat = |bytes: &[u8]| {
             for &b in bytes {
