@@ -15,6 +15,26 @@ use super::vocab::{Merges, Vocab};
 /// Pieces longer than this (in bytes) take the heap path.
 const LINEAR_MAX: usize = 32;
 
+/// [`short_ranks`] packs a rank and a start offset into 31 bits.
+const SHORT_RANKS_MAX: u32 = 1 << 27;
+
+/// For a piece of `n` bytes, the longest substrings [`short_ranks`] prefetches: the most that
+/// keeps the number of substrings of 3 bytes or more within 48.
+const PREFETCH_LONGEST: [usize; MAX_SHORT + 1] = {
+    let mut t = [0; MAX_SHORT + 1];
+    let mut n = 0;
+    while n <= MAX_SHORT {
+        let (mut longest, mut count) = (2, 0);
+        while longest < n && count + (n - longest) <= 48 {
+            longest += 1;
+            count += n + 1 - longest;
+        }
+        t[n] = longest;
+        n += 1;
+    }
+    t
+};
+
 /// Buffers above this many elements are released after use, so one huge word does not pin
 /// memory for the rest of the run.
 const KEEP_MAX: usize = 1 << 16;
@@ -102,7 +122,9 @@ pub(crate) fn encode_piece(
     match piece.len() {
         0 => {}
         1 => out.push(vocab.byte_ids[piece[0] as usize]),
-        n if n <= MAX_SHORT && matches!(vocab.merges, Merges::Ranks) => short_ranks(vocab, ranks, piece, out),
+        n if n <= MAX_SHORT && matches!(vocab.merges, Merges::Ranks) && vocab.id_bound() <= SHORT_RANKS_MAX => {
+            short_ranks(vocab, ranks, piece, out)
+        }
         n if n <= LINEAR_MAX => linear(vocab, ranks, piece, out, &mut s.parts),
         _ => {
             heap(vocab, ranks, piece, out, &mut s.nodes, &mut s.heap);
@@ -122,54 +144,54 @@ fn short_ranks(vocab: &Vocab, table: &impl RankTable, piece: &[u8], out: &mut Ve
     let n = piece.len();
     let w = pack(piece) & !(0xff << 120);
     let key = |a: usize, c: usize| ((w >> (8 * a)) & KEEP[c - a]) | ((c - a) as u128) << 120;
-    // Shortest first (the earliest candidates), up to a budget that covers every substring of
-    // pieces up to 10 bytes.
-    let mut budget = 48usize;
-    'prefetch: for len in 3..=n {
-        for a in 0..=n - len {
-            if budget == 0 {
-                break 'prefetch;
-            }
-            table.prefetch(key(a, a + len));
-            budget -= 1;
+    // Every substring of three bytes or more, up to a length that keeps the count within 48
+    // (all of them for pieces up to 10 bytes): the shorter, the earlier a merge may need it.
+    let longest = PREFETCH_LONGEST[n];
+    for a in 0..n.saturating_sub(2) {
+        let tail = w >> (8 * a);
+        for (len, keep) in KEEP.iter().enumerate().take(longest.min(n - a) + 1).skip(3) {
+            table.prefetch((tail & keep) | (len as u128) << 120);
         }
     }
-    // Parts: start offsets (with the end at `start[m]`), ids, and the merge with the next part.
-    let mut start = [0u8; 17];
+    // The parts start at the set bits of `parts` (bit `n`: the end). The part starting at `s` has
+    // the id `id[s]`, and `cand[s]` is `rank << 4 | s` for its merge with the next part
+    // (`i32::MAX`: none), so the smallest candidate is the lowest rank, the leftmost of equals, and
+    // a merge clears a bit instead of moving the parts after it. (Signed: SSE2 finds the minimum
+    // of sixteen in a few instructions.)
     let mut id = [0u32; 16];
-    let mut prio = [u32::MAX; 16];
+    let mut cand = [i32::MAX; 16];
     for i in 0..n {
-        start[i] = i as u8;
         id[i] = vocab.byte_ids[piece[i] as usize];
     }
-    start[n] = n as u8;
+    let with_start = |rank: u32, s: usize| if rank == u32::MAX { i32::MAX } else { (rank << 4 | s as u32) as i32 };
     for i in 0..n - 1 {
-        prio[i] = vocab.merge_bytes(piece[i], piece[i + 1]).0;
+        cand[i] = with_start(vocab.merge_bytes(piece[i], piece[i + 1]).0, i);
     }
-    let mut m = n;
+    let mut parts: u32 = (1 << (n + 1)) - 1;
+    let next = |parts: u32, s: usize| s + 1 + (parts >> (s + 1)).trailing_zeros() as usize;
+    let rank = |a: usize, c: usize| with_start(table.rank(key(a, c)).unwrap_or(u32::MAX), a);
     loop {
-        let mut best = (u32::MAX, 0);
-        for (i, &p) in prio[..m - 1].iter().enumerate() {
-            if p < best.0 {
-                best = (p, i);
-            }
-        }
-        if best.0 == u32::MAX {
+        let best = cand.iter().fold(i32::MAX, |a, &b| a.min(b));
+        if best == i32::MAX {
             break;
         }
-        let i = best.1;
-        id[i] = best.0; // in tiktoken the merged token's id is its rank
-        start.copy_within(i + 2..=m, i + 1);
-        id.copy_within(i + 2..m, i + 1);
-        prio.copy_within(i + 2..m, i + 1);
-        m -= 1;
-        let rank = |j: usize| table.rank(key(start[j] as usize, start[j + 2] as usize)).unwrap_or(u32::MAX);
-        prio[i] = if i + 1 < m { rank(i) } else { u32::MAX };
-        if i > 0 {
-            prio[i - 1] = rank(i - 1);
+        let s = (best & 15) as usize;
+        id[s] = (best >> 4) as u32; // in tiktoken the merged token's id is its rank
+        let r = next(parts, s);
+        parts &= !(1 << r);
+        cand[r] = i32::MAX;
+        let e = next(parts, s);
+        cand[s] = if e < n { rank(s, next(parts, e)) } else { i32::MAX };
+        if s > 0 {
+            let p = 31 - (parts & ((1 << s) - 1)).leading_zeros() as usize;
+            cand[p] = rank(p, e);
         }
     }
-    out.extend_from_slice(&id[..m]);
+    let mut rest = parts & ((1 << n) - 1);
+    while rest != 0 {
+        out.push(id[rest.trailing_zeros() as usize]);
+        rest &= rest - 1;
+    }
 }
 
 /// [`Vocab::merge`], with the ranks of short parts from `ranks` (for tiktoken vocabularies).
