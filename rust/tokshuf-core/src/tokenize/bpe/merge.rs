@@ -1,10 +1,10 @@
 //! Byte-pair merging of one piece, on a cache miss.
 //!
 //! Both tiktoken's and Hugging Face's BPE repeatedly merge the adjacent pair of lowest priority,
-//! the leftmost among equals, until no pair merges. Short pieces use a flat array and linear
-//! scans (what tiktoken does); long ones a linked list and a min-heap of `(priority, position)`
-//! with lazy deletion, so a megabyte-long word costs O(n log n), not O(n²). The buffers are
-//! reused across calls (no allocation once warm).
+//! the leftmost among equals, until no pair merges. Pieces up to 32 bytes merge on the stack
+//! ([`ranks_merge`] for rank tables, a flat array for merge lists); longer ones use a linked list
+//! and a min-heap of `(priority, position)` with lazy deletion, so a megabyte-long word costs
+//! O(n log n), not O(n²). The buffers are reused across calls (no allocation once warm).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -15,17 +15,17 @@ use super::vocab::{Merges, Vocab};
 /// Pieces longer than this (in bytes) take the heap path.
 const LINEAR_MAX: usize = 32;
 
-/// [`short_ranks`] packs a rank and a start offset into 31 bits.
-const SHORT_RANKS_MAX: u32 = 1 << 27;
+/// [`ranks_merge`] packs a rank and a start offset into 31 bits.
+const RANKS_MERGE_MAX_ID: u32 = 1 << 26;
 
-/// For a piece of `n` bytes, the longest substrings [`short_ranks`] prefetches: the most that
+/// For a piece of `n` bytes, the longest substrings [`ranks_merge`] prefetches: the most that
 /// keeps the number of substrings of 3 bytes or more within 48.
-const PREFETCH_LONGEST: [usize; MAX_SHORT + 1] = {
-    let mut t = [0; MAX_SHORT + 1];
+const PREFETCH_LONGEST: [usize; LINEAR_MAX + 1] = {
+    let mut t = [0; LINEAR_MAX + 1];
     let mut n = 0;
-    while n <= MAX_SHORT {
+    while n <= LINEAR_MAX {
         let (mut longest, mut count) = (2, 0);
-        while longest < n && count + (n - longest) <= 48 {
+        while longest < (if n < MAX_SHORT { n } else { MAX_SHORT }) && count + (n - longest) <= 48 {
             longest += 1;
             count += n + 1 - longest;
         }
@@ -122,8 +122,12 @@ pub(crate) fn encode_piece(
     match piece.len() {
         0 => {}
         1 => out.push(vocab.byte_ids[piece[0] as usize]),
-        n if n <= MAX_SHORT && matches!(vocab.merges, Merges::Ranks) && vocab.id_bound() <= SHORT_RANKS_MAX => {
-            short_ranks(vocab, ranks, piece, out)
+        n if n <= LINEAR_MAX && matches!(vocab.merges, Merges::Ranks) && vocab.id_bound() <= RANKS_MERGE_MAX_ID => {
+            if n <= MAX_SHORT {
+                ranks_merge::<16>(vocab, ranks, piece, out);
+            } else {
+                ranks_merge::<32>(vocab, ranks, piece, out);
+            }
         }
         n if n <= LINEAR_MAX => linear(vocab, ranks, piece, out, &mut s.parts),
         _ => {
@@ -136,54 +140,70 @@ pub(crate) fn encode_piece(
     }
 }
 
-/// tiktoken merging of a piece of at most 15 bytes, on the stack. Every part is a substring of
-/// the piece, so the lookup keys are cut out of the piece held in one register, and the slots of
-/// its substrings — every candidate merge — are prefetched up front: their cache misses overlap
-/// instead of following one another merge after merge.
-fn short_ranks(vocab: &Vocab, table: &impl RankTable, piece: &[u8], out: &mut Vec<u32>) {
+/// tiktoken merging of a piece of up to 15 bytes (`N` = 16) or 32 (`N` = 32), on the stack. Every part is
+/// a substring of the piece, so the lookup keys are cut out of the piece (held in one register
+/// when it fits), and the slots of its short substrings — the candidate merges — are prefetched up
+/// front: their cache misses overlap instead of following one another merge after merge.
+fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u8], out: &mut Vec<u32>) {
     let n = piece.len();
-    let w = pack(piece) & !(0xff << 120);
-    let key = |a: usize, c: usize| ((w >> (8 * a)) & KEEP[c - a]) | ((c - a) as u128) << 120;
+    debug_assert!(n >= 2 && (N == 16 && n <= MAX_SHORT || N == 32 && n <= 32));
+    let w = if N <= 16 { pack(piece) & !(0xff << 120) } else { 0 };
+    let mut buf = [0u8; 48];
+    if N > 16 {
+        buf[..n].copy_from_slice(piece);
+    }
+    // The key of `piece[a..a + len]` (`len` at most 15), from `tail` = the bytes from `a` on.
+    let key_at = |tail: u128, len: usize| (tail & KEEP[len]) | (len as u128) << 120;
+    let tail = |a: usize| {
+        if N <= 16 {
+            w >> (8 * a)
+        } else {
+            u128::from_le_bytes(buf[a..a + 16].try_into().expect("16 bytes"))
+        }
+    };
     // Every substring of three bytes or more, up to a length that keeps the count within 48
     // (all of them for pieces up to 10 bytes): the shorter, the earlier a merge may need it.
     let longest = PREFETCH_LONGEST[n];
     for a in 0..n.saturating_sub(2) {
-        let tail = w >> (8 * a);
-        for (len, keep) in KEEP.iter().enumerate().take(longest.min(n - a) + 1).skip(3) {
-            table.prefetch((tail & keep) | (len as u128) << 120);
+        let t = tail(a);
+        for len in 3..=longest.min(n - a) {
+            table.prefetch(key_at(t, len));
         }
     }
     // The parts start at the set bits of `parts` (bit `n`: the end). The part starting at `s` has
-    // the id `id[s]`, and `cand[s]` is `rank << 4 | s` for its merge with the next part
+    // the id `id[s]`, and `cand[s]` is `rank << 5 | s` for its merge with the next part
     // (`i32::MAX`: none), so the smallest candidate is the lowest rank, the leftmost of equals, and
     // a merge clears a bit instead of moving the parts after it. (Signed: SSE2 finds the minimum
     // of sixteen in a few instructions.)
-    let mut id = [0u32; 16];
-    let mut cand = [i32::MAX; 16];
+    let mut id = [0u32; N];
+    let mut cand = [i32::MAX; N];
     for i in 0..n {
         id[i] = vocab.byte_ids[piece[i] as usize];
     }
-    let with_start = |rank: u32, s: usize| if rank == u32::MAX { i32::MAX } else { (rank << 4 | s as u32) as i32 };
+    let with_start = |rank: u32, s: usize| if rank == u32::MAX { i32::MAX } else { (rank << 5 | s as u32) as i32 };
     for i in 0..n - 1 {
         cand[i] = with_start(vocab.merge_bytes(piece[i], piece[i + 1]).0, i);
     }
-    let mut parts: u32 = (1 << (n + 1)) - 1;
-    let next = |parts: u32, s: usize| s + 1 + (parts >> (s + 1)).trailing_zeros() as usize;
-    let rank = |a: usize, c: usize| with_start(table.rank(key(a, c)).unwrap_or(u32::MAX), a);
+    let mut parts: u64 = (1 << (n + 1)) - 1;
+    let next = |parts: u64, s: usize| s + 1 + (parts >> (s + 1)).trailing_zeros() as usize;
+    let rank = |a: usize, c: usize| {
+        let r = if c - a <= MAX_SHORT { table.rank(key_at(tail(a), c - a)) } else { vocab.id_of(&piece[a..c]) };
+        with_start(r.unwrap_or(u32::MAX), a)
+    };
     loop {
         let best = cand.iter().fold(i32::MAX, |a, &b| a.min(b));
         if best == i32::MAX {
             break;
         }
-        let s = (best & 15) as usize;
-        id[s] = (best >> 4) as u32; // in tiktoken the merged token's id is its rank
+        let s = (best & 31) as usize;
+        id[s] = (best >> 5) as u32; // in tiktoken the merged token's id is its rank
         let r = next(parts, s);
         parts &= !(1 << r);
         cand[r] = i32::MAX;
         let e = next(parts, s);
         cand[s] = if e < n { rank(s, next(parts, e)) } else { i32::MAX };
         if s > 0 {
-            let p = 31 - (parts & ((1 << s) - 1)).leading_zeros() as usize;
+            let p = 63 - (parts & ((1 << s) - 1)).leading_zeros() as usize;
             cand[p] = rank(p, e);
         }
     }
@@ -375,12 +395,26 @@ mod tests {
         linear(v, &filtered, piece, &mut c, &mut s.parts);
         heap(v, &filtered, piece, &mut d, &mut s.nodes, &mut s.heap);
         assert_eq!((&a, &a), (&c, &d), "unfiltered and filtered ranks differ on {piece:?}");
-        if piece.len() <= MAX_SHORT {
-            let (mut e, mut f, mut g) = (Vec::new(), Vec::new(), Vec::new());
-            short_ranks(v, v.short_table(), piece, &mut e);
-            short_ranks(v, &table, piece, &mut f);
-            short_ranks(v, &filtered, piece, &mut g);
-            assert_eq!((&a, &a, &a), (&e, &f, &g), "linear and short paths differ on {piece:?}");
+        if (2..=LINEAR_MAX).contains(&piece.len()) {
+            let merge = |ranks: &dyn Fn(&mut Vec<u32>)| {
+                let mut ids = Vec::new();
+                ranks(&mut ids);
+                ids
+            };
+            let (e, f, g) = if piece.len() <= MAX_SHORT {
+                (
+                    merge(&|o| ranks_merge::<16>(v, v.short_table(), piece, o)),
+                    merge(&|o| ranks_merge::<16>(v, &table, piece, o)),
+                    merge(&|o| ranks_merge::<16>(v, &filtered, piece, o)),
+                )
+            } else {
+                (
+                    merge(&|o| ranks_merge::<32>(v, v.short_table(), piece, o)),
+                    merge(&|o| ranks_merge::<32>(v, &table, piece, o)),
+                    merge(&|o| ranks_merge::<32>(v, &filtered, piece, o)),
+                )
+            };
+            assert_eq!((&a, &a, &a), (&e, &f, &g), "linear and stack paths differ on {piece:?}");
         }
         a
     }
