@@ -10,7 +10,7 @@ use super::reader::IndexedDataset;
 use super::{bin_path, idx_path};
 use crate::dtype::DType;
 use crate::error::{Error, IoContext, Result};
-use crate::fsutil::TempFile;
+use crate::fsutil::{StreamingFile, TempFile};
 
 const BUF: usize = 8 << 20;
 
@@ -36,7 +36,7 @@ pub struct IndexedDatasetWriter {
     dtype: DType,
     bin_tmp: TempFile,
     idx_tmp: TempFile,
-    bin: BufWriter<File>,
+    bin: BufWriter<StreamingFile>,
     bin_bytes: u64,
     lengths: Vec<i32>,
     document_indices: Vec<u64>,
@@ -53,7 +53,7 @@ impl IndexedDatasetWriter {
         }
         let bin_tmp = TempFile::new(bin_path(&prefix));
         let idx_tmp = TempFile::new(idx_path(&prefix));
-        let bin = BufWriter::with_capacity(BUF, bin_tmp.create()?);
+        let bin = BufWriter::with_capacity(BUF, StreamingFile::new(bin_tmp.create()?));
         Ok(Self {
             prefix,
             dtype,
