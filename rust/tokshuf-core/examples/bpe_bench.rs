@@ -22,7 +22,9 @@ fn cpu_time() -> f64 {
 /// A tiktoken encoding by name, or a `tokenizer.json` by path.
 fn open(name: &str) -> FastBpe {
     if name.ends_with(".json") {
-        FastBpe::from_hf_json(&std::fs::read_to_string(name).expect("read")).expect("a fast tokenizer.json")
+        FastBpe::from_hf_json(&std::fs::read_to_string(name).expect("read"))
+            .expect("a fast tokenizer.json")
+            .with_special_tokens_in_text(true) // as preprocess runs it
     } else {
         FastBpe::from_tiktoken(name).expect("encoding")
     }
