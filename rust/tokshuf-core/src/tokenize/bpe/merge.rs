@@ -374,6 +374,17 @@ mod tests {
         table
     }
 
+    /// [`ranks_merge`] of a piece of 2 to 32 bytes.
+    fn stack(v: &Vocab, ranks: &impl RankTable, piece: &[u8]) -> Vec<u32> {
+        let mut ids = Vec::new();
+        if piece.len() <= MAX_SHORT {
+            ranks_merge::<16>(v, ranks, piece, &mut ids);
+        } else {
+            ranks_merge::<32>(v, ranks, piece, &mut ids);
+        }
+        ids
+    }
+
     /// Every path, with the ranks from the vocabulary and from a seeded table, gives one answer.
     fn both(v: &Vocab, piece: &[u8]) -> Vec<u32> {
         let mut s = MergeScratch::default();
@@ -396,24 +407,7 @@ mod tests {
         heap(v, &filtered, piece, &mut d, &mut s.nodes, &mut s.heap);
         assert_eq!((&a, &a), (&c, &d), "unfiltered and filtered ranks differ on {piece:?}");
         if (2..=LINEAR_MAX).contains(&piece.len()) {
-            let merge = |ranks: &dyn Fn(&mut Vec<u32>)| {
-                let mut ids = Vec::new();
-                ranks(&mut ids);
-                ids
-            };
-            let (e, f, g) = if piece.len() <= MAX_SHORT {
-                (
-                    merge(&|o| ranks_merge::<16>(v, v.short_table(), piece, o)),
-                    merge(&|o| ranks_merge::<16>(v, &table, piece, o)),
-                    merge(&|o| ranks_merge::<16>(v, &filtered, piece, o)),
-                )
-            } else {
-                (
-                    merge(&|o| ranks_merge::<32>(v, v.short_table(), piece, o)),
-                    merge(&|o| ranks_merge::<32>(v, &table, piece, o)),
-                    merge(&|o| ranks_merge::<32>(v, &filtered, piece, o)),
-                )
-            };
+            let (e, f, g) = (stack(v, v.short_table(), piece), stack(v, &table, piece), stack(v, &filtered, piece));
             assert_eq!((&a, &a, &a), (&e, &f, &g), "linear and stack paths differ on {piece:?}");
         }
         a
