@@ -36,7 +36,7 @@ pub struct IndexedDatasetWriter {
     dtype: DType,
     bin_tmp: TempFile,
     idx_tmp: TempFile,
-    bin: BufWriter<StreamingFile>,
+    bin: StreamingFile,
     bin_bytes: u64,
     lengths: Vec<i32>,
     document_indices: Vec<u64>,
@@ -53,7 +53,7 @@ impl IndexedDatasetWriter {
         }
         let bin_tmp = TempFile::new(bin_path(&prefix));
         let idx_tmp = TempFile::new(idx_path(&prefix));
-        let bin = BufWriter::with_capacity(BUF, StreamingFile::new(bin_tmp.create()?));
+        let bin = StreamingFile::new(bin_tmp.create()?);
         Ok(Self {
             prefix,
             dtype,
@@ -201,9 +201,7 @@ impl IndexedDatasetWriter {
             self.end_document();
         }
         let bin_path = self.bin_tmp.path().to_path_buf();
-        let bin = self.bin.into_inner().map_err(|e| Error::io(&bin_path, e.into_error()))?;
-        bin.sync_all().with_path(&bin_path)?;
-        drop(bin);
+        self.bin.finish().with_path(&bin_path)?;
 
         let idx_file = self.idx_tmp.create()?;
         let idx_bytes = write_index(

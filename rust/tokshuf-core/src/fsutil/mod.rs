@@ -1,0 +1,79 @@
+//! Files that appear complete or not at all: write to a temporary name, rename when done.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{IoContext, Result};
+
+mod streaming;
+pub use streaming::StreamingFile;
+
+/// A temporary sibling of `target`, renamed onto it by [`TempFile::commit`] and
+/// removed on drop otherwise (error, panic, cancellation).
+#[derive(Debug)]
+pub struct TempFile {
+    tmp: PathBuf,
+    target: PathBuf,
+    committed: bool,
+}
+
+impl TempFile {
+    /// Reserve a unique temporary name next to `target` (same directory, so the rename is atomic).
+    pub fn new(target: impl Into<PathBuf>) -> Self {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let target = target.into();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let mut name = target.file_name().map(|s| s.to_os_string()).unwrap_or_default();
+        name.push(format!(".tmp-{}-{n}", std::process::id()));
+        Self { tmp: target.with_file_name(name), target, committed: false }
+    }
+
+    /// The temporary path to write to.
+    pub fn path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// The final path.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Create (truncate) the temporary file for writing.
+    pub fn create(&self) -> Result<File> {
+        File::create(&self.tmp).with_path(&self.tmp)
+    }
+
+    /// Rename the temporary file onto the target.
+    pub fn commit(mut self) -> Result<()> {
+        std::fs::rename(&self.tmp, &self.target).with_path(&self.target)?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Write `bytes` to `target` atomically (temporary file, fsync, rename).
+pub fn write_atomic(target: impl Into<PathBuf>, bytes: &[u8]) -> Result<()> {
+    let tmp = TempFile::new(target);
+    let mut f = tmp.create()?;
+    f.write_all(bytes).with_path(tmp.path())?;
+    f.sync_all().with_path(tmp.path())?;
+    drop(f);
+    tmp.commit()
+}
+
+/// `prefix` + `suffix` as a path (`data/x` + `.bin` → `data/x.bin`), keeping dots in the prefix.
+pub fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
+    let mut s = prefix.as_os_str().to_os_string();
+    s.push(suffix);
+    PathBuf::from(s)
+}
