@@ -128,6 +128,32 @@ def test_byte_identical_for_every_worker_count(tmp_path: Path, make_corpus: Any)
     assert all(o == outputs[0] for o in outputs[1:])
 
 
+def test_the_bin_is_the_same_written_direct_or_through_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 10 MB of uint16 tokens: whole direct-write buffers (8 MiB) and a tail shorter than a block.
+    corpus = synthetic_corpus(tmp_path / "c.jsonl", 5)
+    # The test's disk takes O_DIRECT where it can; tmpfs (when there is one) refuses it and
+    # exercises the fallback.
+    dirs = [tmp_path] + [Path(d) for d in ["/dev/shm"] if os.access(d, os.W_OK)]
+    outputs = []
+    for base in dirs:
+        for direct in ["1", "0"]:
+            monkeypatch.setenv("TOKSHUF_DIRECT_IO", direct)
+            prefix = base / f"tokshuf-test-{os.getpid()}-{direct}"
+            tokshuf.preprocess(corpus, prefix, "byte", append_eod=True, workers=2)
+            for suffix in ["_text_document.bin", "_text_document.idx"]:
+                path = Path(f"{prefix}{suffix}")
+                outputs.append((suffix, path.read_bytes()))
+                path.unlink()
+            Path(f"{prefix}_summary.json").unlink(missing_ok=True)
+    bins = [b for suffix, b in outputs if suffix.endswith(".bin")]
+    assert len(bins[0]) > 9 << 20
+    assert len(bins[0]) % 4096 != 0
+    assert all(b == bins[0] for b in bins[1:])
+    assert len({b for suffix, b in outputs if suffix.endswith(".idx")}) == 1
+
+
 PEAK_RSS = """
 import resource, sys, tokshuf
 tokshuf.preprocess(sys.argv[1], sys.argv[2], "byte", append_eod=True, workers=2, batch_bytes=256 << 10)

@@ -8,6 +8,8 @@
 //! sync has only the last page left to write. Elsewhere (tmpfs, other systems, a filesystem that
 //! refuses an unaligned write) the same buffers go through `write`, and the written range is
 //! handed to the disk every [`WRITEBACK_EVERY`] bytes so that the final sync has less to wait for.
+//! `TOKSHUF_DIRECT_IO=0` asks for that path everywhere (say, for a network filesystem whose direct
+//! writes are slow).
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -18,6 +20,13 @@ const CAPACITY: usize = 8 << 20;
 const ALIGN: usize = 4096;
 /// Buffered mode: start writeback every this many bytes.
 const WRITEBACK_EVERY: u64 = 16 << 20;
+
+/// Set to `0` to write through the page cache on every filesystem.
+pub const DIRECT_IO_ENV: &str = "TOKSHUF_DIRECT_IO";
+
+fn direct_io_allowed() -> bool {
+    std::env::var(DIRECT_IO_ENV).map_or(true, |v| v.trim() != "0")
+}
 
 #[derive(Debug)]
 pub struct StreamingFile {
@@ -38,9 +47,10 @@ pub struct StreamingFile {
 }
 
 impl StreamingFile {
-    /// Write `file` (empty, opened for writing) directly where the filesystem allows it.
+    /// Write `file` (empty, opened for writing) directly where the filesystem allows it (and
+    /// [`DIRECT_IO_ENV`] does not forbid it).
     pub fn new(file: File) -> Self {
-        let direct = set_direct(&file, true).is_ok();
+        let direct = direct_io_allowed() && set_direct(&file, true).is_ok();
         Self::with_mode(file, direct, WRITEBACK_EVERY)
     }
 
