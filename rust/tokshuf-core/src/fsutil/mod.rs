@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::error::{IoContext, Result};
 
 mod streaming;
-pub use streaming::{StreamingFile, DIRECT_IO_ENV};
+pub use streaming::StreamingFile;
 
 /// A temporary sibling of `target`, renamed onto it by [`TempFile::commit`] and
 /// removed on drop otherwise (error, panic, cancellation).

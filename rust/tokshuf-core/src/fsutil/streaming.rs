@@ -22,7 +22,7 @@ const ALIGN: usize = 4096;
 const WRITEBACK_EVERY: u64 = 16 << 20;
 
 /// Set to `0` to write through the page cache on every filesystem.
-pub const DIRECT_IO_ENV: &str = "TOKSHUF_DIRECT_IO";
+const DIRECT_IO_ENV: &str = "TOKSHUF_DIRECT_IO";
 
 fn direct_io_allowed() -> bool {
     std::env::var(DIRECT_IO_ENV).map_or(true, |v| v.trim() != "0")
@@ -48,7 +48,7 @@ pub struct StreamingFile {
 
 impl StreamingFile {
     /// Write `file` (empty, opened for writing) directly where the filesystem allows it (and
-    /// [`DIRECT_IO_ENV`] does not forbid it).
+    /// `TOKSHUF_DIRECT_IO=0` does not forbid it).
     pub fn new(file: File) -> Self {
         let direct = direct_io_allowed() && set_direct(&file, true).is_ok();
         Self::with_mode(file, direct, WRITEBACK_EVERY)
