@@ -63,8 +63,13 @@ impl StreamingFile {
         self.direct
     }
 
+    /// Where the aligned buffer starts in `storage`.
+    fn start(&self) -> usize {
+        self.storage.as_ptr().align_offset(ALIGN)
+    }
+
     fn buffer(&mut self) -> &mut [u8] {
-        let start = self.storage.as_ptr().align_offset(ALIGN);
+        let start = self.start();
         &mut self.storage[start..start + CAPACITY]
     }
 
@@ -73,8 +78,7 @@ impl StreamingFile {
         self.drain()?;
         if self.len > 0 {
             // The tail is shorter than a block: the page cache takes it.
-            set_direct(&self.file, false)?;
-            self.direct = false;
+            self.go_buffered()?;
             self.drain()?;
         }
         self.file.sync_all()
@@ -86,7 +90,7 @@ impl StreamingFile {
         let n = if self.direct { self.len / ALIGN * ALIGN } else { self.len };
         let mut done = 0;
         while done < n {
-            let (direct, start) = (self.direct, self.storage.as_ptr().align_offset(ALIGN));
+            let (direct, start) = (self.direct, self.start());
             match (&self.file).write(&self.storage[start + done..start + n]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 // A short direct write leaves the file offset unaligned: go on buffered.
