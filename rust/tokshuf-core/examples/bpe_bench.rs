@@ -98,6 +98,35 @@ fn main() {
             );
             continue;
         }
+        if let Some(threads) = std::env::var("THREADS").ok().and_then(|v| v.parse::<usize>().ok()) {
+            // Each thread encodes its share of the documents once, on a fresh encoder, as the
+            // preprocess workers do: MB per CPU-second of all threads together, and per second.
+            let fresh = open(&name);
+            let shares: Vec<&[String]> = texts.chunks(texts.len().div_ceil(threads)).collect();
+            let t = Instant::now();
+            let cpu: f64 = std::thread::scope(|sc| {
+                let handles: Vec<_> = shares
+                    .iter()
+                    .map(|share| {
+                        let fresh = &fresh;
+                        sc.spawn(move || {
+                            let c = cpu_time();
+                            encode_all(fresh, share, &mut Vec::new());
+                            cpu_time() - c
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().expect("thread")).sum()
+            });
+            let s = fresh.cache_stats();
+            println!(
+                "{name:>12}: {threads} threads, cold: {:.1} MB per CPU-second, {:.1} MB/s wall  misses {}",
+                mb / cpu,
+                mb / t.elapsed().as_secs_f64(),
+                s.misses
+            );
+            continue;
+        }
         if std::env::var("MODE").as_deref() == Ok("split") {
             println!("{name:>12}: split {:.0} MB/s ({pieces} pieces)", mb / split);
             continue;

@@ -1,13 +1,16 @@
-//! The pretoken → ids table of one encoding thread, with a memory cap.
+//! The pretoken → ids tables of the encoding threads, with a memory cap.
 //!
-//! Short pieces (≤ 15 bytes) are looked up in one packed-key [`SlotTable`] that answers both
-//! kinds of piece: it is seeded with every vocabulary token that encodes to itself, and it learns
-//! the encodings of the multi-token pieces met so far. One probe, usually one cache line, answers
-//! a piece either way. When three quarters of its slots are taken it is wiped and seeded again: the memory stays fixed and no per-entry bookkeeping is needed (as LRU
-//! would). Longer pieces go to [`LongCache`], wiped when full.
+//! Short pieces (≤ 15 bytes) are looked up in one packed-key [`SharedTable`], shared by all the
+//! threads of an encoder, that answers both kinds of piece: it is seeded with every vocabulary
+//! token that encodes to itself, and it learns the encodings of the multi-token pieces met so
+//! far. One probe, usually one cache line, answers a piece either way. Once three quarters of its
+//! slots are taken it learns no more, and each thread keeps what it merges next in its own
+//! smaller [`SlotTable`], wiped when full: the memory stays fixed, the frequent pieces (met
+//! first) stay known, and no per-entry bookkeeping is needed (as LRU would). Longer pieces go to
+//! each thread's [`LongCache`], wiped when full.
 //!
-//! Seeding writes the whole table, so a thread's first call makes it resident. The arenas grow as
-//! they fill, up to the budget; for a long job ([`State::commit`], through
+//! Seeding writes the whole shared table, so the first call makes it resident. The arenas grow
+//! as they fill, up to the budget; for a long job ([`State::commit`], through
 //! `Tokenizer::prepare_for_long_job`) they are made resident at the start too: the footprint is
 //! then the same after 1 MB of text as after 100 GB, so the job's peak RSS does not grow with its
 //! input.
@@ -15,66 +18,119 @@
 use std::sync::Arc;
 
 use super::merge::MergeScratch;
+use super::shared::SharedTable;
 use super::table::{commit_vec, SlotTable};
 
-/// Memory budget of one thread's cache.
+/// Memory budget of an encoder's caches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheConfig {
-    /// Slots of the short-piece table (32 bytes each). Raised to twice the seed (the
+    /// Slots of the shared short-piece table (32 bytes each). Raised to twice the seed (the
     /// vocabulary's short tokens, e.g. 2^19 slots for o200k) when smaller.
     pub short_slots: usize,
-    /// Ids stored out of line for short pieces of more than three tokens.
+    /// Ids stored out of line in the shared table, for short pieces of more than three tokens.
     pub short_arena_ids: usize,
-    /// Bytes of keys and ids held for long pieces.
+    /// Slots of each thread's own short-piece table, which learns what the shared one has no
+    /// room for (its arena holds as many ids).
+    pub thread_slots: usize,
+    /// Bytes of keys and ids each thread holds for long pieces.
     pub long_bytes: usize,
     /// Longest piece (bytes) worth caching.
     pub long_max_piece: usize,
 }
 
 impl Default for CacheConfig {
-    /// About 54 MiB per thread (a 32 MiB table, its 4 MiB arena, and the long-piece cache). On a
-    /// 200 MB corpus of code this wipes nothing (2^18 arena ids wiped 5 times and merged four
-    /// times as many pieces); 2^21 slots at half load were no faster, being twice as large for
-    /// the CPU caches.
+    /// A 36 MiB shared table (32 MiB of slots, a 4 MiB arena), and about 20 MiB per thread (its
+    /// own table and the long-piece cache). On a 200 MB corpus of code the shared table learns
+    /// every piece; 2^21 slots at half load were no faster, being twice as large for the CPU
+    /// caches.
     fn default() -> Self {
-        CacheConfig { short_slots: 1 << 20, short_arena_ids: 1 << 20, long_bytes: 6 << 20, long_max_piece: 512 }
+        CacheConfig {
+            short_slots: 1 << 20,
+            short_arena_ids: 1 << 20,
+            thread_slots: 1 << 16,
+            long_bytes: 6 << 20,
+            long_max_piece: 512,
+        }
     }
 }
 
+/// What one encoder's caches may hold, whatever its number of threads.
+const TOTAL_CAP: usize = 768 << 20;
+
 impl CacheConfig {
-    /// A config whose total stays within `bytes` (at least a few KiB; the seed may need more).
+    /// A config whose total for one thread stays within `bytes` (at least a few KiB; the seed
+    /// may need more).
     pub fn with_budget(bytes: usize) -> CacheConfig {
         let bytes = bytes.max(64 << 10);
-        // 2/3 to the short table, the rest split between its arena and the long cache.
+        // 2/3 to the shared table, the rest split between its arena, the thread's own table and
+        // the long cache.
         let slots = (bytes * 2 / 3 / 32).next_power_of_two() / 2;
         let rest = bytes.saturating_sub(slots * 32);
-        CacheConfig { short_slots: slots.max(16), short_arena_ids: rest / 8, long_bytes: rest / 6, long_max_piece: 512 }
-    }
-
-    /// The default, scaled down so that `threads` caches together stay under about 768 MiB.
-    pub fn for_threads(threads: usize) -> CacheConfig {
-        let default = CacheConfig::default();
-        let share = (768usize << 20) / threads.max(1);
-        if share >= default.budget() {
-            default
-        } else {
-            CacheConfig::with_budget(share)
+        CacheConfig {
+            short_slots: slots.max(16),
+            short_arena_ids: rest / 12,
+            thread_slots: (slots / 16).max(16),
+            long_bytes: rest / 9,
+            long_max_piece: 512,
         }
     }
 
-    /// The bytes one thread's cache holds (all committed when it is created).
-    pub fn budget(&self) -> usize {
-        // The long cache: its two arenas, each reserved at the cap, and about as much in slots.
-        self.short_slots.next_power_of_two() * 32 + self.short_arena_ids * 4 + self.long_bytes * 3
+    /// The default, with each thread's part scaled down so that `threads` threads together stay
+    /// under about 768 MiB.
+    pub fn for_threads(threads: usize) -> CacheConfig {
+        let default = CacheConfig::default();
+        if default.total(threads) <= TOTAL_CAP {
+            return default;
+        }
+        let share = TOTAL_CAP.saturating_sub(default.shared_bytes()) / threads.max(1);
+        CacheConfig {
+            thread_slots: (share / 2 / 36).next_power_of_two().div_ceil(2).max(16),
+            long_bytes: (share / 2 / 3).max(4 << 10),
+            ..default
+        }
     }
+
+    /// The bytes of the shared table.
+    pub fn shared_bytes(&self) -> usize {
+        self.short_slots.next_power_of_two() * 32 + self.short_arena_ids.next_power_of_two() * 4
+    }
+
+    /// The bytes each thread adds: its own table and arena, and the long cache (its two arenas,
+    /// each reserved at the cap, and about as much in slots).
+    pub fn thread_bytes(&self) -> usize {
+        self.thread_slots.next_power_of_two() * 36 + self.long_bytes * 3
+    }
+
+    /// The bytes the caches of one thread hold (all committed when it is created).
+    pub fn budget(&self) -> usize {
+        self.total(1)
+    }
+
+    /// The bytes the caches of `threads` threads hold together.
+    pub fn total(&self, threads: usize) -> usize {
+        self.shared_bytes() + threads * self.thread_bytes()
+    }
+}
+
+/// The shared table of `cfg`, seeded with `seed`: short pieces (packed keys) that encode to one
+/// id, lowest ids (the most frequent) first, so that they take their home slots.
+pub(crate) fn seeded_table(cfg: &CacheConfig, seed: &[(u128, u32)]) -> SharedTable {
+    // At most half of the slots seeded, so there is always a quarter to learn.
+    let table = SharedTable::new(cfg.short_slots.max(seed.len() * 2), cfg.short_arena_ids);
+    for &(key, id) in seed {
+        table.insert(key, &[id]);
+    }
+    table
 }
 
 /// Everything one encoding thread reuses between calls.
 pub(crate) struct State {
-    pub short: SlotTable,
-    seed: Arc<[(u128, u32)]>,
-    /// Entries of `short` that start a new generation.
-    limit: usize,
+    /// The encoder's table, shared by all its threads.
+    pub shared: Arc<SharedTable>,
+    /// This thread's table for what `shared` has no room for.
+    pub own: SlotTable,
+    /// Entries of `own` that start a new generation.
+    own_limit: usize,
     pub long: LongCache,
     pub merge: MergeScratch,
     cfg: CacheConfig,
@@ -96,66 +152,56 @@ pub struct Stats {
 }
 
 impl State {
-    /// A cache seeded with `seed`: short pieces (packed keys) that encode to one id.
-    pub fn new(cfg: CacheConfig, seed: Arc<[(u128, u32)]>) -> State {
-        let slots = cfg.short_slots.max(seed.len() * 2).next_power_of_two();
-        // Three quarters: at most half of them seeded, so there is always a quarter to learn.
-        let limit = slots / 4 * 3;
-        let mut state = State {
-            limit,
-            short: SlotTable::with_slots(slots),
-            seed,
+    /// A thread's cache over the encoder's `shared` table.
+    pub fn new(cfg: CacheConfig, shared: Arc<SharedTable>) -> State {
+        let own = SlotTable::with_slots(cfg.thread_slots);
+        State {
+            own_limit: own.capacity() / 4 * 3,
+            own,
+            shared,
             long: LongCache::new(cfg.long_bytes),
             merge: MergeScratch::default(),
             cfg,
             stats: Stats::default(),
             owner: None,
-        };
-        state.reseed();
-        state
-    }
-
-    /// Empty the short table and put the seed back, lowest ids (the most frequent) first, so
-    /// that they take their home slots.
-    fn reseed(&mut self) {
-        self.short.clear();
-        for &(key, id) in self.seed.iter() {
-            self.short.insert(key, &[id]);
         }
     }
 
-    /// Allocate and touch the whole budget now (keeping the entries): from here on the cache
-    /// neither allocates nor grows.
+    /// Allocate and touch this thread's budget now (keeping the entries): from here on the
+    /// cache neither allocates nor grows. (The shared table is committed by its encoder.)
     pub fn commit(&mut self) {
-        self.short.commit(self.cfg.short_arena_ids);
+        self.own.commit(self.cfg.thread_slots);
         self.long.commit();
     }
 
     /// Prefetch the home slot of the short piece with hash `h`.
     #[inline(always)]
     pub fn prefetch_short(&self, h: u64) {
-        self.short.prefetch_hashed(h);
+        self.shared.prefetch_hashed(h);
     }
 
     /// Append the ids of the short piece `key` (hash `h`) to `out`; false if it is not known.
     #[inline(always)]
     pub fn get_short(&mut self, key: u128, h: u64, out: &mut Vec<u32>) -> bool {
-        let hit = self.short.emit_hashed(key, h, out);
+        let hit = self.shared.emit_hashed(key, h, out) || (self.own.len() > 0 && self.own.emit_hashed(key, h, out));
         self.stats.hits += u64::from(hit);
         hit
     }
 
-    /// Cache `ids` as the encoding of the short piece `key`, starting over if the table is full.
+    /// Cache `ids` as the encoding of the short piece `key`: in the shared table while it has
+    /// room, else in this thread's, which starts over when it is full.
     #[inline]
     pub fn put_short(&mut self, key: u128, ids: &[u32]) {
-        if self.short.len() >= self.limit
-            || (ids.len() > 3 && self.short.arena_len() + ids.len() > self.cfg.short_arena_ids)
-        {
-            self.reseed();
+        if self.shared.insert(key, ids) {
+            return;
+        }
+        let arena = self.cfg.thread_slots;
+        if self.own.len() >= self.own_limit || (ids.len() > 3 && self.own.arena_len() + ids.len() > arena) {
+            self.own.clear();
             self.stats.wipes += 1;
         }
-        if ids.len() <= 3 || ids.len() <= self.cfg.short_arena_ids {
-            self.short.insert(key, ids);
+        if ids.len() <= 3 || ids.len() <= arena {
+            self.own.insert(key, ids);
         }
     }
 
@@ -316,8 +362,9 @@ mod tests {
 
     use super::super::table::{hash, pack};
 
-    fn seed(pieces: &[&[u8]]) -> Arc<[(u128, u32)]> {
-        pieces.iter().enumerate().map(|(i, p)| (pack(p), i as u32)).collect()
+    fn shared(cfg: &CacheConfig, pieces: &[&[u8]]) -> Arc<SharedTable> {
+        let seed: Vec<(u128, u32)> = pieces.iter().enumerate().map(|(i, p)| (pack(p), i as u32)).collect();
+        Arc::new(seeded_table(cfg, &seed))
     }
 
     fn lookup(state: &mut State, piece: &[u8]) -> Option<Vec<u32>> {
@@ -325,11 +372,14 @@ mod tests {
         state.get_short(pack(piece), hash(pack(piece)), &mut out).then_some(out)
     }
 
+    const TINY: CacheConfig =
+        CacheConfig { short_slots: 16, short_arena_ids: 100, thread_slots: 16, long_bytes: 4096, long_max_piece: 512 };
+
     #[test]
-    fn the_seed_survives_every_wipe() {
-        let cfg = CacheConfig { short_slots: 16, short_arena_ids: 100, long_bytes: 4096, long_max_piece: 512 };
-        let mut state = State::new(cfg, seed(&[b"a", b"bc", b"def"]));
-        assert_eq!(state.short.capacity(), 16);
+    fn a_full_shared_table_keeps_what_it_knows_and_threads_learn_the_rest() {
+        let table = shared(&TINY, &[b"a", b"bc", b"def"]);
+        assert_eq!(table.capacity(), 16);
+        let mut state = State::new(TINY, Arc::clone(&table));
         for (i, p) in [&b"a"[..], b"bc", b"def"].into_iter().enumerate() {
             assert_eq!(lookup(&mut state, p), Some(vec![i as u32]));
         }
@@ -337,34 +387,45 @@ mod tests {
         for i in 0..200u32 {
             state.put_short(pack(format!("p{i}").as_bytes()), &[i, i + 1]);
             assert_eq!(lookup(&mut state, format!("p{i}").as_bytes()), Some(vec![i, i + 1]));
-            assert!(state.short.len() <= state.limit);
+            assert!(state.own.len() <= state.own_limit);
         }
+        // The first nine learned entries filled the shared table to three quarters; the thread's
+        // own table took the rest, starting over when full.
+        assert_eq!(table.len(), 12);
         assert!(state.stats.wipes > 10, "{:?}", state.stats);
-        assert_eq!(lookup(&mut state, b"p0"), None, "learned entries are wiped");
-        assert_eq!(lookup(&mut state, b"def"), Some(vec![2]), "seeded ones are not");
+        assert_eq!(lookup(&mut state, b"p0"), Some(vec![0, 1]), "the shared table keeps what it learned");
+        assert_eq!(lookup(&mut state, b"p100"), None, "a thread's own entries are wiped");
+        assert_eq!(lookup(&mut state, b"def"), Some(vec![2]), "the seed is kept");
+        // Another thread's cache sees the shared entries, not this one's own.
+        let mut other = State::new(TINY, table);
+        assert_eq!(lookup(&mut other, b"p8"), Some(vec![8, 9]));
+        assert_eq!(lookup(&mut other, b"p199"), None);
     }
 
     #[test]
     fn the_table_has_room_beyond_its_seed() {
         let pieces: Vec<Vec<u8>> = (0..100u32).map(|i| i.to_le_bytes().to_vec()).collect();
         let refs: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
-        let cfg = CacheConfig { short_slots: 16, short_arena_ids: 8, long_bytes: 256, long_max_piece: 64 };
-        let state = State::new(cfg, seed(&refs));
-        assert_eq!(state.short.capacity(), 256);
-        assert_eq!(state.short.len(), 100);
-        assert_eq!(state.limit, 192, "at least a quarter of the slots to learn");
-        let state = State::new(CacheConfig { short_slots: 1024, ..cfg }, seed(&refs));
-        assert_eq!(state.limit, 768);
+        let cfg =
+            CacheConfig { short_slots: 16, short_arena_ids: 8, thread_slots: 16, long_bytes: 256, long_max_piece: 64 };
+        let table = shared(&cfg, &refs);
+        assert_eq!((table.capacity(), table.len()), (256, 100));
+        // At least a quarter of the slots to learn: the limit is 192.
+        for i in 0..92u32 {
+            assert!(table.insert(pack(format!("x{i}").as_bytes()), &[1, 2]));
+        }
+        assert!(!table.insert(pack(b"one more"), &[1, 2]));
+        assert_eq!(shared(&CacheConfig { short_slots: 1024, ..cfg }, &refs).capacity(), 1024);
     }
 
     #[test]
     fn a_committed_cache_never_allocates_again() {
-        let cfg = CacheConfig { short_slots: 64, short_arena_ids: 100, long_bytes: 4096, long_max_piece: 512 };
-        let mut state = State::new(cfg, seed(&[b"x"]));
+        let table = shared(&TINY, &[b"x"]);
+        let mut state = State::new(CacheConfig { thread_slots: 64, ..TINY }, table);
         state.put_short(pack(b"kept"), &[1, 2, 3, 4]);
         state.commit();
         assert_eq!(lookup(&mut state, b"kept"), Some(vec![1, 2, 3, 4]), "entries survive");
-        let addresses = |s: &State| (s.short.arena_ptr(), s.long.keys.as_ptr() as usize, s.long.vals.as_ptr() as usize);
+        let addresses = |s: &State| (s.own.arena_ptr(), s.long.keys.as_ptr() as usize, s.long.vals.as_ptr() as usize);
         let before = addresses(&state);
         for i in 0..2000u32 {
             let piece = format!("piece number {i:05}, long enough");
@@ -379,11 +440,11 @@ mod tests {
     #[test]
     fn a_cache_is_small_until_a_long_job_commits_it() {
         let cfg = CacheConfig::default();
-        let mut state = State::new(cfg, seed(&[b"x"]));
-        let sizes = |s: &State| (s.short.arena_capacity(), s.long.keys.capacity());
+        let mut state = State::new(cfg, shared(&TINY, &[b"x"]));
+        let sizes = |s: &State| (s.own.arena_capacity(), s.long.keys.capacity());
         assert_eq!(sizes(&state), (0, 0));
         state.commit();
-        assert_eq!(sizes(&state), (cfg.short_arena_ids, cfg.long_bytes));
+        assert_eq!(sizes(&state), (cfg.thread_slots, cfg.long_bytes));
     }
 
     #[test]
@@ -391,7 +452,8 @@ mod tests {
         assert_eq!(CacheConfig::for_threads(2), CacheConfig::default());
         for threads in [16, 64, 256] {
             let cfg = CacheConfig::for_threads(threads);
-            assert!(cfg.budget() * threads <= 2 * (768 << 20), "{threads}: {cfg:?}");
+            assert!(cfg.total(threads) <= 768 << 20, "{threads}: {cfg:?}");
+            assert_eq!((cfg.short_slots, cfg.short_arena_ids), (1 << 20, 1 << 20), "one table, whatever the threads");
         }
     }
 

@@ -2,8 +2,8 @@
 //! families: ids identical to tiktoken's `encode_ordinary` and to Hugging Face `tokenizers`.
 //!
 //! Per piece of text: a hand-written pre-tokenizer ([`pretok`]) finds the piece, one probe of a
-//! bounded per-thread table answers it (the table is seeded with the vocabulary, so it knows every
-//! one-token piece, and learns repeated multi-token ones), and only the rest run byte-pair merging
+//! bounded table that the threads share answers it (the table is seeded with the vocabulary, so it
+//! knows every one-token piece, and learns repeated multi-token ones), and only the rest run byte-pair merging
 //! ([`merge`]). Nothing allocates per piece once the caches are warm.
 //!
 //! Special-token strings such as `<|endoftext|>` are ordinary text unless
@@ -19,6 +19,7 @@ mod pairs;
 mod pattern;
 pub(crate) mod pretok;
 mod select;
+mod shared;
 mod specials;
 mod table;
 mod tiktoken;
@@ -27,7 +28,7 @@ mod vocab;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub use batch::EncodedBatch;
 pub use cache::{CacheConfig, Stats};
@@ -39,6 +40,7 @@ pub use tiktoken::ENCODINGS as TIKTOKEN_ENCODINGS;
 use cache::State;
 use filter::{Filtered, TokenFilter};
 use pretok::{Cursor, WindowCursor};
+use shared::SharedTable;
 use specials::Specials;
 use table::{pack_at, MAX_SHORT};
 use vocab::{Merges, Vocab};
@@ -52,7 +54,7 @@ use crate::{Error, Result};
 pub struct FastBpe {
     vocab: Vocab,
     /// The short pieces whose whole encoding is one id, by id: every cache starts with them.
-    seed: Arc<[(u128, u32)]>,
+    seed: Vec<(u128, u32)>,
     /// The seed's keys: for a tiktoken vocabulary, every short token (see [`filter`]).
     token_filter: TokenFilter,
     /// A piece that is a token encodes to it without merging (tiktoken, `ignore_merges`).
@@ -64,6 +66,8 @@ pub struct FastBpe {
     vocab_size: u64,
     source: String,
     cache: CacheConfig,
+    /// The short-piece table every thread uses, made (and seeded) at the first call.
+    shared: OnceLock<Arc<SharedTable>>,
     states: Mutex<Vec<State>>,
     /// Caches are allocated whole when created (set for long jobs).
     commit_caches: AtomicBool,
@@ -94,7 +98,7 @@ impl FastBpe {
         let max_id = vocab.id_bound().max(specials.tokens().iter().map(|s| s.1 + 1).max().unwrap_or(0));
         let mut bpe = FastBpe {
             vocab,
-            seed: Arc::new([]),
+            seed: Vec::new(),
             token_filter: TokenFilter::new(&[]),
             whole_piece_is_token,
             pattern,
@@ -104,11 +108,12 @@ impl FastBpe {
             vocab_size: u64::from(max_id),
             source,
             cache: CacheConfig::for_threads(crate::parallel::default_threads()),
+            shared: OnceLock::new(),
             states: Mutex::new(Vec::new()),
             commit_caches: AtomicBool::new(false),
             identity: None,
         };
-        bpe.seed = bpe.single_token_pieces().into();
+        bpe.seed = bpe.single_token_pieces();
         bpe.token_filter = TokenFilter::new(&bpe.seed.iter().map(|s| s.0).collect::<Vec<_>>());
         bpe
     }
@@ -202,9 +207,10 @@ impl FastBpe {
         self
     }
 
-    /// Set each thread's cache budget (drops the caches built so far).
+    /// Set the caches' budget (drops the caches built so far).
     pub fn with_cache(mut self, cache: CacheConfig) -> FastBpe {
         self.cache = cache;
+        self.shared = OnceLock::new();
         self.states = Mutex::new(Vec::new());
         self
     }
@@ -291,7 +297,7 @@ impl FastBpe {
             }
         };
         let mut state = pooled.unwrap_or_else(|| {
-            let mut state = State::new(self.cache, Arc::clone(&self.seed));
+            let mut state = State::new(self.cache, Arc::clone(self.shared_table()));
             if self.commit_caches.load(Ordering::Relaxed) {
                 state.commit();
             }
@@ -301,10 +307,24 @@ impl FastBpe {
         state
     }
 
-    /// From now on, every thread's cache is allocated whole (see
-    /// [`Tokenizer::prepare_for_long_job`]), including those created so far.
+    /// The shared table, seeded with the vocabulary on first use.
+    fn shared_table(&self) -> &Arc<SharedTable> {
+        self.shared.get_or_init(|| {
+            let table = cache::seeded_table(&self.cache, &self.seed);
+            if self.commit_caches.load(Ordering::Relaxed) {
+                table.commit();
+            }
+            Arc::new(table)
+        })
+    }
+
+    /// From now on, every cache is allocated whole (see [`Tokenizer::prepare_for_long_job`]),
+    /// including those created so far.
     pub fn commit_caches(&self) {
         self.commit_caches.store(true, Ordering::Relaxed);
+        if let Some(table) = self.shared.get() {
+            table.commit();
+        }
         for state in self.states.lock().unwrap_or_else(|e| e.into_inner()).iter_mut() {
             state.commit();
         }
@@ -371,9 +391,9 @@ impl FastBpe {
         }
     }
 
-    /// The ranks of short tokens for merging: a thread's table, which is seeded with all of them
+    /// The ranks of short tokens for merging: the shared table, which is seeded with all of them
     /// when ranks are used (tiktoken vocabularies), behind the filter of the seed.
-    fn ranks<'a>(&'a self, table: &'a table::SlotTable) -> Filtered<'a, table::SlotTable> {
+    fn ranks<'a>(&'a self, table: &'a SharedTable) -> Filtered<'a, SharedTable> {
         Filtered { filter: &self.token_filter, ranks: table }
     }
 
@@ -382,7 +402,7 @@ impl FastBpe {
     fn encode_short_miss(&self, piece: &[u8], key: u128, out: &mut Vec<u32>, state: &mut State) {
         state.stats.misses += 1;
         let start = out.len();
-        merge::encode_piece(&self.vocab, &self.ranks(&state.short), piece, out, &mut state.merge);
+        merge::encode_piece(&self.vocab, &self.ranks(&state.shared), piece, out, &mut state.merge);
         state.put_short(key, &out[start..]);
     }
 
@@ -397,7 +417,7 @@ impl FastBpe {
         let start = out.len();
         match self.vocab.id_of(piece).filter(|_| self.whole_piece_is_token) {
             Some(id) => out.push(id),
-            None => merge::encode_piece(&self.vocab, &self.ranks(&state.short), piece, out, &mut state.merge),
+            None => merge::encode_piece(&self.vocab, &self.ranks(&state.shared), piece, out, &mut state.merge),
         }
         state.put_long(piece, h, &out[start..]);
     }

@@ -61,7 +61,7 @@ pub(crate) fn hash(key: u128) -> u64 {
 }
 
 /// Value flag: the ids are in the arena at `ids[0]`, `n & !ARENA` of them.
-const ARENA: u32 = 1 << 31;
+pub(crate) const ARENA: u32 = 1 << 31;
 
 #[derive(Clone, Copy)]
 #[repr(C, align(32))]
@@ -77,7 +77,7 @@ const EMPTY: Slot = Slot { key: 0, ids: [0; 3], n: 0 };
 ///
 /// # Safety
 /// Implementors must be valid when every byte is zero, and `ZERO` must be that value.
-unsafe trait Zeroed: Copy {
+pub(crate) unsafe trait Zeroed {
     const ZERO: Self;
 }
 
@@ -89,11 +89,15 @@ unsafe impl Zeroed for Slot {
 unsafe impl Zeroed for u64 {
     const ZERO: u64 = 0;
 }
+// SAFETY: an atomic integer, whose zero bytes are the value 0.
+unsafe impl Zeroed for std::sync::atomic::AtomicU32 {
+    const ZERO: Self = std::sync::atomic::AtomicU32::new(0);
+}
 
 /// Zeroed slot memory. Large tables are anonymous maps advised to use transparent huge pages:
 /// lookups hit random slots of a multi-megabyte table, and with 4 KiB pages nearly every one
 /// would also miss the TLB.
-struct Slots<T: Zeroed> {
+pub(crate) struct Slots<T: Zeroed> {
     ptr: std::ptr::NonNull<T>,
     len: usize,
     _owner: Owner<T>,
@@ -106,13 +110,13 @@ enum Owner<T> {
 
 // SAFETY: `Slots` owns its memory (through `_owner`) like a `Box<[T]>` does.
 unsafe impl<T: Zeroed + Send> Send for Slots<T> {}
-// SAFETY: shared access is read-only (`&self` methods only read).
+// SAFETY: `&self` methods only hand out `&T`, so sharing `Slots<T>` is sharing `T`s.
 unsafe impl<T: Zeroed + Sync> Sync for Slots<T> {}
 
 const HUGE_PAGE: usize = 2 << 20;
 
 impl<T: Zeroed> Slots<T> {
-    fn zeroed(len: usize) -> Slots<T> {
+    pub(crate) fn zeroed(len: usize) -> Slots<T> {
         debug_assert!(len.is_power_of_two());
         let bytes = len * std::mem::size_of::<T>();
         if bytes >= HUGE_PAGE {
@@ -127,14 +131,18 @@ impl<T: Zeroed> Slots<T> {
                 return Slots { ptr, len, _owner: Owner::Map(map) };
             }
         }
-        let mut heap = vec![T::ZERO; len].into_boxed_slice();
+        let mut heap: Box<[T]> = (0..len).map(|_| T::ZERO).collect();
         let ptr = std::ptr::NonNull::new(heap.as_mut_ptr()).expect("non-null");
         Slots { ptr, len, _owner: Owner::Heap(heap) }
     }
 
     /// Slot `i` modulo the (power-of-two) length.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     #[inline(always)]
-    fn get(&self, i: usize) -> &T {
+    pub(crate) fn get(&self, i: usize) -> &T {
         // SAFETY: `len` is a power of two, so the masked index is in bounds; the memory lives as
         // long as `self`.
         unsafe { &*self.ptr.as_ptr().add(i & (self.len - 1)) }
@@ -165,7 +173,7 @@ impl<T: Zeroed> Slots<T> {
     }
 
     #[inline(always)]
-    fn prefetch(&self, i: usize) {
+    pub(crate) fn prefetch(&self, i: usize) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the masked index is in bounds; prefetching never faults or writes.
         unsafe {
@@ -290,7 +298,6 @@ impl SlotTable {
         self.len
     }
 
-    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.slots.len
     }

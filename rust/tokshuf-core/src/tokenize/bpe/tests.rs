@@ -129,7 +129,8 @@ fn p50k_matches_tiktoken_rs() {
 
 #[test]
 fn tiny_cache_gives_the_same_ids() {
-    let tiny = CacheConfig { short_slots: 16, short_arena_ids: 8, long_bytes: 256, long_max_piece: 64 };
+    let tiny =
+        CacheConfig { short_slots: 16, short_arena_ids: 8, thread_slots: 16, long_bytes: 256, long_max_piece: 64 };
     let enc = FastBpe::from_tiktoken("cl100k_base").unwrap().with_cache(tiny);
     let text: String = edge_cases().concat();
     let expected = reference("cl100k_base").encode_ordinary(&text);
@@ -193,11 +194,11 @@ fn a_thread_gets_back_the_cache_it_used_last() {
     // Its own encoder: no other test may take from the pool meanwhile.
     let enc = FastBpe::from_tiktoken("r50k_base").unwrap();
     let mine = enc.take_state();
-    let mine_id = mine.short.slots_ptr();
+    let mine_id = mine.own.slots_ptr();
     let theirs = std::thread::scope(|s| s.spawn(|| enc.take_state()).join().unwrap());
-    assert_ne!(theirs.short.slots_ptr(), mine_id);
+    assert_ne!(theirs.own.slots_ptr(), mine_id);
     // The other thread's cache is returned last, on top of the pool.
     enc.give_state(mine);
     enc.give_state(theirs);
-    assert_eq!(enc.take_state().short.slots_ptr(), mine_id);
+    assert_eq!(enc.take_state().own.slots_ptr(), mine_id);
 }

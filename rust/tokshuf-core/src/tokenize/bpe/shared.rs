@@ -1,0 +1,271 @@
+//! The short-piece table that all the encoding threads of one encoder share.
+//!
+//! One table instead of one per thread: the vocabulary it is seeded with is held once, what one
+//! thread learns the others hit, and two threads together keep half as many megabytes hot in
+//! the cache they share. It is insert-only: a slot, once published, never changes, so a reader
+//! needs no lock, only an acquire load of the word that publishes it. When three quarters of the
+//! slots (or the arena) are taken it learns no more; each thread's own small table takes the
+//! rest (see [`super::cache::State`]).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use super::merge::RankTable;
+use super::table::{hash, Slots, Zeroed, ARENA, MAX_SHORT};
+
+/// Set in every taken slot's length word, so that it is never 0.
+const TAKEN: u32 = 1 << 30;
+
+/// A key (`k[0]` its low half, `k[1]` its high one: never 0, as it holds the key's length) and
+/// its value: `v[0]` the first two ids (or, with `ARENA`, where they start in the arena), `v[1]`
+/// the third id and the length word `n | TAKEN | ARENA`. A thread takes a free slot with one
+/// compare-and-swap of `v[1]` (0 when free), writes the rest, and publishes the slot by storing
+/// `k[1]` last; readers see a slot only once `k[1]` is set, and then all of it.
+#[repr(C, align(32))]
+struct Slot {
+    k: [AtomicU64; 2],
+    v: [AtomicU64; 2],
+}
+
+// SAFETY: atomic integers, for which zero bytes are the value 0.
+unsafe impl Zeroed for Slot {
+    const ZERO: Slot = Slot { k: [AtomicU64::new(0), AtomicU64::new(0)], v: [AtomicU64::new(0), AtomicU64::new(0)] };
+}
+
+pub(crate) struct SharedTable {
+    slots: Slots<Slot>,
+    mask: usize,
+    /// Ids of values of more than three ids.
+    arena: Slots<AtomicU32>,
+    arena_used: AtomicUsize,
+    len: AtomicUsize,
+    /// Entries beyond which nothing more is learned (three quarters of the slots).
+    limit: usize,
+}
+
+impl SharedTable {
+    /// A table of `slots` slots (a power of two, at least 16) and `arena_ids` arena ids.
+    pub fn new(slots: usize, arena_ids: usize) -> SharedTable {
+        let n = slots.max(16).next_power_of_two();
+        SharedTable {
+            slots: Slots::zeroed(n),
+            mask: n - 1,
+            arena: Slots::zeroed(arena_ids.max(16).next_power_of_two()),
+            arena_used: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            limit: n / 4 * 3,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Make every page resident now (see `State::commit`). An atomic no-op write per page
+    /// commits it without racing the threads that may be using the table.
+    pub fn commit(&self) {
+        for i in (0..self.slots.len()).step_by(4096 / std::mem::size_of::<Slot>()) {
+            self.slots.get(i).k[0].fetch_or(0, Ordering::Relaxed);
+        }
+        for i in (0..self.arena.len()).step_by(4096 / 4) {
+            self.arena.get(i).fetch_or(0, Ordering::Relaxed);
+        }
+    }
+
+    #[inline(always)]
+    pub fn prefetch_hashed(&self, h: u64) {
+        self.slots.prefetch(h as usize & self.mask);
+    }
+
+    /// The published slot holding `key` (with its [`hash`] `h`), and its `v[1]`. A slot
+    /// still being written ends the search as a free one would: at worst its piece is merged
+    /// again.
+    #[inline(always)]
+    fn find(&self, key: u128, h: u64) -> Option<(&Slot, u64)> {
+        let (lo, hi) = (key as u64, (key >> 64) as u64);
+        let mut i = h as usize & self.mask;
+        loop {
+            let s = self.slots.get(i);
+            // The acquire load makes the rest of a published slot visible.
+            let k1 = s.k[1].load(Ordering::Acquire);
+            if k1 == 0 {
+                return None;
+            }
+            if k1 == hi && s.k[0].load(Ordering::Relaxed) == lo {
+                return Some((s, s.v[1].load(Ordering::Relaxed)));
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Append the ids stored under `key` (with its [`hash`]) to `out`; false if there are none.
+    #[inline(always)]
+    pub fn emit_hashed(&self, key: u128, h: u64, out: &mut Vec<u32>) -> bool {
+        let Some((s, v1)) = self.find(key, h) else { return false };
+        let n = (v1 >> 32) as u32 & !TAKEN;
+        let v0 = s.v[0].load(Ordering::Relaxed);
+        if n & ARENA == 0 {
+            // All three inline ids are copied whatever their number: fixed-size copies, not a
+            // call to memcpy, and no branch on the length.
+            out.reserve(3);
+            // SAFETY: `reserve` made room for 3 more ids; the first `n` (≤ 3) of them are the
+            // value, so only those become part of the vector.
+            unsafe {
+                let len = out.len();
+                let dst = out.as_mut_ptr().add(len);
+                dst.cast::<u64>().write_unaligned(v0);
+                dst.add(2).write(v1 as u32);
+                out.set_len(len + n as usize);
+            }
+        } else {
+            let start = v0 as usize;
+            out.extend((start..start + (n & !ARENA) as usize).map(|i| self.arena.get(i).load(Ordering::Relaxed)));
+        }
+        true
+    }
+
+    /// The id stored under `key` (with its [`hash`]) if it holds exactly one.
+    #[inline(always)]
+    pub fn get_single(&self, key: u128, h: u64) -> Option<u32> {
+        // An arena value has the ARENA bit set, so it is never 1.
+        let (s, v1) = self.find(key, h)?;
+        ((v1 >> 32) as u32 & !TAKEN == 1).then(|| s.v[0].load(Ordering::Relaxed) as u32)
+    }
+
+    /// The ids stored under `key`.
+    #[cfg(test)]
+    pub fn get(&self, key: u128) -> Option<Vec<u32>> {
+        let mut out = Vec::new();
+        self.emit_hashed(key, hash(key), &mut out).then_some(out)
+    }
+
+    /// Store `ids` (at most 15) under `key` unless the table is full (then false: the caller
+    /// keeps them elsewhere). A key is stored once; as an encoding is a function of its piece,
+    /// threads that store the same key at once store the same ids, and a second slot that one
+    /// of them may take for it is only a wasted slot.
+    pub fn insert(&self, key: u128, ids: &[u32]) -> bool {
+        debug_assert!(key >> 64 != 0 && ids.len() <= MAX_SHORT);
+        if self.len.load(Ordering::Relaxed) >= self.limit {
+            return false;
+        }
+        let (v0, v1) = match ids {
+            [] => (0, 0),
+            [a] => (u64::from(*a), 0),
+            [a, b] => (u64::from(*a) | u64::from(*b) << 32, 0),
+            [a, b, c] => (u64::from(*a) | u64::from(*b) << 32, u64::from(*c)),
+            _ => {
+                let start = self.arena_used.fetch_add(ids.len(), Ordering::Relaxed);
+                if start + ids.len() > self.arena.len() {
+                    return false;
+                }
+                for (k, &id) in ids.iter().enumerate() {
+                    self.arena.get(start + k).store(id, Ordering::Relaxed);
+                }
+                (start as u64, 0)
+            }
+        };
+        let n = ids.len() as u32 | if ids.len() > 3 { ARENA } else { 0 };
+        let v1 = v1 | u64::from(n | TAKEN) << 32;
+        let (lo, hi) = (key as u64, (key >> 64) as u64);
+        let mut i = hash(key) as usize & self.mask;
+        loop {
+            let s = self.slots.get(i);
+            if s.v[1].compare_exchange(0, v1, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+                s.k[0].store(lo, Ordering::Relaxed);
+                s.v[0].store(v0, Ordering::Relaxed);
+                // Publishes the slot: everything written above is seen by whoever sees this.
+                s.k[1].store(hi, Ordering::Release);
+                self.len.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+            // Taken: by this key once published (a slot still being written is passed over).
+            if s.k[1].load(Ordering::Acquire) == hi && s.k[0].load(Ordering::Relaxed) == lo {
+                return true;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
+/// The ranks of short tokens when merging: the table is seeded with every one of them for a
+/// tiktoken vocabulary.
+impl RankTable for SharedTable {
+    #[inline(always)]
+    fn prefetch_hashed(&self, _: u128, h: u64) {
+        SharedTable::prefetch_hashed(self, h);
+    }
+    #[inline(always)]
+    fn rank_hashed(&self, key: u128, h: u64) -> Option<u32> {
+        self.get_single(key, h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::pack;
+    use super::*;
+
+    fn key(i: u32) -> u128 {
+        pack(format!("k{i}").as_bytes())
+    }
+
+    fn value(i: u32) -> Vec<u32> {
+        (0..i % 16).map(|k| i * 100 + k).collect()
+    }
+
+    #[test]
+    fn stores_every_length_and_stops_learning_when_full() {
+        let t = SharedTable::new(64, 40);
+        for i in 0..16 {
+            assert!(t.insert(key(i), &value(i)) || i > 3, "inline values always fit");
+        }
+        for i in 0..16 {
+            if let Some(ids) = t.get(key(i)) {
+                assert_eq!(ids, value(i), "{i}");
+                assert_eq!(t.get_single(key(i), hash(key(i))), (ids.len() == 1).then(|| ids[0]));
+            } else {
+                assert!(i > 3, "only arena values may have found no room");
+            }
+        }
+        assert_eq!(t.get(pack(b"absent")), None);
+        // Inline values up to the limit, three quarters of the slots.
+        let mut stored = t.len();
+        for i in 16..200 {
+            if t.insert(key(i * 16), &[i]) {
+                stored += 1;
+            }
+        }
+        assert_eq!((stored, t.len()), (48, 48));
+        assert!(!t.insert(pack(b"late"), &[1]));
+        // A key stored twice is stored once.
+        let t = SharedTable::new(64, 40);
+        assert!(t.insert(key(1), &[5]) && t.insert(key(1), &[5]));
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn threads_storing_at_once_lose_nothing() {
+        let t = SharedTable::new(1 << 12, 1 << 16);
+        std::thread::scope(|s| {
+            for th in 0..4u32 {
+                let t = &t;
+                s.spawn(move || {
+                    // Overlapping ranges: the same keys from several threads at once.
+                    for i in th * 200..th * 200 + 1000 {
+                        assert!(t.insert(key(i), &value(i)));
+                        assert_eq!(t.get(key(i)), Some(value(i)));
+                    }
+                });
+            }
+        });
+        for i in 0..1600 {
+            assert_eq!(t.get(key(i)), Some(value(i)), "{i}");
+        }
+        assert!(t.len() >= 1600 && t.len() < 1700, "{}", t.len());
+    }
+}
