@@ -248,6 +248,26 @@ pub fn extract_fields_with<'a>(
     keys: &[String],
     options: FieldOptions,
 ) -> Result<Vec<Field<'a>>, Rejection> {
+    let text = checked_text(line)?;
+    // Most lines are objects whose requested values are strings: read those without serde.
+    if let Some(fields) = super::fast_json::fields(text, keys) {
+        return Ok(fields);
+    }
+    serde_fields(text, keys, options)
+}
+
+/// [`extract_fields_with`] through serde alone: the reference the fast reader is tested against.
+#[doc(hidden)]
+pub fn extract_fields_reference<'a>(
+    line: &'a [u8],
+    keys: &[String],
+    options: FieldOptions,
+) -> Result<Vec<Field<'a>>, Rejection> {
+    serde_fields(checked_text(line)?, keys, options)
+}
+
+/// The line as text, unless it is not UTF-8, starts with a byte-order mark or is blank.
+fn checked_text(line: &[u8]) -> Result<&str, Rejection> {
     let text = match std::str::from_utf8(line) {
         Ok(t) => t,
         Err(e) => return Err(utf8_rejection(line, &e)),
@@ -258,6 +278,10 @@ pub fn extract_fields_with<'a>(
     if text.trim_ascii().is_empty() {
         return Err((BadInputReason::BlankLine, "the line is empty".into()));
     }
+    Ok(text)
+}
+
+fn serde_fields<'a>(text: &'a str, keys: &[String], options: FieldOptions) -> Result<Vec<Field<'a>>, Rejection> {
     let reason = Cell::new(None);
     let mut de = serde_json::Deserializer::from_str(text);
     let parsed = LineSeed { keys, reason: &reason, options }.deserialize(&mut de).and_then(|v| de.end().map(|()| v));

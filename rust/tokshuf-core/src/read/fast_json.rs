@@ -1,0 +1,466 @@
+//! The common JSON line read without serde: an object whose requested values are strings.
+//!
+//! `serde_json` decodes an escaped string into a scratch buffer that the caller then copies;
+//! here it is decoded once, straight into the string the tokenizer gets, and the rest of the line
+//! is only validated. Anything else (a requested value that is not a string, an escaped key, a
+//! `\u` escape outside a requested value, a lone surrogate, deep nesting, any syntax error) gives
+//! `None`, and the line is read again by serde, which then gives the fields or the error: this
+//! path accepts only what serde accepts, with the same fields.
+
+use std::borrow::Cow;
+
+use super::json::Field;
+
+/// Nesting beyond this is left to serde (whose limit is 128).
+const MAX_DEPTH: usize = 100;
+
+/// The fields named by `keys` of the JSON object `text`, if every one is a string and the line
+/// has nothing this reader leaves to serde.
+pub(super) fn fields<'a>(text: &'a str, keys: &[String]) -> Option<Vec<Field<'a>>> {
+    let mut p = Parser { text, b: text.as_bytes(), pos: 0 };
+    let mut found: Vec<Option<Cow<'a, str>>> = vec![None; keys.len()];
+    p.ws();
+    p.eat(b'{')?;
+    p.ws();
+    if p.peek()? == b'}' {
+        p.pos += 1;
+    } else {
+        loop {
+            let key = p.plain_key()?;
+            p.ws();
+            p.eat(b':')?;
+            p.ws();
+            // Duplicate keys: the last one wins, as with serde and Python's json.loads.
+            match keys.iter().position(|k| k == key) {
+                Some(i) if p.peek()? == b'"' => found[i] = Some(p.string()?),
+                Some(_) => return None,
+                None => p.skip_value(1)?,
+            }
+            p.ws();
+            match p.next()? {
+                b',' => p.ws(),
+                b'}' => break,
+                _ => return None,
+            }
+        }
+    }
+    p.ws();
+    if p.pos != p.b.len() {
+        return None;
+    }
+    found.into_iter().map(|s| s.map(|s| Field { sentences: vec![s] })).collect()
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    b: &'a [u8],
+    pos: usize,
+}
+
+fn is_special(c: u8) -> bool {
+    c == b'"' || c == b'\\' || c < 0x20
+}
+
+/// Bit `k` set where byte `k` of the 16 is `"`, `\` or a control character.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn special_bits(chunk: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of x86_64; the load is unaligned and reads the 16 bytes of `chunk`.
+    unsafe {
+        let v = _mm_loadu_si128(chunk.as_ptr().cast());
+        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+        // Unsigned v < 0x20: max(v, 0x1f) == 0x1f.
+        let control = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f));
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn special_bits(chunk: &[u8; 16]) -> u32 {
+    chunk.iter().enumerate().fold(0, |m, (k, &c)| m | u32::from(is_special(c)) << k)
+}
+
+/// The first `"`, `\` or control character of `b` from `i` on.
+#[inline]
+fn find_special(b: &[u8], mut i: usize) -> Option<usize> {
+    while let Some(chunk) = b.get(i..i + 16) {
+        let m = special_bits(chunk.try_into().expect("16 bytes"));
+        if m != 0 {
+            return Some(i + m.trailing_zeros() as usize);
+        }
+        i += 16;
+    }
+    b[i..].iter().position(|&c| is_special(c)).map(|k| i + k)
+}
+
+/// Copy `b[i..]` to `out[*len..]` up to the first special byte, and return its index. Sixteen
+/// bytes at a time, each chunk stored whole and the excess dropped: no call to memcpy for the
+/// short runs between the escapes of a text. `out` has room for 16 bytes beyond what it keeps.
+#[inline]
+fn copy_to_special(b: &[u8], mut i: usize, out: &mut [u8], len: &mut usize) -> Option<usize> {
+    while let Some(chunk) = b.get(i..i + 16) {
+        let chunk: &[u8; 16] = chunk.try_into().expect("16 bytes");
+        let m = special_bits(chunk);
+        out[*len..*len + 16].copy_from_slice(chunk);
+        if m != 0 {
+            let k = m.trailing_zeros() as usize;
+            *len += k;
+            return Some(i + k);
+        }
+        *len += 16;
+        i += 16;
+    }
+    let k = b[i..].iter().position(|&c| is_special(c))?;
+    out[*len..*len + k].copy_from_slice(&b[i..i + k]);
+    *len += k;
+    Some(i + k)
+}
+
+fn hex4(b: &[u8]) -> Option<u32> {
+    let digits = b.get(..4)?;
+    digits.iter().try_fold(0u32, |acc, &c| Some(acc << 4 | char::from(c).to_digit(16)?))
+}
+
+impl<'a> Parser<'a> {
+    fn ws(&mut self) {
+        while matches!(self.b.get(self.pos), Some(b' ' | b'\n' | b'\t' | b'\r')) {
+            self.pos += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.pos).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let c = self.peek()?;
+        self.pos += 1;
+        Some(c)
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.next()? == c).then_some(())
+    }
+
+    fn eat_word(&mut self, word: &[u8]) -> Option<()> {
+        self.b[self.pos..].starts_with(word).then(|| self.pos += word.len())
+    }
+
+    /// A key without escapes.
+    fn plain_key(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let end = find_special(self.b, self.pos)?;
+        (self.b[end] == b'"').then(|| {
+            let key = &self.text[self.pos..end];
+            self.pos = end + 1;
+            key
+        })
+    }
+
+    /// A string value, decoded.
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let start = self.pos;
+        let mut at = find_special(self.b, start)?;
+        if self.b[at] == b'"' {
+            self.pos = at + 1;
+            return Some(Cow::Borrowed(&self.text[start..at]));
+        }
+        // The rest of the line bounds the decoded length (escapes only shrink), and copies
+        // overshoot by at most 16 bytes: one allocation.
+        let mut out = vec![0u8; self.b.len() - start + 16];
+        let mut len = at - start;
+        out[..len].copy_from_slice(&self.b[start..at]);
+        loop {
+            match self.b[at] {
+                b'"' => {
+                    self.pos = at + 1;
+                    out.truncate(len);
+                    // SAFETY: `out` holds runs of the (UTF-8) line cut at ASCII bytes, and
+                    // UTF-8 encoded characters.
+                    return Some(Cow::Owned(unsafe { String::from_utf8_unchecked(out) }));
+                }
+                b'\\' => {
+                    let (c, n) = self.escape(at)?;
+                    len += c.encode_utf8(&mut out[len..len + 4]).len();
+                    at = copy_to_special(self.b, at + n, &mut out, &mut len)?;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The escape at `at` and its length in bytes.
+    fn escape(&self, at: usize) -> Option<(char, usize)> {
+        let c = match *self.b.get(at + 1)? {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\x08',
+            b'f' => '\x0c',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hi = hex4(&self.b[at + 2..])?;
+                if (0xdc00..0xe000).contains(&hi) {
+                    return None;
+                }
+                if !(0xd800..0xdc00).contains(&hi) {
+                    return Some((char::from_u32(hi)?, 6));
+                }
+                if self.b.get(at + 6..at + 8)? != b"\\u" {
+                    return None;
+                }
+                let lo = hex4(&self.b[at + 8..])?;
+                if !(0xdc00..0xe000).contains(&lo) {
+                    return None;
+                }
+                return Some((char::from_u32(0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00))?, 12));
+            }
+            _ => return None,
+        };
+        Some((c, 2))
+    }
+
+    /// Validate a string that is not kept (without `\u` escapes, which serde checks differently
+    /// when it ignores a value).
+    fn skip_string(&mut self) -> Option<()> {
+        self.eat(b'"')?;
+        loop {
+            let at = find_special(self.b, self.pos)?;
+            match self.b[at] {
+                b'"' => {
+                    self.pos = at + 1;
+                    return Some(());
+                }
+                b'\\' if matches!(self.b.get(at + 1), Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't')) => {
+                    self.pos = at + 2;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn skip_value(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.skip_string(),
+            b'{' => self.skip_container(depth, b'}', true),
+            b'[' => self.skip_container(depth, b']', false),
+            b't' => self.eat_word(b"true"),
+            b'f' => self.eat_word(b"false"),
+            b'n' => self.eat_word(b"null"),
+            _ => self.skip_number(),
+        }
+    }
+
+    /// An object (`keyed`) or an array, from its opening bracket.
+    fn skip_container(&mut self, depth: usize, close: u8, keyed: bool) -> Option<()> {
+        if depth >= MAX_DEPTH {
+            return None;
+        }
+        self.pos += 1;
+        self.ws();
+        if self.peek()? == close {
+            self.pos += 1;
+            return Some(());
+        }
+        loop {
+            if keyed {
+                self.skip_string()?;
+                self.ws();
+                self.eat(b':')?;
+                self.ws();
+            }
+            self.skip_value(depth + 1)?;
+            self.ws();
+            match self.next()? {
+                b',' => self.ws(),
+                c if c == close => return Some(()),
+                _ => return None,
+            }
+        }
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    fn skip_number(&mut self) -> Option<()> {
+        let digits = |p: &mut Self| {
+            let start = p.pos;
+            while p.peek().is_some_and(|c| c.is_ascii_digit()) {
+                p.pos += 1;
+            }
+            (p.pos > start).then_some(())
+        };
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        if self.peek()? == b'0' {
+            self.pos += 1;
+        } else {
+            digits(self)?;
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            digits(self)?;
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.pos += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            digits(self)?;
+        }
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::read::json::{extract_fields_reference, FieldOptions};
+
+    fn keys() -> Vec<String> {
+        vec!["text".into(), "title".into()]
+    }
+
+    /// The fast reader's answer, checked against serde's.
+    fn fast(line: &str) -> Option<Vec<Field<'_>>> {
+        let got = fields(line, &keys());
+        if let Some(f) = &got {
+            assert_eq!(
+                Ok(f.clone()),
+                extract_fields_reference(line.as_bytes(), &keys(), FieldOptions::default()),
+                "{line}"
+            );
+        }
+        got
+    }
+
+    fn texts(f: &[Field<'_>]) -> Vec<String> {
+        f.iter().map(|f| f.sentences.concat()).collect()
+    }
+
+    #[test]
+    fn reads_the_common_lines() {
+        let cases = [
+            (r#"{"text": "plain", "title": "t"}"#, ["plain", "t"]),
+            (r#"  {"id":7,"text":"a\nb\t\"q\"\\ \/ \b\f\r","title":""}  "#, ["a\nb\t\"q\"\\ / \x08\x0c\r", ""]),
+            (r#"{"text": "caf\u00e9 \ud83d\ude00 \u0000", "title": "x"}"#, ["café 😀 \0", "x"]),
+            (
+                r#"{"meta": {"a": [1, -2.5e+3, 0, -0.0, 1E9, true, false, null, {}, []], "b": {"c": "d\n"}}, "text": "é ü 中", "title": "y"}"#,
+                ["é ü 中", "y"],
+            ),
+            (r#"{"text": "first", "title": "t", "text": "second"}"#, ["second", "t"]),
+            ("{\"text\":\"a\"\r\n,\t\"title\" : \"b\"}\n", ["a", "b"]),
+        ];
+        for (line, expected) in cases {
+            let f = fast(line).unwrap_or_else(|| panic!("not read fast: {line}"));
+            assert_eq!(texts(&f), expected, "{line}");
+        }
+        // Unescaped values are borrowed from the line, escaped ones decoded once.
+        let f = fast(r#"{"text": "plain", "title": "a\nb"}"#).unwrap();
+        assert!(matches!(f[0].sentences[0], Cow::Borrowed("plain")));
+        assert!(matches!(&f[1].sentences[0], Cow::Owned(s) if s == "a\nb"));
+    }
+
+    #[test]
+    fn leaves_everything_else_to_serde() {
+        for line in [
+            r#"{"text": ["a", "b"], "title": "t"}"#,
+            r#"{"text": 3, "title": "t"}"#,
+            r#"{"text": "a"}"#,
+            r#"{"te\u0078t": "a", "title": "t"}"#,
+            r#"{"text": "\ud83d x", "title": "t"}"#,
+            r#"{"text": "\udc00", "title": "t"}"#,
+            r#"{"text": "\ud83d\u0041", "title": "t"}"#,
+            r#"{"text": "a", "title": "t", "other": "\u00e9"}"#,
+            r#"{"text": "a", "title": "t", "n": 01}"#,
+            r#"{"text": "a", "title": "t", "n": 1.}"#,
+            r#"{"text": "a", "title": "t", "n": -}"#,
+            r#"{"text": "a", "title": "t", "n": .5}"#,
+            r#"{"text": "a", "title": "t", "n": tru}"#,
+            r#"{"text": "a", "title": "t",}"#,
+            r#"{"text": "a", "title": "t"} x"#,
+            r#"{"text": "a\x", "title": "t"}"#,
+            "{\"text\": \"a\u{1}\", \"title\": \"t\"}",
+            r#"{"text": "cut"#,
+            r#"["text"]"#,
+            "",
+        ] {
+            assert!(fields(line, &keys()).is_none(), "{line}");
+        }
+        let deep = format!(r#"{{"text": "a", "title": "t", "x": {}{}}}"#, "[".repeat(150), "]".repeat(150));
+        assert!(fields(&deep, &keys()).is_none());
+        let ok = format!(r#"{{"text": "a", "title": "t", "x": {}{}}}"#, "[".repeat(50), "]".repeat(50));
+        assert!(fast(&ok).is_some());
+    }
+
+    #[test]
+    fn finds_the_first_special_byte_in_any_word() {
+        let mut line = vec![b'a'; 40];
+        for (special, at) in [(b'"', 0), (b'\\', 7), (0x1f, 8), (0, 13), (b'"', 39)] {
+            line[at] = special;
+            assert_eq!(find_special(&line, 0), Some(at));
+            // Bytes just above the specials, and non-ASCII ones, are not special.
+            line[at] = [b'#', b']', b' ', 0x80, 0xff][at % 5];
+        }
+        assert_eq!(find_special(&line, 0), None);
+    }
+
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::Bool),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(serde_json::Value::from),
+            ".{0,12}".prop_map(serde_json::Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::Array),
+                prop::collection::btree_map("[a-z]{1,5}", inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Whatever the line, the answer is serde's: fields when it reads them, or the same
+        /// rejection (the fast reader only ever declines).
+        #[test]
+        fn agrees_with_serde(
+            text in "(\\PC|[\n\t\"\\\\\u{1}])*",
+            title in ".{0,8}",
+            other in json_value(),
+            cut in any::<prop::sample::Index>(),
+            junk in any::<(prop::sample::Index, u8)>(),
+            mangle in 0u8..3,
+        ) {
+            let obj = serde_json::json!({"id": other, "text": text, "title": title});
+            let mut line = serde_json::to_string(&obj).unwrap().into_bytes();
+            match mangle {
+                0 => {}
+                1 => line.truncate(cut.index(line.len() + 1)),
+                _ => {
+                    let at = junk.0.index(line.len() + 1);
+                    line.insert(at, junk.1);
+                }
+            }
+            let ours = crate::read::extract_fields(&line, &keys());
+            prop_assert_eq!(&ours, &extract_fields_reference(&line, &keys(), FieldOptions::default()));
+            if mangle == 0 {
+                let f = ours.unwrap();
+                prop_assert_eq!(texts(&f), vec![text, title]);
+                // Read fast unless a value it skips has a `\u` escape.
+                if !serde_json::to_string(&other).unwrap().contains("\\u") {
+                    prop_assert!(fields(std::str::from_utf8(&line).unwrap(), &keys()).is_some());
+                }
+            }
+        }
+    }
+}
