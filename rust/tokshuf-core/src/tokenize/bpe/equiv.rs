@@ -2,7 +2,7 @@
 //!
 //! Merging by ranks (two parts merge when their bytes are a token, the lowest id first) is the
 //! fast path: a rank is found from the bytes of a substring, so every candidate can be prefetched
-//! before merging starts, and a seeded per-thread table answers it in one load. A merge list
+//! before merging starts, and the seeded shared table answers it in one load. A merge list
 //! needs the ids of both parts, known only as merging goes. The two agree, piece for piece, when:
 //!
 //! 1. every token of two or more bytes is made by exactly one listed merge,

@@ -150,8 +150,13 @@ impl SharedTable {
     /// of them may take for it is only a wasted slot.
     pub fn insert(&self, key: u128, ids: &[u32]) -> bool {
         debug_assert!(key >> 64 != 0 && ids.len() <= MAX_SHORT);
+        // A slot is reserved before it is taken, so that however many threads insert at once, no
+        // more than `limit` slots are ever taken: a quarter stay free, which ends every probe.
         if self.len.load(Ordering::Relaxed) >= self.limit {
             return false;
+        }
+        if self.len.fetch_add(1, Ordering::Relaxed) >= self.limit {
+            return self.unreserve(false);
         }
         let (v0, v1) = match ids {
             [] => (0, 0),
@@ -161,7 +166,7 @@ impl SharedTable {
             _ => {
                 let start = self.arena_used.fetch_add(ids.len(), Ordering::Relaxed);
                 if start + ids.len() > self.arena.len() {
-                    return false;
+                    return self.unreserve(false);
                 }
                 for (k, &id) in ids.iter().enumerate() {
                     self.arena.get(start + k).store(id, Ordering::Relaxed);
@@ -180,15 +185,20 @@ impl SharedTable {
                 s.v[0].store(v0, Ordering::Relaxed);
                 // Publishes the slot: everything written above is seen by whoever sees this.
                 s.k[1].store(hi, Ordering::Release);
-                self.len.fetch_add(1, Ordering::Relaxed);
                 return true;
             }
             // Taken: by this key once published (a slot still being written is passed over).
             if s.k[1].load(Ordering::Acquire) == hi && s.k[0].load(Ordering::Relaxed) == lo {
-                return true;
+                return self.unreserve(true);
             }
             i = (i + 1) & self.mask;
         }
+    }
+
+    /// Give back a slot reserved by [`insert`](Self::insert), which returns `result`.
+    fn unreserve(&self, result: bool) -> bool {
+        self.len.fetch_sub(1, Ordering::Relaxed);
+        result
     }
 }
 
@@ -267,5 +277,22 @@ mod tests {
             assert_eq!(t.get(key(i)), Some(value(i)), "{i}");
         }
         assert!(t.len() >= 1600 && t.len() < 1700, "{}", t.len());
+    }
+
+    #[test]
+    fn many_threads_never_fill_a_small_table() {
+        // More threads than the table's free quarter: every probe must still end.
+        let t = SharedTable::new(16, 64);
+        let stored: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8u32)
+                .map(|th| {
+                    let t = &t;
+                    s.spawn(move || (0..200).filter(|&i| t.insert(key(th * 1000 + i), &[i])).count())
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!((stored, t.len()), (12, 12));
+        assert_eq!(t.get(pack(b"absent")), None);
     }
 }
