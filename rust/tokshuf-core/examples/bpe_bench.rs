@@ -1,9 +1,11 @@
-//! Single-thread micro-benchmark of the fast BPE encoder (development aid; the comparisons with
+//! Micro-benchmark of the fast BPE encoder (development aid; the comparisons with
 //! other libraries are in `benches/bench_tokenize.py`).
 //!
 //! `cargo run --profile profiling -p tokshuf-core --example bpe_bench -- FILE.jsonl [ENCODING | tokenizer.json ...]`
 //! prints MB/s of text per encoding for a cold cache (first pass) and a warm one (last pass),
 //! and for splitting alone, per CPU-second of the thread (and per wall-clock second).
+//! `THREADS=N`: N threads share one encoder, each encoding its part once (as preprocess's
+//! workers do); `MODE=miss|split`, `CACHE_MIB`, `PASSES` as below.
 #![allow(clippy::print_stdout)]
 
 use std::io::BufRead;
