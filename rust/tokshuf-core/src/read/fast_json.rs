@@ -179,6 +179,10 @@ impl<'a> Parser<'a> {
                 b'"' => {
                     self.pos = at + 1;
                     out.truncate(len);
+                    // A short value before a long one must not keep the rest of the line's room.
+                    if out.capacity() > 2 * len + 64 {
+                        out.shrink_to_fit();
+                    }
                     // SAFETY: `out` holds runs of the (UTF-8) line cut at ASCII bytes, and
                     // UTF-8 encoded characters.
                     return Some(Cow::Owned(unsafe { String::from_utf8_unchecked(out) }));

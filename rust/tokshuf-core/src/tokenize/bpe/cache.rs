@@ -9,11 +9,11 @@
 //! first) stay known, and no per-entry bookkeeping is needed (as LRU would). Longer pieces go to
 //! each thread's [`LongCache`], wiped when full.
 //!
-//! Seeding writes the whole shared table, so the first call makes it resident. The arenas grow
-//! as they fill, up to the budget; for a long job ([`State::commit`], through
-//! `Tokenizer::prepare_for_long_job`) they are made resident at the start too: the footprint is
-//! then the same after 1 MB of text as after 100 GB, so the job's peak RSS does not grow with its
-//! input.
+//! Seeding touches nearly every page of the shared table's slots; its arena and each thread's
+//! tables become resident as they fill, up to the budget. For a long job (`State::commit` and
+//! `SharedTable::commit`, through `Tokenizer::prepare_for_long_job`) all of it is made resident
+//! at the start: the footprint is then the same after 1 MB of text as after 100 GB, so the job's
+//! peak RSS does not grow with its input.
 
 use std::sync::Arc;
 
@@ -84,8 +84,8 @@ impl CacheConfig {
         }
         let share = TOTAL_CAP.saturating_sub(default.shared_bytes()) / threads.max(1);
         CacheConfig {
-            thread_slots: (share / 2 / 36).next_power_of_two().div_ceil(2).max(16),
-            long_bytes: (share / 2 / 3).max(4 << 10),
+            thread_slots: ((share / 2 / 36).next_power_of_two() / 2).clamp(16, default.thread_slots),
+            long_bytes: (share / 2 / 3).clamp(4 << 10, default.long_bytes),
             ..default
         }
     }
@@ -454,6 +454,8 @@ mod tests {
             let cfg = CacheConfig::for_threads(threads);
             assert!(cfg.total(threads) <= 768 << 20, "{threads}: {cfg:?}");
             assert_eq!((cfg.short_slots, cfg.short_arena_ids), (1 << 20, 1 << 20), "one table, whatever the threads");
+            let default = CacheConfig::default();
+            assert!(cfg.thread_slots <= default.thread_slots && cfg.long_bytes <= default.long_bytes, "{cfg:?}");
         }
     }
 

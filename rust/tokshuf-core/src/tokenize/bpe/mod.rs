@@ -53,7 +53,7 @@ use crate::{Error, Result};
 /// borrows a cache from an internal pool, so the number of caches is the peak concurrency.
 pub struct FastBpe {
     vocab: Vocab,
-    /// The short pieces whose whole encoding is one id, by id: every cache starts with them.
+    /// The short pieces whose whole encoding is one id, by id: the shared table starts with them.
     seed: Vec<(u128, u32)>,
     /// The seed's keys: for a tiktoken vocabulary, every short token (see [`filter`]).
     token_filter: TokenFilter,
@@ -285,8 +285,9 @@ impl FastBpe {
     }
 
     /// A cache for this call: the one this thread used last if it is free. A thread keeps its
-    /// own table (warm in its core's caches, and learning from its own stream of text) rather than
-    /// swapping tables with another thread at every document.
+    /// own caches (long pieces, and the short ones the shared table has no room for: warm in its
+    /// core's caches, and learned from its own stream of text) rather than swapping them with
+    /// another thread at every document.
     fn take_state(&self) -> State {
         let me = std::thread::current().id();
         let pooled = {
@@ -322,9 +323,9 @@ impl FastBpe {
     /// including those created so far.
     pub fn commit_caches(&self) {
         self.commit_caches.store(true, Ordering::Relaxed);
-        if let Some(table) = self.shared.get() {
-            table.commit();
-        }
+        // Made now if it was not: a table being made meanwhile (and that read the flag unset) is
+        // waited for, then committed.
+        self.shared_table().commit();
         for state in self.states.lock().unwrap_or_else(|e| e.into_inner()).iter_mut() {
             state.commit();
         }

@@ -4,8 +4,8 @@
 //! thread learns the others hit, and two threads together keep half as many megabytes hot in
 //! the cache they share. It is insert-only: a slot, once published, never changes, so a reader
 //! needs no lock, only an acquire load of the word that publishes it. When three quarters of the
-//! slots (or the arena) are taken it learns no more; each thread's own small table takes the
-//! rest (see [`super::cache::State`]).
+//! slots are taken it learns no more (when its arena is full, no more pieces of over three
+//! tokens); each thread's own small table takes the rest (see [`super::cache::State`]).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -36,10 +36,17 @@ pub(crate) struct SharedTable {
     mask: usize,
     /// Ids of values of more than three ids.
     arena: Slots<AtomicU32>,
-    arena_used: AtomicUsize,
-    len: AtomicUsize,
     /// Entries beyond which nothing more is learned (three quarters of the slots).
     limit: usize,
+    /// Written by every insert, so kept off the line that every lookup reads.
+    counts: Counts,
+}
+
+#[repr(align(64))]
+struct Counts {
+    /// Slots taken or reserved.
+    len: AtomicUsize,
+    arena_used: AtomicUsize,
 }
 
 impl SharedTable {
@@ -50,15 +57,14 @@ impl SharedTable {
             slots: Slots::zeroed(n),
             mask: n - 1,
             arena: Slots::zeroed(arena_ids.max(16).next_power_of_two()),
-            arena_used: AtomicUsize::new(0),
-            len: AtomicUsize::new(0),
             limit: n / 4 * 3,
+            counts: Counts { len: AtomicUsize::new(0), arena_used: AtomicUsize::new(0) },
         }
     }
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
+        self.counts.len.load(Ordering::Relaxed)
     }
 
     #[cfg(test)]
@@ -82,9 +88,8 @@ impl SharedTable {
         self.slots.prefetch(h as usize & self.mask);
     }
 
-    /// The published slot holding `key` (with its [`hash`] `h`), and its `v[1]`. A slot
-    /// still being written ends the search as a free one would: at worst its piece is merged
-    /// again.
+    /// The published slot holding `key` (with its [`hash`] `h`), and its `v[1]`. A slot still
+    /// being written is passed over.
     #[inline(always)]
     fn find(&self, key: u128, h: u64) -> Option<(&Slot, u64)> {
         let (lo, hi) = (key as u64, (key >> 64) as u64);
@@ -94,7 +99,12 @@ impl SharedTable {
             // The acquire load makes the rest of a published slot visible.
             let k1 = s.k[1].load(Ordering::Acquire);
             if k1 == 0 {
-                return None;
+                // Free, or still being written (then its key may be this one, or lie beyond).
+                if s.v[1].load(Ordering::Relaxed) == 0 {
+                    return None;
+                }
+                i = (i + 1) & self.mask;
+                continue;
             }
             if k1 == hi && s.k[0].load(Ordering::Relaxed) == lo {
                 return Some((s, s.v[1].load(Ordering::Relaxed)));
@@ -152,10 +162,10 @@ impl SharedTable {
         debug_assert!(key >> 64 != 0 && ids.len() <= MAX_SHORT);
         // A slot is reserved before it is taken, so that however many threads insert at once, no
         // more than `limit` slots are ever taken: a quarter stay free, which ends every probe.
-        if self.len.load(Ordering::Relaxed) >= self.limit {
+        if self.counts.len.load(Ordering::Relaxed) >= self.limit {
             return false;
         }
-        if self.len.fetch_add(1, Ordering::Relaxed) >= self.limit {
+        if self.counts.len.fetch_add(1, Ordering::Relaxed) >= self.limit {
             return self.unreserve(false);
         }
         let (v0, v1) = match ids {
@@ -164,7 +174,11 @@ impl SharedTable {
             [a, b] => (u64::from(*a) | u64::from(*b) << 32, 0),
             [a, b, c] => (u64::from(*a) | u64::from(*b) << 32, u64::from(*c)),
             _ => {
-                let start = self.arena_used.fetch_add(ids.len(), Ordering::Relaxed);
+                // Checked first, so that a full arena stops growing its count.
+                if self.counts.arena_used.load(Ordering::Relaxed) + ids.len() > self.arena.len() {
+                    return self.unreserve(false);
+                }
+                let start = self.counts.arena_used.fetch_add(ids.len(), Ordering::Relaxed);
                 if start + ids.len() > self.arena.len() {
                     return self.unreserve(false);
                 }
@@ -197,7 +211,7 @@ impl SharedTable {
 
     /// Give back a slot reserved by [`insert`](Self::insert), which returns `result`.
     fn unreserve(&self, result: bool) -> bool {
-        self.len.fetch_sub(1, Ordering::Relaxed);
+        self.counts.len.fetch_sub(1, Ordering::Relaxed);
         result
     }
 }
