@@ -9,7 +9,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::table::{hash, pack, KeyIndex, SlotTable, KEEP, MAX_SHORT};
+use super::table::{hash, pack, KeyIndex, KEEP, MAX_SHORT};
 use super::vocab::{Merges, Vocab};
 
 /// Pieces longer than this (in bytes) take the heap path.
@@ -94,19 +94,6 @@ impl RankTable for KeyIndex {
     #[inline(always)]
     fn rank_hashed(&self, key: u128, h: u64) -> Option<u32> {
         self.get_one_hashed(key, h)
-    }
-}
-
-/// An encoding thread's table, seeded with every short token of a tiktoken vocabulary: one load
-/// per lookup, and lines the encoder keeps in cache anyway.
-impl RankTable for SlotTable {
-    #[inline(always)]
-    fn prefetch_hashed(&self, _: u128, h: u64) {
-        SlotTable::prefetch_hashed(self, h);
-    }
-    #[inline(always)]
-    fn rank_hashed(&self, key: u128, h: u64) -> Option<u32> {
-        self.get_single(key, h)
     }
 }
 
@@ -351,6 +338,7 @@ fn heap(
 mod tests {
     use super::*;
     use crate::tokenize::bpe::filter::{Filtered, TokenFilter};
+    use crate::tokenize::bpe::shared::SharedTable;
     use crate::tokenize::bpe::vocab::Merges;
 
     /// A toy tiktoken vocabulary: all bytes, then the given tokens in rank order.
@@ -363,8 +351,8 @@ mod tests {
     }
 
     /// An encoder's table seeded with the short tokens of `v`, and one learned multi-token piece.
-    fn seeded(v: &Vocab) -> SlotTable {
-        let mut table = SlotTable::with_slots(2048);
+    fn seeded(v: &Vocab) -> SharedTable {
+        let table = SharedTable::new(2048, 64);
         for id in 0..v.id_bound() {
             if (1..=MAX_SHORT).contains(&v.token(id).len()) {
                 table.insert(pack(v.token(id)), &[id]);

@@ -288,12 +288,6 @@ impl SlotTable {
         commit_vec(&mut self.arena, arena_ids);
     }
 
-    /// [`prefetch`](Self::prefetch) given the key's [`hash`].
-    #[inline(always)]
-    pub fn prefetch_hashed(&self, h: u64) {
-        self.slots.prefetch(h as usize & self.mask);
-    }
-
     pub fn len(&self) -> usize {
         self.len
     }
@@ -392,23 +386,6 @@ impl SlotTable {
             }
             if s.key == 0 {
                 return false;
-            }
-            i = (i + 1) & self.mask;
-        }
-    }
-
-    /// The id stored under `key` (with its [`hash`]) if it holds exactly one.
-    #[inline(always)]
-    pub fn get_single(&self, key: u128, h: u64) -> Option<u32> {
-        let mut i = h as usize & self.mask;
-        loop {
-            let s = self.slots.get(i);
-            if s.key == key {
-                // An arena value has the ARENA bit set, so it is never 1.
-                return (s.n == 1).then_some(s.ids[0]);
-            }
-            if s.key == 0 {
-                return None;
             }
             i = (i + 1) & self.mask;
         }
