@@ -100,6 +100,16 @@ impl DType {
     ///
     /// Fails on the first id the dtype cannot hold, naming it and the dtype's limit.
     pub fn encode_tokens(self, tokens: &[u32], out: &mut Vec<u8>) -> Result<()> {
+        self.check_tokens(tokens)?;
+        match self.stored_bytes(tokens) {
+            Some(bytes) => out.extend_from_slice(bytes),
+            None => self.convert_checked(tokens, out),
+        }
+        Ok(())
+    }
+
+    /// Fail on the first id of `tokens` this dtype cannot hold, naming it and the dtype's limit.
+    pub fn check_tokens(self, tokens: &[u32]) -> Result<()> {
         let max = self.max_token();
         // A branch-free maximum first (vectorized); the slow search only to name a bad id.
         if u64::from(tokens.iter().fold(0u32, |m, &t| m.max(t))) > max {
@@ -109,29 +119,46 @@ impl DType {
                 self.name()
             )));
         }
-        out.reserve(tokens.len() * self.itemsize());
-        match self {
-            DType::U8 | DType::I8 => out.extend(tokens.iter().map(|&t| t as u8)),
-            DType::I16 | DType::U16 => {
-                let start = out.len();
-                out.resize(start + 2 * tokens.len(), 0);
-                for (dst, &t) in out[start..].chunks_exact_mut(2).zip(tokens) {
-                    dst.copy_from_slice(&(t as u16).to_le_bytes());
-                }
-            }
-            DType::I32 => {
-                let start = out.len();
-                out.resize(start + 4 * tokens.len(), 0);
-                for (dst, &t) in out[start..].chunks_exact_mut(4).zip(tokens) {
-                    dst.copy_from_slice(&t.to_le_bytes());
-                }
-            }
-            DType::I64 => tokens.iter().for_each(|&t| out.extend_from_slice(&u64::from(t).to_le_bytes())),
-            DType::F32 => tokens.iter().for_each(|&t| out.extend_from_slice(&(t as f32).to_le_bytes())),
-            DType::F64 => tokens.iter().for_each(|&t| out.extend_from_slice(&f64::from(t).to_le_bytes())),
-        }
         Ok(())
     }
+
+    /// `tokens` (already checked) as this dtype's little-endian bytes, without a copy, where the
+    /// two layouts are the same: int32 on a little-endian machine.
+    pub fn stored_bytes(self, tokens: &[u32]) -> Option<&[u8]> {
+        (self == DType::I32 && cfg!(target_endian = "little")).then(|| {
+            // SAFETY: any initialized memory is valid as bytes, and the byte slice covers exactly
+            // the memory of `tokens` (u8 has no alignment requirement).
+            unsafe { std::slice::from_raw_parts(tokens.as_ptr().cast::<u8>(), std::mem::size_of_val(tokens)) }
+        })
+    }
+
+    /// Append `tokens` (already checked) to `out` as little-endian elements of this dtype.
+    pub fn convert_checked(self, tokens: &[u32], out: &mut Vec<u8>) {
+        match self {
+            DType::U8 | DType::I8 => out.extend(tokens.iter().map(|&t| t as u8)),
+            DType::I16 | DType::U16 => extend_le(out, tokens, |t| (t as u16).to_le_bytes()),
+            DType::I32 => extend_le(out, tokens, u32::to_le_bytes),
+            DType::I64 => extend_le(out, tokens, |t| u64::from(t).to_le_bytes()),
+            DType::F32 => extend_le(out, tokens, |t| (t as f32).to_le_bytes()),
+            DType::F64 => extend_le(out, tokens, |t| f64::from(t).to_le_bytes()),
+        }
+    }
+}
+
+/// Append `encode(t)` for every token to `out`, written once into its spare capacity (no
+/// zero-fill first: this runs over every token a preprocess writes).
+#[inline(always)]
+fn extend_le<const K: usize>(out: &mut Vec<u8>, tokens: &[u32], encode: impl Fn(u32) -> [u8; K]) {
+    let n = K * tokens.len();
+    out.reserve(n);
+    for (dst, &t) in out.spare_capacity_mut()[..n].chunks_exact_mut(K).zip(tokens) {
+        for (d, b) in dst.iter_mut().zip(encode(t)) {
+            d.write(b);
+        }
+    }
+    // SAFETY: the loop wrote all `n` bytes after the length (one chunk of `K` per token), within
+    // the capacity reserved above.
+    unsafe { out.set_len(out.len() + n) };
 }
 
 impl fmt::Display for DType {
@@ -192,5 +219,35 @@ mod tests {
         assert!(err.contains("70000") && err.contains("uint16"), "{err}");
         DType::I32.encode_tokens(&[1, 70000], &mut out).unwrap();
         assert_eq!(out, [1, 0, 0, 0, 0x70, 0x11, 1, 0]);
+    }
+
+    proptest::proptest! {
+        /// Every dtype appends its elements after what `out` holds, as numpy lays them out.
+        #[test]
+        fn encode_tokens_appends_little_endian_elements(
+            tokens in proptest::collection::vec(0u32..(1 << 24), 0..100),
+            prefix in proptest::collection::vec(proptest::num::u8::ANY, 0..5),
+        ) {
+            for d in DType::ALL {
+                let max = d.max_token().min(1 << 24) as u32;
+                let ids: Vec<u32> = tokens.iter().map(|&t| t % (max + 1)).collect();
+                let mut want = prefix.clone();
+                for &t in &ids {
+                    match d {
+                        DType::U8 => want.push(t as u8),
+                        DType::I8 => want.push(t as i8 as u8),
+                        DType::U16 => want.extend((t as u16).to_le_bytes()),
+                        DType::I16 => want.extend((t as i16).to_le_bytes()),
+                        DType::I32 => want.extend((t as i32).to_le_bytes()),
+                        DType::I64 => want.extend(i64::from(t).to_le_bytes()),
+                        DType::F32 => want.extend((t as f32).to_le_bytes()),
+                        DType::F64 => want.extend(f64::from(t).to_le_bytes()),
+                    }
+                }
+                let mut out = prefix.clone();
+                d.encode_tokens(&ids, &mut out).unwrap();
+                proptest::prop_assert_eq!(&out, &want, "{}", d);
+            }
+        }
     }
 }

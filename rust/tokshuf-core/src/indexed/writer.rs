@@ -103,11 +103,19 @@ impl IndexedDatasetWriter {
 
     /// Append one sequence with a mode (multimodal writers; `None` records mode 0).
     pub fn add_sequence_with_mode(&mut self, tokens: &[u32], mode: Option<i8>) -> Result<()> {
-        self.scratch.clear();
-        self.dtype.encode_tokens(tokens, &mut self.scratch)?;
+        self.dtype.check_tokens(tokens)?;
         self.push_length(tokens.len(), mode)?;
-        self.bin.write_all(&self.scratch).with_path(self.bin_tmp.path())?;
-        self.bin_bytes += self.scratch.len() as u64;
+        // Straight from the ids where the dtype stores them as they are (int32).
+        let bytes = match self.dtype.stored_bytes(tokens) {
+            Some(bytes) => bytes,
+            None => {
+                self.scratch.clear();
+                self.dtype.convert_checked(tokens, &mut self.scratch);
+                &self.scratch
+            }
+        };
+        self.bin.write_all(bytes).with_path(self.bin_tmp.path())?;
+        self.bin_bytes += bytes.len() as u64;
         Ok(())
     }
 
