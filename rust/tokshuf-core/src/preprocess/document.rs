@@ -1,5 +1,8 @@
 //! One batch of lines → tokens, with Megatron's per-document rules.
 
+use std::borrow::Cow;
+use std::ops::Range;
+
 use crate::cancel::Cancel;
 use crate::error::BadInputReason;
 use crate::read::lines::{LineBatch, LineSpan};
@@ -41,9 +44,47 @@ pub struct DocumentRules<'a> {
     pub fields: FieldOptions,
 }
 
-/// The fields of every line of a batch, read ahead of tokenization (see [`parse_batch`]).
-#[derive(Debug, Default)]
-pub struct ParsedLines(Vec<Result<Vec<Field<'static>>, Rejection>>);
+/// A batch whose lines were read ahead of tokenization (see [`parse_batch`]). Text that a line
+/// holds as it is stays in the batch's bytes (as ranges, not copies); only text with escapes is
+/// kept decoded.
+#[derive(Debug)]
+pub struct ParsedLines {
+    batch: LineBatch,
+    lines: Vec<Result<Vec<Vec<Sentence>>, Rejection>>,
+}
+
+#[derive(Debug)]
+enum Sentence {
+    /// `batch.data[range]`, which the parse found to be UTF-8.
+    At(Range<usize>),
+    Decoded(String),
+}
+
+impl ParsedLines {
+    /// The batch the lines are from.
+    pub fn batch(&self) -> &LineBatch {
+        &self.batch
+    }
+
+    fn text<'a>(&'a self, s: &'a Sentence) -> Cow<'a, str> {
+        match s {
+            // SAFETY: the range was cut from the `&str` the parse made of these very bytes, and
+            // `batch` is private and never changed after the parse.
+            Sentence::At(r) => Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(&self.batch.data[r.clone()]) }),
+            Sentence::Decoded(t) => Cow::Borrowed(t),
+        }
+    }
+
+    /// The fields of line `i`, borrowing from the batch and from `self`.
+    fn fields(&self, i: usize) -> Result<Vec<Field<'_>>, Rejection> {
+        match &self.lines[i] {
+            Ok(fields) => {
+                Ok(fields.iter().map(|f| Field { sentences: f.iter().map(|s| self.text(s)).collect() }).collect())
+            }
+            Err((reason, msg)) => Err((*reason, msg.clone())),
+        }
+    }
+}
 
 /// The fields of line `span` of `batch`, or why it is rejected.
 fn line_fields<'b>(
@@ -60,14 +101,25 @@ fn line_fields<'b>(
 /// Parse every line of `batch` now, so that [`encode_batch_parsed`] only tokenizes: a thread
 /// that would otherwise wait (the reader, when every worker is busy) takes the JSON off the
 /// workers.
-pub fn parse_batch(batch: &LineBatch, rules: &DocumentRules<'_>) -> ParsedLines {
-    ParsedLines(
-        batch
-            .lines
-            .iter()
-            .map(|span| line_fields(batch, span, rules).map(|f| f.into_iter().map(Field::into_owned).collect()))
-            .collect(),
-    )
+pub fn parse_batch(batch: LineBatch, rules: &DocumentRules<'_>) -> ParsedLines {
+    let base = batch.data.as_ptr() as usize;
+    let end = base + batch.data.len();
+    let detach = |c: Cow<'_, str>| match c {
+        Cow::Borrowed(t) if t.as_ptr() as usize >= base && t.as_ptr() as usize + t.len() <= end => {
+            let at = t.as_ptr() as usize - base;
+            Sentence::At(at..at + t.len())
+        }
+        other => Sentence::Decoded(other.into_owned()),
+    };
+    let lines = batch
+        .lines
+        .iter()
+        .map(|span| {
+            line_fields(&batch, span, rules)
+                .map(|f| f.into_iter().map(|f| f.sentences.into_iter().map(detach).collect()).collect())
+        })
+        .collect();
+    ParsedLines { batch, lines }
 }
 
 /// Tokenize every line of `batch`: for each key, a string value is one sentence and a list is
@@ -80,20 +132,27 @@ pub fn encode_batch(
     tokenizer: &dyn Tokenizer,
     cancel: &Cancel,
 ) -> EncodedBatch {
-    encode_batch_parsed(batch, None, rules, tokenizer, cancel)
+    encode_lines(batch, |_, span| line_fields(batch, span, rules), rules, tokenizer, cancel)
 }
 
-/// [`encode_batch`], with the lines' fields already read by [`parse_batch`] when `parsed` is
-/// given (the result is the same).
+/// [`encode_batch`] of a batch parsed by [`parse_batch`] (the result is the same).
 pub fn encode_batch_parsed(
+    parsed: &ParsedLines,
+    rules: &DocumentRules<'_>,
+    tokenizer: &dyn Tokenizer,
+    cancel: &Cancel,
+) -> EncodedBatch {
+    encode_lines(&parsed.batch, |i, _| parsed.fields(i), rules, tokenizer, cancel)
+}
+
+fn encode_lines<'b>(
     batch: &LineBatch,
-    parsed: Option<&ParsedLines>,
+    mut fields_of: impl FnMut(usize, &LineSpan) -> Result<Vec<Field<'b>>, Rejection>,
     rules: &DocumentRules<'_>,
     tokenizer: &dyn Tokenizer,
     cancel: &Cancel,
 ) -> EncodedBatch {
     let keys = rules.keys;
-    debug_assert!(parsed.is_none_or(|p| p.0.len() == batch.len()));
     // Room for the tokens of a batch of text (rarely under 4 bytes a token), so that the buffer is
     // not copied as it grows.
     let key = KeyTokens { tokens: Vec::with_capacity(batch.data.len() / 4 / keys.len().max(1)), ..Default::default() };
@@ -104,28 +163,17 @@ pub fn encode_batch_parsed(
         if cancel.is_cancelled() {
             break;
         }
-        let fresh;
-        let fields: &[Field<'_>] = match parsed.map(|p| &p.0[i]) {
-            Some(Ok(f)) => f,
-            Some(Err((reason, msg))) => {
-                out.rejected.push((i as u32, *reason, msg.clone()));
+        let fields = match fields_of(i, span) {
+            Ok(f) => f,
+            Err((reason, msg)) => {
+                out.rejected.push((i as u32, reason, msg));
                 continue;
             }
-            None => match line_fields(batch, span, rules) {
-                Ok(f) => {
-                    fresh = f;
-                    &fresh
-                }
-                Err((reason, msg)) => {
-                    out.rejected.push((i as u32, reason, msg));
-                    continue;
-                }
-            },
         };
         // Tokenize every key before committing any, so a rejected line leaves no partial document.
         marks.clear();
         marks.extend(out.keys.iter().map(|k| (k.tokens.len(), k.sequence_lengths.len())));
-        for (key, field) in out.keys.iter_mut().zip(fields) {
+        for (key, field) in out.keys.iter_mut().zip(&fields) {
             let mut sequences = 0u32;
             for sentence in &field.sentences {
                 // Tokenizers append straight to the key's buffer; a failure rolls back below.
@@ -194,8 +242,13 @@ mod tests {
         let rules = DocumentRules { keys: &keys, eod: Some(0), fields: FieldOptions::default() };
         let cancel = Cancel::new();
         let now = encode_batch(&batch, &rules, &ByteTokenizer, &cancel);
-        let ahead = encode_batch_parsed(&batch, Some(&parse_batch(&batch, &rules)), &rules, &ByteTokenizer, &cancel);
+        let parsed = parse_batch(batch, &rules);
+        let ahead = encode_batch_parsed(&parsed, &rules, &ByteTokenizer, &cancel);
         assert_eq!(summary(&now), summary(&ahead));
+        // Text a line holds as it is is read from the batch's bytes, not copied.
+        let fields = parsed.fields(0).unwrap();
+        assert!(parsed.batch().data.as_ptr_range().contains(&fields[0].sentences[0].as_ptr()));
+        assert_eq!(fields[0].sentences[0], "plain");
         // The cases above are all there: four documents, five rejected lines of four kinds.
         assert_eq!(now.document_lines, [0, 1, 6, 8]);
         let reasons: Vec<_> = now.rejected.iter().map(|r| (r.0, r.1)).collect();

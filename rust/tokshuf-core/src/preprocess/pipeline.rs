@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 
-use super::document::{encode_batch_parsed, parse_batch, DocumentRules, EncodedBatch, ParsedLines};
+use super::document::{encode_batch, encode_batch_parsed, parse_batch, DocumentRules, EncodedBatch, ParsedLines};
 use super::summary::{OutputSummary, SkipRecord, SkippedFile, Summary};
 use super::{ErrorPolicy, PreprocessConfig};
 use crate::cancel::Cancel;
@@ -39,8 +39,10 @@ enum Problem {
 }
 
 enum Item {
-    /// Lines, and their fields if the reader had the time to parse them.
-    Lines(LineBatch, Option<ParsedLines>),
+    /// Lines, for the worker to parse.
+    Lines(LineBatch),
+    /// Lines the reader had the time to parse.
+    Parsed(ParsedLines),
     Problem(Problem),
     /// A file was read to its end: its size on disk and decompressed.
     FileDone {
@@ -82,18 +84,19 @@ fn read_all(cfg: &PreprocessConfig, rules: &DocumentRules<'_>, jobs: &Sender<Job
         if stop.is_set() {
             return false;
         }
-        let slot = match slots.try_recv() {
-            Err(TryRecvError::Empty) => {
-                // Every slot is taken, so the workers are behind: parse the lines while waiting
-                // for one, and the workers only tokenize them. When the workers keep up (many of
-                // them, a slow disk) they parse, in parallel.
-                if let Item::Lines(batch, parsed @ None) = &mut item {
-                    *parsed = Some(parse_batch(batch, rules));
-                }
-                slots.recv().map_err(|_| TryRecvError::Disconnected)
-            }
-            other => other,
-        };
+        // The workers are behind when every one of them has a batch waiting (or no slot is
+        // free): then the reader parses the lines, and the workers only tokenize them. When they
+        // keep up (many of them, a slow disk) they parse, in parallel.
+        let mut slot = slots.try_recv();
+        if jobs.len() >= cfg.workers || matches!(slot, Err(TryRecvError::Empty)) {
+            item = match item {
+                Item::Lines(batch) => Item::Parsed(parse_batch(batch, rules)),
+                other => other,
+            };
+        }
+        if let Err(TryRecvError::Empty) = slot {
+            slot = slots.recv().map_err(|_| TryRecvError::Disconnected);
+        }
         if slot.is_err() || stop.is_set() {
             return false;
         }
@@ -132,7 +135,7 @@ fn read_all(cfg: &PreprocessConfig, rules: &DocumentRules<'_>, jobs: &Sender<Job
                 Ok(Some(batch)) => {
                     let n = batch.len() as u64;
                     let pos = before + counter.load(Ordering::Relaxed).min(size);
-                    if !send(file, global_line, pos, Item::Lines(batch, None)) {
+                    if !send(file, global_line, pos, Item::Lines(batch)) {
                         return;
                     }
                     global_line += n;
@@ -229,7 +232,6 @@ impl Outputs {
 
 pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel) -> Result<Summary> {
     let start = Instant::now();
-    tokenizer.prepare_for_long_job();
     let dtype = cfg.dtype.unwrap_or_else(|| DType::optimal(Some(tokenizer.vocab_size())));
     let rules = DocumentRules {
         keys: &cfg.json_keys,
@@ -277,6 +279,9 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
             let rules = &rules;
             s.spawn(move || read_all(cfg, rules, &job_tx, &slot_rx, stop));
         }
+        // The reader fills the first batches meanwhile (tens of milliseconds for a large
+        // vocabulary's tables).
+        tokenizer.prepare_for_long_job();
         for _ in 0..cfg.workers {
             let (job_rx, done_tx, tokenizer, stop) = (job_rx.clone(), done_tx.clone(), Arc::clone(&tokenizer), &stop);
             let rules = &rules;
@@ -286,15 +291,13 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
                         break;
                     }
                     let body = match job.item {
-                        Item::Lines(batch, parsed) => Body::Encoded {
+                        Item::Lines(batch) => Body::Encoded {
                             first_line: batch.first_line,
-                            encoded: encode_batch_parsed(
-                                &batch,
-                                parsed.as_ref(),
-                                rules,
-                                tokenizer.as_ref(),
-                                &stop.user,
-                            ),
+                            encoded: encode_batch(&batch, rules, tokenizer.as_ref(), &stop.user),
+                        },
+                        Item::Parsed(parsed) => Body::Encoded {
+                            first_line: parsed.batch().first_line,
+                            encoded: encode_batch_parsed(&parsed, rules, tokenizer.as_ref(), &stop.user),
                         },
                         other => Body::Other(other),
                     };
@@ -400,7 +403,7 @@ impl Writer<'_> {
                         self.summary.input_bytes += compressed;
                         self.summary.decompressed_bytes += decompressed;
                     }
-                    Body::Other(Item::Lines(..)) => unreachable!("workers encode every batch"),
+                    Body::Other(Item::Lines(_) | Item::Parsed(_)) => unreachable!("workers encode every batch"),
                 }
                 self.snapshot.bytes = done.input_pos;
                 self.progress.update(self.snapshot);
