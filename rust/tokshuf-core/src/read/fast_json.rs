@@ -14,10 +14,14 @@ use super::json::Field;
 /// Nesting beyond this is left to serde (whose limit is 128).
 const MAX_DEPTH: usize = 100;
 
-/// The fields named by `keys` of the JSON object `text`, if every one is a string and the line
-/// has nothing this reader leaves to serde.
-pub(super) fn fields<'a>(text: &'a str, keys: &[String]) -> Option<Vec<Field<'a>>> {
-    let mut p = Parser { text, b: text.as_bytes(), pos: 0 };
+/// The fields named by `keys` of the JSON object `line`, if every one is a string and the line
+/// has nothing this reader leaves to serde (invalid UTF-8 included).
+///
+/// UTF-8 is checked on the way: outside strings JSON is ASCII (any other byte is a syntax
+/// error), and a string's bytes are validated only if its scan met a byte above 0x7f, so the
+/// ASCII lines of a corpus are read in one pass.
+pub(super) fn fields<'a>(line: &'a [u8], keys: &[String]) -> Option<Vec<Field<'a>>> {
+    let mut p = Parser { b: line, pos: 0 };
     let mut found: Vec<Option<Cow<'a, str>>> = vec![None; keys.len()];
     p.ws();
     p.eat(b'{')?;
@@ -52,7 +56,6 @@ pub(super) fn fields<'a>(text: &'a str, keys: &[String]) -> Option<Vec<Field<'a>
 }
 
 struct Parser<'a> {
-    text: &'a str,
     b: &'a [u8],
     pos: usize,
 }
@@ -61,10 +64,11 @@ fn is_special(c: u8) -> bool {
     c == b'"' || c == b'\\' || c < 0x20
 }
 
-/// Bit `k` set where byte `k` of the 16 is `"`, `\` or a control character.
+/// Bit `k` set where byte `k` of the 16 is `"`, `\` or a control character, and where it is
+/// above 0x7f.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn special_bits(chunk: &[u8; 16]) -> u32 {
+fn special_bits(chunk: &[u8; 16]) -> (u32, u32) {
     use std::arch::x86_64::*;
     // SAFETY: SSE2 is part of x86_64; the load is unaligned and reads the 16 bytes of `chunk`.
     unsafe {
@@ -73,50 +77,83 @@ fn special_bits(chunk: &[u8; 16]) -> u32 {
         let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
         // Unsigned v < 0x20: max(v, 0x1f) == 0x1f.
         let control = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f));
-        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
+        (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32, _mm_movemask_epi8(v) as u32)
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn special_bits(chunk: &[u8; 16]) -> u32 {
-    chunk.iter().enumerate().fold(0, |m, (k, &c)| m | u32::from(is_special(c)) << k)
+fn special_bits(chunk: &[u8; 16]) -> (u32, u32) {
+    chunk
+        .iter()
+        .enumerate()
+        .fold((0, 0), |(m, h), (k, &c)| (m | u32::from(is_special(c)) << k, h | u32::from(c >> 7) << k))
 }
 
-/// The first `"`, `\` or control character of `b` from `i` on.
+/// Whether a byte of `b` is above 0x7f.
+fn any_high(b: &[u8]) -> bool {
+    b.iter().any(|&c| c >= 0x80)
+}
+
+/// The first `"`, `\` or control character of `b` from `i` on; sets `high` if a byte before it
+/// (or a few after it) is above 0x7f.
 #[inline]
-fn find_special(b: &[u8], mut i: usize) -> Option<usize> {
+fn find_special(b: &[u8], mut i: usize, high: &mut bool) -> Option<usize> {
+    let mut h = 0;
     while let Some(chunk) = b.get(i..i + 16) {
-        let m = special_bits(chunk.try_into().expect("16 bytes"));
+        let (m, hi) = special_bits(chunk.try_into().expect("16 bytes"));
+        h |= hi;
         if m != 0 {
+            *high |= h != 0;
             return Some(i + m.trailing_zeros() as usize);
         }
         i += 16;
     }
-    b[i..].iter().position(|&c| is_special(c)).map(|k| i + k)
+    *high |= h != 0;
+    let k = i + b[i..].iter().position(|&c| is_special(c))?;
+    *high |= any_high(&b[i..k]);
+    Some(k)
 }
 
 /// Copy `b[i..]` to `out[*len..]` up to the first special byte, and return its index. Sixteen
 /// bytes at a time, each chunk stored whole and the excess dropped: no call to memcpy for the
 /// short runs between the escapes of a text. `out` has room for 16 bytes beyond what it keeps.
+/// Sets `high` as [`find_special`] does.
 #[inline]
-fn copy_to_special(b: &[u8], mut i: usize, out: &mut [u8], len: &mut usize) -> Option<usize> {
+fn copy_to_special(b: &[u8], mut i: usize, out: &mut [u8], len: &mut usize, high: &mut bool) -> Option<usize> {
+    let mut h = 0;
     while let Some(chunk) = b.get(i..i + 16) {
         let chunk: &[u8; 16] = chunk.try_into().expect("16 bytes");
-        let m = special_bits(chunk);
+        let (m, hi) = special_bits(chunk);
+        h |= hi;
         out[*len..*len + 16].copy_from_slice(chunk);
         if m != 0 {
             let k = m.trailing_zeros() as usize;
             *len += k;
+            *high |= h != 0;
             return Some(i + k);
         }
         *len += 16;
         i += 16;
     }
+    *high |= h != 0;
     let k = b[i..].iter().position(|&c| is_special(c))?;
     out[*len..*len + k].copy_from_slice(&b[i..i + k]);
+    *high |= any_high(&b[i..i + k]);
     *len += k;
     Some(i + k)
+}
+
+/// `b` as text: checked if a byte of it may be above 0x7f (`high`), else ASCII.
+#[inline]
+fn text_of(b: &[u8], high: bool) -> Option<&str> {
+    if high {
+        std::str::from_utf8(b).ok()
+    } else {
+        debug_assert!(b.is_ascii());
+        // SAFETY: the scan that found the end of `b` saw no byte above 0x7f in it: ASCII.
+        Some(unsafe { std::str::from_utf8_unchecked(b) })
+    }
 }
 
 fn hex4(b: &[u8]) -> Option<u32> {
@@ -152,22 +189,25 @@ impl<'a> Parser<'a> {
     /// A key without escapes.
     fn plain_key(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
-        let end = find_special(self.b, self.pos)?;
-        (self.b[end] == b'"').then(|| {
-            let key = &self.text[self.pos..end];
-            self.pos = end + 1;
-            key
-        })
+        let mut high = false;
+        let end = find_special(self.b, self.pos, &mut high)?;
+        if self.b[end] != b'"' {
+            return None;
+        }
+        let key = text_of(&self.b[self.pos..end], high)?;
+        self.pos = end + 1;
+        Some(key)
     }
 
     /// A string value, decoded.
     fn string(&mut self) -> Option<Cow<'a, str>> {
         self.eat(b'"')?;
         let start = self.pos;
-        let mut at = find_special(self.b, start)?;
+        let mut high = false;
+        let mut at = find_special(self.b, start, &mut high)?;
         if self.b[at] == b'"' {
             self.pos = at + 1;
-            return Some(Cow::Borrowed(&self.text[start..at]));
+            return Some(Cow::Borrowed(text_of(&self.b[start..at], high)?));
         }
         // The rest of the line bounds the decoded length (escapes only shrink), and copies
         // overshoot by at most 16 bytes: one allocation.
@@ -183,14 +223,19 @@ impl<'a> Parser<'a> {
                     if out.capacity() > 2 * len + 64 {
                         out.shrink_to_fit();
                     }
-                    // SAFETY: `out` holds runs of the (UTF-8) line cut at ASCII bytes, and
-                    // UTF-8 encoded characters.
+                    // The escapes decode to whole characters, so `out` is UTF-8 exactly when the
+                    // runs between them are.
+                    if high {
+                        return String::from_utf8(out).ok().map(Cow::Owned);
+                    }
+                    // SAFETY: runs of ASCII bytes (the scans saw no byte above 0x7f) and UTF-8
+                    // encoded characters.
                     return Some(Cow::Owned(unsafe { String::from_utf8_unchecked(out) }));
                 }
                 b'\\' => {
                     let (c, n) = self.escape(at)?;
                     len += c.encode_utf8(&mut out[len..len + 4]).len();
-                    at = copy_to_special(self.b, at + n, &mut out, &mut len)?;
+                    at = copy_to_special(self.b, at + n, &mut out, &mut len, &mut high)?;
                 }
                 _ => return None,
             }
@@ -234,10 +279,14 @@ impl<'a> Parser<'a> {
     /// when it ignores a value).
     fn skip_string(&mut self) -> Option<()> {
         self.eat(b'"')?;
+        let start = self.pos;
+        let mut high = false;
         loop {
-            let at = find_special(self.b, self.pos)?;
+            let at = find_special(self.b, self.pos, &mut high)?;
             match self.b[at] {
                 b'"' => {
+                    // Escapes are ASCII: the raw bytes are UTF-8 exactly when the value is.
+                    text_of(&self.b[start..at], high)?;
                     self.pos = at + 1;
                     return Some(());
                 }
@@ -334,7 +383,7 @@ mod tests {
 
     /// The fast reader's answer, checked against serde's.
     fn fast(line: &str) -> Option<Vec<Field<'_>>> {
-        let got = fields(line, &keys());
+        let got = fields(line.as_bytes(), &keys());
         if let Some(f) = &got {
             assert_eq!(
                 Ok(f.clone()),
@@ -396,12 +445,40 @@ mod tests {
             r#"["text"]"#,
             "",
         ] {
-            assert!(fields(line, &keys()).is_none(), "{line}");
+            assert!(fields(line.as_bytes(), &keys()).is_none(), "{line}");
         }
         let deep = format!(r#"{{"text": "a", "title": "t", "x": {}{}}}"#, "[".repeat(150), "]".repeat(150));
-        assert!(fields(&deep, &keys()).is_none());
+        assert!(fields(deep.as_bytes(), &keys()).is_none());
         let ok = format!(r#"{{"text": "a", "title": "t", "x": {}{}}}"#, "[".repeat(50), "]".repeat(50));
         assert!(fast(&ok).is_some());
+    }
+
+    #[test]
+    fn checks_utf8_wherever_it_lies() {
+        let mut long_cut = format!("{{\"text\": \"{}", "a".repeat(20)).into_bytes();
+        long_cut.extend_from_slice(b"\xe4\xb8\", \"title\": \"t\"}");
+        let bad: Vec<Vec<u8>> = vec![
+            b"{\"text\": \"a\xff\", \"title\": \"t\"}".to_vec(),
+            b"{\"text\": \"a\\n\xc3\", \"title\": \"t\"}".to_vec(),
+            b"{\"id\": \"\xe2\x82\", \"text\": \"a\", \"title\": \"t\"}".to_vec(),
+            b"{\"id\": {\"k\xff\": 1}, \"text\": \"a\", \"title\": \"t\"}".to_vec(),
+            b"{\"te\xffxt\": \"a\", \"title\": \"t\"}".to_vec(),
+            long_cut,
+            b"{\"text\": \"\xc0\xaf\", \"title\": \"t\"}".to_vec(),
+            b"{\"text\": \"\xed\xa0\x80\", \"title\": \"t\"}".to_vec(),
+            b"{\"text\": \"a\", \"title\": \"t\"}\xff".to_vec(),
+        ];
+        for line in &bad {
+            assert!(fields(line, &keys()).is_none(), "{}", String::from_utf8_lossy(line));
+            let err = crate::read::extract_fields(line, &keys()).unwrap_err();
+            assert_eq!(err.0, crate::error::BadInputReason::InvalidUtf8, "{}", String::from_utf8_lossy(line));
+        }
+        // Characters across the 16-byte words of the scan, plain and after an escape.
+        for text in [format!("{}中é😀", "a".repeat(14)), format!("\\n{}中😀", "é".repeat(7))] {
+            let line = format!(r#"{{"text": "{text}", "title": "ü"}}"#);
+            let f = fast(&line).unwrap_or_else(|| panic!("not read fast: {line}"));
+            assert_eq!(texts(&f), [text.replace("\\n", "\n"), "ü".into()]);
+        }
     }
 
     #[test]
@@ -409,11 +486,13 @@ mod tests {
         let mut line = vec![b'a'; 40];
         for (special, at) in [(b'"', 0), (b'\\', 7), (0x1f, 8), (0, 13), (b'"', 39)] {
             line[at] = special;
-            assert_eq!(find_special(&line, 0), Some(at));
+            let mut high = false;
+            assert_eq!(find_special(&line, 0, &mut high), Some(at));
+            assert_eq!(high, line[..at].iter().any(|&c| c >= 0x80));
             // Bytes just above the specials, and non-ASCII ones, are not special.
             line[at] = [b'#', b']', b' ', 0x80, 0xff][at % 5];
         }
-        assert_eq!(find_special(&line, 0), None);
+        assert_eq!(find_special(&line, 0, &mut false), None);
     }
 
     fn json_value() -> impl Strategy<Value = serde_json::Value> {
@@ -462,7 +541,7 @@ mod tests {
                 prop_assert_eq!(texts(&f), vec![text, title]);
                 // Read fast unless a value it skips has a `\u` escape.
                 if !serde_json::to_string(&other).unwrap().contains("\\u") {
-                    prop_assert!(fields(std::str::from_utf8(&line).unwrap(), &keys()).is_some());
+                    prop_assert!(fields(&line, &keys()).is_some());
                 }
             }
         }

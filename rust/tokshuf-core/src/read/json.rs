@@ -248,12 +248,12 @@ pub fn extract_fields_with<'a>(
     keys: &[String],
     options: FieldOptions,
 ) -> Result<Vec<Field<'a>>, Rejection> {
-    let text = checked_text(line)?;
-    // Most lines are objects whose requested values are strings: read those without serde.
-    if let Some(fields) = super::fast_json::fields(text, keys) {
+    // Most lines are objects whose requested values are strings: read those without serde (and
+    // check their UTF-8 on the way).
+    if let Some(fields) = super::fast_json::fields(line, keys) {
         return Ok(fields);
     }
-    serde_fields(text, keys, options)
+    serde_fields(checked_text(line)?, keys, options)
 }
 
 /// [`extract_fields_with`] through serde alone: the reference the fast reader is tested against.
