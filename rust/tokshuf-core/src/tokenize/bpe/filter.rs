@@ -54,6 +54,14 @@ impl<R: RankTable> RankTable for Filtered<'_, R> {
         }
     }
     #[inline(always)]
+    fn may_hold(&self, h: u64) -> bool {
+        self.filter.may_contain(h)
+    }
+    #[inline(always)]
+    fn prefetch_held(&self, key: u128, h: u64) {
+        self.ranks.prefetch_hashed(key, h);
+    }
+    #[inline(always)]
     fn rank_hashed(&self, key: u128, h: u64) -> Option<u32> {
         if self.filter.may_contain(h) {
             self.ranks.rank_hashed(key, h)
