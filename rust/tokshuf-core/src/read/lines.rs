@@ -65,6 +65,9 @@ pub struct LineReader<R> {
     truncation: Option<Truncation>,
     /// Complete lines of the batch being cut (for messages about a failure mid-batch).
     scanned: u64,
+    /// Bytes the last read gave: the next one is offered about twice that, as the room must be
+    /// zero-filled first (a decoder returns a block at a time, however much room it is given).
+    last_read: usize,
 }
 
 const READ_CHUNK: usize = 1 << 20;
@@ -86,6 +89,7 @@ impl<R: Read> LineReader<R> {
             tolerate: false,
             truncation: None,
             scanned: 0,
+            last_read: READ_CHUNK,
         }
     }
 
@@ -132,7 +136,8 @@ impl<R: Read> LineReader<R> {
     /// stream.
     fn fill(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
         let start = buf.len();
-        let want = self.batch_bytes.saturating_sub(start).clamp(MIN_READ, READ_CHUNK);
+        let want =
+            self.batch_bytes.saturating_sub(start).clamp(MIN_READ, READ_CHUNK).min(2 * self.last_read.max(MIN_READ));
         buf.resize(start + want, 0);
         let n = loop {
             match self.inner.read(&mut buf[start..]) {
@@ -153,6 +158,7 @@ impl<R: Read> LineReader<R> {
         };
         buf.truncate(start + n);
         self.offset += n as u64;
+        self.last_read = n;
         Ok(n > 0)
     }
 
@@ -250,7 +256,23 @@ impl<R: Read> LineReader<R> {
 mod tests {
     use super::*;
 
+    /// Gives at most `.1` bytes per read, as a decoder gives a block at a time.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.1).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
     fn collect(input: &[u8], batch: usize, max_line: usize) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
+        collect_from(input, batch, max_line)
+    }
+
+    fn collect_from(input: impl Read, batch: usize, max_line: usize) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
         let mut r = LineReader::new(Path::new("t"), input, batch, max_line);
         let mut out = Vec::new();
         while let Some(b) = r.next_batch().unwrap() {
@@ -280,6 +302,7 @@ mod tests {
             batch in 1usize..2000,
             max_line in 1usize..400,
             final_newline: bool,
+            read_size in 1usize..3000,
         ) {
             let mut input = lines.join(&b'\n');
             if final_newline && !lines.is_empty() {
@@ -301,7 +324,9 @@ mod tests {
                 proptest::prop_assert_eq!(*first, next);
                 next += b.len() as u64;
             }
-            proptest::prop_assert_eq!(flat(&batches), expected);
+            proptest::prop_assert_eq!(&flat(&batches), &expected);
+            // The same lines whatever the reads give.
+            proptest::prop_assert_eq!(flat(&collect_from(Trickle(&input, read_size), batch, max_line)), expected);
         }
     }
 
