@@ -214,14 +214,18 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
     }
     let mut parts: u64 = (1 << (n + 1)) - 1;
     let next = |parts: u64, s: usize| s + 1 + (parts >> (s + 1)).trailing_zeros() as usize;
-    let rank = |a: usize, c: usize| {
-        let r = match c - a {
-            len if len <= MAX_SHORT && absent[a] >> len & 1 != 0 => None,
-            len if len <= MAX_SHORT => table.rank(key_at(tail(a), len)),
-            _ => vocab.id_of(&piece[a..c]),
-        };
-        with_start(r.unwrap_or(u32::MAX), a)
-    };
+    // A macro, not a closure: inlined at both uses (the closure was called).
+    macro_rules! rank {
+        ($a:expr, $c:expr) => {{
+            let (a, c): (usize, usize) = ($a, $c);
+            let r = match c - a {
+                len if len <= MAX_SHORT && absent[a] >> len & 1 != 0 => None,
+                len if len <= MAX_SHORT => table.rank(key_at(tail(a), len)),
+                _ => long_id(vocab, &piece[a..c]),
+            };
+            with_start(r.unwrap_or(u32::MAX), a)
+        }};
+    }
     loop {
         let best = cand.iter().fold(i32::MAX, |a, &b| a.min(b));
         if best == i32::MAX {
@@ -233,10 +237,10 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
         parts &= !(1 << r);
         cand[r] = i32::MAX;
         let e = next(parts, s);
-        cand[s] = if e < n { rank(s, next(parts, e)) } else { i32::MAX };
+        cand[s] = if e < n { rank!(s, next(parts, e)) } else { i32::MAX };
         if s > 0 {
             let p = 63 - (parts & ((1 << s) - 1)).leading_zeros() as usize;
-            cand[p] = rank(p, e);
+            cand[p] = rank!(p, e);
         }
     }
     let mut rest = parts & ((1 << n) - 1);
@@ -244,6 +248,13 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
         out.push(id[rest.trailing_zeros() as usize]);
         rest &= rest - 1;
     }
+}
+
+/// The id of a part longer than the rank tables' keys (rare: kept out of the merge loop).
+#[cold]
+#[inline(never)]
+fn long_id(vocab: &Vocab, part: &[u8]) -> Option<u32> {
+    vocab.id_of(part)
 }
 
 /// [`Vocab::merge`], with the ranks of short parts from `ranks` (for tiktoken vocabularies).
