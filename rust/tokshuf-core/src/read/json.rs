@@ -16,13 +16,6 @@ pub struct Field<'a> {
     pub sentences: Vec<Cow<'a, str>>,
 }
 
-impl Field<'_> {
-    /// The same field, owning its text.
-    pub fn into_owned(self) -> Field<'static> {
-        Field { sentences: self.sentences.into_iter().map(|c| Cow::Owned(c.into_owned())).collect() }
-    }
-}
-
 /// Why a line was rejected, with a message naming the problem.
 pub type Rejection = (BadInputReason, String);
 
