@@ -148,13 +148,27 @@ fn copy_to_special(b: &[u8], mut i: usize, out: &mut [u8], len: &mut usize, high
 #[inline]
 fn text_of(b: &[u8], high: bool) -> Option<&str> {
     if high {
-        std::str::from_utf8(b).ok()
+        simdutf8::basic::from_utf8(b).ok()
     } else {
         debug_assert!(b.is_ascii());
         // SAFETY: the scan that found the end of `b` saw no byte above 0x7f in it: ASCII.
         Some(unsafe { std::str::from_utf8_unchecked(b) })
     }
 }
+
+/// The byte each two-character escape `\x` stands for, by `x`; 0 for the others (`\u`, errors).
+const SHORT_ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t[b'/' as usize] = b'/';
+    t[b'b' as usize] = 0x08;
+    t[b'f' as usize] = 0x0c;
+    t[b'n' as usize] = b'\n';
+    t[b'r' as usize] = b'\r';
+    t[b't' as usize] = b'\t';
+    t
+};
 
 fn hex4(b: &[u8]) -> Option<u32> {
     let digits = b.get(..4)?;
@@ -226,15 +240,25 @@ impl<'a> Parser<'a> {
                     // The escapes decode to whole characters, so `out` is UTF-8 exactly when the
                     // runs between them are.
                     if high {
-                        return String::from_utf8(out).ok().map(Cow::Owned);
+                        simdutf8::basic::from_utf8(&out).ok()?;
                     }
-                    // SAFETY: runs of ASCII bytes (the scans saw no byte above 0x7f) and UTF-8
-                    // encoded characters.
+                    // SAFETY: just validated, or runs of ASCII bytes (the scans saw no byte above
+                    // 0x7f) and UTF-8 encoded characters.
                     return Some(Cow::Owned(unsafe { String::from_utf8_unchecked(out) }));
                 }
                 b'\\' => {
-                    let (c, n) = self.escape(at)?;
-                    len += c.encode_utf8(&mut out[len..len + 4]).len();
+                    let n = match self.b.get(at + 1).map(|&e| SHORT_ESCAPE[usize::from(e)]) {
+                        Some(c @ 1..) => {
+                            out[len] = c;
+                            len += 1;
+                            2
+                        }
+                        _ => {
+                            let (c, n) = self.unicode_escape(at)?;
+                            len += c.encode_utf8(&mut out[len..len + 4]).len();
+                            n
+                        }
+                    };
                     at = copy_to_special(self.b, at + n, &mut out, &mut len, &mut high)?;
                 }
                 _ => return None,
@@ -242,37 +266,26 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// The escape at `at` and its length in bytes.
-    fn escape(&self, at: usize) -> Option<(char, usize)> {
-        let c = match *self.b.get(at + 1)? {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\x08',
-            b'f' => '\x0c',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => {
-                let hi = hex4(&self.b[at + 2..])?;
-                if (0xdc00..0xe000).contains(&hi) {
-                    return None;
-                }
-                if !(0xd800..0xdc00).contains(&hi) {
-                    return Some((char::from_u32(hi)?, 6));
-                }
-                if self.b.get(at + 6..at + 8)? != b"\\u" {
-                    return None;
-                }
-                let lo = hex4(&self.b[at + 8..])?;
-                if !(0xdc00..0xe000).contains(&lo) {
-                    return None;
-                }
-                return Some((char::from_u32(0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00))?, 12));
-            }
-            _ => return None,
-        };
-        Some((c, 2))
+    /// The `\u` escape at `at` (a character, or a surrogate pair) and its length in bytes.
+    fn unicode_escape(&self, at: usize) -> Option<(char, usize)> {
+        if self.b.get(at + 1) != Some(&b'u') {
+            return None;
+        }
+        let hi = hex4(&self.b[at + 2..])?;
+        if (0xdc00..0xe000).contains(&hi) {
+            return None;
+        }
+        if !(0xd800..0xdc00).contains(&hi) {
+            return Some((char::from_u32(hi)?, 6));
+        }
+        if self.b.get(at + 6..at + 8)? != b"\\u" {
+            return None;
+        }
+        let lo = hex4(&self.b[at + 8..])?;
+        if !(0xdc00..0xe000).contains(&lo) {
+            return None;
+        }
+        Some((char::from_u32(0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00))?, 12))
     }
 
     /// Validate a string that is not kept (without `\u` escapes, which serde checks differently
@@ -290,7 +303,7 @@ impl<'a> Parser<'a> {
                     self.pos = at + 1;
                     return Some(());
                 }
-                b'\\' if matches!(self.b.get(at + 1), Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't')) => {
+                b'\\' if self.b.get(at + 1).is_some_and(|&e| SHORT_ESCAPE[usize::from(e)] != 0) => {
                     self.pos = at + 2;
                 }
                 _ => return None,
