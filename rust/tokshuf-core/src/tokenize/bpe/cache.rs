@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use super::merge::MergeScratch;
 use super::shared::SharedTable;
-use super::table::{commit_vec, SlotTable};
+use super::table::{commit_vec, Ids, SlotTable};
 
 /// Memory budget of an encoder's caches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,11 +181,10 @@ impl State {
     }
 
     /// Append the ids of the short piece `key` (hash `h`) to `out`; false if it is not known.
+    /// (The caller counts the hits in [`Stats::hits`].)
     #[inline(always)]
-    pub fn get_short(&mut self, key: u128, h: u64, out: &mut Vec<u32>) -> bool {
-        let hit = self.shared.emit_hashed(key, h, out) || (self.own.len() > 0 && self.own.emit_hashed(key, h, out));
-        self.stats.hits += u64::from(hit);
-        hit
+    pub fn get_short(&self, key: u128, h: u64, out: &mut impl Ids) -> bool {
+        self.shared.emit_hashed(key, h, out) || (self.own.len() > 0 && self.own.emit_hashed(key, h, out))
     }
 
     /// Cache `ids` as the encoding of the short piece `key`: in the shared table while it has

@@ -42,7 +42,7 @@ use filter::{Filtered, TokenFilter};
 use pretok::{Cursor, WindowCursor};
 use shared::SharedTable;
 use specials::Specials;
-use table::{pack_at, MAX_SHORT};
+use table::{pack_at, Ids, Staged, MAX_SHORT};
 use vocab::{Merges, Vocab};
 
 use super::Tokenizer;
@@ -360,6 +360,9 @@ impl FastBpe {
         let mut keys = [0u128; BATCH];
         let mut hashes = [0u64; BATCH];
         let mut pos = 0;
+        // Counted here, not in `state` (memory the compiler reloads after every table read).
+        let mut hits = 0;
+        let mut staged = Staged::new(out);
         while pos < t.len() {
             let mut n = 0;
             let mut p = pos;
@@ -383,13 +386,17 @@ impl FastBpe {
             for i in 0..n {
                 let (end, key, h) = (ends[i], keys[i], hashes[i]);
                 if key == 0 {
-                    self.encode_long(&t[pos..end], h, out, state);
-                } else if !state.get_short(key, h, out) {
-                    self.encode_short_miss(&t[pos..end], key, out, state);
+                    self.encode_long(&t[pos..end], h, staged.vec(), state);
+                } else if state.get_short(key, h, &mut staged) {
+                    hits += 1;
+                } else {
+                    self.encode_short_miss(&t[pos..end], key, staged.vec(), state);
                 }
                 pos = end;
             }
         }
+        staged.vec();
+        state.stats.hits += hits;
     }
 
     /// The ranks of short tokens for merging: the shared table, which is seeded with all of them

@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use super::merge::RankTable;
-use super::table::{hash, Slots, Zeroed, ARENA, MAX_SHORT};
+use super::table::{hash, Ids, Slots, Zeroed, ARENA, MAX_SHORT};
 
 /// Set in every taken slot's length word, so that it is never 0.
 const TAKEN: u32 = 1 << 30;
@@ -115,26 +115,16 @@ impl SharedTable {
 
     /// Append the ids stored under `key` (with its [`hash`]) to `out`; false if there are none.
     #[inline(always)]
-    pub fn emit_hashed(&self, key: u128, h: u64, out: &mut Vec<u32>) -> bool {
+    pub fn emit_hashed(&self, key: u128, h: u64, out: &mut impl Ids) -> bool {
         let Some((s, v1)) = self.find(key, h) else { return false };
         let n = (v1 >> 32) as u32 & !TAKEN;
         let v0 = s.v[0].load(Ordering::Relaxed);
         if n & ARENA == 0 {
-            // All three inline ids are copied whatever their number: fixed-size copies, not a
-            // call to memcpy, and no branch on the length.
-            out.reserve(3);
-            // SAFETY: `reserve` made room for 3 more ids; the first `n` (≤ 3) of them are the
-            // value, so only those become part of the vector.
-            unsafe {
-                let len = out.len();
-                let dst = out.as_mut_ptr().add(len);
-                dst.cast::<u64>().write_unaligned(v0);
-                dst.add(2).write(v1 as u32);
-                out.set_len(len + n as usize);
-            }
+            out.push3([v0 as u32, (v0 >> 32) as u32, v1 as u32], n as usize);
         } else {
             let start = v0 as usize;
-            out.extend((start..start + (n & !ARENA) as usize).map(|i| self.arena.get(i).load(Ordering::Relaxed)));
+            let ids = (start..start + (n & !ARENA) as usize).map(|i| self.arena.get(i).load(Ordering::Relaxed));
+            out.vec().extend(ids);
         }
         true
     }

@@ -195,6 +195,71 @@ pub(crate) fn commit_vec<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
     }
 }
 
+/// Where a table appends the ids it finds: the output, or a [`Staged`] buffer in front of it.
+pub(crate) trait Ids {
+    /// Append the first `n` (≤ 3) of `ids`.
+    fn push3(&mut self, ids: [u32; 3], n: usize);
+    /// The output, with everything gathered before appended to it.
+    fn vec(&mut self) -> &mut Vec<u32>;
+}
+
+impl Ids for Vec<u32> {
+    #[inline(always)]
+    fn push3(&mut self, ids: [u32; 3], n: usize) {
+        debug_assert!(n <= 3);
+        // All three ids are copied whatever their number: a fixed-size copy, not a call to
+        // memcpy, and no branch on the length.
+        self.reserve(3);
+        // SAFETY: `reserve` made room for 3 more ids; the first `n` (≤ 3) of them are the value,
+        // so only those become part of the vector.
+        unsafe {
+            let len = self.len();
+            self.as_mut_ptr().add(len).cast::<[u32; 3]>().write_unaligned(ids);
+            self.set_len(len + n.min(3));
+        }
+    }
+
+    #[inline(always)]
+    fn vec(&mut self) -> &mut Vec<u32> {
+        self
+    }
+}
+
+/// Ids gathered on the stack and appended to `out` in one copy. Its count stays in a register,
+/// where a `Vec`'s length and capacity are reloaded from memory after every lookup (each reads
+/// the shared table with an acquire load, which the compiler may not move them across).
+pub(crate) struct Staged<'a> {
+    ids: [u32; Staged::ROOM],
+    len: usize,
+    out: &'a mut Vec<u32>,
+}
+
+impl<'a> Staged<'a> {
+    const ROOM: usize = 192;
+
+    pub fn new(out: &'a mut Vec<u32>) -> Self {
+        Staged { ids: [0; Self::ROOM], len: 0, out }
+    }
+}
+
+impl Ids for Staged<'_> {
+    #[inline(always)]
+    fn push3(&mut self, ids: [u32; 3], n: usize) {
+        if self.len > Self::ROOM - 3 {
+            self.vec();
+        }
+        self.ids[self.len..self.len + 3].copy_from_slice(&ids);
+        self.len += n;
+    }
+
+    #[inline(always)]
+    fn vec(&mut self) -> &mut Vec<u32> {
+        self.out.extend_from_slice(&self.ids[..self.len]);
+        self.len = 0;
+        self.out
+    }
+}
+
 /// Packed key → one id, for read-mostly sets such as a vocabulary: 8-byte slots (a 32-bit
 /// fingerprint of the hash and the id) and the keys in a separate array by id. The slots of a
 /// 200k-token vocabulary take 4 MiB instead of 16, and the keys of the frequent tokens (low
@@ -344,23 +409,15 @@ impl SlotTable {
 
     /// Append the ids stored under `key` (with its [`hash`]) to `out`; false if there are none.
     #[inline(always)]
-    pub fn emit_hashed(&self, key: u128, h: u64, out: &mut Vec<u32>) -> bool {
+    pub fn emit_hashed(&self, key: u128, h: u64, out: &mut impl Ids) -> bool {
         let mut i = h as usize & self.mask;
         loop {
             let s = self.slots.get(i);
             if s.key == key {
                 if s.n & ARENA == 0 {
-                    // All three inline ids are copied whatever their number: a fixed-size copy,
-                    // not a call to memcpy, and no branch on the length.
-                    out.reserve(3);
-                    // SAFETY: `reserve` made room for 3 more ids; the first `s.n` (≤ 3) of them
-                    // are the value, so only those become part of the vector.
-                    unsafe {
-                        let len = out.len();
-                        out.as_mut_ptr().add(len).cast::<[u32; 3]>().write_unaligned(s.ids);
-                        out.set_len(len + s.n as usize);
-                    }
+                    out.push3(s.ids, s.n as usize);
                 } else {
+                    let out = out.vec();
                     let (start, n) = (s.ids[0] as usize, (s.n & !ARENA) as usize);
                     match self.arena.get(start..start + MAX_SHORT + 1) {
                         // Four fixed-size copies of four ids rather than a call to memcpy (a
@@ -495,6 +552,34 @@ mod tests {
         let mut out = vec![1];
         assert!(!t.emit_hashed(pack(b"absent"), hash(pack(b"absent")), &mut out));
         assert_eq!(out, [1]);
+    }
+
+    #[test]
+    fn staged_ids_reach_the_output_in_order() {
+        let mut t = SlotTable::with_slots(64);
+        let values: Vec<Vec<u32>> = (0..=15u32).map(|n| (100 * n..100 * n + n).collect()).collect();
+        for (i, v) in values.iter().enumerate() {
+            t.insert(pack(format!("k{i}").as_bytes()), v);
+        }
+        // Runs of inline values long enough to fill the stage several times, arena values and
+        // direct appends (as a cache miss makes) in between.
+        let (mut out, mut expected) = (vec![9], vec![9]);
+        let mut staged = Staged::new(&mut out);
+        for step in 0..2000usize {
+            let i = match step % 97 {
+                0 => 12,
+                k => k % 4,
+            };
+            let key = pack(format!("k{i}").as_bytes());
+            assert!(t.emit_hashed(key, hash(key), &mut staged));
+            expected.extend_from_slice(&values[i]);
+            if step % 331 == 5 {
+                staged.vec().extend_from_slice(&[1, 2, 3, 4, 5]);
+                expected.extend_from_slice(&[1, 2, 3, 4, 5]);
+            }
+        }
+        staged.vec();
+        assert_eq!(out, expected);
     }
 
     #[test]
