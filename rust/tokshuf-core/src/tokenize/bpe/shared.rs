@@ -85,7 +85,7 @@ impl SharedTable {
 
     #[inline(always)]
     pub fn prefetch_hashed(&self, h: u64) {
-        self.slots.prefetch(h as usize & self.mask);
+        self.slots.prefetch(h as usize);
     }
 
     /// The published slot holding `key` (with its [`hash`] `h`), and its `v[1]`. A slot still
@@ -93,7 +93,8 @@ impl SharedTable {
     #[inline(always)]
     fn find(&self, key: u128, h: u64) -> Option<(&Slot, u64)> {
         let (lo, hi) = (key as u64, (key >> 64) as u64);
-        let mut i = h as usize & self.mask;
+        // `Slots::get` masks the index.
+        let mut i = h as usize;
         loop {
             let s = self.slots.get(i);
             // The acquire load makes the rest of a published slot visible.
@@ -103,13 +104,13 @@ impl SharedTable {
                 if s.v[1].load(Ordering::Relaxed) == 0 {
                     return None;
                 }
-                i = (i + 1) & self.mask;
+                i = i.wrapping_add(1);
                 continue;
             }
             if k1 == hi && s.k[0].load(Ordering::Relaxed) == lo {
                 return Some((s, s.v[1].load(Ordering::Relaxed)));
             }
-            i = (i + 1) & self.mask;
+            i = i.wrapping_add(1);
         }
     }
 

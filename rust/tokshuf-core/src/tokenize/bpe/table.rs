@@ -99,7 +99,8 @@ unsafe impl Zeroed for std::sync::atomic::AtomicU32 {
 /// would also miss the TLB.
 pub(crate) struct Slots<T: Zeroed> {
     ptr: std::ptr::NonNull<T>,
-    len: usize,
+    /// The length (a power of two) minus one.
+    mask: usize,
     _owner: Owner<T>,
 }
 
@@ -128,36 +129,36 @@ impl<T: Zeroed> Slots<T> {
                 // SAFETY: `offset + bytes` is within the map, which is page-aligned (so the
                 // pointer is aligned for `T`) and zero-filled (valid for `T: Zeroed`).
                 let ptr = unsafe { std::ptr::NonNull::new_unchecked(map.as_ptr().add(offset) as *mut T) };
-                return Slots { ptr, len, _owner: Owner::Map(map) };
+                return Slots { ptr, mask: len - 1, _owner: Owner::Map(map) };
             }
         }
         let mut heap: Box<[T]> = (0..len).map(|_| T::ZERO).collect();
         let ptr = std::ptr::NonNull::new(heap.as_mut_ptr()).expect("non-null");
-        Slots { ptr, len, _owner: Owner::Heap(heap) }
+        Slots { ptr, mask: len - 1, _owner: Owner::Heap(heap) }
     }
 
-    /// Slot `i` modulo the (power-of-two) length.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.mask + 1
     }
 
+    /// Slot `i` modulo the length: any `i` will do (callers need not mask it).
     #[inline(always)]
     pub(crate) fn get(&self, i: usize) -> &T {
-        // SAFETY: `len` is a power of two, so the masked index is in bounds; the memory lives as
-        // long as `self`.
-        unsafe { &*self.ptr.as_ptr().add(i & (self.len - 1)) }
+        // SAFETY: the length is a power of two, so the masked index is in bounds; the memory
+        // lives as long as `self`.
+        unsafe { &*self.ptr.as_ptr().add(i & self.mask) }
     }
 
     #[inline(always)]
     fn get_mut(&mut self, i: usize) -> &mut T {
         // SAFETY: as in `get`; `&mut self` gives exclusive access.
-        unsafe { &mut *self.ptr.as_ptr().add(i & (self.len - 1)) }
+        unsafe { &mut *self.ptr.as_ptr().add(i & self.mask) }
     }
 
     /// Make every page of the slots resident now rather than on first use, so that the
     /// table's footprint is what it will be for the rest of the job.
     fn commit(&mut self) {
-        let bytes = self.len * std::mem::size_of::<T>();
+        let bytes = self.len() * std::mem::size_of::<T>();
         let base = self.ptr.as_ptr().cast::<u8>();
         for offset in (0..bytes).step_by(4096) {
             // SAFETY: `offset < bytes`, within the allocation; a byte is rewritten with its own
@@ -167,17 +168,18 @@ impl<T: Zeroed> Slots<T> {
     }
 
     fn fill_zero(&mut self) {
-        for i in 0..self.len {
+        for i in 0..self.len() {
             *self.get_mut(i) = T::ZERO;
         }
     }
 
+    /// Prefetch slot `i` modulo the length.
     #[inline(always)]
     pub(crate) fn prefetch(&self, i: usize) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the masked index is in bounds; prefetching never faults or writes.
         unsafe {
-            let p = self.ptr.as_ptr().add(i & (self.len - 1)) as *const i8;
+            let p = self.ptr.as_ptr().add(i & self.mask) as *const i8;
             std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0);
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -302,7 +304,7 @@ impl KeyIndex {
 
     #[inline(always)]
     pub fn prefetch_hashed(&self, h: u64) {
-        self.slots.prefetch(h as usize & self.mask);
+        self.slots.prefetch(h as usize);
     }
 
     #[inline(always)]
@@ -358,7 +360,7 @@ impl SlotTable {
     }
 
     pub fn capacity(&self) -> usize {
-        self.slots.len
+        self.slots.len()
     }
 
     pub fn arena_len(&self) -> usize {
@@ -410,7 +412,8 @@ impl SlotTable {
     /// Append the ids stored under `key` (with its [`hash`]) to `out`; false if there are none.
     #[inline(always)]
     pub fn emit_hashed(&self, key: u128, h: u64, out: &mut impl Ids) -> bool {
-        let mut i = h as usize & self.mask;
+        // `Slots::get` masks the index.
+        let mut i = h as usize;
         loop {
             let s = self.slots.get(i);
             if s.key == key {
@@ -444,7 +447,7 @@ impl SlotTable {
             if s.key == 0 {
                 return false;
             }
-            i = (i + 1) & self.mask;
+            i = i.wrapping_add(1);
         }
     }
 
@@ -456,7 +459,7 @@ impl SlotTable {
 
     /// Store `ids` under `key` (replacing any value). The caller keeps the load at most 1/2.
     pub fn insert(&mut self, key: u128, ids: &[u32]) {
-        debug_assert!(key != 0 && self.len < self.slots.len);
+        debug_assert!(key != 0 && self.len < self.slots.len());
         let mut i = hash(key) as usize & self.mask;
         loop {
             let k = self.slots.get(i).key;
