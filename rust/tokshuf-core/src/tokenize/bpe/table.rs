@@ -536,13 +536,19 @@ mod tests {
         assert_eq!(t.len(), 0);
     }
 
-    #[test]
-    fn emit_appends_exactly_the_stored_ids() {
+    /// A table holding a value of every length 0..=15 (ids `100 n ..`) under `k{n}`.
+    fn every_length() -> (SlotTable, Vec<Vec<u32>>) {
         let mut t = SlotTable::with_slots(64);
         let values: Vec<Vec<u32>> = (0..=15u32).map(|n| (100 * n..100 * n + n).collect()).collect();
         for (i, v) in values.iter().enumerate() {
             t.insert(pack(format!("k{i}").as_bytes()), v);
         }
+        (t, values)
+    }
+
+    #[test]
+    fn emit_appends_exactly_the_stored_ids() {
+        let (t, values) = every_length();
         // Every length, inline (≤ 3) or in the arena, the last entries included (they have
         // fewer than 16 ids after them).
         for (i, v) in values.iter().enumerate() {
@@ -559,11 +565,7 @@ mod tests {
 
     #[test]
     fn staged_ids_reach_the_output_in_order() {
-        let mut t = SlotTable::with_slots(64);
-        let values: Vec<Vec<u32>> = (0..=15u32).map(|n| (100 * n..100 * n + n).collect()).collect();
-        for (i, v) in values.iter().enumerate() {
-            t.insert(pack(format!("k{i}").as_bytes()), v);
-        }
+        let (t, values) = every_length();
         // Runs of inline values long enough to fill the stage several times, arena values and
         // direct appends (as a cache miss makes) in between.
         let (mut out, mut expected) = (vec![9], vec![9]);
