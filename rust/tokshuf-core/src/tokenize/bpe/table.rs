@@ -227,9 +227,9 @@ impl Ids for Vec<u32> {
     }
 }
 
-/// Ids gathered on the stack and appended to `out` in one copy. Its count stays in a register,
-/// where a `Vec`'s length and capacity are reloaded from memory after every lookup (each reads
-/// the shared table with an acquire load, which the compiler may not move them across).
+/// Ids gathered on the stack and appended to `out` in one copy: its count is a local of the
+/// encoding loop, where a `Vec`'s length and capacity are reloaded from memory after every lookup
+/// (each reads the shared table with an acquire load, which the compiler may not move them across).
 pub(crate) struct Staged<'a> {
     ids: [u32; Staged::ROOM],
     len: usize,
