@@ -268,11 +268,7 @@ mod tests {
         }
     }
 
-    fn collect(input: &[u8], batch: usize, max_line: usize) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
-        collect_from(input, batch, max_line)
-    }
-
-    fn collect_from(input: impl Read, batch: usize, max_line: usize) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
+    fn collect(input: impl Read, batch: usize, max_line: usize) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
         let mut r = LineReader::new(Path::new("t"), input, batch, max_line);
         let mut out = Vec::new();
         while let Some(b) = r.next_batch().unwrap() {
@@ -318,7 +314,7 @@ mod tests {
             if final_newline && lines.len() == 1 && lines[0].is_empty() {
                 expected = vec![Some(vec![])];
             }
-            let batches = collect(&input, batch, max_line);
+            let batches = collect(&input[..], batch, max_line);
             let mut next = 1;
             for (first, b) in &batches {
                 proptest::prop_assert_eq!(*first, next);
@@ -326,23 +322,23 @@ mod tests {
             }
             proptest::prop_assert_eq!(&flat(&batches), &expected);
             // The same lines whatever the reads give.
-            proptest::prop_assert_eq!(flat(&collect_from(Trickle(&input, read_size), batch, max_line)), expected);
+            proptest::prop_assert_eq!(flat(&collect(Trickle(&input, read_size), batch, max_line)), expected);
         }
     }
 
     #[test]
     fn crlf_final_line_and_blank_lines() {
-        let got = flat(&collect(b"a\r\n\nb\nc", 1 << 20, 1 << 20));
+        let got = flat(&collect(&b"a\r\n\nb\nc"[..], 1 << 20, 1 << 20));
         let want: Vec<Option<Vec<u8>>> =
             vec![Some(b"a".to_vec()), Some(vec![]), Some(b"b".to_vec()), Some(b"c".to_vec())];
         assert_eq!(got, want);
-        assert!(collect(b"", 10, 10).is_empty());
+        assert!(collect(&b""[..], 10, 10).is_empty());
     }
 
     #[test]
     fn tiny_batches_keep_every_line_and_number_them() {
         let input: Vec<u8> = (0..100).flat_map(|i| format!("line{i}\n").into_bytes()).collect();
-        let batches = collect(&input, 7, 1 << 20);
+        let batches = collect(&input[..], 7, 1 << 20);
         let mut expect_first = 1;
         for (first, lines) in &batches {
             assert_eq!(*first, expect_first);
@@ -401,7 +397,7 @@ mod tests {
         let mut input = b"short\n".to_vec();
         input.extend(std::iter::repeat_n(b'x', 5000));
         input.extend_from_slice(b"\nafter\n");
-        let got = flat(&collect(&input, 16, 100));
+        let got = flat(&collect(&input[..], 16, 100));
         assert!(got == vec![Some(b"short".to_vec()), None, Some(b"after".to_vec())], "{} lines", got.len());
         // A line spanning several reads is discarded while streaming.
         let mut big = b"a\n".to_vec();
