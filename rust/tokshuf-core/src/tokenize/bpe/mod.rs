@@ -365,23 +365,20 @@ impl FastBpe {
         let mut hits = 0;
         let mut staged = Staged::new(out);
         while pos < t.len() {
-            let mut n = 0;
+            let n = scanner.fill(t, pos, &mut ends);
             let mut p = pos;
-            while n < BATCH && p < t.len() {
-                let e = scanner.next(t, p);
+            for (i, &e) in ends[..n].iter().enumerate() {
                 let len = e - p;
                 if len <= MAX_SHORT {
                     let key = pack_at(t, p, len);
                     let h = table::hash(key);
                     state.prefetch_short(h);
-                    (keys[n], hashes[n]) = (key, h);
+                    (keys[i], hashes[i]) = (key, h);
                 } else {
                     let h = cache::hash_bytes(&t[p..e]);
                     state.long.prefetch(h);
-                    (keys[n], hashes[n]) = (0, h);
+                    (keys[i], hashes[i]) = (0, h);
                 }
-                ends[n] = e;
-                n += 1;
                 p = e;
             }
             let mut not_hits = 0;

@@ -7,6 +7,7 @@ use super::window::{contractions, near_unknown, Window};
 use super::{class_at, contraction_cs, run, run_l, trailing_whitespace, whitespace_run, Scanner};
 use crate::tokenize::bpe::unicode::{L, N, O};
 
+#[derive(Clone, Copy)]
 pub(crate) struct Gpt2;
 
 impl Scanner for Gpt2 {

@@ -28,6 +28,19 @@ pub(crate) trait Scanner {
 pub(crate) trait Cursor {
     /// Where the piece starting at `pos` (< `text.len()`) ends; `pos` is where the previous ended.
     fn next(&mut self, text: &[u8], pos: usize) -> usize;
+
+    /// The ends of the pieces from `pos` on, into `ends`, as many as fit or as the text has:
+    /// how many. What that many calls of `next` return, in order.
+    #[inline(always)]
+    fn fill(&mut self, text: &[u8], mut pos: usize, ends: &mut [usize]) -> usize {
+        let mut n = 0;
+        while n < ends.len() && pos < text.len() {
+            pos = self.next(text, pos);
+            ends[n] = pos;
+            n += 1;
+        }
+        n
+    }
 }
 
 impl<S: Scanner + ?Sized> Cursor for &S {
@@ -224,12 +237,15 @@ pub(crate) fn trailing_whitespace(t: &[u8], pos: usize, end: usize, last: usize)
 pub(crate) fn split<C: Cursor>(mut cursor: C, text: &str) -> Vec<&str> {
     let t = text.as_bytes();
     let mut pieces = Vec::new();
+    let mut ends = [0; 64];
     let mut pos = 0;
     while pos < t.len() {
-        let end = cursor.next(t, pos);
-        debug_assert!(end > pos && text.is_char_boundary(end));
-        pieces.push(&text[pos..end]);
-        pos = end;
+        let n = cursor.fill(t, pos, &mut ends);
+        for &end in &ends[..n] {
+            debug_assert!(end > pos && text.is_char_boundary(end));
+            pieces.push(&text[pos..end]);
+            pos = end;
+        }
     }
     pieces
 }

@@ -85,6 +85,32 @@ impl<P: Window> Cursor for WindowCursor<P> {
             from = self.w + unknown as usize;
         }
     }
+
+    #[inline(always)]
+    fn fill(&mut self, t: &[u8], mut pos: usize, ends: &mut [usize]) -> usize {
+        let mut n = 0;
+        while n < ends.len() && pos < t.len() {
+            pos = self.next(t, pos);
+            ends[n] = pos;
+            n += 1;
+            // The starts the window shows after `pos`, up to its next unknown position, are what
+            // the next calls would return: one bit search each instead of a call.
+            let off = (pos + 1).wrapping_sub(self.w);
+            if off < 64 {
+                let ahead = !0u64 << off;
+                let unknown = (!self.valid & ahead).trailing_zeros();
+                let before_unknown = if unknown < 64 { (1u64 << unknown) - 1 } else { !0 };
+                let mut starts = self.starts & ahead & before_unknown;
+                while starts != 0 && n < ends.len() {
+                    pos = self.w + starts.trailing_zeros() as usize;
+                    ends[n] = pos;
+                    n += 1;
+                    starts &= starts - 1;
+                }
+            }
+        }
+        n
+    }
 }
 
 /// The positions of `W`'s window `m` whose start-ness depends on bytes (in
@@ -164,6 +190,7 @@ pub(crate) fn fill_down(seeds: u64, runs: u64) -> u64 {
 mod tests {
     use proptest::prelude::*;
 
+    use super::super::{Cl100k, Gpt2, O200k};
     use super::*;
 
     /// The reference: walk each seed through its run.
@@ -182,7 +209,54 @@ mod tests {
         out
     }
 
+    /// Piece ends one `next` at a time, the reference for `fill`.
+    fn ends_by_next<C: Cursor>(mut cursor: C, t: &[u8]) -> Vec<usize> {
+        let (mut ends, mut pos) = (Vec::new(), 0);
+        while pos < t.len() {
+            pos = cursor.next(t, pos);
+            ends.push(pos);
+        }
+        ends
+    }
+
+    fn ends_by_fill<C: Cursor>(mut cursor: C, t: &[u8], room: usize) -> Vec<usize> {
+        let (mut ends, mut buf, mut pos) = (Vec::new(), vec![0; room], 0);
+        while pos < t.len() {
+            let n = cursor.fill(t, pos, &mut buf);
+            assert!(n > 0, "no piece at {pos}");
+            ends.extend_from_slice(&buf[..n]);
+            pos = buf[n - 1];
+        }
+        ends
+    }
+
+    fn fill_is_next_repeated<P: Window + Copy>(pattern: P, text: &str) -> Result<(), TestCaseError> {
+        let t = text.as_bytes();
+        let expected = ends_by_next(WindowCursor::new(pattern), t);
+        for room in [1, 2, 7, 64] {
+            prop_assert_eq!(&ends_by_fill(WindowCursor::new(pattern), t, room), &expected, "room {}", room);
+        }
+        Ok(())
+    }
+
+    /// Mostly ASCII words, spaces, digits and contractions, some multi-byte characters: texts
+    /// long enough to cross several windows, with known and unknown stretches.
+    fn mixed_text() -> impl Strategy<Value = String> {
+        let piece = proptest::sample::select(
+            &["the", " cat", "'s", "'LL", " ", "  ", "\n\n", " \t", "123456", "!?", " é", "中文", "😀", "\r\n ", "x"][..],
+        );
+        proptest::collection::vec(piece, 0..80).prop_map(|v| v.concat())
+    }
+
     proptest! {
+        #[test]
+        fn fill_returns_what_next_would(text in mixed_text()) {
+            fill_is_next_repeated(Gpt2, &text)?;
+            fill_is_next_repeated(Cl100k { trailing_run_whole: true }, &text)?;
+            fill_is_next_repeated(Cl100k { trailing_run_whole: false }, &text)?;
+            fill_is_next_repeated(O200k, &text)?;
+        }
+
         #[test]
         fn fills_walk_the_runs(seeds: u64, runs: u64, sparse: u64) {
             for s in [seeds, seeds & sparse, seeds & sparse & sparse.rotate_left(7)] {
