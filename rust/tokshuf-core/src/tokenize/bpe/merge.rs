@@ -90,6 +90,11 @@ pub(crate) trait RankTable {
     fn prefetch_held(&self, key: u128, h: u64) {
         self.prefetch_hashed(key, h);
     }
+    /// [`RankTable::rank_hashed`] of a key [`RankTable::may_hold`] let through.
+    #[inline(always)]
+    fn rank_held(&self, key: u128, h: u64) -> Option<u32> {
+        self.rank_hashed(key, h)
+    }
 
     #[inline(always)]
     fn rank(&self, key: u128) -> Option<u32> {
@@ -225,7 +230,12 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
         ($a:expr, $c:expr) => {{
             let (a, c): (usize, usize) = ($a, $c);
             let r = match c - a {
-                len if len <= MAX_SHORT && absent[a] >> len & 1 != 0 => None,
+                // Substrings up to `longest` were asked about when prefetched.
+                len if len <= longest && absent[a] >> len & 1 != 0 => None,
+                len if len <= longest => {
+                    let key = key_at(tail(a), len);
+                    table.rank_held(key, hash(key))
+                }
                 len if len <= MAX_SHORT => table.rank(key_at(tail(a), len)),
                 _ => long_id(vocab, &piece[a..c]),
             };
