@@ -5,7 +5,8 @@
 //! prints MB/s of text per encoding for a cold cache (first pass) and a warm one (last pass),
 //! and for splitting alone, per CPU-second of the thread (and per wall-clock second).
 //! `THREADS=N`: N threads share one encoder, each encoding its part once (as preprocess's
-//! workers do); `MODE=miss|split`, `CACHE_MIB`, `PASSES` as below.
+//! workers do); `MODE=miss|split`, `CACHE_MIB`, `PASSES` as below (`MODE=miss`: the cost of a
+//! cache miss, overall and by piece length).
 #![allow(clippy::print_stdout)]
 
 use std::io::BufRead;
@@ -42,6 +43,18 @@ fn encode_all(enc: &FastBpe, texts: &[String], out: &mut Vec<u32>) -> usize {
         tokens += out.len();
     }
     tokens
+}
+
+/// Encode each piece on its own with a fresh encoder: (CPU seconds, cache misses).
+fn encode_each(name: &str, pieces: &[&str]) -> (f64, u64) {
+    let fresh = open(name);
+    let mut out = Vec::new();
+    let c = cpu_time();
+    for p in pieces {
+        out.clear();
+        fresh.encode_into(p, &mut out);
+    }
+    (cpu_time() - c, fresh.cache_stats().misses)
 }
 
 /// Split every text (a separate function, so profilers can isolate it).
@@ -82,22 +95,26 @@ fn main() {
             // Every distinct piece once, on a fresh encoder: the cost of a cache miss.
             let mut seen = std::collections::HashSet::new();
             let distinct: Vec<&str> = texts.iter().flat_map(|t| enc.split(t)).filter(|p| seen.insert(*p)).collect();
-            let fresh = open(&name);
-            let mut out = Vec::new();
-            let c = cpu_time();
-            for p in &distinct {
-                out.clear();
-                fresh.encode_into(p, &mut out);
-            }
-            let s = fresh.cache_stats();
-            let secs = cpu_time() - c;
+            let (secs, misses) = encode_each(&name, &distinct);
             println!(
-                "{name:>12}: {} distinct pieces, {} misses: {:.0} ns per piece, {:.0} ns per miss (upper bound)",
+                "{name:>12}: {} distinct pieces, {misses} misses: {:.0} ns per piece, {:.0} ns per miss (upper bound)",
                 distinct.len(),
-                s.misses,
                 secs * 1e9 / distinct.len() as f64,
-                secs * 1e9 / s.misses as f64
+                secs * 1e9 / misses as f64
             );
+            // By piece length: up to 15 bytes (one key), 32 (merged on the stack), then the heap.
+            for (lo, hi) in [(1, 15), (16, 32), (33, 64), (65, usize::MAX)] {
+                let group: Vec<&str> = distinct.iter().copied().filter(|p| (lo..=hi).contains(&p.len())).collect();
+                let (secs, misses) = encode_each(&name, &group);
+                let range = if hi == usize::MAX { format!("{lo}..") } else { format!("{lo}..={hi}") };
+                println!(
+                    "{:>12}  {range} bytes: {} pieces, {misses} misses, {:.0} ms, {:.0} ns per miss",
+                    "",
+                    group.len(),
+                    secs * 1e3,
+                    secs * 1e9 / misses.max(1) as f64
+                );
+            }
             continue;
         }
         if let Some(threads) = std::env::var("THREADS").ok().and_then(|v| v.parse::<usize>().ok()) {

@@ -66,6 +66,11 @@ impl ParsedLines {
         &self.batch
     }
 
+    /// The batch, for its memory once the lines are encoded.
+    pub fn into_batch(self) -> LineBatch {
+        self.batch
+    }
+
     fn text<'a>(&'a self, s: &'a Sentence) -> Cow<'a, str> {
         match s {
             // SAFETY: the range was cut from the `&str` the parse made of these very bytes, and
@@ -125,14 +130,15 @@ pub fn parse_batch(batch: LineBatch, rules: &DocumentRules<'_>) -> ParsedLines {
 /// Tokenize every line of `batch`: for each key, a string value is one sentence and a list is
 /// several; zero-token sentences are dropped; with `eod` the id is appended to the last sentence
 /// of every document that has at least one token. Stops early (with a partial result) once
-/// `cancel` is set.
+/// `cancel` is set. The first key's tokens go into `spare`'s memory (its ids are dropped).
 pub fn encode_batch(
     batch: &LineBatch,
     rules: &DocumentRules<'_>,
     tokenizer: &dyn Tokenizer,
     cancel: &Cancel,
+    spare: Vec<u32>,
 ) -> EncodedBatch {
-    encode_lines(batch, |_, span| line_fields(batch, span, rules), rules, tokenizer, cancel)
+    encode_lines(batch, |_, span| line_fields(batch, span, rules), rules, tokenizer, cancel, spare)
 }
 
 /// [`encode_batch`] of a batch parsed by [`parse_batch`] (the result is the same).
@@ -141,8 +147,9 @@ pub fn encode_batch_parsed(
     rules: &DocumentRules<'_>,
     tokenizer: &dyn Tokenizer,
     cancel: &Cancel,
+    spare: Vec<u32>,
 ) -> EncodedBatch {
-    encode_lines(&parsed.batch, |i, _| parsed.fields(i), rules, tokenizer, cancel)
+    encode_lines(&parsed.batch, |i, _| parsed.fields(i), rules, tokenizer, cancel, spare)
 }
 
 fn encode_lines<'b>(
@@ -151,12 +158,19 @@ fn encode_lines<'b>(
     rules: &DocumentRules<'_>,
     tokenizer: &dyn Tokenizer,
     cancel: &Cancel,
+    mut spare: Vec<u32>,
 ) -> EncodedBatch {
     let keys = rules.keys;
     // Room for the tokens of a batch of text (rarely under 4 bytes a token), so that the buffer is
     // not copied as it grows.
-    let key = KeyTokens { tokens: Vec::with_capacity(batch.data.len() / 4 / keys.len().max(1)), ..Default::default() };
-    let mut out = EncodedBatch { keys: vec![key; keys.len()], lines: batch.len(), ..Default::default() };
+    let room = batch.data.len() / 4 / keys.len().max(1);
+    spare.clear();
+    spare.reserve(room);
+    let mut spare = Some(spare);
+    let keys_tokens = (0..keys.len())
+        .map(|_| KeyTokens { tokens: spare.take().unwrap_or_else(|| Vec::with_capacity(room)), ..Default::default() })
+        .collect();
+    let mut out = EncodedBatch { keys: keys_tokens, lines: batch.len(), ..Default::default() };
     // Reused for every line: no per-document allocation here beyond what parsing needs.
     let mut marks: Vec<(usize, usize)> = Vec::with_capacity(keys.len());
     'lines: for (i, span) in batch.lines.iter().enumerate() {
@@ -241,9 +255,9 @@ mod tests {
         let keys = ["text".to_string(), "title".to_string()];
         let rules = DocumentRules { keys: &keys, eod: Some(0), fields: FieldOptions::default() };
         let cancel = Cancel::new();
-        let now = encode_batch(&batch, &rules, &ByteTokenizer, &cancel);
+        let now = encode_batch(&batch, &rules, &ByteTokenizer, &cancel, Vec::new());
         let parsed = parse_batch(batch, &rules);
-        let ahead = encode_batch_parsed(&parsed, &rules, &ByteTokenizer, &cancel);
+        let ahead = encode_batch_parsed(&parsed, &rules, &ByteTokenizer, &cancel, vec![7; 3]);
         assert_eq!(summary(&now), summary(&ahead));
         // Text a line holds as it is is read from the batch's bytes, not copied.
         let fields = parsed.fields(0).unwrap();

@@ -74,8 +74,50 @@ struct Done {
     body: Body,
 }
 
+/// Buffers that finished batches hand back, so that a run's memory is allocated (and its pages
+/// faulted in) once, not batch after batch.
+struct Spares {
+    data: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    tokens: (Sender<Vec<u32>>, Receiver<Vec<u32>>),
+    /// Larger buffers (a batch with a huge line) are freed instead.
+    max_bytes: usize,
+}
+
+impl Spares {
+    fn new(count: usize, batch_bytes: usize) -> Spares {
+        Spares { data: bounded(count), tokens: bounded(count), max_bytes: batch_bytes.saturating_mul(4) }
+    }
+
+    fn data(&self) -> Vec<u8> {
+        self.data.1.try_recv().unwrap_or_default()
+    }
+
+    fn tokens(&self) -> Vec<u32> {
+        self.tokens.1.try_recv().unwrap_or_default()
+    }
+
+    fn give_data(&self, buf: Vec<u8>) {
+        if buf.capacity() <= self.max_bytes {
+            let _ = self.data.0.try_send(buf);
+        }
+    }
+
+    fn give_tokens(&self, buf: Vec<u32>) {
+        if buf.capacity() * 4 <= self.max_bytes {
+            let _ = self.tokens.0.try_send(buf);
+        }
+    }
+}
+
 /// The reader: files → items, in order. Returns only when done, stopped or unwanted.
-fn read_all(cfg: &PreprocessConfig, rules: &DocumentRules<'_>, jobs: &Sender<Job>, slots: &Receiver<()>, stop: &Stop) {
+fn read_all(
+    cfg: &PreprocessConfig,
+    rules: &DocumentRules<'_>,
+    jobs: &Sender<Job>,
+    slots: &Receiver<()>,
+    stop: &Stop,
+    spares: &Spares,
+) {
     let mut seq = 0u64;
     let mut global_line = 0u64;
     let mut before = 0u64; // on-disk bytes of the files already read
@@ -131,7 +173,7 @@ fn read_all(cfg: &PreprocessConfig, rules: &DocumentRules<'_>, jobs: &Sender<Job
         };
         let mut reader = LineReader::new(path, stream, cfg.batch_bytes, cfg.max_line_bytes).tolerate_corruption();
         loop {
-            match reader.next_batch() {
+            match reader.next_batch_in(spares.data()) {
                 Ok(Some(batch)) => {
                     let n = batch.len() as u64;
                     let pos = before + counter.load(Ordering::Relaxed).min(size);
@@ -245,6 +287,7 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
     for _ in 0..in_flight {
         slot_tx.send(()).expect("capacity");
     }
+    let spares = Spares::new(in_flight + cfg.workers, cfg.batch_bytes);
     let mut outputs = Outputs::create(cfg, dtype)?;
     let total_bytes = cfg.inputs.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
     let mut writer = Writer {
@@ -275,30 +318,35 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
 
     std::thread::scope(|s| -> Result<()> {
         {
-            let (slot_rx, stop) = (slot_rx.clone(), &stop);
+            let (slot_rx, stop, spares) = (slot_rx.clone(), &stop, &spares);
             let rules = &rules;
-            s.spawn(move || read_all(cfg, rules, &job_tx, &slot_rx, stop));
+            s.spawn(move || read_all(cfg, rules, &job_tx, &slot_rx, stop, spares));
         }
         // The reader fills the first batches meanwhile (tens of milliseconds for a large
         // vocabulary's tables).
         tokenizer.prepare_for_long_job();
         for _ in 0..cfg.workers {
             let (job_rx, done_tx, tokenizer, stop) = (job_rx.clone(), done_tx.clone(), Arc::clone(&tokenizer), &stop);
-            let rules = &rules;
+            let (rules, spares) = (&rules, &spares);
             s.spawn(move || {
                 for job in job_rx.iter() {
                     if stop.is_set() {
                         break;
                     }
                     let body = match job.item {
-                        Item::Lines(batch) => Body::Encoded {
-                            first_line: batch.first_line,
-                            encoded: encode_batch(&batch, rules, tokenizer.as_ref(), &stop.user),
-                        },
-                        Item::Parsed(parsed) => Body::Encoded {
-                            first_line: parsed.batch().first_line,
-                            encoded: encode_batch_parsed(&parsed, rules, tokenizer.as_ref(), &stop.user),
-                        },
+                        Item::Lines(batch) => {
+                            let encoded = encode_batch(&batch, rules, tokenizer.as_ref(), &stop.user, spares.tokens());
+                            let first_line = batch.first_line;
+                            spares.give_data(batch.data);
+                            Body::Encoded { first_line, encoded }
+                        }
+                        Item::Parsed(parsed) => {
+                            let encoded =
+                                encode_batch_parsed(&parsed, rules, tokenizer.as_ref(), &stop.user, spares.tokens());
+                            let batch = parsed.into_batch();
+                            spares.give_data(batch.data);
+                            Body::Encoded { first_line: batch.first_line, encoded }
+                        }
                         other => Body::Other(other),
                     };
                     let done = Done {
@@ -317,7 +365,7 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
         drop(done_tx);
         drop(job_rx);
 
-        let written = writer.write_in_order(&done_rx, &slot_tx, &mut outputs, cancel);
+        let written = writer.write_in_order(&done_rx, &slot_tx, &mut outputs, &spares, cancel);
         // Stop the other threads whatever happened: the reader may be blocked on a slot, the
         // workers on a full results channel.
         stop.done.cancel();
@@ -372,6 +420,7 @@ impl Writer<'_> {
         done_rx: &Receiver<Done>,
         slot_tx: &Sender<()>,
         outputs: &mut Outputs,
+        spares: &Spares,
         cancel: &Cancel,
     ) -> Result<()> {
         let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
@@ -397,6 +446,9 @@ impl Writer<'_> {
                         self.summary.lines += encoded.lines as u64;
                         self.snapshot.documents += encoded.document_lines.len() as u64;
                         self.snapshot.tokens += encoded.keys.iter().map(|k| k.tokens.len() as u64).sum::<u64>();
+                        if let Some(key) = encoded.keys.into_iter().next() {
+                            spares.give_tokens(key.tokens);
+                        }
                     }
                     Body::Other(Item::Problem(problem)) => self.problem(path, problem)?,
                     Body::Other(Item::FileDone { compressed, decompressed }) => {

@@ -30,7 +30,7 @@ pub(super) fn worker(
         }
         let msg = match item {
             Work::Tokenize(job) => {
-                let encoded = encode_batch(&job.batch, &rules, tokenizer, cancel);
+                let encoded = encode_batch(&job.batch, &rules, tokenizer, cancel, Vec::new());
                 let ordered = Ordered::Batch {
                     file: job.file,
                     first_line: job.batch.first_line,
