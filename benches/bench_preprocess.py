@@ -22,7 +22,8 @@ For each thread count:
 Each run is its own process: peak RSS is that process's (``wait4``), CPU% = (user + sys) / wall.
 A shared 2-core VM runs the same job 20-40% slower or faster from one minute to the next, so the
 tokshuf and fastokens runs (the target's two sides) are repeated ``--rounds`` times, interleaved,
-and the fastest of each is reported (the spread is printed too); the far slower peers run once.
+and the fastest of each is reported (the spread is printed too), with the median of the rounds'
+ratios (each round's two sides run seconds apart); the far slower peers run once.
 The ids of every peer are checked equal to tokshuf's ``.bin`` (hashed the same way), and
 Megatron's ``.bin/.idx`` byte-equal to tokshuf's. Ratios compare runs with the same thread count.
 Results: a table on stdout and ``--out/results.json``.
@@ -34,6 +35,7 @@ import argparse
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -330,6 +332,14 @@ def main() -> int:
                     ours["cl100k"].text_mb_s / fk_cl100k.text_mb_s,
                 ),
             ]
+            # The two sides of a round run a few seconds apart, so their ratio is the least
+            # touched by the VM's slow and fast minutes.
+            for name in ("gpt2", "cl100k"):
+                pairs = zip(rounds[name], rounds[f"fk-{name}"], strict=True)
+                per_round = [fk.seconds / us.seconds for us, fk in pairs]
+                label = f"{threads}t tokshuf {name} / fastokens {name}, median of {len(per_round)} rounds"
+                spread = f"range {min(per_round):.2f}-{max(per_round):.2f}"
+                ratios.append((f"{label} ({spread})", statistics.median(per_round)))
         if args.megatron_lm:
             meg = run_megatron(
                 corpus, args.out, args.megatron_lm, args.megatron_python, threads, text_bytes, hf.tokens
