@@ -283,28 +283,20 @@ mod tests {
         }
     }
 
+    /// Every batch as (first line number, lines: `None` for an over-long one).
     fn collect(input: impl Read, batch: usize, max_line: usize) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
-        let mut r = LineReader::new(Path::new("t"), input, batch, max_line);
-        let mut out = Vec::new();
-        while let Some(b) = r.next_batch().unwrap() {
-            let lines = b
-                .lines
-                .iter()
-                .map(|l| match l {
-                    LineSpan::Text(r) => Some(b.data[r.clone()].to_vec()),
-                    LineSpan::TooLong(_) => None,
-                })
-                .collect();
-            out.push((b.first_line, lines));
-        }
-        out
+        collect_with(input, batch, max_line, false)
     }
 
     /// [`collect`], each batch read into the memory of the one before (its bytes still there).
     fn collect_reusing(input: impl Read, batch: usize, max_line: usize) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
+        collect_with(input, batch, max_line, true)
+    }
+
+    fn collect_with(input: impl Read, batch: usize, max_line: usize, reuse: bool) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
         let mut r = LineReader::new(Path::new("t"), input, batch, max_line);
         let (mut out, mut spare) = (Vec::new(), b"stale bytes\n".repeat(50));
-        while let Some(b) = r.next_batch_in(spare).unwrap() {
+        while let Some(b) = if reuse { r.next_batch_in(spare) } else { r.next_batch() }.unwrap() {
             let lines = b
                 .lines
                 .iter()
