@@ -65,7 +65,7 @@ pub struct LineReader<R> {
     truncation: Option<Truncation>,
     /// Complete lines of the batch being cut (for messages about a failure mid-batch).
     scanned: u64,
-    /// Bytes the last read gave: the next one is offered about twice that, as the room must be
+    /// Bytes the last read gave: the next one is offered about twice that, as new room must be
     /// zero-filled first (a decoder returns a block at a time, however much room it is given).
     last_read: usize,
 }
@@ -136,30 +136,35 @@ impl<R: Read> LineReader<R> {
     /// stream.
     fn fill(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
         let start = buf.len();
+        let read = self.fill_at(buf, start);
+        buf.truncate(start + *read.as_ref().unwrap_or(&0));
+        Ok(read? > 0)
+    }
+
+    /// [`LineReader::fill`] at `buf[valid..]`, whose bytes are scratch: only room `buf` does not
+    /// have yet is zero-filled first. The bytes read; 0 at end of stream.
+    fn fill_at(&mut self, buf: &mut Vec<u8>, valid: usize) -> Result<usize> {
         let want =
-            self.batch_bytes.saturating_sub(start).clamp(MIN_READ, READ_CHUNK).min(2 * self.last_read.max(MIN_READ));
-        buf.resize(start + want, 0);
+            self.batch_bytes.saturating_sub(valid).clamp(MIN_READ, READ_CHUNK).min(2 * self.last_read.max(MIN_READ));
+        if buf.len() < valid + want {
+            buf.resize(valid + want, 0);
+        }
         let n = loop {
-            match self.inner.read(&mut buf[start..]) {
+            match self.inner.read(&mut buf[valid..valid + want]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if self.tolerate && Self::is_decoding_error(&e) => {
-                    buf.truncate(start);
                     // `line` and `fragment_bytes` are filled in when the last batch is cut.
                     self.truncation =
                         Some(Truncation { offset: self.offset, line: 0, fragment_bytes: 0, message: e.to_string() });
-                    return Ok(false);
+                    return Ok(0);
                 }
-                Err(e) => {
-                    buf.truncate(start);
-                    return Err(self.read_error(e));
-                }
+                Err(e) => return Err(self.read_error(e)),
             }
         };
-        buf.truncate(start + n);
         self.offset += n as u64;
         self.last_read = n;
-        Ok(n > 0)
+        Ok(n)
     }
 
     /// Discard the rest of an over-long line; returns the bytes discarded and keeps what follows
@@ -194,41 +199,51 @@ impl<R: Read> LineReader<R> {
         self.next_batch_in(Vec::new())
     }
 
-    /// [`LineReader::next_batch`] in `buf`'s memory (its bytes are dropped): a caller that hands
-    /// the buffers of used batches back allocates none once it has a few.
+    /// [`LineReader::next_batch`] in `buf`'s memory (its bytes are overwritten, not zeroed
+    /// first): a caller that hands the buffers of used batches back allocates none once it has a
+    /// few.
     pub fn next_batch_in(&mut self, buf: Vec<u8>) -> Result<Option<LineBatch>> {
         if self.eof && self.pending.is_empty() {
             return Ok(None);
         }
-        let mut data = if buf.capacity() > self.pending.len() {
+        // `data[..valid]` is the batch so far; what follows it is scratch.
+        let (mut data, mut valid) = if buf.len() >= self.pending.len() {
+            let mut data = buf;
+            data[..self.pending.len()].copy_from_slice(&self.pending);
+            (data, self.pending.len())
+        } else if buf.capacity() > self.pending.len() {
             let mut data = buf;
             data.clear();
             data.extend_from_slice(&self.pending);
-            self.pending.clear();
-            data
+            (data, self.pending.len())
         } else {
-            std::mem::take(&mut self.pending)
+            let data = std::mem::take(&mut self.pending);
+            let valid = data.len();
+            (data, valid)
         };
+        self.pending.clear();
         data.reserve((self.batch_bytes + MIN_READ).saturating_sub(data.len()).min(READ_CHUNK + MIN_READ));
         let mut lines = Vec::new();
         let mut line_start = 0usize;
         let mut scan = 0usize;
         loop {
-            while let Some(pos) = memchr::memchr(b'\n', &data[scan..]) {
+            while let Some(pos) = memchr::memchr(b'\n', &data[scan..valid]) {
                 let end = scan + pos;
                 let text_end = if end > line_start && data[end - 1] == b'\r' { end - 1 } else { end };
                 lines.push(self.span(line_start..text_end));
                 line_start = end + 1;
                 scan = line_start;
             }
-            scan = data.len();
+            scan = valid;
             // +1: the line may still end in a CR that is not part of it.
-            if data.len() - line_start > self.max_line_bytes.saturating_add(1) {
+            if valid - line_start > self.max_line_bytes.saturating_add(1) {
+                data.truncate(valid);
                 let mut rest = data.split_off(line_start);
                 let skipped = self.skip_line(&mut rest)?;
                 lines.push(LineSpan::TooLong(skipped));
                 line_start = data.len();
                 data.extend_from_slice(&rest);
+                valid = data.len();
                 scan = line_start;
                 continue;
             }
@@ -236,8 +251,8 @@ impl<R: Read> LineReader<R> {
                 break;
             }
             if self.eof {
-                if self.truncation.is_none() && line_start < data.len() {
-                    let end = data.len();
+                if self.truncation.is_none() && line_start < valid {
+                    let end = valid;
                     let text_end = if data[end - 1] == b'\r' { end - 1 } else { end };
                     lines.push(self.span(line_start..text_end));
                     line_start = end;
@@ -245,10 +260,12 @@ impl<R: Read> LineReader<R> {
                 break;
             }
             self.scanned = lines.len() as u64;
-            if !self.fill(&mut data)? {
-                self.eof = true;
+            match self.fill_at(&mut data, valid)? {
+                0 => self.eof = true,
+                n => valid += n,
             }
         }
+        data.truncate(valid);
         if let Some(t) = self.truncation.as_mut().filter(|t| self.eof && t.line == 0) {
             // The bytes after the last newline are a fragment of the line the failure cut.
             t.line = self.next_line + lines.len() as u64;
