@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use super::merge::MergeScratch;
-use super::shared::SharedTable;
+use super::shared::{Reserved, SharedTable};
 use super::table::{commit_vec, Ids, SlotTable};
 
 /// Memory budget of an encoder's caches.
@@ -117,9 +117,11 @@ impl CacheConfig {
 pub(crate) fn seeded_table(cfg: &CacheConfig, seed: &[(u128, u32)]) -> SharedTable {
     // At most half of the slots seeded, so there is always a quarter to learn.
     let table = SharedTable::new(cfg.short_slots.max(seed.len() * 2), cfg.short_arena_ids);
+    let mut reserved = Reserved::default();
     for &(key, id) in seed {
-        table.insert(key, &[id]);
+        table.insert_reserved(key, &[id], &mut reserved);
     }
+    table.give_back(reserved);
     table
 }
 
@@ -127,6 +129,8 @@ pub(crate) fn seeded_table(cfg: &CacheConfig, seed: &[(u128, u32)]) -> SharedTab
 pub(crate) struct State {
     /// The encoder's table, shared by all its threads.
     pub shared: Arc<SharedTable>,
+    /// Slots of `shared` reserved for this thread's inserts (given back when dropped).
+    reserved: Reserved,
     /// This thread's table for what `shared` has no room for.
     pub own: SlotTable,
     /// Entries of `own` that start a new generation.
@@ -151,6 +155,12 @@ pub struct Stats {
     pub wipes: u64,
 }
 
+impl Drop for State {
+    fn drop(&mut self) {
+        self.shared.give_back(std::mem::take(&mut self.reserved));
+    }
+}
+
 impl State {
     /// A thread's cache over the encoder's `shared` table.
     pub fn new(cfg: CacheConfig, shared: Arc<SharedTable>) -> State {
@@ -159,6 +169,7 @@ impl State {
             own_limit: own.capacity() / 4 * 3,
             own,
             shared,
+            reserved: Reserved::default(),
             long: LongCache::new(cfg.long_bytes),
             merge: MergeScratch::default(),
             cfg,
@@ -191,7 +202,7 @@ impl State {
     /// room, else in this thread's, which starts over when it is full.
     #[inline]
     pub fn put_short(&mut self, key: u128, ids: &[u32]) {
-        if self.shared.insert(key, ids) {
+        if self.shared.insert_reserved(key, ids, &mut self.reserved) {
             return;
         }
         let arena = self.cfg.thread_slots;

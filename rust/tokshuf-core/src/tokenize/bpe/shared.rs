@@ -31,6 +31,16 @@ unsafe impl Zeroed for Slot {
     const ZERO: Slot = Slot { k: [AtomicU64::new(0), AtomicU64::new(0)], v: [AtomicU64::new(0), AtomicU64::new(0)] };
 }
 
+/// Slots a thread reserves at a time: the shared count then changes once every this many
+/// inserts, not at each one (two threads inserting at every miss would pass its cache line back
+/// and forth between their cores).
+const RESERVE: usize = 64;
+
+/// Slots of a [`SharedTable`] that one thread has reserved and not taken yet (see
+/// [`SharedTable::give_back`]).
+#[derive(Debug, Default)]
+pub(crate) struct Reserved(usize);
+
 pub(crate) struct SharedTable {
     slots: Slots<Slot>,
     mask: usize,
@@ -149,16 +159,39 @@ impl SharedTable {
     /// keeps them elsewhere). A key is stored once; as an encoding is a function of its piece,
     /// threads that store the same key at once store the same ids, and a second slot that one
     /// of them may take for it is only a wasted slot.
+    #[cfg(test)]
     pub fn insert(&self, key: u128, ids: &[u32]) -> bool {
+        let mut reserved = Reserved::default();
+        let stored = self.insert_reserved(key, ids, &mut reserved);
+        self.give_back(reserved);
+        stored
+    }
+
+    /// [`SharedTable::insert`], taking the slot from the ones this thread has `reserved` (and
+    /// reserving more when there are none left).
+    pub fn insert_reserved(&self, key: u128, ids: &[u32], reserved: &mut Reserved) -> bool {
         debug_assert!(key >> 64 != 0 && ids.len() <= MAX_SHORT);
         // A slot is reserved before it is taken, so that however many threads insert at once, no
         // more than `limit` slots are ever taken: a quarter stay free, which ends every probe.
-        if self.counts.len.load(Ordering::Relaxed) >= self.limit {
-            return false;
+        if reserved.0 == 0 {
+            if self.counts.len.load(Ordering::Relaxed) >= self.limit {
+                return false;
+            }
+            let before = self.counts.len.fetch_add(RESERVE, Ordering::Relaxed);
+            let got = self.limit.saturating_sub(before).min(RESERVE);
+            if got < RESERVE {
+                self.counts.len.fetch_sub(RESERVE - got, Ordering::Relaxed);
+            }
+            if got == 0 {
+                return false;
+            }
+            reserved.0 = got;
         }
-        if self.counts.len.fetch_add(1, Ordering::Relaxed) >= self.limit {
-            return self.unreserve(false);
-        }
+        reserved.0 -= 1;
+        let unreserve = |reserved: &mut Reserved, stored: bool| {
+            reserved.0 += 1;
+            stored
+        };
         let (v0, v1) = match ids {
             [] => (0, 0),
             [a] => (u64::from(*a), 0),
@@ -167,11 +200,11 @@ impl SharedTable {
             _ => {
                 // Checked first, so that a full arena stops growing its count.
                 if self.counts.arena_used.load(Ordering::Relaxed) + ids.len() > self.arena.len() {
-                    return self.unreserve(false);
+                    return unreserve(reserved, false);
                 }
                 let start = self.counts.arena_used.fetch_add(ids.len(), Ordering::Relaxed);
                 if start + ids.len() > self.arena.len() {
-                    return self.unreserve(false);
+                    return unreserve(reserved, false);
                 }
                 for (k, &id) in ids.iter().enumerate() {
                     self.arena.get(start + k).store(id, Ordering::Relaxed);
@@ -194,16 +227,17 @@ impl SharedTable {
             }
             // Taken: by this key once published (a slot still being written is passed over).
             if s.k[1].load(Ordering::Acquire) == hi && s.k[0].load(Ordering::Relaxed) == lo {
-                return self.unreserve(true);
+                return unreserve(reserved, true);
             }
             i = (i + 1) & self.mask;
         }
     }
 
-    /// Give back a slot reserved by [`insert`](Self::insert), which returns `result`.
-    fn unreserve(&self, result: bool) -> bool {
-        self.counts.len.fetch_sub(1, Ordering::Relaxed);
-        result
+    /// Give back the slots a thread reserved and did not take.
+    pub fn give_back(&self, reserved: Reserved) {
+        if reserved.0 > 0 {
+            self.counts.len.fetch_sub(reserved.0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -299,5 +333,34 @@ mod tests {
         });
         assert_eq!((stored, t.len()), (12, 12));
         assert_eq!(t.get(pack(b"absent")), None);
+    }
+
+    #[test]
+    fn threads_reserving_slots_never_take_more_than_the_limit() {
+        // As the encoding threads insert: each keeps its reservation between inserts.
+        for slots in [16, 256, 1 << 12] {
+            let t = SharedTable::new(slots, 1 << 12);
+            let stored: usize = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4u32)
+                    .map(|th| {
+                        let t = &t;
+                        s.spawn(move || {
+                            let mut reserved = Reserved::default();
+                            let n = (0..2000)
+                                .filter(|&i| t.insert_reserved(key(th * 10_000 + i), &[i], &mut reserved))
+                                .count();
+                            t.give_back(reserved);
+                            n
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).sum()
+            });
+            // Never past the limit; short of it by at most what a thread that ran out of keys
+            // still held; nothing counted once the reservations are given back.
+            let limit = slots / 4 * 3;
+            assert!(stored <= limit && stored + 4 * RESERVE >= limit, "{stored} of {limit}");
+            assert_eq!(t.len(), stored);
+        }
     }
 }
