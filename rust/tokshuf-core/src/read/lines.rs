@@ -136,9 +136,9 @@ impl<R: Read> LineReader<R> {
     /// stream.
     fn fill(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
         let start = buf.len();
-        let read = self.fill_at(buf, start);
-        buf.truncate(start + *read.as_ref().unwrap_or(&0));
-        Ok(read? > 0)
+        let n = self.fill_at(buf, start).inspect_err(|_| buf.truncate(start))?;
+        buf.truncate(start + n);
+        Ok(n > 0)
     }
 
     /// [`LineReader::fill`] at `buf[valid..]`, whose bytes are scratch: only room `buf` does not
