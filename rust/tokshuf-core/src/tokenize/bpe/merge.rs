@@ -128,6 +128,18 @@ pub(crate) fn encode_piece(
         1 => out.push(vocab.byte_ids[piece[0] as usize]),
         n if n <= LINEAR_MAX && matches!(vocab.merges, Merges::Ranks) && vocab.id_bound() <= RANKS_MERGE_MAX_ID => {
             #[cfg(target_arch = "x86_64")]
+            if super::cpu::has_x86_64_v3() {
+                // SAFETY: the CPU has x86-64-v3's features.
+                unsafe {
+                    if n <= MAX_SHORT {
+                        ranks_merge_v3::<16>(vocab, ranks, piece, out);
+                    } else {
+                        ranks_merge_v3::<32>(vocab, ranks, piece, out);
+                    }
+                }
+                return;
+            }
+            #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("sse4.1") {
                 // SAFETY: the CPU has SSE4.1.
                 unsafe {
@@ -164,6 +176,17 @@ pub(crate) fn encode_piece(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse4.1")]
 unsafe fn ranks_merge_sse41<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u8], out: &mut Vec<u32>) {
+    ranks_merge::<N>(vocab, table, piece, out);
+}
+
+/// [`ranks_merge`] for x86-64-v3: the minimum of the candidates in two AVX2 instructions, and
+/// the bit searches and variable shifts of the parts in one each.
+///
+/// # Safety
+/// The CPU must have AVX2, BMI1, BMI2, LZCNT and POPCNT.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
+unsafe fn ranks_merge_v3<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u8], out: &mut Vec<u32>) {
     ranks_merge::<N>(vocab, table, piece, out);
 }
 
@@ -470,7 +493,20 @@ mod tests {
             let (e, f, g) = (stack(v, v.short_table(), piece), stack(v, &table, piece), stack(v, &filtered, piece));
             assert_eq!((&a, &a, &a), (&e, &f, &g), "linear and stack paths differ on {piece:?}");
         }
-        // As dispatched for this CPU (the SSE4.1 variant of the stack path where it has it).
+        #[cfg(target_arch = "x86_64")]
+        if (2..=LINEAR_MAX).contains(&piece.len()) && std::arch::is_x86_feature_detected!("sse4.1") {
+            let mut e = Vec::new();
+            // SAFETY: the CPU has SSE4.1.
+            unsafe {
+                if piece.len() <= MAX_SHORT {
+                    ranks_merge_sse41::<16>(v, &filtered, piece, &mut e);
+                } else {
+                    ranks_merge_sse41::<32>(v, &filtered, piece, &mut e);
+                }
+            }
+            assert_eq!(a, e, "the SSE4.1 stack path differs on {piece:?}");
+        }
+        // As dispatched for this CPU (the x86-64-v3 variant of the stack path where it has it).
         let mut h = Vec::new();
         encode_piece(v, &filtered, piece, &mut h, &mut s);
         assert_eq!(a, h, "encode_piece differs on {piece:?}");

@@ -11,6 +11,7 @@
 
 mod batch;
 mod cache;
+mod cpu;
 mod equiv;
 mod filter;
 mod hf;
@@ -336,6 +337,28 @@ impl FastBpe {
     }
 
     fn encode_ordinary(&self, text: &str, out: &mut Vec<u32>, state: &mut State) {
+        #[cfg(target_arch = "x86_64")]
+        if cpu::has_x86_64_v3() {
+            // SAFETY: the CPU has the features `encode_ordinary_v3` is compiled for.
+            return unsafe { self.encode_ordinary_v3(text, out, state) };
+        }
+        self.encode_ordinary_any(text, out, state);
+    }
+
+    /// [`FastBpe::encode_ordinary`] compiled for x86-64-v3: the scanners' variable shifts and bit
+    /// searches become single instructions (BMI1/2, LZCNT) and the class masks of a window are
+    /// computed inline instead of through a call per window.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, BMI1, BMI2, LZCNT and POPCNT.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
+    unsafe fn encode_ordinary_v3(&self, text: &str, out: &mut Vec<u32>, state: &mut State) {
+        self.encode_ordinary_any(text, out, state);
+    }
+
+    #[inline(always)]
+    fn encode_ordinary_any(&self, text: &str, out: &mut Vec<u32>, state: &mut State) {
         match self.pattern {
             Pattern::Gpt2 => self.encode_with(WindowCursor::new(pretok::Gpt2), text, out, state),
             Pattern::Cl100k => {

@@ -104,6 +104,7 @@ fn classify64_with<const FOLD: bool>(isa: Isa, chunk: &[u8; 64]) -> Masks {
 /// The CPU must have AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
+#[inline]
 unsafe fn classify64_avx2<const FOLD: bool>(chunk: &[u8; 64]) -> Masks {
     use std::arch::x86_64::*;
     let mut m = Masks { inr: !0, ..Masks::default() };
