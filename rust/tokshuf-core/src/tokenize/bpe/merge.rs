@@ -139,18 +139,6 @@ pub(crate) fn encode_piece(
                 }
                 return;
             }
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("sse4.1") {
-                // SAFETY: the CPU has SSE4.1.
-                unsafe {
-                    if n <= MAX_SHORT {
-                        ranks_merge_sse41::<16>(vocab, ranks, piece, out);
-                    } else {
-                        ranks_merge_sse41::<32>(vocab, ranks, piece, out);
-                    }
-                }
-                return;
-            }
             if n <= MAX_SHORT {
                 ranks_merge::<16>(vocab, ranks, piece, out);
             } else {
@@ -168,19 +156,8 @@ pub(crate) fn encode_piece(
     }
 }
 
-/// [`ranks_merge`] where SSE4.1 finds the smallest candidate (`pminsd`: a quarter of SSE2's
-/// instructions for it, a sixth of a miss's).
-///
-/// # Safety
-/// The CPU must have SSE4.1.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse4.1")]
-unsafe fn ranks_merge_sse41<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u8], out: &mut Vec<u32>) {
-    ranks_merge::<N>(vocab, table, piece, out);
-}
-
-/// [`ranks_merge`] for x86-64-v3: the minimum of the candidates in two AVX2 instructions, and
-/// the bit searches and variable shifts of the parts in one each.
+/// [`ranks_merge`] for x86-64-v3: the bit searches and variable shifts over the parts take one
+/// instruction each.
 ///
 /// # Safety
 /// The CPU must have AVX2, BMI1, BMI2, LZCNT and POPCNT.
@@ -235,8 +212,7 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
     // The parts start at the set bits of `parts` (bit `n`: the end). The part starting at `s` has
     // the id `id[s]`, and `cand[s]` is `rank << 5 | s` for its merge with the next part
     // (`i32::MAX`: none), so the smallest candidate is the lowest rank, the leftmost of equals, and
-    // a merge clears a bit instead of moving the parts after it. (Signed: SSE2 finds the minimum
-    // of sixteen in a few instructions.)
+    // a merge clears a bit instead of moving the parts after it.
     let mut id = [0u32; N];
     let mut cand = [i32::MAX; N];
     for i in 0..n {
@@ -266,7 +242,14 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
         }};
     }
     loop {
-        let best = cand.iter().fold(i32::MAX, |a, &b| a.min(b));
+        // Over the parts only, a load each: a vector load of `cand` would wait for the stores
+        // of the last merge to reach the cache (they cannot be forwarded to a wider load).
+        let mut best = i32::MAX;
+        let mut rest = parts & ((1 << n) - 1);
+        while rest != 0 {
+            best = best.min(cand[rest.trailing_zeros() as usize]);
+            rest &= rest - 1;
+        }
         if best == i32::MAX {
             break;
         }
@@ -492,19 +475,6 @@ mod tests {
         if (2..=LINEAR_MAX).contains(&piece.len()) {
             let (e, f, g) = (stack(v, v.short_table(), piece), stack(v, &table, piece), stack(v, &filtered, piece));
             assert_eq!((&a, &a, &a), (&e, &f, &g), "linear and stack paths differ on {piece:?}");
-        }
-        #[cfg(target_arch = "x86_64")]
-        if (2..=LINEAR_MAX).contains(&piece.len()) && std::arch::is_x86_feature_detected!("sse4.1") {
-            let mut e = Vec::new();
-            // SAFETY: the CPU has SSE4.1.
-            unsafe {
-                if piece.len() <= MAX_SHORT {
-                    ranks_merge_sse41::<16>(v, &filtered, piece, &mut e);
-                } else {
-                    ranks_merge_sse41::<32>(v, &filtered, piece, &mut e);
-                }
-            }
-            assert_eq!(a, e, "the SSE4.1 stack path differs on {piece:?}");
         }
         // As dispatched for this CPU (the x86-64-v3 variant of the stack path where it has it).
         let mut h = Vec::new();
