@@ -62,6 +62,10 @@ impl<R: RankTable> RankTable for Filtered<'_, R> {
         self.ranks.prefetch_hashed(key, h);
     }
     #[inline(always)]
+    fn prefetch_if(&self, key: u128, h: u64, held: bool) {
+        self.ranks.prefetch_if(key, h, held);
+    }
+    #[inline(always)]
     fn rank_held(&self, key: u128, h: u64) -> Option<u32> {
         self.ranks.rank_hashed(key, h)
     }

@@ -90,6 +90,14 @@ pub(crate) trait RankTable {
     fn prefetch_held(&self, key: u128, h: u64) {
         self.prefetch_hashed(key, h);
     }
+    /// [`RankTable::prefetch_held`] if `held` (what [`RankTable::may_hold`] said), else a prefetch
+    /// of nothing new: without a branch, as `held` is unpredictable.
+    #[inline(always)]
+    fn prefetch_if(&self, key: u128, h: u64, held: bool) {
+        if held {
+            self.prefetch_held(key, h);
+        }
+    }
     /// [`RankTable::rank_hashed`] of a key [`RankTable::may_hold`] let through.
     #[inline(always)]
     fn rank_held(&self, key: u128, h: u64) -> Option<u32> {
@@ -202,11 +210,9 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
         for len in 3..=longest.min(n - a) {
             let key = key_at(t, len);
             let h = hash(key);
-            if table.may_hold(h) {
-                table.prefetch_held(key, h);
-            } else {
-                absent[a] |= 1 << len;
-            }
+            let held = table.may_hold(h);
+            table.prefetch_if(key, h, held);
+            absent[a] |= u16::from(!held) << len;
         }
     }
     // The parts start at the set bits of `parts` (bit `n`: the end). The part starting at `s` has

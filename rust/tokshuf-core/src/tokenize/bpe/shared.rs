@@ -248,6 +248,11 @@ impl RankTable for SharedTable {
     fn prefetch_hashed(&self, _: u128, h: u64) {
         SharedTable::prefetch_hashed(self, h);
     }
+    /// Slot 0 when not `held`: a line that such prefetches keep cached.
+    #[inline(always)]
+    fn prefetch_if(&self, _: u128, h: u64, held: bool) {
+        self.slots.prefetch(h as usize & usize::from(held).wrapping_neg());
+    }
     #[inline(always)]
     fn rank_hashed(&self, key: u128, h: u64) -> Option<u32> {
         self.get_single(key, h)
