@@ -9,7 +9,9 @@ For each thread count:
 
 * tokshuf, ``.jsonl.zst`` → ``.bin/.idx`` end to end (read, decompress, parse, tokenize, write,
   sync), ``--append-eod``: GPT-2 (``tokenizer.json``), ``tiktoken:r50k_base`` (same ids),
-  ``tiktoken:cl100k_base``;
+  ``tiktoken:cl100k_base``; "threads" are tokenizing workers, and the reader and writer threads
+  run beside them (at one thread, on the second core: CPU% above 100), so at one thread cl100k
+  also runs with the whole process pinned to one core;
 * HF ``tokenizers`` ``encode_batch`` (GPT-2 ``tokenizer.json``) and ``tiktoken``
   ``encode_ordinary_batch`` (r50k_base, cl100k_base): tokenization only, texts preloaded;
 * ``fastokens`` ``encode_batch_flat`` (GPT-2 ``tokenizer.json``, cl100k_base), tokenization only,
@@ -72,12 +74,16 @@ class Result:
         return self.tokens / self.seconds / 1e6
 
 
-def measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, float, str]:
-    """(wall seconds, peak RSS bytes, CPU seconds, stdout) of one child process."""
+def measured(
+    cmd: list[str], env: dict[str, str] | None = None, cpus: set[int] | None = None
+) -> tuple[float, int, float, str]:
+    """(wall seconds, peak RSS bytes, CPU seconds, stdout) of one child process, on ``cpus`` if
+    given (all its threads)."""
     out = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-{os.getpid()}.out"
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     with open(out, "w+") as f:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=f, env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(cmd, stdout=f, env={**os.environ, **(env or {})}, preexec_fn=pin)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -108,7 +114,11 @@ def make_corpus(out_dir: Path, size: str, seed: int) -> tuple[Path, dict[str, An
     return path, manifest
 
 
-def run_tokshuf(corpus: Path, out: Path, name: str, spec: str, threads: int, text_bytes: int) -> Result:
+def run_tokshuf(
+    corpus: Path, out: Path, name: str, spec: str, threads: int, text_bytes: int, one_core: bool = False
+) -> Result:
+    """``threads`` tokenizing workers; the reader and writer threads run beside them, on the
+    other cores unless ``one_core`` pins the whole process to one."""
     prefix = out / f"tokshuf-{name}-{threads}"
     summary = Path(f"{prefix}.json")
     cmd = [
@@ -131,12 +141,13 @@ def run_tokshuf(corpus: Path, out: Path, name: str, spec: str, threads: int, tex
         "--summary",
         str(summary),
     ]
-    wall, rss, cpu, _ = measured(cmd, {"TOKSHUF_NUM_THREADS": str(threads)})
+    cpus = set(sorted(os.sched_getaffinity(0))[:1]) if one_core else None
+    wall, rss, cpu, _ = measured(cmd, {"TOKSHUF_NUM_THREADS": str(threads)}, cpus)
     s = json.loads(summary.read_text())
     bin_path = Path(f"{prefix}_text_document.bin")
     tokens = s["tokens"] - _non_empty_documents(Path(f"{prefix}_text_document.idx"))  # without eods
     result = Result(
-        f"tokshuf {name}",
+        f"tokshuf {name}" + (", whole process on one core" if one_core else ""),
         threads,
         s["seconds"],
         wall,
@@ -340,6 +351,24 @@ def main() -> int:
                 label = f"{threads}t tokshuf {name} / fastokens {name}, median of {len(per_round)} rounds"
                 spread = f"range {min(per_round):.2f}-{max(per_round):.2f}"
                 ratios.append((f"{label} ({spread})", statistics.median(per_round)))
+            if threads == 1:
+                # At one thread the reader (decompression, JSON) and the writer run on the second
+                # core, beside the one tokenizing worker (CPU% > 100): this row pins all of
+                # tokshuf to the core fastokens' one thread has.
+                pinned = run_tokshuf(zst, args.out, "cl100k", "tiktoken:cl100k_base", 1, text_bytes, True)
+                results.append(pinned)
+                checks.append(
+                    (
+                        "1t: tokshuf cl100k on one core ids == on two",
+                        pinned.ids_sha256 == ours["cl100k"].ids_sha256,
+                    )
+                )
+                ratios.append(
+                    (
+                        "1t tokshuf cl100k end to end on one core / fastokens cl100k tokenization only",
+                        pinned.text_mb_s / fk_cl100k.text_mb_s,
+                    )
+                )
         if args.megatron_lm:
             meg = run_megatron(
                 corpus, args.out, args.megatron_lm, args.megatron_python, threads, text_bytes, hf.tokens

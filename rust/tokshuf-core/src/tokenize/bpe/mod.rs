@@ -357,6 +357,7 @@ impl FastBpe {
         self.encode_ordinary_any(text, out, state);
     }
 
+    /// The encoding loop itself, inlined into each compiled variant.
     #[inline(always)]
     fn encode_ordinary_any(&self, text: &str, out: &mut Vec<u32>, state: &mut State) {
         match self.pattern {
