@@ -90,8 +90,9 @@ pub(crate) trait RankTable {
     fn prefetch_held(&self, key: u128, h: u64) {
         self.prefetch_hashed(key, h);
     }
-    /// [`RankTable::prefetch_held`] if `held` (what [`RankTable::may_hold`] said), else a prefetch
-    /// of nothing new: without a branch, as `held` is unpredictable.
+    /// [`RankTable::prefetch_held`] if `held` (what [`RankTable::may_hold`] said). `held` is
+    /// unpredictable, so a table that can should not branch on it (the shared table prefetches a
+    /// line that stays cached instead); this default does.
     #[inline(always)]
     fn prefetch_if(&self, key: u128, h: u64, held: bool) {
         if held {
