@@ -74,38 +74,43 @@ struct Done {
     body: Body,
 }
 
-/// Buffers that finished batches hand back, so that a run's memory is allocated (and its pages
-/// faulted in) once, not batch after batch.
-struct Spares {
-    data: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
-    tokens: (Sender<Vec<u32>>, Receiver<Vec<u32>>),
+/// Buffers of one kind that finished batches hand back, so that a run's memory is allocated
+/// (and its pages faulted in) once, not batch after batch.
+struct Pool<T> {
+    tx: Sender<Vec<T>>,
+    rx: Receiver<Vec<T>>,
     /// Larger buffers (a batch with a huge line) are freed instead.
-    max_bytes: usize,
+    max_len: usize,
+}
+
+impl<T> Pool<T> {
+    fn new(count: usize, max_bytes: usize) -> Pool<T> {
+        let (tx, rx) = bounded(count);
+        Pool { tx, rx, max_len: max_bytes / std::mem::size_of::<T>().max(1) }
+    }
+
+    /// A buffer handed back, or a new empty one.
+    fn take(&self) -> Vec<T> {
+        self.rx.try_recv().unwrap_or_default()
+    }
+
+    fn give(&self, buf: Vec<T>) {
+        if buf.capacity() <= self.max_len {
+            let _ = self.tx.try_send(buf);
+        }
+    }
+}
+
+/// The line batches' bytes and the first key's tokens, reused.
+struct Spares {
+    data: Pool<u8>,
+    tokens: Pool<u32>,
 }
 
 impl Spares {
     fn new(count: usize, batch_bytes: usize) -> Spares {
-        Spares { data: bounded(count), tokens: bounded(count), max_bytes: batch_bytes.saturating_mul(4) }
-    }
-
-    fn data(&self) -> Vec<u8> {
-        self.data.1.try_recv().unwrap_or_default()
-    }
-
-    fn tokens(&self) -> Vec<u32> {
-        self.tokens.1.try_recv().unwrap_or_default()
-    }
-
-    fn give_data(&self, buf: Vec<u8>) {
-        if buf.capacity() <= self.max_bytes {
-            let _ = self.data.0.try_send(buf);
-        }
-    }
-
-    fn give_tokens(&self, buf: Vec<u32>) {
-        if buf.capacity() * 4 <= self.max_bytes {
-            let _ = self.tokens.0.try_send(buf);
-        }
+        let max_bytes = batch_bytes.saturating_mul(4);
+        Spares { data: Pool::new(count, max_bytes), tokens: Pool::new(count, max_bytes) }
     }
 }
 
@@ -173,7 +178,7 @@ fn read_all(
         };
         let mut reader = LineReader::new(path, stream, cfg.batch_bytes, cfg.max_line_bytes).tolerate_corruption();
         loop {
-            match reader.next_batch_in(spares.data()) {
+            match reader.next_batch_in(spares.data.take()) {
                 Ok(Some(batch)) => {
                     let n = batch.len() as u64;
                     let pos = before + counter.load(Ordering::Relaxed).min(size);
@@ -335,16 +340,22 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
                     }
                     let body = match job.item {
                         Item::Lines(batch) => {
-                            let encoded = encode_batch(&batch, rules, tokenizer.as_ref(), &stop.user, spares.tokens());
+                            let encoded =
+                                encode_batch(&batch, rules, tokenizer.as_ref(), &stop.user, spares.tokens.take());
                             let first_line = batch.first_line;
-                            spares.give_data(batch.data);
+                            spares.data.give(batch.data);
                             Body::Encoded { first_line, encoded }
                         }
                         Item::Parsed(parsed) => {
-                            let encoded =
-                                encode_batch_parsed(&parsed, rules, tokenizer.as_ref(), &stop.user, spares.tokens());
+                            let encoded = encode_batch_parsed(
+                                &parsed,
+                                rules,
+                                tokenizer.as_ref(),
+                                &stop.user,
+                                spares.tokens.take(),
+                            );
                             let batch = parsed.into_batch();
-                            spares.give_data(batch.data);
+                            spares.data.give(batch.data);
                             Body::Encoded { first_line: batch.first_line, encoded }
                         }
                         other => Body::Other(other),
@@ -447,7 +458,7 @@ impl Writer<'_> {
                         self.snapshot.documents += encoded.document_lines.len() as u64;
                         self.snapshot.tokens += encoded.keys.iter().map(|k| k.tokens.len() as u64).sum::<u64>();
                         if let Some(key) = encoded.keys.into_iter().next() {
-                            spares.give_tokens(key.tokens);
+                            spares.tokens.give(key.tokens);
                         }
                     }
                     Body::Other(Item::Problem(problem)) => self.problem(path, problem)?,
