@@ -1,22 +1,39 @@
-//! What this CPU can run, asked once per process.
+//! What this x86-64 CPU can run, asked once per process.
+
+const AVX2: u8 = 1;
+const V3: u8 = 2;
+/// Set once the flags are known.
+const KNOWN: u8 = 4;
+
+/// The flags above for this CPU.
+#[inline]
+fn flags() -> u8 {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    static FLAGS: AtomicU8 = AtomicU8::new(0);
+    let f = FLAGS.load(Ordering::Relaxed);
+    if f & KNOWN != 0 {
+        return f;
+    }
+    let avx2 = is_x86_feature_detected!("avx2");
+    let v3 = avx2
+        && is_x86_feature_detected!("bmi1")
+        && is_x86_feature_detected!("bmi2")
+        && is_x86_feature_detected!("lzcnt")
+        && is_x86_feature_detected!("popcnt");
+    let f = KNOWN | if avx2 { AVX2 } else { 0 } | if v3 { V3 } else { 0 };
+    FLAGS.store(f, Ordering::Relaxed);
+    f
+}
+
+/// Whether the CPU has AVX2.
+#[inline]
+pub(crate) fn has_avx2() -> bool {
+    flags() & AVX2 != 0
+}
 
 /// Whether the CPU has x86-64-v3's AVX2, BMI1, BMI2, LZCNT and POPCNT (every x86-64 server
 /// CPU since about 2015).
-#[cfg(target_arch = "x86_64")]
+#[inline]
 pub(crate) fn has_x86_64_v3() -> bool {
-    use std::sync::atomic::{AtomicU8, Ordering};
-    static V3: AtomicU8 = AtomicU8::new(0);
-    match V3.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => {
-            let yes = is_x86_feature_detected!("avx2")
-                && is_x86_feature_detected!("bmi1")
-                && is_x86_feature_detected!("bmi2")
-                && is_x86_feature_detected!("lzcnt")
-                && is_x86_feature_detected!("popcnt");
-            V3.store(1 + u8::from(yes), Ordering::Relaxed);
-            yes
-        }
-    }
+    flags() & V3 != 0
 }

@@ -11,7 +11,8 @@
 
 mod batch;
 mod cache;
-mod cpu;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod cpu;
 mod equiv;
 mod filter;
 mod hf;

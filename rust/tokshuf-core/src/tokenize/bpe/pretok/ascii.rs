@@ -70,17 +70,12 @@ enum Isa {
 }
 
 #[cfg(target_arch = "x86_64")]
+#[inline(always)]
 fn isa() -> Isa {
-    use std::sync::atomic::{AtomicU8, Ordering};
-    static ISA: AtomicU8 = AtomicU8::new(0);
-    match ISA.load(Ordering::Relaxed) {
-        1 => Isa::Sse2,
-        2 => Isa::Avx2,
-        _ => {
-            let isa = if is_x86_feature_detected!("avx2") { Isa::Avx2 } else { Isa::Sse2 };
-            ISA.store(isa as u8 + 1, Ordering::Relaxed);
-            isa
-        }
+    if crate::tokenize::bpe::cpu::has_avx2() {
+        Isa::Avx2
+    } else {
+        Isa::Sse2
     }
 }
 
