@@ -20,7 +20,7 @@ proptest! {
             for seq in doc {
                 w.add_sequence(seq).unwrap();
             }
-            w.end_document();
+            w.end_document().unwrap();
         }
         let summary = w.finish().unwrap();
         let seqs: Vec<&Vec<u32>> = docs.iter().flatten().collect();
@@ -72,7 +72,7 @@ fn merge_is_concatenation() {
             for seq in doc.iter() {
                 w.add_sequence(seq).unwrap();
             }
-            w.end_document();
+            w.end_document().unwrap();
         }
         w.finish().unwrap();
     };
@@ -86,5 +86,42 @@ fn merge_is_concatenation() {
         let merged = std::fs::read(dir.path().join(format!("m.{ext}"))).unwrap();
         let whole = std::fs::read(dir.path().join(format!("whole.{ext}"))).unwrap();
         assert_eq!(merged, whole, "{ext}");
+    }
+}
+
+/// Enough sequences that every `.idx` array goes through the writer's spill files several times.
+#[test]
+fn an_index_larger_than_memory_chunks_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("big");
+    let (docs, item) = (1_600_000u64, 2u64);
+    let seq_len = |s: u64| (s * 7 % 5) as usize;
+    let mut w = IndexedDatasetWriter::create(&prefix, DType::U16, true).unwrap();
+    let mut s = 0u64;
+    for d in 0..docs {
+        // Documents of 0, 1 or 2 sequences.
+        for _ in 0..d % 3 {
+            w.add_sequence_with_mode(&vec![(s % 1000) as u32; seq_len(s)], Some((s % 3) as i8)).unwrap();
+            s += 1;
+        }
+        w.end_document().unwrap();
+    }
+    let summary = w.finish().unwrap();
+    assert_eq!((summary.documents, summary.sequences), (docs, s));
+    assert_eq!(summary.tokens, (0..s).map(|s| seq_len(s) as u64).sum::<u64>());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2, "only the .bin and the .idx remain");
+    let ds = IndexedDataset::open(&prefix, Some(true), Validate::Full).unwrap();
+    assert_eq!(summary.idx_bytes, std::fs::metadata(ds.idx_path()).unwrap().len());
+    assert_eq!((ds.len() as u64, ds.num_documents() as u64), (s, docs));
+    let (mut pointer, mut boundary) = (0u64, 0u64);
+    for i in 0..s {
+        assert_eq!(ds.sequence_length(i as usize) as usize, seq_len(i), "length {i}");
+        assert_eq!(ds.sequence_pointer(i as usize), pointer, "pointer {i}");
+        assert_eq!(ds.sequence_mode(i as usize), Some((i % 3) as i8), "mode {i}");
+        pointer += seq_len(i) as u64 * item;
+    }
+    for d in 0..docs {
+        boundary += d % 3;
+        assert_eq!(ds.document_index(d as usize + 1), boundary, "document {d}");
     }
 }

@@ -127,7 +127,7 @@ impl PyIndexWriter {
     }
 
     fn end_document(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.writer().map(|w| w.end_document()).into_py(py)
+        self.writer().and_then(|w| w.end_document()).into_py(py)
     }
 
     /// Append every document of the dataset at `prefix` (Megatron's `add_index`).

@@ -1,6 +1,7 @@
 //! Megatron-LM's indexed dataset (`MMIDIDX` version 1): a `.bin` of raw token ids and an
 //! `.idx` describing sequences and documents. Byte-compatible with Megatron's writer.
 
+mod column;
 mod format;
 mod merge;
 mod reader;

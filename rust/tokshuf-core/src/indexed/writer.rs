@@ -1,18 +1,18 @@
-//! Streaming writer: the `.bin` grows as sequences arrive, the `.idx` is written at the end.
-//! Both go to temporary names and are renamed only when complete.
+//! Streaming writer: the `.bin` grows as sequences arrive, the `.idx` is written at the end
+//! (from arrays kept on disk meanwhile, see [`Column`]). Both go to temporary names and are
+//! renamed only when complete.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use super::column::{Column, LeChunks, CHUNK};
 use super::format::{Header, HEADER_LEN};
 use super::reader::IndexedDataset;
 use super::{bin_path, idx_path};
 use crate::dtype::DType;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{StreamingFile, TempFile};
-
-const BUF: usize = 8 << 20;
 
 /// What a finished writer produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -38,9 +38,12 @@ pub struct IndexedDatasetWriter {
     idx_tmp: TempFile,
     bin: StreamingFile,
     bin_bytes: u64,
-    lengths: Vec<i32>,
-    document_indices: Vec<u64>,
-    modes: Option<Vec<i8>>,
+    lengths: Column<i32>,
+    document_indices: Column<u64>,
+    /// The last entry of `document_indices`.
+    last_boundary: u64,
+    modes: Option<Column<i8>>,
+    tokens: u64,
     scratch: Vec<u8>,
 }
 
@@ -51,20 +54,28 @@ impl IndexedDatasetWriter {
         if let Some(dir) = prefix.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_path(dir)?;
         }
+        let dir = match prefix.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
         let bin_tmp = TempFile::new(bin_path(&prefix));
         let idx_tmp = TempFile::new(idx_path(&prefix));
         let bin = StreamingFile::new(bin_tmp.create()?);
+        let mut document_indices = Column::new(dir.clone());
+        document_indices.push(0).with_path(idx_tmp.path())?;
         Ok(Self {
             prefix,
             dtype,
+            bin_bytes: 0,
+            lengths: Column::new(dir.clone()),
+            document_indices,
+            last_boundary: 0,
+            modes: multimodal.then(|| Column::new(dir)),
+            tokens: 0,
+            scratch: Vec::new(),
             bin_tmp,
             idx_tmp,
             bin,
-            bin_bytes: 0,
-            lengths: Vec::new(),
-            document_indices: vec![0],
-            modes: multimodal.then(Vec::new),
-            scratch: Vec::new(),
         })
     }
 
@@ -80,19 +91,21 @@ impl IndexedDatasetWriter {
 
     /// Sequences written so far.
     pub fn num_sequences(&self) -> usize {
-        self.lengths.len()
+        self.lengths.len() as usize
     }
 
     fn push_length(&mut self, n: usize, mode: Option<i8>) -> Result<()> {
         let len = i32::try_from(n).map_err(|_| {
             Error::invalid(format!("a sequence of {n} tokens exceeds the format's limit of {} (int32)", i32::MAX))
         })?;
+        let path = self.idx_tmp.path();
         match (&mut self.modes, mode) {
-            (Some(modes), m) => modes.push(m.unwrap_or(0)),
+            (Some(modes), m) => modes.push(m.unwrap_or(0)).with_path(path)?,
             (None, Some(_)) => return Err(Error::invalid("a sequence mode was given to a non-multimodal writer")),
             (None, None) => {}
         }
-        self.lengths.push(len);
+        self.lengths.push(len).with_path(path)?;
+        self.tokens += n as u64;
         Ok(())
     }
 
@@ -136,8 +149,9 @@ impl IndexedDatasetWriter {
     }
 
     /// Close the current document (an empty document repeats the previous boundary, as in Megatron).
-    pub fn end_document(&mut self) {
-        self.document_indices.push(self.lengths.len() as u64);
+    pub fn end_document(&mut self) -> Result<()> {
+        self.last_boundary = self.lengths.len();
+        self.document_indices.push(self.last_boundary).with_path(self.idx_tmp.path())
     }
 
     /// Megatron's `add_document(tokens, lengths)`: the sequences `lengths` cut from `tokens`, then
@@ -156,8 +170,7 @@ impl IndexedDatasetWriter {
             self.add_sequence(seq)?;
             rest = tail;
         }
-        self.end_document();
-        Ok(())
+        self.end_document()
     }
 
     /// Append every document of `other` (Megatron's `add_index`): same dtype required.
@@ -178,12 +191,15 @@ impl IndexedDatasetWriter {
                 if self.modes.is_some() { "multimodal" } else { "not" }
             )));
         }
-        let offset = self.lengths.len() as u64;
+        let offset = self.lengths.len();
         let item = self.dtype.itemsize() as u64;
         for i in 0..other.len() {
             self.push_length(other.sequence_length(i) as usize, other.sequence_mode(i))?;
         }
-        self.document_indices.extend((1..=other.num_documents()).map(|d| offset + other.document_index(d)));
+        for d in 1..=other.num_documents() {
+            self.last_boundary = offset + other.document_index(d);
+            self.document_indices.push(self.last_boundary).with_path(self.idx_tmp.path())?;
+        }
         let bytes = other.bin_mapping().bytes();
         let out = self.bin_tmp.path().to_path_buf();
         if other.is_contiguous() {
@@ -205,25 +221,27 @@ impl IndexedDatasetWriter {
     ///
     /// Sequences added after the last [`end_document`](Self::end_document) form a final document.
     pub fn finish(mut self) -> Result<WriteSummary> {
-        if *self.document_indices.last().expect("leading 0") != self.lengths.len() as u64 {
-            self.end_document();
+        if self.last_boundary != self.lengths.len() {
+            self.end_document()?;
         }
         let bin_path = self.bin_tmp.path().to_path_buf();
         self.bin.finish().with_path(&bin_path)?;
 
         let idx_file = self.idx_tmp.create()?;
         let idx_bytes = write_index(
-            BufWriter::with_capacity(BUF, idx_file),
+            idx_file,
             self.dtype,
-            &self.lengths,
-            &self.document_indices,
-            self.modes.as_deref(),
+            self.lengths.len(),
+            self.document_indices.len(),
+            &mut self.lengths,
+            &mut self.document_indices,
+            self.modes.as_mut().map(|m| m as &mut dyn LeChunks),
         )
         .with_path(self.idx_tmp.path())?;
         let summary = WriteSummary {
-            documents: self.document_indices.len() as u64 - 1,
-            sequences: self.lengths.len() as u64,
-            tokens: self.lengths.iter().map(|&l| l as u64).sum(),
+            documents: self.document_indices.len() - 1,
+            sequences: self.lengths.len(),
+            tokens: self.tokens,
             bin_bytes: self.bin_bytes,
             idx_bytes,
         };
@@ -262,55 +280,60 @@ pub fn write_index_file(
     if modes.is_some_and(|m| m.len() != lengths.len()) {
         return bad("sequence_modes must have one entry per sequence".into());
     }
+    let mut modes = modes;
     let tmp = TempFile::new(path);
     let file = tmp.create()?;
-    let n = write_index(BufWriter::with_capacity(BUF, file), dtype, lengths, document_indices, modes)
-        .with_path(tmp.path())?;
+    let n = write_index(
+        file,
+        dtype,
+        lengths.len() as u64,
+        document_indices.len() as u64,
+        &mut { lengths },
+        &mut { document_indices },
+        modes.as_mut().map(|m| m as &mut dyn LeChunks),
+    )
+    .with_path(tmp.path())?;
     tmp.commit()?;
     Ok(n)
 }
 
+/// Write the header and the arrays (`lengths` twice: as themselves, then as byte offsets) and
+/// sync; the `.idx`'s size.
 fn write_index(
-    mut w: BufWriter<File>,
+    mut file: File,
     dtype: DType,
-    lengths: &[i32],
-    document_indices: &[u64],
-    modes: Option<&[i8]>,
-) -> std::io::Result<u64> {
-    let header = Header { dtype, sequence_count: lengths.len() as u64, document_count: document_indices.len() as u64 };
-    w.write_all(&header.to_bytes())?;
-    let mut chunk = Vec::with_capacity(BUF);
-    let flush = |chunk: &mut Vec<u8>, w: &mut BufWriter<File>| -> std::io::Result<()> {
-        w.write_all(chunk)?;
-        chunk.clear();
-        Ok(())
-    };
-    for &l in lengths {
-        chunk.extend_from_slice(&l.to_le_bytes());
-        if chunk.len() >= BUF - 8 {
-            flush(&mut chunk, &mut w)?;
-        }
-    }
+    sequences: u64,
+    documents: u64,
+    lengths: &mut dyn LeChunks,
+    document_indices: &mut dyn LeChunks,
+    modes: Option<&mut dyn LeChunks>,
+) -> io::Result<u64> {
+    let header = Header { dtype, sequence_count: sequences, document_count: documents };
+    file.write_all(&header.to_bytes())?;
+    let mut copy = |b: &[u8]| file.write_all(b);
+    lengths.each(&mut copy)?;
     let item = dtype.itemsize() as u64;
-    let mut ptr = 0u64;
-    for &l in lengths {
-        chunk.extend_from_slice(&ptr.to_le_bytes());
-        ptr += l as u64 * item;
-        if chunk.len() >= BUF - 8 {
-            flush(&mut chunk, &mut w)?;
+    let (mut ptr, mut out) = (0u64, Vec::with_capacity(2 * CHUNK));
+    lengths.each(&mut |b| {
+        for l in b.chunks_exact(4) {
+            out.extend_from_slice(&ptr.to_le_bytes());
+            ptr += i32::from_le_bytes(l.try_into().expect("4 bytes")) as u64 * item;
         }
-    }
-    for &d in document_indices {
-        chunk.extend_from_slice(&d.to_le_bytes());
-        if chunk.len() >= BUF - 8 {
-            flush(&mut chunk, &mut w)?;
+        if out.len() >= CHUNK {
+            copy(&out)?;
+            out.clear();
         }
-    }
+        Ok(())
+    })?;
+    copy(&out)?;
+    document_indices.each(&mut copy)?;
+    let mut n_modes = 0;
     if let Some(modes) = modes {
-        chunk.extend(modes.iter().map(|&m| m as u8));
+        modes.each(&mut |b| {
+            n_modes += b.len() as u64;
+            copy(b)
+        })?;
     }
-    flush(&mut chunk, &mut w)?;
-    let file = w.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
-    Ok((HEADER_LEN + lengths.len() * 12 + document_indices.len() * 8 + modes.map_or(0, |m| m.len())) as u64)
+    Ok(HEADER_LEN as u64 + sequences * 12 + documents * 8 + n_modes)
 }

@@ -248,7 +248,7 @@ impl Outputs {
                     tok += len as usize;
                 }
                 seq += n_seq as usize;
-                w.end_document();
+                w.end_document()?;
             }
         }
         Ok(())
