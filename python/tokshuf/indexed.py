@@ -202,7 +202,9 @@ class IndexedDatasetWriter:
     """Write an indexed dataset byte-identical to Megatron's ``IndexedDatasetBuilder``.
 
     Files are written under temporary names and appear only when :meth:`finish` succeeds;
-    used as a context manager, an exception discards them.
+    used as a context manager, an exception discards them. Memory does not grow with the
+    dataset: until :meth:`finish`, the index arrays wait in unnamed temporary files beside the
+    output (4 bytes a sequence and 8 a document, and 1 a sequence if multimodal).
 
     Parameters
     ----------

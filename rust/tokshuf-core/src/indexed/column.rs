@@ -1,8 +1,8 @@
 //! The `.idx` arrays of a dataset being written, kept on disk while it grows.
 //!
 //! Megatron's format puts the arrays after the header, so they are known only at the end. Held
-//! in memory they cost 12 bytes a document: 24 GB for two billion documents, and the RSS of a
-//! `preprocess` would grow with its input. A [`Column`] keeps its last chunk in memory and the
+//! in memory they cost 4 bytes a sequence and 8 a document (12 a document in a `preprocess`:
+//! 24 GB for two billion documents), and the RSS of a `preprocess` would grow with its input. A [`Column`] keeps its last chunk in memory and the
 //! rest in an unnamed temporary file beside the output (deleted by the OS when closed, even after
 //! a crash), which the writer reads back once to write the `.idx`.
 
