@@ -51,12 +51,12 @@ impl IndexedDatasetWriter {
     /// Start writing `{prefix}.bin/.idx` with token `dtype`; `multimodal` adds `sequence_modes`.
     pub fn create(prefix: impl AsRef<Path>, dtype: DType, multimodal: bool) -> Result<Self> {
         let prefix = prefix.as_ref().to_path_buf();
-        if let Some(dir) = prefix.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_path(dir)?;
-        }
-        let dir = match prefix.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
+        let dir = match prefix.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).with_path(dir)?;
+                dir.to_path_buf()
+            }
+            None => PathBuf::from("."),
         };
         let bin_tmp = TempFile::new(bin_path(&prefix));
         let idx_tmp = TempFile::new(idx_path(&prefix));
@@ -280,7 +280,7 @@ pub fn write_index_file(
     if modes.is_some_and(|m| m.len() != lengths.len()) {
         return bad("sequence_modes must have one entry per sequence".into());
     }
-    let mut modes = modes;
+    let (mut lengths, mut document_indices, mut modes) = (lengths, document_indices, modes);
     let tmp = TempFile::new(path);
     let file = tmp.create()?;
     let n = write_index(
@@ -288,8 +288,8 @@ pub fn write_index_file(
         dtype,
         lengths.len() as u64,
         document_indices.len() as u64,
-        &mut { lengths },
-        &mut { document_indices },
+        &mut lengths,
+        &mut document_indices,
         modes.as_mut().map(|m| m as &mut dyn LeChunks),
     )
     .with_path(tmp.path())?;
