@@ -125,3 +125,23 @@ fn an_index_larger_than_memory_chunks_round_trips() {
         assert_eq!(ds.document_index(d as usize + 1), boundary, "document {d}");
     }
 }
+
+/// After a write fails part-way (here: the output directory vanished, so the first spill of
+/// the index arrays cannot create its file) the writer refuses to go on, rather than write an
+/// index that misses entries.
+#[test]
+fn a_failed_write_stops_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gone");
+    let mut w = IndexedDatasetWriter::create(out.join("ds"), DType::U16, false).unwrap();
+    // A call refused before it writes anything leaves the writer usable.
+    assert!(!w.add_sequence(&[70_000]).unwrap_err().to_string().contains("earlier write"));
+    w.add_sequence(&[1]).unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
+    let failure = (0..1_000_000).find_map(|_| w.add_sequence(&[]).err()).expect("a spill fails");
+    assert!(matches!(failure, tokshuf_core::Error::Io { .. }), "{failure}");
+    assert!(failure.to_string().contains("gone"), "the error names the directory: {failure}");
+    for later in [w.end_document().unwrap_err(), w.add_sequence(&[1]).unwrap_err(), w.finish().unwrap_err()] {
+        assert!(later.to_string().contains("earlier write"), "{later}");
+    }
+}

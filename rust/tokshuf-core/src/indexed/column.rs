@@ -2,9 +2,10 @@
 //!
 //! Megatron's format puts the arrays after the header, so they are known only at the end. Held
 //! in memory they cost 4 bytes a sequence and 8 a document (12 a document in a `preprocess`:
-//! 24 GB for two billion documents), and the RSS of a `preprocess` would grow with its input. A [`Column`] keeps its last chunk in memory and the
-//! rest in an unnamed temporary file beside the output (deleted by the OS when closed, even after
-//! a crash), which the writer reads back once to write the `.idx`.
+//! 24 GB for two billion documents), and the RSS of a `preprocess` would grow with its input.
+//! A [`Column`] keeps its last chunk in memory and the rest in an unnamed temporary file beside
+//! the output (deleted by the OS when closed, even after a crash), which the writer reads back
+//! once to write the `.idx`.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -51,13 +52,15 @@ impl<T: Elem> LeChunks for &[T] {
     }
 }
 
-/// An append-only array whose values past the last chunk wait in a temporary file.
+/// An append-only array whose values before the last chunk wait in a temporary file.
 #[derive(Debug)]
 pub(super) struct Column<T> {
     /// The newest values, fewer than `CHUNK` bytes of them between pushes.
     tail: Vec<u8>,
     /// The older values, created at the first spill.
     spill: Option<File>,
+    /// Bytes in `spill`.
+    spilled: u64,
     /// Where the spill file goes: the output's directory (a filesystem with room for the output).
     dir: PathBuf,
     len: u64,
@@ -66,7 +69,7 @@ pub(super) struct Column<T> {
 
 impl<T: Elem> Column<T> {
     pub(super) fn new(dir: PathBuf) -> Self {
-        Column { tail: Vec::new(), spill: None, dir, len: 0, _elem: PhantomData }
+        Column { tail: Vec::new(), spill: None, spilled: 0, dir, len: 0, _elem: PhantomData }
     }
 
     pub(super) fn len(&self) -> u64 {
@@ -88,7 +91,10 @@ impl<T: Elem> Column<T> {
             Some(f) => f,
             None => self.spill.insert(tempfile::tempfile_in(&self.dir)?),
         };
+        // At the end whatever an earlier visit did (see `each`).
+        file.seek(SeekFrom::Start(self.spilled))?;
         file.write_all(&self.tail)?;
+        self.spilled += self.tail.len() as u64;
         self.tail.clear();
         Ok(())
     }
@@ -97,18 +103,15 @@ impl<T: Elem> Column<T> {
 impl<T: Elem> LeChunks for Column<T> {
     fn each(&mut self, f: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
         if let Some(file) = &mut self.spill {
-            let end = file.stream_position()?;
             file.seek(SeekFrom::Start(0))?;
             let mut buf = vec![0u8; CHUNK];
-            let mut left = end;
+            let mut left = self.spilled;
             while left > 0 {
                 let n = left.min(CHUNK as u64) as usize;
                 file.read_exact(&mut buf[..n])?;
                 f(&buf[..n])?;
                 left -= n as u64;
             }
-            // Pushes after a visit append, as before it.
-            file.seek(SeekFrom::Start(end))?;
         }
         f(&self.tail)
     }

@@ -45,6 +45,11 @@ pub struct IndexedDatasetWriter {
     modes: Option<Column<i8>>,
     tokens: u64,
     scratch: Vec<u8>,
+    /// A write failed part-way, so the files miss bytes: every later call fails.
+    failed: bool,
+    /// The output's directory, where the index arrays spill (named by their errors: the spill
+    /// files have no name).
+    dir: PathBuf,
 }
 
 impl IndexedDatasetWriter {
@@ -62,7 +67,7 @@ impl IndexedDatasetWriter {
         let idx_tmp = TempFile::new(idx_path(&prefix));
         let bin = StreamingFile::new(bin_tmp.create()?);
         let mut document_indices = Column::new(dir.clone());
-        document_indices.push(0).with_path(idx_tmp.path())?;
+        document_indices.push(0).with_path(&dir)?;
         Ok(Self {
             prefix,
             dtype,
@@ -70,9 +75,11 @@ impl IndexedDatasetWriter {
             lengths: Column::new(dir.clone()),
             document_indices,
             last_boundary: 0,
-            modes: multimodal.then(|| Column::new(dir)),
+            modes: multimodal.then(|| Column::new(dir.clone())),
             tokens: 0,
             scratch: Vec::new(),
+            failed: false,
+            dir,
             bin_tmp,
             idx_tmp,
             bin,
@@ -94,19 +101,43 @@ impl IndexedDatasetWriter {
         self.lengths.len() as usize
     }
 
+    /// Run `step`, unless an earlier one failed on I/O; one that does leaves the writer refusing
+    /// every later call (its files miss bytes). Checks that fail before writing leave it usable.
+    fn checked<T>(&mut self, step: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.usable()?;
+        let result = step(self);
+        self.failed = matches!(result, Err(Error::Io { .. }));
+        result
+    }
+
+    fn usable(&self) -> Result<()> {
+        if self.failed {
+            return Err(Error::invalid(format!(
+                "an earlier write to {} failed: the dataset is incomplete and cannot be continued",
+                self.prefix.display()
+            )));
+        }
+        Ok(())
+    }
+
     fn push_length(&mut self, n: usize, mode: Option<i8>) -> Result<()> {
         let len = i32::try_from(n).map_err(|_| {
             Error::invalid(format!("a sequence of {n} tokens exceeds the format's limit of {} (int32)", i32::MAX))
         })?;
-        let path = self.idx_tmp.path();
-        match (&mut self.modes, mode) {
-            (Some(modes), m) => modes.push(m.unwrap_or(0)).with_path(path)?,
-            (None, Some(_)) => return Err(Error::invalid("a sequence mode was given to a non-multimodal writer")),
-            (None, None) => {}
+        if self.modes.is_none() && mode.is_some() {
+            return Err(Error::invalid("a sequence mode was given to a non-multimodal writer"));
         }
-        self.lengths.push(len).with_path(path)?;
+        if let Some(modes) = &mut self.modes {
+            modes.push(mode.unwrap_or(0)).with_path(&self.dir)?;
+        }
+        self.lengths.push(len).with_path(&self.dir)?;
         self.tokens += n as u64;
         Ok(())
+    }
+
+    fn push_boundary(&mut self, boundary: u64) -> Result<()> {
+        self.last_boundary = boundary;
+        self.document_indices.push(boundary).with_path(&self.dir)
     }
 
     /// Append one sequence of token ids (checked against the dtype's range).
@@ -116,20 +147,22 @@ impl IndexedDatasetWriter {
 
     /// Append one sequence with a mode (multimodal writers; `None` records mode 0).
     pub fn add_sequence_with_mode(&mut self, tokens: &[u32], mode: Option<i8>) -> Result<()> {
-        self.dtype.check_tokens(tokens)?;
-        self.push_length(tokens.len(), mode)?;
-        // Straight from the ids where the dtype stores them as they are (int32).
-        let bytes = match self.dtype.stored_bytes(tokens) {
-            Some(bytes) => bytes,
-            None => {
-                self.scratch.clear();
-                self.dtype.convert_checked(tokens, &mut self.scratch);
-                &self.scratch
-            }
-        };
-        self.bin.write_all(bytes).with_path(self.bin_tmp.path())?;
-        self.bin_bytes += bytes.len() as u64;
-        Ok(())
+        self.checked(|w| {
+            w.dtype.check_tokens(tokens)?;
+            w.push_length(tokens.len(), mode)?;
+            // Straight from the ids where the dtype stores them as they are (int32).
+            let bytes = match w.dtype.stored_bytes(tokens) {
+                Some(bytes) => bytes,
+                None => {
+                    w.scratch.clear();
+                    w.dtype.convert_checked(tokens, &mut w.scratch);
+                    &w.scratch
+                }
+            };
+            w.bin.write_all(bytes).with_path(w.bin_tmp.path())?;
+            w.bin_bytes += bytes.len() as u64;
+            Ok(())
+        })
     }
 
     /// Append one sequence already encoded as little-endian elements of the dtype.
@@ -142,16 +175,17 @@ impl IndexedDatasetWriter {
                 self.dtype
             )));
         }
-        self.push_length(bytes.len() / item, mode)?;
-        self.bin.write_all(bytes).with_path(self.bin_tmp.path())?;
-        self.bin_bytes += bytes.len() as u64;
-        Ok(())
+        self.checked(|w| {
+            w.push_length(bytes.len() / item, mode)?;
+            w.bin.write_all(bytes).with_path(w.bin_tmp.path())?;
+            w.bin_bytes += bytes.len() as u64;
+            Ok(())
+        })
     }
 
     /// Close the current document (an empty document repeats the previous boundary, as in Megatron).
     pub fn end_document(&mut self) -> Result<()> {
-        self.last_boundary = self.lengths.len();
-        self.document_indices.push(self.last_boundary).with_path(self.idx_tmp.path())
+        self.checked(|w| w.push_boundary(w.lengths.len()))
     }
 
     /// Megatron's `add_document(tokens, lengths)`: the sequences `lengths` cut from `tokens`, then
@@ -191,36 +225,38 @@ impl IndexedDatasetWriter {
                 if self.modes.is_some() { "multimodal" } else { "not" }
             )));
         }
-        let offset = self.lengths.len();
-        let item = self.dtype.itemsize() as u64;
-        for i in 0..other.len() {
-            self.push_length(other.sequence_length(i) as usize, other.sequence_mode(i))?;
-        }
-        for d in 1..=other.num_documents() {
-            self.last_boundary = offset + other.document_index(d);
-            self.document_indices.push(self.last_boundary).with_path(self.idx_tmp.path())?;
-        }
-        let bytes = other.bin_mapping().bytes();
-        let out = self.bin_tmp.path().to_path_buf();
-        if other.is_contiguous() {
-            let n = other.data_bytes() as usize;
-            self.bin.write_all(&bytes[..n]).with_path(&out)?;
-            self.bin_bytes += n as u64;
-        } else {
+        self.checked(|w| {
+            let offset = w.lengths.len();
+            let item = w.dtype.itemsize() as u64;
             for i in 0..other.len() {
-                let start = other.sequence_pointer(i) as usize;
-                let n = (u64::from(other.sequence_length(i)) * item) as usize;
-                self.bin.write_all(&bytes[start..start + n]).with_path(&out)?;
-                self.bin_bytes += n as u64;
+                w.push_length(other.sequence_length(i) as usize, other.sequence_mode(i))?;
             }
-        }
-        Ok(())
+            for d in 1..=other.num_documents() {
+                w.push_boundary(offset + other.document_index(d))?;
+            }
+            let bytes = other.bin_mapping().bytes();
+            let out = w.bin_tmp.path().to_path_buf();
+            if other.is_contiguous() {
+                let n = other.data_bytes() as usize;
+                w.bin.write_all(&bytes[..n]).with_path(&out)?;
+                w.bin_bytes += n as u64;
+            } else {
+                for i in 0..other.len() {
+                    let start = other.sequence_pointer(i) as usize;
+                    let n = (u64::from(other.sequence_length(i)) * item) as usize;
+                    w.bin.write_all(&bytes[start..start + n]).with_path(&out)?;
+                    w.bin_bytes += n as u64;
+                }
+            }
+            Ok(())
+        })
     }
 
     /// Write the `.idx`, flush and sync both files and rename them into place.
     ///
     /// Sequences added after the last [`end_document`](Self::end_document) form a final document.
     pub fn finish(mut self) -> Result<WriteSummary> {
+        self.usable()?;
         if self.last_boundary != self.lengths.len() {
             self.end_document()?;
         }
