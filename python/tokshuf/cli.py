@@ -66,7 +66,11 @@ def _add_preprocess(sub: Any) -> None:
         help="a JSON list value is bad input (not_string) instead of a list of sentences",
     )
     p.add_argument(
-        "--max-line-bytes", type=int, default=1 << 30, help="longer lines are bad input (line_too_long)"
+        "--max-line-bytes",
+        type=int,
+        default=1 << 30,
+        help="longer lines are bad input (line_too_long); a line is held whole with its tokens, "
+        "so peak memory grows by about twice the longest line",
     )
     p.add_argument(
         "--progress",

@@ -36,8 +36,10 @@ def preprocess(
 
     The work runs in Rust with the GIL released: a reader thread decompresses and splits lines,
     ``workers`` threads tokenize, and one writer keeps input order, so the output is
-    byte-identical for any ``workers``. Memory is bounded by a few batches, whatever the input
-    size. Ctrl-C stops it and removes every partial output (``KeyboardInterrupt``).
+    byte-identical for any ``workers``. Memory is bounded by a few batches and the longest line
+    (held whole with its tokens: about twice its size), whatever the input size; the index
+    arrays wait on disk until the end. Ctrl-C stops it and removes every partial output
+    (``KeyboardInterrupt``).
 
     Parameters
     ----------
