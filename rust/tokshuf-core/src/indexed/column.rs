@@ -63,23 +63,21 @@ pub(super) struct Column<T> {
     spilled: u64,
     /// Where the spill file goes: the output's directory (a filesystem with room for the output).
     dir: PathBuf,
-    len: u64,
     _elem: PhantomData<T>,
 }
 
 impl<T: Elem> Column<T> {
     pub(super) fn new(dir: PathBuf) -> Self {
-        Column { tail: Vec::new(), spill: None, spilled: 0, dir, len: 0, _elem: PhantomData }
+        Column { tail: Vec::new(), spill: None, spilled: 0, dir, _elem: PhantomData }
     }
 
     pub(super) fn len(&self) -> u64 {
-        self.len
+        (self.spilled + self.tail.len() as u64) / T::SIZE as u64
     }
 
     #[inline]
     pub(super) fn push(&mut self, v: T) -> io::Result<()> {
         v.put(&mut self.tail);
-        self.len += 1;
         if self.tail.len() >= CHUNK {
             self.flush_tail()?;
         }

@@ -43,7 +43,6 @@ pub struct IndexedDatasetWriter {
     /// The last entry of `document_indices`.
     last_boundary: u64,
     modes: Option<Column<i8>>,
-    tokens: u64,
     scratch: Vec<u8>,
     /// A write failed part-way, so the files miss bytes: every later call fails.
     failed: bool,
@@ -76,7 +75,6 @@ impl IndexedDatasetWriter {
             document_indices,
             last_boundary: 0,
             modes: multimodal.then(|| Column::new(dir.clone())),
-            tokens: 0,
             scratch: Vec::new(),
             failed: false,
             dir,
@@ -131,7 +129,6 @@ impl IndexedDatasetWriter {
             modes.push(mode.unwrap_or(0)).with_path(&self.dir)?;
         }
         self.lengths.push(len).with_path(&self.dir)?;
-        self.tokens += n as u64;
         Ok(())
     }
 
@@ -277,7 +274,7 @@ impl IndexedDatasetWriter {
         let summary = WriteSummary {
             documents: self.document_indices.len() - 1,
             sequences: self.lengths.len(),
-            tokens: self.tokens,
+            tokens: self.bin_bytes / self.dtype.itemsize() as u64,
             bin_bytes: self.bin_bytes,
             idx_bytes,
         };
