@@ -354,16 +354,50 @@ def test_tiktoken_file_and_pattern_names(tmp_path: Path, ours: dict[str, BpeEnco
 
 
 def test_unsupported_hf_files_say_why(tmp_path: Path) -> None:
+    path = tmp_path / "file.json"
+    cases: list[tuple[str, str]] = []
+    data = json.loads(hf_json_with_pattern(None))
+    data["normalizer"] = {"type": "NFKC"}
+    cases.append((json.dumps(data), "NFKC"))
+    cases.append((hf_json_with_pattern(r"(?<=a)b|\w+"), r"\(\?<"))
+    data = json.loads(hf_json_with_pattern(None))
+    data["model"]["type"] = "WordPiece"
+    cases.append((json.dumps(data), "WordPiece"))
+    data = json.loads(hf_json_with_pattern(None))
+    data["truncation"] = {"max_length": 8}
+    cases.append((json.dumps(data), "truncation"))
+    for text, reason in cases:
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=reason):
+            BpeEncoder.from_hf_file(path)
+
+
+def test_pipelines_beyond_the_openai_families_match_tokenizers(tmp_path: Path) -> None:
+    """GPT-2's vocabulary behind pre-tokenizers no OpenAI encoding has: ours (a compiled
+    automaton, steps, a prefix space) against ``tokenizers`` on the same file."""
+    variants: dict[str, Any] = {}
     data = json.loads(hf_json_with_pattern(None))
     data["pre_tokenizer"]["add_prefix_space"] = True
-    path = tmp_path / "prefix.json"
-    path.write_text(json.dumps(data))
-    with pytest.raises(ConfigError, match="add_prefix_space"):
-        BpeEncoder.from_hf_file(path)
-    data = json.loads(hf_json_with_pattern(r"\w+|\s+"))
-    path.write_text(json.dumps(data))
-    with pytest.raises(ConfigError, match="no fast scanner"):
-        BpeEncoder.from_hf_file(path)
+    variants["prefix space"] = data
+    variants["words"] = json.loads(hf_json_with_pattern(r"\w+|\s+|[^\w\s]+"))
+    data = json.loads(hf_json_with_pattern(None))
+    data["pre_tokenizer"] = {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Digits", "individual_digits": True},
+            {"type": "Split", "pattern": {"String": "-"}, "behavior": "MergedWithNext", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        ],
+    }
+    variants["steps"] = data
+    texts = [*EDGE_CASES, "well-known x-ray 2024-01-05 a--b -lead trail-", "  two  spaces  ", "1234567"]
+    for name, data in variants.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(data))
+        ours = BpeEncoder.from_hf_file(path, special_tokens_in_text=True)
+        ref = tokenizers.Tokenizer.from_file(str(path))
+        for text in texts:
+            assert_same(ours.encode(text), ref.encode(text, add_special_tokens=False).ids, f"{name}: {text[:50]}")
 
 
 def test_lone_surrogates_are_rejected(ours: dict[str, BpeEncoder]) -> None:

@@ -60,7 +60,8 @@ fn encode_each(name: &str, pieces: &[&str]) -> (f64, u64) {
 /// Split every text (a separate function, so profilers can isolate it).
 #[inline(never)]
 fn split_all(enc: &FastBpe, texts: &[String]) -> usize {
-    texts.iter().map(|t| enc.split(t).len()).sum()
+    let pattern = enc.pattern().expect("an encoding with a split pattern");
+    texts.iter().map(|t| pattern.split(t).len()).sum()
 }
 
 fn main() {
@@ -94,7 +95,8 @@ fn main() {
         if std::env::var("MODE").as_deref() == Ok("miss") {
             // Every distinct piece once, on a fresh encoder: the cost of a cache miss.
             let mut seen = std::collections::HashSet::new();
-            let distinct: Vec<&str> = texts.iter().flat_map(|t| enc.split(t)).filter(|p| seen.insert(*p)).collect();
+            let pattern = enc.pattern().expect("an encoding with a split pattern");
+            let distinct: Vec<&str> = texts.iter().flat_map(|t| pattern.split(t)).filter(|p| seen.insert(*p)).collect();
             let (secs, misses) = encode_each(&name, &distinct);
             println!(
                 "{name:>12}: {} distinct pieces, {misses} misses: {:.0} ns per piece, {:.0} ns per miss (upper bound)",

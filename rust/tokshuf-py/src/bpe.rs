@@ -20,7 +20,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// Exact byte-level BPE (GPT-2/r50k/p50k, cl100k, Llama 3, o200k) with a fast pre-tokenizer.
+/// Exact byte-level BPE: the OpenAI encodings, rank files, and the `tokenizer.json` files whose
+/// pipeline it reproduces.
 #[pyclass(frozen, module = "tokshuf._core", name = "BpeEncoder")]
 pub struct PyBpeEncoder {
     inner: Arc<FastBpe>,
@@ -106,12 +107,13 @@ impl PyBpeEncoder {
 
     /// The pieces the pre-tokenizer splits `text` into.
     fn split(&self, text: &str) -> Vec<String> {
-        self.inner.split(text).into_iter().map(str::to_string).collect()
+        self.inner.split(text)
     }
 
+    /// How text is split into pieces: a split pattern's name (`cl100k`), or `regex`, ...
     #[getter]
-    fn pattern(&self) -> &'static str {
-        self.inner.pattern().name()
+    fn pattern(&self) -> String {
+        self.inner.pre_tokenizer()
     }
 
     #[getter]
@@ -126,7 +128,7 @@ impl PyBpeEncoder {
 
     #[getter]
     fn special_tokens(&self) -> HashMap<String, u32> {
-        self.inner.special_tokens().iter().cloned().collect()
+        self.inner.special_tokens().into_iter().collect()
     }
 
     /// The tokenizer's identity as a JSON string.

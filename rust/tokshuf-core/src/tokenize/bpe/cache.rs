@@ -142,6 +142,8 @@ pub(crate) struct State {
     pub stats: Stats,
     /// The thread that used it last.
     pub owner: Option<std::thread::ThreadId>,
+    /// Piece spans of a split made of several steps (reused).
+    pub spans: Vec<(usize, usize)>,
 }
 
 /// Counters of one thread's cache.
@@ -175,6 +177,7 @@ impl State {
             cfg,
             stats: Stats::default(),
             owner: None,
+            spans: Vec::new(),
         }
     }
 

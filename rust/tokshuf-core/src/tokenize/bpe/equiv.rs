@@ -5,7 +5,8 @@
 //! before merging starts, and the seeded shared table answers it in one load. A merge list
 //! needs the ids of both parts, known only as merging goes. The two agree, piece for piece, when:
 //!
-//! 1. every token of two or more bytes is made by exactly one listed merge,
+//! 1. every token of two or more units (bytes; characters for SentencePiece-style
+//!    vocabularies) is made by exactly one listed merge,
 //! 2. list priority grows with the id made (so comparing ids compares priorities), and
 //! 3. every such token, merged on its own, comes out as itself.
 //!
@@ -41,7 +42,7 @@ fn list_is_ranks(vocab: &Vocab) -> bool {
     }
     let mut last = None;
     for id in 0..vocab.id_bound() {
-        let multi = vocab.token(id).len() >= 2;
+        let multi = vocab.units_len(id) >= 2;
         let p = prio[id as usize];
         if multi != (p != u32::MAX) {
             return false; // a token no merge makes, or a merge making a single byte
@@ -56,7 +57,7 @@ fn list_is_ranks(vocab: &Vocab) -> bool {
     // 3.
     let mut scratch = MergeScratch::default();
     let mut ids = Vec::new();
-    (0..vocab.id_bound()).filter(|&id| vocab.token(id).len() >= 2).all(|id| {
+    (0..vocab.id_bound()).filter(|&id| vocab.units_len(id) >= 2).all(|id| {
         ids.clear();
         encode_piece(vocab, vocab.short_table(), vocab.token(id), &mut ids, &mut scratch);
         ids == [id]

@@ -1,15 +1,28 @@
-//! Hugging Face `tokenizer.json` files that the fast encoder reproduces exactly: a byte-level
-//! `BPE` model, no normalizer, and a pre-tokenizer that is either `ByteLevel(use_regex=true)`
-//! (GPT-2's split) or `Sequence[Split(Regex(p), Isolated), ByteLevel(use_regex=false)]` with `p`
-//! one of the known patterns. Anything else is [`Unsupported`], and callers use the
-//! `tokenizers` crate instead.
+//! Hugging Face `tokenizer.json` files that the fast encoder reproduces exactly, decided from
+//! the file's structure: a BPE model over a pipeline made of components it implements.
+//!
+//! - normalizers: none, NFC, Lowercase, Prepend, Replace of a plain string, and sequences;
+//! - pre-tokenizers: `ByteLevel` (GPT-2's regex or none; `add_prefix_space` when it comes
+//!   first), `Split` by any regex the [`Automaton`] compiles (the OpenAI families' patterns take
+//!   their hand-written scanners) or string, with any behavior, `Digits`, and sequences;
+//! - models: byte-level BPE, and BPE over characters with `byte_fallback` or an unknown token
+//!   (SentencePiece conversions: `Prepend("▁")` + `Replace(" ", "▁")`, or `Metaspace`), whose
+//!   merges run as a rank table when they provably merge like one; `ignore_merges`;
+//! - added tokens, special or not, matched in the raw or the normalized text, with their flags.
+//!
+//! Anything else is [`Unsupported`], naming the first component that is not implemented, and
+//! callers use the `tokenizers` crate instead.
 
 use serde_json::Value;
 
+use super::added::AddedToken;
+use super::normalize::{Normalizer, Step as NormStep};
 use super::pattern::Pattern;
-use super::vocab::{FastMap, Merges};
+use super::pretok::split::{Behavior, Matcher, Prefix, PrependScheme, SplitStep, Splitter};
+use super::pretok::Automaton;
+use super::vocab::{Fallback, FastMap, Merges, Units};
 
-/// Why a `tokenizer.json` cannot take the fast path.
+/// Why a `tokenizer.json` cannot take the fast path: the first component it does not implement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unsupported(pub String);
 
@@ -24,11 +37,17 @@ impl std::error::Error for Unsupported {}
 /// What a supported file describes.
 pub(crate) struct HfBpe {
     pub tokens: Vec<(Vec<u8>, u32)>,
+    /// What merging starts from: bytes, or characters (then the tokens are plain text).
+    pub units: Units,
     pub merges: Merges,
-    pub pattern: Pattern,
     /// `BPE.ignore_merges`: a piece that is a token encodes to that token (tiktoken's rule).
     pub ignore_merges: bool,
-    pub specials: Vec<(String, u32)>,
+    pub normalizer: Normalizer,
+    pub prefix: Prefix,
+    pub splitter: Splitter,
+    /// Added tokens with the ids `tokenizers` gives them, and the text each is matched by
+    /// (normalized for the `normalized` ones).
+    pub added: Vec<(AddedToken, String)>,
 }
 
 fn unsupported<T>(msg: impl Into<String>) -> Result<T, Unsupported> {
@@ -63,78 +82,304 @@ fn decode(s: &str, inverse: &FastMap<char, u8>) -> Option<Vec<u8>> {
     s.chars().map(|c| inverse.get(&c).copied()).collect()
 }
 
-fn is_null_or(v: Option<&Value>, ok: impl Fn(&Value) -> bool) -> bool {
-    v.is_none_or(|v| v.is_null() || ok(v))
+fn kind(v: &Value) -> &str {
+    v.get("type").and_then(Value::as_str).unwrap_or("(no type)")
 }
 
-fn byte_level(v: &Value, use_regex: bool) -> Result<(), Unsupported> {
-    if v.get("type").and_then(Value::as_str) != Some("ByteLevel") {
-        return unsupported(format!("pre-tokenizer {} is not ByteLevel", v.get("type").unwrap_or(&Value::Null)));
-    }
-    if v.get("add_prefix_space").and_then(Value::as_bool).unwrap_or(true) {
-        return unsupported("ByteLevel add_prefix_space=true");
-    }
-    if v.get("use_regex").and_then(Value::as_bool).unwrap_or(true) != use_regex {
-        return unsupported(format!("ByteLevel use_regex={}", !use_regex));
-    }
-    Ok(())
+fn flag(v: &Value, key: &str, default: bool) -> bool {
+    v.get(key).and_then(Value::as_bool).unwrap_or(default)
 }
 
-fn pre_tokenizer(v: &Value) -> Result<Pattern, Unsupported> {
-    match v.get("type").and_then(Value::as_str) {
-        Some("ByteLevel") => {
-            byte_level(v, true)?;
-            Ok(Pattern::Gpt2)
+/// The components of a normalizer or pre-tokenizer, with sequences flattened.
+fn flatten<'a>(v: &'a Value, list_key: &str, out: &mut Vec<&'a Value>) {
+    if v.is_null() {
+        return;
+    }
+    if kind(v) == "Sequence" {
+        for c in v.get(list_key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
+            flatten(c, list_key, out);
         }
-        Some("Sequence") => {
-            let steps = v.get("pretokenizers").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-            let [split, bl] = steps else {
-                return unsupported("a pre-tokenizer Sequence other than [Split, ByteLevel]");
-            };
-            if split.get("type").and_then(Value::as_str) != Some("Split") {
-                return unsupported("a pre-tokenizer Sequence other than [Split, ByteLevel]");
+    } else {
+        out.push(v);
+    }
+}
+
+fn normalizer(v: &Value) -> Result<Normalizer, Unsupported> {
+    let mut parts = Vec::new();
+    flatten(v, "normalizers", &mut parts);
+    let mut steps = Vec::new();
+    for n in parts {
+        steps.push(match kind(n) {
+            "NFC" => NormStep::Nfc,
+            "Lowercase" => NormStep::Lowercase,
+            "Prepend" => match n.get("prepend").and_then(Value::as_str) {
+                Some("") => continue,
+                Some(p) => NormStep::Prepend(p.to_string()),
+                None => return unsupported("a Prepend normalizer without its string"),
+            },
+            "Replace" => {
+                let (Some(from), Some(to)) =
+                    (n.pointer("/pattern/String").and_then(Value::as_str), n.get("content").and_then(Value::as_str))
+                else {
+                    return unsupported("a Replace normalizer by a regex");
+                };
+                if from.is_empty() {
+                    return unsupported("a Replace normalizer of the empty string");
+                }
+                NormStep::Replace { from: from.to_string(), to: to.to_string() }
             }
-            let Some(regex) = split.pointer("/pattern/Regex").and_then(Value::as_str) else {
-                return unsupported("Split by a string, not a regex");
-            };
-            if split.get("behavior").and_then(Value::as_str) != Some("Isolated")
-                || split.get("invert").and_then(Value::as_bool).unwrap_or(false)
-            {
-                return unsupported("Split behavior other than Isolated, or inverted");
-            }
-            byte_level(bl, false)?;
-            Pattern::from_regex(regex).ok_or_else(|| Unsupported(format!("split regex {regex:?} has no fast scanner")))
+            other => return unsupported(format!("the normalizer {other}")),
+        });
+    }
+    Ok(Normalizer::new(steps))
+}
+
+/// A split regex: the hand-written scanner of a known family, else a compiled automaton.
+fn matcher(regex: &str) -> Result<Matcher, Unsupported> {
+    if let Some(p) = Pattern::from_regex(regex) {
+        return Ok(Matcher::Scanner(p));
+    }
+    let a = Automaton::new(regex).map_err(|e| Unsupported(format!("the split regex {regex:?}: {}", e.0)))?;
+    Ok(Matcher::Regex(std::sync::Arc::new(a)))
+}
+
+/// The pre-tokenizer: the transform of each stretch of text, how it is split, and whether the
+/// model's vocabulary is byte-level (a `ByteLevel` step maps bytes to characters last).
+fn pre_tokenizer(v: &Value) -> Result<(Prefix, Splitter, bool), Unsupported> {
+    let mut parts = Vec::new();
+    flatten(v, "pretokenizers", &mut parts);
+    let mut prefix = Prefix::None;
+    let mut steps = Vec::new();
+    let mut byte_level = false;
+    let mut metaspace_split = None;
+    for (i, p) in parts.iter().enumerate() {
+        if byte_level {
+            return unsupported(format!("the pre-tokenizer {} after ByteLevel", kind(p)));
         }
-        other => unsupported(format!("pre-tokenizer type {}", other.unwrap_or("null"))),
+        match kind(p) {
+            "ByteLevel" => {
+                byte_level = true;
+                if flag(p, "add_prefix_space", false) {
+                    if i > 0 {
+                        return unsupported("ByteLevel add_prefix_space after another pre-tokenizer");
+                    }
+                    prefix = Prefix::Space;
+                }
+                if flag(p, "use_regex", true) {
+                    steps.push(SplitStep {
+                        matcher: Matcher::Scanner(Pattern::Gpt2),
+                        behavior: Behavior::Isolated,
+                        invert: false,
+                    });
+                }
+            }
+            "Split" => {
+                let m = match (p.pointer("/pattern/Regex"), p.pointer("/pattern/String")) {
+                    (Some(Value::String(r)), _) => matcher(r)?,
+                    (_, Some(Value::String(s))) if !s.is_empty() => matcher(&regex_syntax::escape(s))?,
+                    _ => return unsupported("a Split by the empty string or without a pattern"),
+                };
+                let name = p.get("behavior").and_then(Value::as_str).unwrap_or("");
+                let behavior =
+                    Behavior::from_name(name).ok_or_else(|| Unsupported(format!("the Split behavior {name:?}")))?;
+                steps.push(SplitStep { matcher: m, behavior, invert: flag(p, "invert", false) });
+            }
+            "Digits" => steps.push(SplitStep {
+                matcher: matcher(r"\p{N}")?,
+                behavior: if flag(p, "individual_digits", false) { Behavior::Isolated } else { Behavior::Contiguous },
+                invert: false,
+            }),
+            "Metaspace" => {
+                if i > 0 || !steps.is_empty() {
+                    return unsupported("Metaspace after another pre-tokenizer");
+                }
+                let Some(mark) = p.get("replacement").and_then(Value::as_str).and_then(single_char) else {
+                    return unsupported("a Metaspace replacement that is not one character");
+                };
+                let scheme = match p.get("prepend_scheme").and_then(Value::as_str) {
+                    None | Some("always") => PrependScheme::Always,
+                    Some("first") => PrependScheme::First,
+                    Some("never") => PrependScheme::Never,
+                    Some(other) => return unsupported(format!("the Metaspace prepend_scheme {other:?}")),
+                };
+                prefix = Prefix::Metaspace { mark, scheme };
+                if flag(p, "split", true) {
+                    metaspace_split = Some(mark);
+                }
+            }
+            other => return unsupported(format!("the pre-tokenizer {other}")),
+        }
+    }
+    let splitter = match (metaspace_split, steps.as_slice()) {
+        (Some(mark), []) => Splitter::Marks(mark),
+        (Some(_), _) => return unsupported("Metaspace with other pre-tokenizers"),
+        (None, []) => Splitter::Whole,
+        (None, [one]) => simple(one).unwrap_or_else(|| Splitter::Steps(steps.clone().into())),
+        (None, _) => Splitter::Steps(steps.into()),
+    };
+    Ok((prefix, splitter, byte_level))
+}
+
+/// The single-cursor form of a one-step split, where there is one: its pieces are the matches
+/// and the text between them, in order (an inverted `Removed` keeps exactly these when the
+/// pattern matches everywhere).
+fn simple(step: &SplitStep) -> Option<Splitter> {
+    let isolated = match (step.behavior, step.invert) {
+        (Behavior::Isolated, _) => true,
+        (Behavior::Removed, true) => match &step.matcher {
+            Matcher::Scanner(_) => true,
+            Matcher::Regex(a) => a.covers(),
+        },
+        _ => false,
+    };
+    isolated.then(|| match &step.matcher {
+        Matcher::Scanner(p) => Splitter::Scanner(*p),
+        Matcher::Regex(a) => Splitter::Regex(a.clone()),
+    })
+}
+
+fn single_char(s: &str) -> Option<char> {
+    let mut c = s.chars();
+    match (c.next(), c.next()) {
+        (Some(ch), None) => Some(ch),
+        _ => None,
+    }
+}
+
+/// The parts of a `tokenizer.json` the encoder reads. The model's vocabulary and merges are
+/// read straight into lists (a generic JSON value of a 150,000-entry object is a tree map
+/// that takes longer to build than the encoder does).
+#[derive(serde::Deserialize)]
+struct FileJson {
+    #[serde(default)]
+    normalizer: Value,
+    #[serde(default)]
+    pre_tokenizer: Value,
+    #[serde(default)]
+    added_tokens: Vec<Value>,
+    #[serde(default)]
+    truncation: Value,
+    #[serde(default)]
+    padding: Value,
+    #[serde(default)]
+    model: ModelJson,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ModelJson {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    vocab: Entries,
+    #[serde(default)]
+    merges: Entries,
+    #[serde(default)]
+    dropout: Option<f64>,
+    #[serde(default)]
+    continuing_subword_prefix: Option<String>,
+    #[serde(default)]
+    end_of_word_suffix: Option<String>,
+    #[serde(default)]
+    ignore_merges: Option<bool>,
+    #[serde(default)]
+    byte_fallback: Option<bool>,
+    #[serde(default)]
+    unk_token: Option<String>,
+    #[serde(default)]
+    fuse_unk: Option<bool>,
+}
+
+/// A vocabulary (`{"token": id}`) or merge list (`["a b"]` or `[["a", "b"]]`) as read, or what
+/// else the field held (another model's format).
+#[derive(Default)]
+enum Entries {
+    #[default]
+    Missing,
+    Vocab(Vec<(String, Value)>),
+    Merges(Vec<(String, Option<String>)>),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Entries, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Entries;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a vocabulary or a merge list")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Entries, A::Error> {
+                let mut v = Vec::with_capacity(m.size_hint().unwrap_or(0));
+                while let Some(e) = m.next_entry::<String, Value>()? {
+                    v.push(e);
+                }
+                Ok(Entries::Vocab(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Entries, A::Error> {
+                let mut v = Vec::with_capacity(s.size_hint().unwrap_or(0));
+                let mut other = false;
+                while let Some(e) = s.next_element::<Value>()? {
+                    match e {
+                        Value::String(a) => v.push((a, None)),
+                        Value::Array(pair) => match <[Value; 2]>::try_from(pair) {
+                            Ok([Value::String(a), Value::String(b)]) => v.push((a, Some(b))),
+                            _ => other = true,
+                        },
+                        _ => other = true,
+                    }
+                }
+                Ok(if other { Entries::Other } else { Entries::Merges(v) })
+            }
+            fn visit_unit<E>(self) -> Result<Entries, E> {
+                Ok(Entries::Missing)
+            }
+            fn visit_none<E>(self) -> Result<Entries, E> {
+                Ok(Entries::Missing)
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
 /// Read a `tokenizer.json`'s text.
 pub(crate) fn parse(json: &str) -> Result<HfBpe, Unsupported> {
-    let root: Value = serde_json::from_str(json).map_err(|e| Unsupported(format!("invalid JSON: {e}")))?;
-    if !root.get("normalizer").is_none_or(Value::is_null) {
-        return unsupported("a normalizer");
+    let root: FileJson = serde_json::from_str(json).map_err(|e| Unsupported(format!("invalid JSON: {e}")))?;
+    for (key, v) in [("truncation", &root.truncation), ("padding", &root.padding)] {
+        if !v.is_null() {
+            return unsupported(format!("{key} set in the file (it changes the ids of encode)"));
+        }
     }
-    let pattern = pre_tokenizer(root.get("pre_tokenizer").unwrap_or(&Value::Null))?;
-    let model = root.get("model").unwrap_or(&Value::Null);
-    if model.get("type").and_then(Value::as_str) != Some("BPE") {
-        return unsupported(format!("model type {}", model.get("type").unwrap_or(&Value::Null)));
+    let normalizer = normalizer(&root.normalizer)?;
+    let (prefix, splitter, byte_level) = pre_tokenizer(&root.pre_tokenizer)?;
+    if let (Prefix::Metaspace { scheme: PrependScheme::First, .. }, true) =
+        (&prefix, normalizer.steps().iter().any(|s| matches!(s, NormStep::Replace { to, .. } if to.is_empty())))
+    {
+        return unsupported("Metaspace prepend_scheme \"first\" after a normalizer that removes text");
     }
-    if !is_null_or(model.get("dropout"), |_| false) {
+    let model = &root.model;
+    match model.kind.as_deref() {
+        None | Some("BPE") => {}
+        Some(other) => return unsupported(format!("the model {other}")),
+    }
+    if model.dropout.is_some_and(|d| d != 0.0) {
         return unsupported("BPE dropout");
     }
-    let empty = |k: &str| is_null_or(model.get(k), |v| v.as_str() == Some(""));
-    if !empty("continuing_subword_prefix") || !empty("end_of_word_suffix") {
+    let empty = |v: &Option<String>| v.as_deref().is_none_or(str::is_empty);
+    if !empty(&model.continuing_subword_prefix) || !empty(&model.end_of_word_suffix) {
         return unsupported("a subword prefix or end-of-word suffix");
     }
-    let ignore_merges = model.get("ignore_merges").and_then(Value::as_bool).unwrap_or(false);
+    let ignore_merges = model.ignore_merges.unwrap_or(false);
 
     let chars = byte_chars();
     let inverse: FastMap<char, u8> = chars.iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
-    let Some(vocab) = model.get("vocab").and_then(Value::as_object) else {
-        return unsupported("no BPE vocab");
+    let Entries::Vocab(vocab) = &model.vocab else {
+        return unsupported("a BPE model without a vocabulary object");
     };
+    if !byte_level {
+        return chars_model(model, vocab, &root.added_tokens, normalizer, prefix, splitter, ignore_merges);
+    }
     let mut ids: FastMap<&str, u32> = FastMap::default();
+    ids.reserve(vocab.len());
     let mut tokens = Vec::with_capacity(vocab.len());
     for (s, id) in vocab {
         let Some(id) = id.as_u64().and_then(|i| u32::try_from(i).ok()) else {
@@ -143,60 +388,146 @@ pub(crate) fn parse(json: &str) -> Result<HfBpe, Unsupported> {
         let Some(bytes) = decode(s, &inverse) else {
             return unsupported(format!("vocab token {s:?} is not byte-level"));
         };
+        // Repeated keys: the last one counts, as in `tokenizers`.
         ids.insert(s.as_str(), id);
         tokens.push((bytes, id));
     }
-    // Added tokens: special ones are matched only on request; others would always be split out
-    // by `tokenizers`, which this encoder does not reproduce.
-    let mut specials = Vec::new();
-    for t in root.get("added_tokens").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
-        let (Some(content), Some(id)) = (t.get("content").and_then(Value::as_str), t.get("id").and_then(Value::as_u64))
-        else {
-            return unsupported("an added token without content or id");
-        };
-        let id = u32::try_from(id).map_err(|_| Unsupported(format!("added token id {id}")))?;
-        if !t.get("special").and_then(Value::as_bool).unwrap_or(false) {
-            return unsupported(format!("non-special added token {content:?}"));
-        }
-        for flag in ["single_word", "lstrip", "rstrip"] {
-            if t.get(flag).and_then(Value::as_bool).unwrap_or(false) {
-                return unsupported(format!("added token {content:?} with {flag}"));
-            }
-        }
-        if let Some(&vid) = ids.get(content) {
-            if vid != id {
-                return unsupported(format!("added token {content:?} has id {id} but vocab id {vid}"));
-            }
-        }
-        specials.push((content.to_string(), id));
-    }
-    // Special tokens also listed in the vocab (as the GPT-2 file does) are not BPE tokens.
-    tokens.retain(|(_, id)| !specials.iter().any(|s| s.1 == *id));
+    let added = added_tokens(&root.added_tokens, &ids, ids.len(), &normalizer)?;
+    // Added tokens also listed in the vocab (as GPT-2's `<|endoftext|>` is) are matched whole,
+    // never made by merging.
+    let added_ids: std::collections::HashSet<u32> = added.iter().map(|(t, _)| t.id).collect();
+    tokens.retain(|(_, id)| !added_ids.contains(id));
 
-    let Some(merges) = model.get("merges").and_then(Value::as_array) else {
-        return unsupported("no BPE merges");
+    let merges = merges(&model.merges, &ids)?;
+    Ok(HfBpe { tokens, units: Units::Bytes, merges, ignore_merges, normalizer, prefix, splitter, added })
+}
+
+/// A BPE over characters (no `ByteLevel` step): SentencePiece models converted by
+/// `transformers`. Characters outside the vocabulary become `<0xNN>` byte tokens
+/// (`byte_fallback`) or the unknown token, which no merge may involve.
+fn chars_model(
+    model: &ModelJson,
+    vocab: &[(String, Value)],
+    added_list: &[Value],
+    normalizer: Normalizer,
+    prefix: Prefix,
+    splitter: Splitter,
+    ignore_merges: bool,
+) -> Result<HfBpe, Unsupported> {
+    if !matches!(splitter, Splitter::Whole | Splitter::Marks(_)) {
+        return unsupported("a BPE model over characters after a Split pre-tokenizer");
+    }
+    let mut ids: FastMap<&str, u32> = FastMap::default();
+    for (s, id) in vocab {
+        let Some(id) = id.as_u64().and_then(|i| u32::try_from(i).ok()) else {
+            return unsupported(format!("vocab id of {s:?} is not a u32"));
+        };
+        ids.insert(s.as_str(), id);
+    }
+    let added = added_tokens(added_list, &ids, ids.len(), &normalizer)?;
+    let mut reserved: std::collections::HashSet<u32> = added.iter().map(|(t, _)| t.id).collect();
+    let fallback = if model.byte_fallback.unwrap_or(false) {
+        let mut bytes = Box::new([0u32; 256]);
+        for (b, slot) in bytes.iter_mut().enumerate() {
+            let name = format!("<0x{b:02X}>");
+            *slot = *ids
+                .get(name.as_str())
+                .ok_or_else(|| Unsupported(format!("byte_fallback without the token {name}")))?;
+        }
+        reserved.extend(bytes.iter().copied());
+        Fallback::Bytes(bytes)
+    } else {
+        let unk = model.unk_token.as_deref().and_then(|u| ids.get(u).copied());
+        let Some(id) = unk else {
+            return unsupported("a BPE model over characters with neither byte_fallback nor an unknown token");
+        };
+        Fallback::Unk { id, fuse: model.fuse_unk.unwrap_or(false) }
+    };
+    let tokens: Vec<(Vec<u8>, u32)> =
+        ids.iter().filter(|(_, id)| !reserved.contains(id)).map(|(s, &id)| (s.as_bytes().to_vec(), id)).collect();
+    let merges = merges(&model.merges, &ids)?;
+    if let Merges::List(pairs) = &merges {
+        let touches = |id: u32| reserved.contains(&id) || matches!(fallback, Fallback::Unk { id: u, .. } if u == id);
+        if pairs.iter().any(|(&k, &v)| touches((k >> 32) as u32) || touches(k as u32) || touches(v as u32)) {
+            return unsupported("a merge of an added, byte-fallback or unknown token");
+        }
+    }
+    Ok(HfBpe { tokens, units: Units::Chars(fallback), merges, ignore_merges, normalizer, prefix, splitter, added })
+}
+
+/// The added tokens, with the ids `tokenizers` gives them when it loads the file: a token whose
+/// text is in the model's vocabulary gets that id, the others the next ids after the
+/// vocabulary's size, in the file's order (the `id` fields are not read).
+fn added_tokens(
+    list: &[Value],
+    vocab: &FastMap<&str, u32>,
+    vocab_len: usize,
+    normalizer: &Normalizer,
+) -> Result<Vec<(AddedToken, String)>, Unsupported> {
+    let mut out: Vec<(AddedToken, String)> = Vec::new();
+    let mut next = u32::try_from(vocab_len).map_err(|_| Unsupported("a vocabulary of 2^32 tokens".into()))?;
+    for t in list {
+        let Some(content) = t.get("content").and_then(Value::as_str) else {
+            return unsupported("an added token without content");
+        };
+        if content.is_empty() || out.iter().any(|(a, _)| a.content == content) {
+            continue;
+        }
+        let id = match vocab.get(content) {
+            Some(&id) => id,
+            None => {
+                let id = next;
+                next += 1;
+                id
+            }
+        };
+        let token = AddedToken {
+            content: content.to_string(),
+            id,
+            single_word: flag(t, "single_word", false),
+            lstrip: flag(t, "lstrip", false),
+            rstrip: flag(t, "rstrip", false),
+            normalized: flag(t, "normalized", !flag(t, "special", false)),
+            special: flag(t, "special", false),
+        };
+        let pattern = if token.normalized { normalizer.apply(content).into_owned() } else { content.to_string() };
+        out.push((token, pattern));
+    }
+    Ok(out)
+}
+
+/// The merge list: `(left, right)` ids → `rank << 32 | merged id`. The last of duplicated
+/// merges sets the rank, as in `tokenizers`.
+fn merges(list: &Entries, ids: &FastMap<&str, u32>) -> Result<Merges, Unsupported> {
+    let list = match list {
+        Entries::Merges(list) => list.as_slice(),
+        // `"merges": []` reads as an empty vocabulary object's opposite: either is no merge.
+        Entries::Vocab(v) if v.is_empty() => &[],
+        _ => return unsupported("a BPE model without a merge list"),
     };
     let mut pairs = FastMap::default();
-    pairs.reserve(merges.len());
-    for (rank, m) in merges.iter().enumerate() {
-        let (a, b) = match m {
-            Value::String(s) => match s.split_once(' ') {
+    pairs.reserve(list.len());
+    let mut rank = 0u64;
+    let mut made = String::new();
+    for (a, b) in list {
+        let (a, b) = match b {
+            Some(b) => (a.as_str(), b.as_str()),
+            None if a.starts_with("#version") => continue,
+            None => match a.split_once(' ') {
                 Some((a, b)) if !b.contains(' ') => (a, b),
-                _ => return unsupported(format!("merge {s:?}")),
+                _ => return unsupported(format!("merge {a:?}")),
             },
-            Value::Array(v) => match v.as_slice() {
-                [Value::String(a), Value::String(b)] => (a.as_str(), b.as_str()),
-                _ => return unsupported(format!("merge {m}")),
-            },
-            _ => return unsupported(format!("merge {m}")),
         };
-        let (Some(&l), Some(&r), Some(&new)) = (ids.get(a), ids.get(b), ids.get(format!("{a}{b}").as_str())) else {
+        made.clear();
+        made.push_str(a);
+        made.push_str(b);
+        let (Some(&l), Some(&r), Some(&new)) = (ids.get(a), ids.get(b), ids.get(made.as_str())) else {
             return unsupported(format!("merge {a:?} {b:?} uses a token missing from the vocab"));
         };
-        // `tokenizers` keeps the first rank of a duplicated merge.
-        pairs.entry(u64::from(l) << 32 | u64::from(r)).or_insert((rank as u64) << 32 | u64::from(new));
+        pairs.insert(u64::from(l) << 32 | u64::from(r), rank << 32 | u64::from(new));
+        rank += 1;
     }
-    Ok(HfBpe { tokens, merges: Merges::List(pairs), pattern, ignore_merges, specials })
+    Ok(Merges::List(pairs))
 }
 
 #[cfg(test)]
@@ -227,30 +558,53 @@ mod tests {
     }
 
     #[test]
-    fn accepts_gpt2_shapes_and_rejects_others() {
+    fn reads_pipelines_and_names_what_it_rejects() {
         let gpt2 = r#"{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}"#;
         let hf = parse(&minimal(gpt2, "")).unwrap();
-        assert_eq!(hf.pattern, Pattern::Gpt2);
+        assert!(matches!(hf.splitter, Splitter::Scanner(Pattern::Gpt2)));
         assert_eq!(hf.tokens.len(), 257);
-        let seq = format!(
-            r#"{{"type": "Sequence", "pretokenizers": [{{"type": "Split", "pattern": {{"Regex": {}}},
-                 "behavior": "Isolated", "invert": false}},
-                {{"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}}]}}"#,
-            serde_json::to_string(Pattern::O200k.regex()).unwrap()
-        );
-        assert_eq!(parse(&minimal(&seq, "")).unwrap().pattern, Pattern::O200k);
-        let special = r#"{"id": 300, "content": "<|x|>", "special": true}"#;
-        assert_eq!(parse(&minimal(gpt2, special)).unwrap().specials, vec![("<|x|>".to_string(), 300)]);
+        let seq = |regex: &str, behavior: &str, invert: bool| {
+            format!(
+                r#"{{"type": "Sequence", "pretokenizers": [{{"type": "Split", "pattern": {{"Regex": {}}},
+                     "behavior": "{behavior}", "invert": {invert}}},
+                    {{"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}}]}}"#,
+                serde_json::to_string(regex).unwrap()
+            )
+        };
+        let o200k = seq(Pattern::O200k.regex(), "Isolated", false);
+        assert!(matches!(parse(&minimal(&o200k, "")).unwrap().splitter, Splitter::Scanner(Pattern::O200k)));
+        // OLMo-2's spelling of the same split.
+        let removed = seq(Pattern::Cl100kClassic.regex(), "Removed", true);
+        assert!(matches!(parse(&minimal(&removed, "")).unwrap().splitter, Splitter::Scanner(Pattern::Cl100kClassic)));
+        // Any other regex runs on an automaton.
+        let qwen = seq(Pattern::Qwen2.regex(), "Isolated", false);
+        assert!(matches!(parse(&minimal(&qwen, "")).unwrap().splitter, Splitter::Scanner(Pattern::Qwen2)));
+        let pairs = seq(&Pattern::Cl100kClassic.regex().replace(r"\p{N}{1,3}", r"\p{N}{1,2}"), "Isolated", false);
+        assert!(matches!(parse(&minimal(&pairs, "")).unwrap().splitter, Splitter::Regex(_)));
+        let merged = seq(r"\s+", "MergedWithNext", false);
+        assert!(matches!(parse(&minimal(&merged, "")).unwrap().splitter, Splitter::Steps(_)));
+        let lookbehind = seq(r"(?<=a)b|\w+", "Isolated", false);
+        assert!(parse(&minimal(&lookbehind, "")).is_err_and(|e| e.0.contains("(?<")));
 
-        let prefix = r#"{"type": "ByteLevel", "add_prefix_space": true, "use_regex": true}"#;
+        // Added tokens take the ids `tokenizers` gives them: the vocabulary's, else the next
+        // ones after its size (the file's `id` is not read).
+        let special =
+            r#"{"id": 300, "content": "<|x|>", "special": true}, {"id": 5, "content": "ab", "special": false}"#;
+        let added: Vec<(String, u32, bool)> = parse(&minimal(gpt2, special))
+            .unwrap()
+            .added
+            .into_iter()
+            .map(|(t, _)| (t.content, t.id, t.normalized))
+            .collect();
+        assert_eq!(added, [("<|x|>".into(), 257, false), ("ab".into(), 256, true)]);
+
+        let prefix = r#"{"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true},
+            {"type": "ByteLevel", "add_prefix_space": true, "use_regex": true}]}"#;
         assert!(parse(&minimal(prefix, "")).is_err_and(|e| e.0.contains("add_prefix_space")));
-        let other_regex = seq.replace(r"\\p{N}{1,3}", r"\\p{N}+");
-        assert!(parse(&minimal(&other_regex, "")).is_err_and(|e| e.0.contains("no fast scanner")));
-        let plain = r#"{"id": 300, "content": "<|x|>", "special": false}"#;
-        assert!(parse(&minimal(gpt2, plain)).is_err());
-        assert!(parse(&minimal(gpt2, "").replace("\"BPE\"", "\"WordPiece\"")).is_err());
-        assert!(
-            parse(&minimal(gpt2, "").replace("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}")).is_err()
-        );
+        assert!(parse(&minimal(gpt2, "").replace("\"BPE\"", "\"WordPiece\"")).is_err_and(|e| e.0.contains("WordPiece")));
+        let nfkc = minimal(gpt2, "").replace("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFKC\"}");
+        assert!(parse(&nfkc).is_err_and(|e| e.0.contains("NFKC")));
+        let nfc = minimal(gpt2, "").replace("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}");
+        assert_eq!(parse(&nfc).unwrap().normalizer.steps(), [NormStep::Nfc]);
     }
 }

@@ -10,7 +10,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::table::{hash, pack, KeyIndex, KEEP, MAX_SHORT};
-use super::vocab::{Merges, Vocab};
+use super::vocab::{Fallback, Merges, Units, Vocab};
 
 /// Pieces longer than this (in bytes) take the heap path.
 const LINEAR_MAX: usize = 32;
@@ -132,6 +132,9 @@ pub(crate) fn encode_piece(
     out: &mut Vec<u32>,
     s: &mut MergeScratch,
 ) {
+    if let Units::Chars(fallback) = &vocab.units {
+        return encode_chars(vocab, fallback, ranks, piece, out, s);
+    }
     match piece.len() {
         0 => {}
         1 => out.push(vocab.byte_ids[piece[0] as usize]),
@@ -162,6 +165,83 @@ pub(crate) fn encode_piece(
                 s.heap = BinaryHeap::new();
             }
         }
+    }
+}
+
+/// The encoding of `piece` (UTF-8) by a vocabulary of characters: the parts start as its
+/// characters, those outside the vocabulary as the fallback's ids (which never merge: no merge
+/// involves them, which loading checks), and merge as a byte-level piece's do.
+#[cold]
+fn encode_chars(
+    vocab: &Vocab,
+    fallback: &Fallback,
+    ranks: &impl RankTable,
+    piece: &[u8],
+    out: &mut Vec<u32>,
+    s: &mut MergeScratch,
+) {
+    let parts = &mut s.parts;
+    parts.clear();
+    let mut i = 0;
+    // Whether the last part is an unknown token that the next unknown character joins.
+    let mut fusing = false;
+    while i < piece.len() {
+        let len = match piece[i] {
+            0..0xc0 => 1,
+            0xc0..0xe0 => 2,
+            0xe0..0xf0 => 3,
+            _ => 4,
+        };
+        let part = |start: usize, id: u32| Part { start: start as u32, id, prio: u32::MAX, merged: 0 };
+        match vocab.id_of(&piece[i..i + len]) {
+            Some(id) => {
+                parts.push(part(i, id));
+                fusing = false;
+            }
+            None => match fallback {
+                Fallback::Bytes(ids) => parts.extend((i..i + len).map(|k| part(k, ids[piece[k] as usize]))),
+                Fallback::Unk { id, fuse } => {
+                    if !(fusing && *fuse) {
+                        parts.push(part(i, *id));
+                    }
+                    fusing = true;
+                }
+            },
+        }
+        i += len;
+    }
+    let end = |parts: &[Part], k: usize| parts.get(k + 1).map_or(piece.len(), |p| p.start as usize);
+    for k in 0..parts.len().saturating_sub(1) {
+        let (l, r) = (parts[k], parts[k + 1]);
+        (parts[k].prio, parts[k].merged) = merge(vocab, ranks, piece, l.start as usize, end(parts, k + 1), l.id, r.id);
+    }
+    if parts.len() <= LINEAR_MAX {
+        return linear_loop(vocab, ranks, piece, out, parts);
+    }
+    // The heap path indexes nodes by their start byte.
+    let (nodes, heap) = (&mut s.nodes, &mut s.heap);
+    nodes.clear();
+    heap.clear();
+    let unused = Node { start: 0, id: NONE, prio: u32::MAX, merged: 0, prev: NONE, next: NONE };
+    nodes.resize(piece.len(), unused);
+    for (k, p) in parts.iter().enumerate() {
+        let at = p.start as usize;
+        nodes[at] = Node {
+            start: p.start,
+            id: p.id,
+            prio: p.prio,
+            merged: p.merged,
+            prev: if k == 0 { NONE } else { parts[k - 1].start },
+            next: parts.get(k + 1).map_or(NONE, |q| q.start),
+        };
+        if p.prio != u32::MAX {
+            heap.push(Reverse(u64::from(p.prio) << 32 | u64::from(p.start)));
+        }
+    }
+    heap_loop(vocab, ranks, piece, out, nodes, heap);
+    if nodes.capacity() > KEEP_MAX {
+        s.nodes = Vec::new();
+        s.heap = BinaryHeap::new();
     }
 }
 
@@ -304,6 +384,14 @@ fn linear(vocab: &Vocab, ranks: &impl RankTable, piece: &[u8], out: &mut Vec<u32
         prio: u32::MAX,
         merged: 0,
     }));
+    for i in 0..parts.len() - 1 {
+        (parts[i].prio, parts[i].merged) = vocab.merge_bytes(piece[i], piece[i + 1]);
+    }
+    linear_loop(vocab, ranks, piece, out, parts);
+}
+
+/// Merge `parts` (their candidate merges set) to the end.
+fn linear_loop(vocab: &Vocab, ranks: &impl RankTable, piece: &[u8], out: &mut Vec<u32>, parts: &mut Vec<Part>) {
     let end = |parts: &[Part], i: usize| parts.get(i + 1).map_or(piece.len(), |p| p.start as usize);
     let rate = |parts: &mut [Part], i: usize| {
         if i + 1 < parts.len() {
@@ -315,9 +403,6 @@ fn linear(vocab: &Vocab, ranks: &impl RankTable, piece: &[u8], out: &mut Vec<u32
             parts[i].prio = u32::MAX;
         }
     };
-    for i in 0..parts.len() - 1 {
-        (parts[i].prio, parts[i].merged) = vocab.merge_bytes(piece[i], piece[i + 1]);
-    }
     loop {
         let mut best = (u32::MAX, 0);
         for (i, p) in parts.iter().enumerate() {
@@ -366,6 +451,27 @@ fn heap(
         prev: if i == 0 { NONE } else { i as u32 - 1 },
         next: if i + 1 == n { NONE } else { i as u32 + 1 },
     }));
+    for i in 0..n - 1 {
+        let (prio, merged) = vocab.merge_bytes(piece[i], piece[i + 1]);
+        (nodes[i].prio, nodes[i].merged) = (prio, merged);
+        if prio != u32::MAX {
+            heap.push(Reverse(u64::from(prio) << 32 | i as u64));
+        }
+    }
+    heap_loop(vocab, ranks, piece, out, nodes, heap);
+}
+
+/// Merge the linked `nodes` (indexed by their start byte; the first at 0) with the candidate
+/// merges in `heap` to the end.
+fn heap_loop(
+    vocab: &Vocab,
+    ranks: &impl RankTable,
+    piece: &[u8],
+    out: &mut Vec<u32>,
+    nodes: &mut [Node],
+    heap: &mut BinaryHeap<Reverse<u64>>,
+) {
+    let n = piece.len();
     // Nodes are indexed by their start byte, which a merge keeps for the left node, so the heap
     // key (priority, index) orders equal priorities leftmost first.
     let rate = |nodes: &mut [Node], heap: &mut BinaryHeap<Reverse<u64>>, i: u32| {
@@ -383,13 +489,6 @@ fn heap(
             heap.push(Reverse(u64::from(prio) << 32 | u64::from(i)));
         }
     };
-    for i in 0..n - 1 {
-        let (prio, merged) = vocab.merge_bytes(piece[i], piece[i + 1]);
-        (nodes[i].prio, nodes[i].merged) = (prio, merged);
-        if prio != u32::MAX {
-            heap.push(Reverse(u64::from(prio) << 32 | i as u64));
-        }
-    }
     while let Some(Reverse(key)) = heap.pop() {
         let (prio, i) = ((key >> 32) as u32, key as u32);
         let node = nodes[i as usize];

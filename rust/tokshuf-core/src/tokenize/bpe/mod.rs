@@ -1,7 +1,10 @@
-//! A fast, exact byte-level BPE encoder for the GPT-2/r50k/p50k, cl100k (and Llama 3) and o200k
-//! families: ids identical to tiktoken's `encode_ordinary` and to Hugging Face `tokenizers`.
+//! A fast, exact byte-level BPE encoder: ids identical to tiktoken's `encode_ordinary` for the
+//! OpenAI families and rank files, and to Hugging Face `tokenizers` for every `tokenizer.json`
+//! whose pipeline is made of components it reproduces (see [`hf`]).
 //!
-//! Per piece of text: a hand-written pre-tokenizer ([`pretok`]) finds the piece, one probe of a
+//! A text is cut at its added tokens, each stretch between them normalized (NFC, ...) and split
+//! into pieces. Per piece: a pre-tokenizer ([`pretok`]: a hand-written scanner for the OpenAI
+//! families' patterns, a compiled automaton for any other split regex) finds the piece, one probe of a
 //! bounded table that the threads share answers it (the table is seeded with the vocabulary, so it
 //! knows every one-token piece, and learns repeated multi-token ones), and only the rest run byte-pair merging
 //! ([`merge`]). Nothing allocates per piece once the caches are warm.
@@ -9,6 +12,7 @@
 //! Special-token strings such as `<|endoftext|>` are ordinary text unless
 //! [`FastBpe::with_special_tokens_in_text`] turns them on.
 
+mod added;
 mod batch;
 mod cache;
 #[cfg(target_arch = "x86_64")]
@@ -17,12 +21,12 @@ mod equiv;
 mod filter;
 mod hf;
 mod merge;
+mod normalize;
 mod pairs;
 mod pattern;
 pub(crate) mod pretok;
 mod select;
 mod shared;
-mod specials;
 mod table;
 mod tiktoken;
 mod unicode;
@@ -36,16 +40,19 @@ pub use batch::EncodedBatch;
 pub use cache::{CacheConfig, Stats};
 pub use hf::Unsupported;
 pub use pattern::Pattern;
+use pattern::Scanners;
 pub use select::{for_hf_model, for_tiktoken_model, FAST_BPE_ENV};
 pub use tiktoken::ENCODINGS as TIKTOKEN_ENCODINGS;
 
+use added::{AddedSet, AddedToken, Part};
 use cache::State;
 use filter::{Filtered, TokenFilter};
+use normalize::Normalizer;
+use pretok::split::{MarkCursor, Prefix, RegexCursor, SafeCursor, SafeCuts, Splitter};
 use pretok::{Cursor, WindowCursor};
 use shared::SharedTable;
-use specials::Specials;
 use table::{pack_at, Ids, Staged, MAX_SHORT};
-use vocab::{Merges, Vocab};
+use vocab::{Merges, Units, Vocab};
 
 use super::Tokenizer;
 use crate::error::IoContext;
@@ -61,8 +68,14 @@ pub struct FastBpe {
     token_filter: TokenFilter,
     /// A piece that is a token encodes to it without merging (tiktoken, `ignore_merges`).
     whole_piece_is_token: bool,
-    pattern: Pattern,
-    specials: Specials,
+    normalizer: Normalizer,
+    prefix: Prefix,
+    splitter: Splitter,
+    /// Tokens matched in the raw text (special tokens; added tokens with `normalized: false`).
+    added: AddedSet,
+    /// Added tokens matched in the normalized text.
+    added_normalized: AddedSet,
+    /// Whether `added` is matched (special tokens are ordinary text unless asked for).
     split_specials: bool,
     eod: Option<u32>,
     vocab_size: u64,
@@ -81,30 +94,26 @@ impl std::fmt::Debug for FastBpe {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FastBpe")
             .field("source", &self.source)
-            .field("pattern", &self.pattern)
+            .field("pre_tokenizer", &self.splitter.describe())
             .field("vocab_size", &self.vocab_size)
             .finish_non_exhaustive()
     }
 }
 
 impl FastBpe {
-    fn build(
-        vocab: Vocab,
-        whole_piece_is_token: bool,
-        pattern: Pattern,
-        specials: Vec<(String, u32)>,
-        source: String,
-    ) -> FastBpe {
-        let specials = Specials::new(specials);
-        let eod = specials.id("<|endoftext|>").or_else(|| specials.id("<|end_of_text|>"));
-        let max_id = vocab.id_bound().max(specials.tokens().iter().map(|s| s.1 + 1).max().unwrap_or(0));
+    fn build(vocab: Vocab, whole_piece_is_token: bool, splitter: Splitter, added: AddedSet, source: String) -> FastBpe {
+        let eod = added.id("<|endoftext|>").or_else(|| added.id("<|end_of_text|>"));
+        let max_id = vocab.id_bound().max(added.tokens().iter().map(|s| s.id + 1).max().unwrap_or(0));
         let mut bpe = FastBpe {
             vocab,
             seed: Vec::new(),
             token_filter: TokenFilter::new(&[]),
             whole_piece_is_token,
-            pattern,
-            specials,
+            normalizer: Normalizer::default(),
+            prefix: Prefix::None,
+            splitter,
+            added,
+            added_normalized: AddedSet::plain(Vec::new()),
             split_specials: false,
             eod,
             vocab_size: u64::from(max_id),
@@ -121,8 +130,8 @@ impl FastBpe {
     }
 
     /// The short tokens whose encoding is themselves, by id: all of them when a piece that is a
-    /// token encodes to it (tiktoken, `ignore_merges`), else those that BPE merges back whole
-    /// (all of them, for well-formed merges).
+    /// token encodes to it (tiktoken, `ignore_merges`) or a merge list was proved to merge every
+    /// token back whole, else those that BPE merges back whole.
     fn single_token_pieces(&self) -> Vec<(u128, u32)> {
         let mut scratch = merge::MergeScratch::default();
         let mut ids = Vec::new();
@@ -132,7 +141,7 @@ impl FastBpe {
             if t.is_empty() || t.len() > MAX_SHORT {
                 continue;
             }
-            if !self.whole_piece_is_token {
+            if !self.whole_piece_is_token && !self.vocab.proven_ranks() {
                 ids.clear();
                 merge::encode_piece(&self.vocab, self.vocab.short_table(), t, &mut ids, &mut scratch);
                 if ids != [id] {
@@ -162,7 +171,7 @@ impl FastBpe {
         let source = source.into();
         let vocab =
             Vocab::new(ranks, Merges::Ranks).map_err(|e| Error::invalid(format!("tokenizer {source}: {}", e.0)))?;
-        Ok(Self::build(vocab, true, pattern, specials, source))
+        Ok(Self::build(vocab, true, Splitter::Scanner(pattern), plain_specials(specials), source))
     }
 
     /// A `.tiktoken` file (`base64(token) rank` lines) with the split `pattern` and the special
@@ -172,15 +181,40 @@ impl FastBpe {
         let ranks = tiktoken::parse(&contents, path)?;
         let vocab =
             Vocab::new(ranks, Merges::Ranks).map_err(|e| Error::Format { path: path.to_path_buf(), msg: e.0 })?;
-        Ok(Self::build(vocab, true, pattern, specials, format!("tiktoken-file:{}", path.display())))
+        let source = format!("tiktoken-file:{}", path.display());
+        Ok(Self::build(vocab, true, Splitter::Scanner(pattern), plain_specials(specials), source))
     }
 
     /// A Hugging Face `tokenizer.json` (its text). [`Unsupported`] says why a file needs the
-    /// `tokenizers` crate instead (other models, normalizers, pre-tokenizers or patterns).
+    /// `tokenizers` crate instead: the first component of its pipeline the encoder does not
+    /// reproduce.
     pub fn from_hf_json(json: &str) -> std::result::Result<FastBpe, Unsupported> {
-        let hf = hf::parse(json)?;
-        let vocab = equiv::list_as_ranks(Vocab::new(hf.tokens, hf.merges).map_err(|e| Unsupported(e.0))?);
-        Ok(Self::build(vocab, hf.ignore_merges, hf.pattern, hf.specials, "hf-json".into()))
+        let mut hf = hf::parse(json)?;
+        let vocab = match hf.units {
+            Units::Bytes => Vocab::new(hf.tokens, hf.merges),
+            Units::Chars(fallback) => Vocab::new_chars(hf.tokens, hf.merges, fallback),
+        };
+        let vocab = equiv::list_as_ranks(vocab.map_err(|e| Unsupported(e.0))?);
+        if let (Splitter::Whole, Units::Chars(_)) = (&hf.splitter, &vocab.units) {
+            let mark = word_mark(&hf.normalizer, hf.prefix);
+            hf.splitter = Splitter::SafeCuts(Arc::new(SafeCuts::new(text_tokens(&vocab), mark)));
+        }
+        let (raw, normalized): (Vec<_>, Vec<_>) = hf.added.into_iter().partition(|(t, _)| !t.normalized);
+        let (raw_tokens, raw_patterns) = raw.into_iter().unzip();
+        let (norm_tokens, norm_patterns) = normalized.into_iter().unzip();
+        let mut bpe = Self::build(
+            vocab,
+            hf.ignore_merges,
+            hf.splitter,
+            AddedSet::new(raw_tokens, raw_patterns),
+            "hf-json".into(),
+        );
+        bpe.added_normalized = AddedSet::new(norm_tokens, norm_patterns);
+        let max_id = bpe.added_normalized.tokens().iter().map(|t| u64::from(t.id) + 1).max().unwrap_or(0);
+        bpe.vocab_size = bpe.vocab_size.max(max_id);
+        bpe.normalizer = hf.normalizer;
+        bpe.prefix = hf.prefix;
+        Ok(bpe)
     }
 
     /// Match the special tokens in the text (tiktoken `allowed_special="all"`, `tokenizers`'
@@ -217,24 +251,34 @@ impl FastBpe {
         self
     }
 
-    pub fn pattern(&self) -> Pattern {
-        self.pattern
+    /// The split pattern, when it has a hand-written scanner.
+    pub fn pattern(&self) -> Option<Pattern> {
+        match self.splitter {
+            Splitter::Scanner(p) => Some(p),
+            _ => None,
+        }
     }
 
-    /// The special tokens (text, id).
-    pub fn special_tokens(&self) -> &[(String, u32)] {
-        self.specials.tokens()
+    /// How text is split into pieces: a pattern's name (`cl100k`), `regex`, ...
+    pub fn pre_tokenizer(&self) -> String {
+        self.splitter.describe()
     }
 
-    /// The id of a special token.
+    /// The special and added tokens (text, id).
+    pub fn special_tokens(&self) -> Vec<(String, u32)> {
+        let all = self.added.tokens().iter().chain(self.added_normalized.tokens());
+        all.map(|t| (t.content.clone(), t.id)).collect()
+    }
+
+    /// The id of a special or added token.
     pub fn special_token(&self, text: &str) -> Option<u32> {
-        self.specials.id(text)
+        self.added.id(text).or_else(|| self.added_normalized.id(text))
     }
 
-    /// The id of a token given as a `tokenizer.json` string (a special token's text, or a
+    /// The id of a token given as a `tokenizer.json` string (an added token's text, or a
     /// vocabulary entry in GPT-2's byte-to-character spelling).
     pub fn hf_token_id(&self, token: &str) -> Option<u32> {
-        self.specials.id(token).or_else(|| hf::decode_token(token).and_then(|b| self.vocab.id_of(&b)))
+        self.special_token(token).or_else(|| hf::decode_token(token).and_then(|b| self.vocab.id_of(&b)))
     }
 
     /// The bytes of token `id` (empty for special or unused ids).
@@ -257,26 +301,56 @@ impl FastBpe {
         })
     }
 
-    /// The pieces `text` splits into (for tests and debugging).
-    pub fn split<'a>(&self, text: &'a str) -> Vec<&'a str> {
-        self.pattern.split(text)
+    /// The pieces `text` is merged in (for tests and debugging): normalized and split, with
+    /// no added token matched.
+    pub fn split(&self, text: &str) -> Vec<String> {
+        let normalized = self.normalizer.apply(text);
+        if normalized.is_empty() {
+            return Vec::new();
+        }
+        let prefixed = self.prefix.apply(&normalized, true);
+        let mut spans = Vec::new();
+        self.splitter.spans(&prefixed, &mut spans);
+        spans.iter().map(|&(a, b)| prefixed[a..b].to_string()).collect()
     }
 
     /// Append the ids of `text` to `out`.
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) {
         let mut state = self.take_state();
-        if self.split_specials && !self.specials.is_empty() {
-            let mut pos = 0;
-            while let Some((a, b, id)) = self.specials.find(text, pos) {
-                self.encode_ordinary(&text[pos..a], out, &mut state);
-                out.push(id);
-                pos = b;
-            }
-            self.encode_ordinary(&text[pos..], out, &mut state);
+        if self.split_specials && !self.added.is_empty() {
+            self.added.split(text, |part| match part {
+                Part::Token(id) => out.push(id),
+                Part::Text(a, b) => self.encode_stretch(&text[a..b], a == 0, out, &mut state),
+            });
         } else {
-            self.encode_ordinary(text, out, &mut state);
+            self.encode_stretch(text, true, out, &mut state);
         }
         self.give_state(state);
+    }
+
+    /// A stretch of text between added tokens: normalized, cut at the added tokens matched in
+    /// normalized text, prefixed as the pre-tokenizer says, split and merged. `first`: it
+    /// starts the text.
+    fn encode_stretch(&self, text: &str, first: bool, out: &mut Vec<u32>, state: &mut State) {
+        if self.normalizer.is_identity() && self.added_normalized.is_empty() && self.prefix == Prefix::None {
+            return self.encode_ordinary(text, out, state);
+        }
+        let normalized = self.normalizer.apply(text);
+        if self.added_normalized.is_empty() {
+            return self.encode_prefixed(&normalized, first, out, state);
+        }
+        self.added_normalized.split(&normalized, |part| match part {
+            Part::Token(id) => out.push(id),
+            Part::Text(a, b) => self.encode_prefixed(&normalized[a..b], first && a == 0, out, state),
+        });
+    }
+
+    fn encode_prefixed(&self, text: &str, first: bool, out: &mut Vec<u32>, state: &mut State) {
+        if text.is_empty() {
+            return;
+        }
+        let prefixed = self.prefix.apply(text, first);
+        self.encode_ordinary(&prefixed, out, state);
     }
 
     /// The ids of `text`.
@@ -361,16 +435,39 @@ impl FastBpe {
     /// The encoding loop itself, inlined into each compiled variant.
     #[inline(always)]
     fn encode_ordinary_any(&self, text: &str, out: &mut Vec<u32>, state: &mut State) {
-        match self.pattern {
-            Pattern::Gpt2 => self.encode_with(WindowCursor::new(pretok::Gpt2), text, out, state),
-            Pattern::Cl100k => {
-                self.encode_with(WindowCursor::new(pretok::Cl100k { trailing_run_whole: true }), text, out, state)
-            }
-            Pattern::Cl100kClassic => {
-                self.encode_with(WindowCursor::new(pretok::Cl100k { trailing_run_whole: false }), text, out, state)
-            }
-            Pattern::O200k => self.encode_with(WindowCursor::new(pretok::O200k), text, out, state),
+        match &self.splitter {
+            Splitter::Scanner(p) => match p.scanner() {
+                Scanners::Gpt2(s) => self.encode_with(WindowCursor::new(s), text, out, state),
+                Scanners::Cl100k(s) => self.encode_with(WindowCursor::new(s), text, out, state),
+                Scanners::O200k(s) => self.encode_with(WindowCursor::new(s), text, out, state),
+            },
+            Splitter::Regex(a) => self.encode_with(RegexCursor(a), text, out, state),
+            Splitter::SafeCuts(cuts) => self.encode_with(SafeCursor(cuts), text, out, state),
+            Splitter::Marks(mark) => self.encode_with(MarkCursor::every(*mark), text, out, state),
+            Splitter::Whole => self.encode_with(WholeCursor, text, out, state),
+            Splitter::Steps(_) => self.encode_steps(text, out, state),
         }
+    }
+
+    /// A split made of several steps: the pieces are found first, then each run of adjacent
+    /// ones is encoded (a step may remove text between pieces).
+    #[cold]
+    fn encode_steps(&self, text: &str, out: &mut Vec<u32>, state: &mut State) {
+        let mut spans = std::mem::take(&mut state.spans);
+        self.splitter.spans(text, &mut spans);
+        let mut i = 0;
+        while i < spans.len() {
+            let start = spans[i].0;
+            let mut j = i;
+            while j + 1 < spans.len() && spans[j + 1].0 == spans[j].1 {
+                j += 1;
+            }
+            let end = spans[j].1;
+            let ends = spans[i..=j].iter().map(|s| s.1 - start);
+            self.encode_with(Replay(ends), &text[start..end], out, state);
+            i = j + 1;
+        }
+        state.spans = spans;
     }
 
     #[inline(always)]
@@ -456,6 +553,52 @@ impl FastBpe {
     }
 }
 
+/// The character a SentencePiece-style pipeline writes for a space (`▁`): what `Replace(" ",
+/// mark)` or `Metaspace` puts in.
+fn word_mark(normalizer: &Normalizer, prefix: Prefix) -> Option<char> {
+    let replaced = normalizer.steps().iter().find_map(|s| match s {
+        normalize::Step::Replace { from, to } if from == " " => {
+            let mut c = to.chars();
+            c.next().filter(|_| c.next().is_none())
+        }
+        _ => None,
+    });
+    replaced.or(match prefix {
+        Prefix::Metaspace { mark, .. } => Some(mark),
+        _ => None,
+    })
+}
+
+/// The text of every token of a vocabulary of characters.
+fn text_tokens(vocab: &Vocab) -> impl Iterator<Item = &str> {
+    (0..vocab.id_bound()).filter_map(|id| std::str::from_utf8(vocab.token(id)).ok())
+}
+
+/// The special tokens of a rank table, matched as they are written.
+fn plain_specials(specials: Vec<(String, u32)>) -> AddedSet {
+    AddedSet::plain(specials.into_iter().map(|(t, id)| AddedToken::plain(t, id)).collect())
+}
+
+/// One piece: the whole text.
+struct WholeCursor;
+
+impl Cursor for WholeCursor {
+    #[inline(always)]
+    fn next(&mut self, t: &[u8], _pos: usize) -> usize {
+        t.len()
+    }
+}
+
+/// Piece ends found beforehand.
+struct Replay<I>(I);
+
+impl<I: Iterator<Item = usize>> Cursor for Replay<I> {
+    #[inline(always)]
+    fn next(&mut self, t: &[u8], _pos: usize) -> usize {
+        self.0.next().unwrap_or(t.len())
+    }
+}
+
 impl Tokenizer for FastBpe {
     fn encode(&self, text: &str, out: &mut Vec<u32>) -> std::result::Result<(), String> {
         self.encode_into(text, out);
@@ -484,7 +627,7 @@ impl Tokenizer for FastBpe {
         serde_json::json!({
             "class": "FastBpe",
             "source": self.source,
-            "pattern": self.pattern.name(),
+            "pattern": self.splitter.describe(),
             "vocab_size": self.vocab_size,
             "vocab_digest": format!("{:016x}", self.vocab.digest()),
             "whole_piece_is_token": self.whole_piece_is_token,

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::pretok::{split, Cl100k, Gpt2, O200k, WindowCursor};
+use super::pretok::{split, Cl100k, Cursor, Gpt2, O200k, WindowCursor};
 
 /// A pre-tokenization pattern with a fast scanner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -16,6 +16,18 @@ pub enum Pattern {
     Cl100kClassic,
     /// o200k_base (and o200k_harmony).
     O200k,
+    /// Qwen2 (and Qwen2.5, Qwen3): the classic cl100k pattern with single digits.
+    Qwen2,
+    /// Mistral's Tekken: o200k's without the contractions, with single digits.
+    Tekken,
+}
+
+/// The scanner of a pattern, by type (each compiles its own encoding loop).
+#[derive(Clone, Copy)]
+pub(crate) enum Scanners {
+    Gpt2(Gpt2),
+    Cl100k(Cl100k),
+    O200k(O200k),
 }
 
 /// tiktoken's r50k/p50k/gpt2 pattern.
@@ -33,6 +45,16 @@ pub const O200K: &str = concat!(
     r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
 );
 
+/// Qwen2's pattern.
+pub const QWEN2: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Mistral Tekken's pattern.
+pub const TEKKEN: &str = concat!(
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+",
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*",
+    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+);
+
 /// Other spellings that match exactly like one of the above.
 const ALIASES: &[(&str, Pattern)] = &[
     (GPT2_ORIGINAL, Pattern::Gpt2),
@@ -41,7 +63,8 @@ const ALIASES: &[(&str, Pattern)] = &[
 
 impl Pattern {
     /// Every family, in documentation order.
-    pub const ALL: [Pattern; 4] = [Pattern::Gpt2, Pattern::Cl100k, Pattern::Cl100kClassic, Pattern::O200k];
+    pub const ALL: [Pattern; 6] =
+        [Pattern::Gpt2, Pattern::Cl100k, Pattern::Cl100kClassic, Pattern::O200k, Pattern::Qwen2, Pattern::Tekken];
 
     /// The regex this family reproduces.
     pub fn regex(self) -> &'static str {
@@ -50,6 +73,8 @@ impl Pattern {
             Pattern::Cl100k => CL100K_TIKTOKEN,
             Pattern::Cl100kClassic => CL100K_CLASSIC,
             Pattern::O200k => O200K,
+            Pattern::Qwen2 => QWEN2,
+            Pattern::Tekken => TEKKEN,
         }
     }
 
@@ -68,16 +93,39 @@ impl Pattern {
             Pattern::Cl100k => "cl100k",
             Pattern::Cl100kClassic => "cl100k_classic",
             Pattern::O200k => "o200k",
+            Pattern::Qwen2 => "qwen2",
+            Pattern::Tekken => "tekken",
+        }
+    }
+
+    /// Its scanner.
+    #[inline(always)]
+    pub(crate) fn scanner(self) -> Scanners {
+        match self {
+            Pattern::Gpt2 => Scanners::Gpt2(Gpt2),
+            Pattern::Cl100k => Scanners::Cl100k(Cl100k { trailing_run_whole: true, single_digits: false }),
+            Pattern::Cl100kClassic => Scanners::Cl100k(Cl100k { trailing_run_whole: false, single_digits: false }),
+            Pattern::Qwen2 => Scanners::Cl100k(Cl100k { trailing_run_whole: false, single_digits: true }),
+            Pattern::O200k => Scanners::O200k(O200k::BASE),
+            Pattern::Tekken => Scanners::O200k(O200k::TEKKEN),
+        }
+    }
+
+    /// A cursor over one text (for the paths that are not the encoder's own loop).
+    pub(crate) fn cursor(self) -> Box<dyn Cursor> {
+        match self.scanner() {
+            Scanners::Gpt2(s) => Box::new(WindowCursor::new(s)),
+            Scanners::Cl100k(s) => Box::new(WindowCursor::new(s)),
+            Scanners::O200k(s) => Box::new(WindowCursor::new(s)),
         }
     }
 
     /// The pieces `text` splits into, exactly as the regex would split it.
     pub fn split(self, text: &str) -> Vec<&str> {
-        match self {
-            Pattern::Gpt2 => split(WindowCursor::new(Gpt2), text),
-            Pattern::Cl100k => split(WindowCursor::new(Cl100k { trailing_run_whole: true }), text),
-            Pattern::Cl100kClassic => split(WindowCursor::new(Cl100k { trailing_run_whole: false }), text),
-            Pattern::O200k => split(WindowCursor::new(O200k), text),
+        match self.scanner() {
+            Scanners::Gpt2(s) => split(WindowCursor::new(s), text),
+            Scanners::Cl100k(s) => split(WindowCursor::new(s), text),
+            Scanners::O200k(s) => split(WindowCursor::new(s), text),
         }
     }
 }
@@ -91,7 +139,8 @@ impl fmt::Display for Pattern {
 impl FromStr for Pattern {
     type Err = crate::Error;
 
-    /// Names: `gpt2` (= `r50k`, `p50k`), `cl100k`, `cl100k_classic` (= `llama3`), `o200k`.
+    /// Names: `gpt2` (= `r50k`, `p50k`), `cl100k`, `cl100k_classic` (= `llama3`), `o200k`,
+    /// `qwen2`, `tekken`.
     fn from_str(s: &str) -> crate::Result<Pattern> {
         let s = s.trim().to_ascii_lowercase();
         let s = s.strip_suffix("_base").unwrap_or(&s);
@@ -100,9 +149,12 @@ impl FromStr for Pattern {
             "cl100k" => Pattern::Cl100k,
             "cl100k_classic" | "llama3" | "llama-3" => Pattern::Cl100kClassic,
             "o200k" => Pattern::O200k,
+            "qwen2" | "qwen" => Pattern::Qwen2,
+            "tekken" => Pattern::Tekken,
             _ => {
                 return Err(crate::Error::invalid(format!(
-                    "unknown split pattern {s:?} (expected one of: gpt2, r50k, p50k, cl100k, cl100k_classic, llama3, o200k)"
+                    "unknown split pattern {s:?} (expected one of: gpt2, r50k, p50k, cl100k, cl100k_classic, llama3, \
+                     o200k, qwen2, tekken)"
                 )))
             }
         })

@@ -45,6 +45,24 @@ pub(crate) enum Merges {
     List(FastMap<u64, u64>),
 }
 
+/// What merging starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Units {
+    /// Bytes (byte-level BPE: every byte is a token).
+    Bytes,
+    /// Characters (SentencePiece-style BPE), and what a character that is no token becomes.
+    Chars(Fallback),
+}
+
+/// What a character outside a character vocabulary becomes (it never merges).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fallback {
+    /// Its UTF-8 bytes, as the ids of the `<0xNN>` tokens (`byte_fallback`), by byte.
+    Bytes(Box<[u32; 256]>),
+    /// The unknown token; with `fuse`, a run of such characters is one.
+    Unk { id: u32, fuse: bool },
+}
+
 /// Token bytes ↔ ids, plus the merge rule.
 pub(crate) struct Vocab {
     /// Bytes of id `i`: `bytes[offsets[i]..offsets[i + 1]]` (empty for unused ids).
@@ -65,6 +83,7 @@ pub(crate) struct Vocab {
     /// The digest of the merge list this vocabulary was given, when it now merges by ranks
     /// (see [`Vocab::into_ranks`]): a tokenizer's identity does not depend on how it runs.
     list_digest: Option<u64>,
+    pub units: Units,
 }
 
 /// What a vocabulary cannot be used for.
@@ -72,8 +91,21 @@ pub(crate) struct Vocab {
 pub(crate) struct VocabError(pub String);
 
 impl Vocab {
-    /// Build from `(token bytes, id)` pairs. Every single byte must be a token (byte-level BPE).
+    /// Build from `(token bytes, id)` pairs. Every single byte that UTF-8 text can hold must be
+    /// a token (byte-level BPE).
     pub fn new(tokens: Vec<(Vec<u8>, u32)>, merges: Merges) -> Result<Vocab, VocabError> {
+        Vocab::with_units(tokens, merges, Units::Bytes)
+    }
+
+    /// Build a vocabulary whose merging starts from characters (the tokens are UTF-8 text).
+    pub fn new_chars(tokens: Vec<(Vec<u8>, u32)>, merges: Merges, fallback: Fallback) -> Result<Vocab, VocabError> {
+        if let Some((t, _)) = tokens.iter().find(|t| std::str::from_utf8(&t.0).is_err()) {
+            return Err(VocabError(format!("token {t:?} is not UTF-8 text")));
+        }
+        Vocab::with_units(tokens, merges, Units::Chars(fallback))
+    }
+
+    fn with_units(tokens: Vec<(Vec<u8>, u32)>, merges: Merges, units: Units) -> Result<Vocab, VocabError> {
         if tokens.is_empty() {
             return Err(VocabError("the vocabulary is empty".into()));
         }
@@ -108,7 +140,10 @@ impl Vocab {
             }
             by_id[id as usize] = Some(bytes);
         }
-        if let Some(b) = byte_ids.iter().position(|&i| i == u32::MAX) {
+        // Every byte that valid UTF-8 can hold needs a token (GPT-NeoX has none for the others:
+        // 0xC0, 0xC1 and 0xF5 to 0xFF never occur in text).
+        let in_utf8 = |b: usize| !matches!(b, 0xc0 | 0xc1 | 0xf5..=0xff);
+        if let Some(b) = (0..256).find(|&b| byte_ids[b] == u32::MAX && in_utf8(b) && units == Units::Bytes) {
             return Err(VocabError(format!("byte {b:#04x} has no token: not a byte-level BPE vocabulary")));
         }
         let mut bytes = Vec::new();
@@ -122,13 +157,26 @@ impl Vocab {
             Merges::List(m) => Some(PairTable::new(m)),
             Merges::Ranks => None,
         };
-        let mut vocab =
-            Vocab { bytes, offsets, byte_ids, short, long, merges, pairs, byte_pairs: Vec::new(), list_digest: None };
+        let mut vocab = Vocab {
+            bytes,
+            offsets,
+            byte_ids,
+            short,
+            long,
+            merges,
+            pairs,
+            byte_pairs: Vec::new(),
+            list_digest: None,
+            units,
+        };
         vocab.fill_byte_pairs();
         Ok(vocab)
     }
 
     fn fill_byte_pairs(&mut self) {
+        if self.units != Units::Bytes {
+            return; // merging never starts from bytes
+        }
         self.byte_pairs = (0..1usize << 16)
             .map(|ab| {
                 let pair = [(ab >> 8) as u8, ab as u8];
@@ -147,6 +195,21 @@ impl Vocab {
         self.pairs = None;
         self.fill_byte_pairs();
         self
+    }
+
+    /// The number of units (bytes or characters) of token `id`.
+    pub(crate) fn units_len(&self, id: u32) -> usize {
+        let t = self.token(id);
+        match self.units {
+            Units::Bytes => t.len(),
+            Units::Chars(_) => t.iter().filter(|&&b| b & 0xc0 != 0x80).count(),
+        }
+    }
+
+    /// Whether this vocabulary merges by ranks because its merge list was proved to merge
+    /// alike, which includes that every token, merged on its own, comes out as itself.
+    pub(crate) fn proven_ranks(&self) -> bool {
+        self.list_digest.is_some()
     }
 
     /// The id of the token whose bytes are `bytes`.

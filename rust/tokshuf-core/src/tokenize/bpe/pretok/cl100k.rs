@@ -3,6 +3,7 @@
 //! tiktoken's current spelling replaces the whitespace tail with `\s++$|\s*[\r\n]|\s+(?!\S)|\s`,
 //! which differs on one input shape: a whitespace run that ends the text and contains a line
 //! break before other whitespace (`"x\n "`: classic `"\n"`, `" "`; tiktoken `"\n "`).
+//! Qwen2's pattern is the classic one with single digits (`\p{N}` for `\p{N}{1,3}`).
 
 use super::ascii::Masks;
 use super::window::{contractions, digit_starts, fill_down, fill_up, near_unknown, whitespace_starts, Window};
@@ -13,6 +14,8 @@ use crate::tokenize::bpe::unicode::{CRLF, L, N, O};
 pub(crate) struct Cl100k {
     /// tiktoken's `\s++$`: a whitespace run reaching the end of the text is one piece.
     pub trailing_run_whole: bool,
+    /// `\p{N}` (Qwen2) instead of `\p{N}{1,3}`.
+    pub single_digits: bool,
 }
 
 impl Scanner for Cl100k {
@@ -36,7 +39,7 @@ impl Scanner for Cl100k {
             }
         }
         if c & N != 0 {
-            return digits_1_3(t, pos, l);
+            return if self.single_digits { pos + l } else { digits_1_3(t, pos, l) };
         }
         // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
         if b == b' ' {
@@ -103,7 +106,8 @@ impl Window for Cl100k {
         let (c2, c3) = contractions(m, apos);
         let inside = (c2 | c3) << 1 | c3 << 2;
 
-        let any = o_start | l_start | digit_starts(digit) | ws_starts | after_taken | after_last_nl;
+        let digit_starts = if self.single_digits { digit } else { digit_starts(digit) };
+        let any = o_start | l_start | digit_starts | ws_starts | after_taken | after_last_nl;
         let starts = (any & !inside | c2 << 2 | c3 << 3) & m.inr;
 
         let seeds = near_unknown::<Self>(m, at_text_start, reaches_end);
@@ -120,24 +124,26 @@ mod tests {
     use crate::tokenize::bpe::pretok::{split, WindowCursor};
     use crate::tokenize::bpe::Pattern;
 
-    fn regex(classic: bool) -> &'static fancy_regex::Regex {
-        static RE: [std::sync::OnceLock<fancy_regex::Regex>; 2] =
-            [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
-        let p = if classic { Pattern::Cl100kClassic } else { Pattern::Cl100k };
-        RE[usize::from(classic)].get_or_init(|| fancy_regex::Regex::new(p.regex()).unwrap())
+    const PATTERNS: [Pattern; 3] = [Pattern::Cl100k, Pattern::Cl100kClassic, Pattern::Qwen2];
+
+    fn regex(k: usize) -> &'static fancy_regex::Regex {
+        static RE: [std::sync::OnceLock<fancy_regex::Regex>; 3] =
+            [std::sync::OnceLock::new(), std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+        RE[k].get_or_init(|| fancy_regex::Regex::new(PATTERNS[k].regex()).unwrap())
     }
 
-    /// The window scanner, the scalar one and the regex agree on `text`, in both spellings.
+    /// The window scanner, the scalar one and the regex agree on `text`, in all three spellings.
     fn check(text: &str) {
-        for classic in [false, true] {
-            let expected: Vec<&str> = regex(classic).find_iter(text).map(|m| m.unwrap().as_str()).collect();
-            let scanner = Cl100k { trailing_run_whole: !classic };
-            assert_eq!(split(&scanner, text), expected, "scalar scanner on {text:?} (classic: {classic})");
-            assert_eq!(
-                split(WindowCursor::new(scanner), text),
-                expected,
-                "window scanner on {text:?} (classic: {classic})"
-            );
+        let scanners = [
+            Cl100k { trailing_run_whole: true, single_digits: false },
+            Cl100k { trailing_run_whole: false, single_digits: false },
+            Cl100k { trailing_run_whole: false, single_digits: true },
+        ];
+        for (k, scanner) in scanners.into_iter().enumerate() {
+            let expected: Vec<&str> = regex(k).find_iter(text).map(|m| m.unwrap().as_str()).collect();
+            let p = PATTERNS[k];
+            assert_eq!(split(&scanner, text), expected, "scalar scanner on {text:?} ({p})");
+            assert_eq!(split(WindowCursor::new(scanner), text), expected, "window scanner on {text:?} ({p})");
         }
     }
 

@@ -7,13 +7,16 @@
 //! `&str`, so the bytes are valid UTF-8.
 
 mod ascii;
+mod automaton;
 mod cl100k;
 mod gpt2;
 mod o200k;
+pub(crate) mod split;
 mod window;
 
 use super::unicode::{classes, ASCII, CRLF, L, N, S};
 
+pub(crate) use automaton::Automaton;
 pub(crate) use cl100k::Cl100k;
 pub(crate) use gpt2::Gpt2;
 pub(crate) use o200k::O200k;
@@ -40,6 +43,13 @@ pub(crate) trait Cursor {
             n += 1;
         }
         n
+    }
+}
+
+impl<C: Cursor + ?Sized> Cursor for Box<C> {
+    #[inline(always)]
+    fn next(&mut self, text: &[u8], pos: usize) -> usize {
+        (**self).next(text, pos)
     }
 }
 

@@ -3,6 +3,9 @@
 //! `|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?`
 //! `|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 //!
+//! Mistral's Tekken pattern is the same without the contractions and with single digits
+//! (`\p{N}`).
+//!
 //! The two letter classes overlap (Lm, Lo and marks are in both) and marks are also
 //! `[^\r\n\p{L}\p{N}]`, so the first two alternatives are resolved the way a backtracking engine
 //! resolves them: optional prefix first taken, then not; `[UP]*` giving characters back.
@@ -13,7 +16,27 @@ use super::{class_at, contraction_ci, digits_1_3, run, run_letters, trailing_whi
 use crate::tokenize::bpe::unicode::{CRLF, L, LO, N, O, UP};
 
 #[derive(Clone, Copy)]
-pub(crate) struct O200k;
+pub(crate) struct O200k {
+    /// The `(?i:'s|'t|'re|'ve|'m|'ll|'d)?` after a word (not in Tekken).
+    pub contractions: bool,
+    /// `\p{N}` (Tekken) instead of `\p{N}{1,3}`.
+    pub single_digits: bool,
+}
+
+impl O200k {
+    pub(crate) const BASE: O200k = O200k { contractions: true, single_digits: false };
+    pub(crate) const TEKKEN: O200k = O200k { contractions: false, single_digits: true };
+
+    /// The end of a word piece that ends at `e`: after its contraction, if any.
+    #[inline(always)]
+    fn with_contraction(&self, t: &[u8], e: usize) -> usize {
+        if self.contractions {
+            e + contraction_ci(t, e).unwrap_or(0)
+        } else {
+            e
+        }
+    }
+}
 
 #[inline(always)]
 fn run_lower(t: &[u8], i: usize) -> usize {
@@ -61,7 +84,7 @@ impl Scanner for O200k {
             _ => None,
         };
         if let Some(e) = word {
-            return e + contraction_ci(t, e).unwrap_or(0);
+            return self.with_contraction(t, e);
         }
         let prefix = c & (L | N | CRLF) == 0; // `[^\r\n\p{L}\p{N}]`
                                               // Each alternative needs a letter or mark where it starts.
@@ -71,10 +94,10 @@ impl Scanner for O200k {
             .or_else(|| if prefix && c2 & UP != 0 { upper_run_then_lower(t, pos + l) } else { None })
             .or_else(|| if c & UP != 0 { upper_run_then_lower(t, pos) } else { None });
         if let Some(e) = word {
-            return e + contraction_ci(t, e).unwrap_or(0);
+            return self.with_contraction(t, e);
         }
         if c & N != 0 {
-            return digits_1_3(t, pos, l);
+            return if self.single_digits { pos + l } else { digits_1_3(t, pos, l) };
         }
         // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
         let tail = |e: usize| {
@@ -135,13 +158,14 @@ impl Window for O200k {
 
         let (ws_starts, after_last_nl) = whitespace_starts(m, taken);
 
-        let apos = m.apos & letter << 1;
+        let apos = if self.contractions { m.apos & letter << 1 } else { 0 };
         let (c2, c3) = contractions(m, apos);
         let inside = c2 | c3 | (c2 | c3) << 1 | c3 << 2;
         // An apostrophe two or three bytes after another: the letter before it may end a contraction.
-        let chained = m.apos & (m.apos << 2 | m.apos << 3);
+        let chained = if self.contractions { m.apos & (m.apos << 2 | m.apos << 3) } else { 0 };
 
-        let any = o_start | after_taken | l_start | digit_starts(digit) | ws_starts | after_last_nl;
+        let digit_starts = if self.single_digits { digit } else { digit_starts(digit) };
+        let any = o_start | after_taken | l_start | digit_starts | ws_starts | after_last_nl;
         let starts = (any & !inside | c2 << 2 | c3 << 3) & m.inr;
 
         let seeds =
@@ -159,16 +183,24 @@ mod tests {
     use crate::tokenize::bpe::pretok::{split, WindowCursor};
     use crate::tokenize::bpe::Pattern;
 
-    fn regex() -> &'static fancy_regex::Regex {
-        static RE: std::sync::OnceLock<fancy_regex::Regex> = std::sync::OnceLock::new();
-        RE.get_or_init(|| fancy_regex::Regex::new(Pattern::O200k.regex()).unwrap())
+    fn regex(tekken: bool) -> &'static fancy_regex::Regex {
+        static RE: [std::sync::OnceLock<fancy_regex::Regex>; 2] =
+            [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+        let p = if tekken { Pattern::Tekken } else { Pattern::O200k };
+        RE[usize::from(tekken)].get_or_init(|| fancy_regex::Regex::new(p.regex()).unwrap())
     }
 
-    /// The window scanner, the scalar one and the regex agree on `text`.
+    /// The window scanner, the scalar one and the regex agree on `text`, for o200k and Tekken.
     fn check(text: &str) {
-        let expected: Vec<&str> = regex().find_iter(text).map(|m| m.unwrap().as_str()).collect();
-        assert_eq!(split(&O200k, text), expected, "scalar scanner on {text:?}");
-        assert_eq!(split(WindowCursor::new(O200k), text), expected, "window scanner on {text:?}");
+        for (tekken, scanner) in [(false, O200k::BASE), (true, O200k::TEKKEN)] {
+            let expected: Vec<&str> = regex(tekken).find_iter(text).map(|m| m.unwrap().as_str()).collect();
+            assert_eq!(split(&scanner, text), expected, "scalar scanner on {text:?} (tekken: {tekken})");
+            assert_eq!(
+                split(WindowCursor::new(scanner), text),
+                expected,
+                "window scanner on {text:?} (tekken: {tekken})"
+            );
+        }
     }
 
     #[test]

@@ -252,9 +252,12 @@ mod tests {
         #[test]
         fn fill_returns_what_next_would(text in mixed_text()) {
             fill_is_next_repeated(Gpt2, &text)?;
-            fill_is_next_repeated(Cl100k { trailing_run_whole: true }, &text)?;
-            fill_is_next_repeated(Cl100k { trailing_run_whole: false }, &text)?;
-            fill_is_next_repeated(O200k, &text)?;
+            for single_digits in [false, true] {
+                fill_is_next_repeated(Cl100k { trailing_run_whole: true, single_digits }, &text)?;
+                fill_is_next_repeated(Cl100k { trailing_run_whole: false, single_digits }, &text)?;
+            }
+            fill_is_next_repeated(O200k::BASE, &text)?;
+            fill_is_next_repeated(O200k::TEKKEN, &text)?;
         }
 
         #[test]

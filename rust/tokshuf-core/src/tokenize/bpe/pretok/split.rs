@@ -1,0 +1,426 @@
+//! How a stretch of text (between added tokens, normalized) becomes the pieces that are merged:
+//! the pre-tokenizers of `tokenizer.json` files, as `tokenizers` applies them.
+//!
+//! The common shapes run as one cursor over the text: a pattern with a hand-written scanner, any
+//! other split regex (an [`Automaton`]), or SentencePiece's word starts. Anything else runs as
+//! [`SplitStep`]s, each applied to every piece of the one before, with `tokenizers`' five ways
+//! of keeping the matches and the text between them.
+
+use std::sync::Arc;
+
+use super::{Automaton, Cursor};
+use crate::tokenize::bpe::Pattern;
+
+/// What a split keeps of its matches and of the text between them (`SplitDelimiterBehavior`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Behavior {
+    Removed,
+    Isolated,
+    MergedWithPrevious,
+    MergedWithNext,
+    Contiguous,
+}
+
+impl Behavior {
+    pub fn from_name(name: &str) -> Option<Behavior> {
+        Some(match name {
+            "Removed" => Behavior::Removed,
+            "Isolated" => Behavior::Isolated,
+            "MergedWithPrevious" => Behavior::MergedWithPrevious,
+            "MergedWithNext" => Behavior::MergedWithNext,
+            "Contiguous" => Behavior::Contiguous,
+            _ => return None,
+        })
+    }
+}
+
+/// When `Metaspace` puts its mark before a stretch of text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PrependScheme {
+    Always,
+    /// Only before the stretch that starts the text.
+    First,
+    Never,
+}
+
+/// What a pre-tokenizer does to each stretch of text before splitting it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Prefix {
+    None,
+    /// `ByteLevel(add_prefix_space)`: a space before a stretch that does not start with one.
+    Space,
+    /// `Metaspace`: every space becomes `mark`, which is also put before the stretch (by
+    /// `scheme`) unless it starts with one.
+    Metaspace {
+        mark: char,
+        scheme: PrependScheme,
+    },
+}
+
+impl Prefix {
+    /// `text` (not empty) as the splitter sees it; `first`: it starts the text.
+    pub fn apply<'a>(&self, text: &'a str, first: bool) -> std::borrow::Cow<'a, str> {
+        use std::borrow::Cow;
+        match *self {
+            Prefix::None => Cow::Borrowed(text),
+            Prefix::Space if text.starts_with(' ') => Cow::Borrowed(text),
+            Prefix::Space => Cow::Owned(format!(" {text}")),
+            Prefix::Metaspace { mark, scheme } => {
+                let mut s = String::with_capacity(text.len() + 4);
+                let prepend = match scheme {
+                    PrependScheme::Always => true,
+                    PrependScheme::First => first,
+                    PrependScheme::Never => false,
+                };
+                let replaced = text.replace(' ', mark.encode_utf8(&mut [0; 4]));
+                if prepend && !replaced.starts_with(mark) {
+                    s.push(mark);
+                }
+                s.push_str(&replaced);
+                Cow::Owned(s)
+            }
+        }
+    }
+}
+
+/// What a split step matches.
+#[derive(Debug, Clone)]
+pub(crate) enum Matcher {
+    /// A pattern with a hand-written scanner (it matches at every position).
+    Scanner(Pattern),
+    Regex(Arc<Automaton>),
+}
+
+/// One `Split` (or `Digits`, or `ByteLevel`'s regex) of a pre-tokenizer sequence.
+#[derive(Debug, Clone)]
+pub(crate) struct SplitStep {
+    pub matcher: Matcher,
+    pub behavior: Behavior,
+    pub invert: bool,
+}
+
+/// How a stretch of text is cut into pieces.
+#[derive(Debug, Clone)]
+pub(crate) enum Splitter {
+    /// Each piece is the match at its start (the pattern matches everywhere).
+    Scanner(Pattern),
+    /// Each piece is the match at its start, or the text up to the next match.
+    Regex(Arc<Automaton>),
+    /// Cuts that no token spans (SentencePiece-style models, whose text is one piece).
+    SafeCuts(Arc<SafeCuts>),
+    /// A piece starts before each `mark` (`Metaspace` with `split`).
+    Marks(char),
+    /// The stretch is one piece.
+    Whole,
+    /// Steps applied in turn to every piece of the previous one.
+    Steps(Arc<[SplitStep]>),
+}
+
+impl Splitter {
+    /// A short description, for identities and messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Splitter::Scanner(p) => p.name().to_string(),
+            Splitter::Regex(_) => "regex".into(),
+            Splitter::SafeCuts(c) => match c.mark {
+                Some(m) => format!("word starts ({m})"),
+                None => "safe cuts".into(),
+            },
+            Splitter::Marks(c) => format!("before each {c}"),
+            Splitter::Whole => "none".into(),
+            Splitter::Steps(s) => format!("{} steps", s.len()),
+        }
+    }
+
+    /// The pieces of `text` as byte ranges, in order (with gaps where a step removes text).
+    pub fn spans(&self, text: &str, out: &mut Vec<(usize, usize)>) {
+        out.clear();
+        let t = text.as_bytes();
+        match self {
+            Splitter::Scanner(p) => push_pieces(p.cursor(), t, out),
+            Splitter::Regex(a) => push_pieces(RegexCursor(a), t, out),
+            Splitter::SafeCuts(c) => push_pieces(SafeCursor(c), t, out),
+            Splitter::Marks(c) => push_pieces(MarkCursor::every(*c), t, out),
+            Splitter::Whole => {
+                if !t.is_empty() {
+                    out.push((0, t.len()));
+                }
+            }
+            Splitter::Steps(steps) => {
+                if !t.is_empty() {
+                    out.push((0, t.len()));
+                }
+                let mut next = Vec::new();
+                for step in steps.iter() {
+                    next.clear();
+                    for &(a, b) in out.iter() {
+                        step.apply(&text[a..b], a, &mut next);
+                    }
+                    std::mem::swap(out, &mut next);
+                }
+            }
+        }
+    }
+}
+
+fn push_pieces(mut cursor: impl Cursor, t: &[u8], out: &mut Vec<(usize, usize)>) {
+    let mut pos = 0;
+    while pos < t.len() {
+        let end = cursor.next(t, pos);
+        out.push((pos, end));
+        pos = end;
+    }
+}
+
+impl SplitStep {
+    /// The pieces of `s` (which starts at byte `base` of the text) appended to `out`.
+    fn apply(&self, s: &str, base: usize, out: &mut Vec<(usize, usize)>) {
+        let t = s.as_bytes();
+        // The matches and the text between them, in order: (start, end, is a match).
+        let mut parts: Vec<(usize, usize, bool)> = Vec::new();
+        let mut pos = 0;
+        match &self.matcher {
+            Matcher::Scanner(p) => {
+                let mut cursor = p.cursor();
+                while pos < t.len() {
+                    let e = cursor.next(t, pos);
+                    parts.push((pos, e, true));
+                    pos = e;
+                }
+            }
+            Matcher::Regex(a) => loop {
+                let start = a.next_match_start(t, pos);
+                if start > pos {
+                    parts.push((pos, start, false));
+                }
+                if start == t.len() {
+                    break;
+                }
+                let end = a.match_at(t, start).expect("a match starts there");
+                parts.push((start, end, true));
+                pos = end;
+            },
+        }
+        if self.invert {
+            for p in &mut parts {
+                p.2 = !p.2;
+            }
+        }
+        // `tokenizers`' `NormalizedString::split`, on non-empty parts.
+        let mut kept: Vec<(usize, usize)> = Vec::with_capacity(parts.len());
+        match self.behavior {
+            Behavior::Removed => kept.extend(parts.iter().filter(|p| !p.2).map(|p| (p.0, p.1))),
+            Behavior::Isolated => kept.extend(parts.iter().map(|p| (p.0, p.1))),
+            Behavior::Contiguous => {
+                let mut prev = false;
+                for &(a, b, m) in &parts {
+                    match kept.last_mut() {
+                        Some(last) if m == prev => last.1 = b,
+                        _ => kept.push((a, b)),
+                    }
+                    prev = m;
+                }
+            }
+            Behavior::MergedWithPrevious => {
+                let mut prev = false;
+                for &(a, b, m) in &parts {
+                    match kept.last_mut() {
+                        Some(last) if m && !prev => last.1 = b,
+                        _ => kept.push((a, b)),
+                    }
+                    prev = m;
+                }
+            }
+            Behavior::MergedWithNext => {
+                let mut prev = false;
+                for &(a, b, m) in parts.iter().rev() {
+                    match kept.last_mut() {
+                        Some(last) if m && !prev => last.0 = a,
+                        _ => kept.push((a, b)),
+                    }
+                    prev = m;
+                }
+                kept.reverse();
+            }
+        }
+        out.extend(kept.into_iter().map(|(a, b)| (base + a, base + b)));
+    }
+}
+
+/// The pieces of an [`Automaton`]'s split: each match, and each gap between matches.
+pub(crate) struct RegexCursor<'a>(pub &'a Automaton);
+
+impl Cursor for RegexCursor<'_> {
+    #[inline(always)]
+    fn next(&mut self, t: &[u8], pos: usize) -> usize {
+        match self.0.match_at(t, pos) {
+            Some(end) => end,
+            None => self.0.gap_end(t, pos),
+        }
+    }
+}
+
+/// Pieces that start before each `mark` character (`Metaspace` with `split`).
+pub(crate) struct MarkCursor {
+    finder: memchr::memmem::Finder<'static>,
+}
+
+impl MarkCursor {
+    pub fn every(mark: char) -> MarkCursor {
+        MarkCursor { finder: memchr::memmem::Finder::new(mark.encode_utf8(&mut [0; 4]).as_bytes()).into_owned() }
+    }
+}
+
+impl Cursor for MarkCursor {
+    #[inline]
+    fn next(&mut self, t: &[u8], pos: usize) -> usize {
+        let from = pos + 1;
+        if from >= t.len() {
+            return t.len();
+        }
+        self.finder.find(&t[from..]).map_or(t.len(), |i| from + i)
+    }
+}
+
+/// Where a text that BPE merges as one piece can be cut without changing its encoding: wherever
+/// no token spans the cut, since every merge makes a token. With the vocabularies of
+/// SentencePiece models that is before each `▁` that follows another character (tokens hold
+/// `▁` only at their start, or in runs of `▁`), and between ASCII characters that no token
+/// holds side by side (a line break and what follows it, for one: line breaks are byte tokens).
+/// Pieces are what the caches remember, so the shorter the better.
+#[derive(Debug)]
+pub(crate) struct SafeCuts {
+    /// The mark, when no token holds it after another character.
+    mark: Option<char>,
+    mark_bytes: [u8; 4],
+    mark_len: usize,
+    /// Bit `b` of `joined[a]`: some token holds the ASCII characters `a`, `b` side by side.
+    joined: [u128; 128],
+}
+
+impl SafeCuts {
+    /// The cuts for a vocabulary of `tokens` (the text of every token a merge can make), and the
+    /// `mark` its pipeline writes for spaces, if any.
+    pub fn new<'a>(tokens: impl Iterator<Item = &'a str>, mark: Option<char>) -> SafeCuts {
+        let mut joined = [0u128; 128];
+        let mut mark_safe = mark.is_some();
+        for t in tokens {
+            let mut prev: Option<char> = None;
+            for c in t.chars() {
+                if let Some(p) = prev {
+                    if p.is_ascii() && c.is_ascii() {
+                        joined[p as usize] |= 1 << (c as u32);
+                    }
+                    if Some(c) == mark && Some(p) != mark {
+                        mark_safe = false;
+                    }
+                }
+                prev = Some(c);
+            }
+        }
+        let mark = mark.filter(|_| mark_safe);
+        let mut mark_bytes = [0u8; 4];
+        let mark_len = mark.map_or(0, |m| m.encode_utf8(&mut mark_bytes).len());
+        SafeCuts { mark, mark_bytes, mark_len, joined }
+    }
+}
+
+/// The pieces of [`SafeCuts`].
+pub(crate) struct SafeCursor<'a>(pub &'a SafeCuts);
+
+impl Cursor for SafeCursor<'_> {
+    #[inline]
+    fn next(&mut self, t: &[u8], pos: usize) -> usize {
+        let cuts = self.0;
+        let mark = &cuts.mark_bytes[..cuts.mark_len];
+        let mut i = pos;
+        // The run of marks that starts the piece belongs to it, and so does the character after.
+        if cuts.mark_len > 0 {
+            while t[i..].starts_with(mark) {
+                i += cuts.mark_len;
+            }
+        }
+        if i < t.len() {
+            i += utf8_len(t[i]);
+        }
+        while i < t.len() {
+            let b = t[i];
+            if b < 0x80 {
+                let a = t[i - 1];
+                if a < 0x80 && cuts.joined[a as usize] >> b & 1 == 0 {
+                    return i;
+                }
+                i += 1;
+            } else {
+                // The character before is no mark: a mark would have ended the piece.
+                if cuts.mark_len > 0 && t[i..].starts_with(mark) {
+                    return i;
+                }
+                i += utf8_len(b);
+            }
+        }
+        t.len()
+    }
+}
+
+#[inline(always)]
+fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0..0xc0 => 1,
+        0xc0..0xe0 => 2,
+        0xe0..0xf0 => 3,
+        _ => 4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces(s: &Splitter, text: &str) -> Vec<String> {
+        let mut spans = Vec::new();
+        s.spans(text, &mut spans);
+        spans.iter().map(|&(a, b)| text[a..b].to_string()).collect()
+    }
+
+    fn step(regex: &str, behavior: Behavior, invert: bool) -> SplitStep {
+        SplitStep { matcher: Matcher::Regex(Arc::new(Automaton::new(regex).unwrap())), behavior, invert }
+    }
+
+    #[test]
+    fn behaviors_as_tokenizers_documents_them() {
+        let b = |behavior, invert| {
+            pieces(&Splitter::Steps(Arc::new([step("-", behavior, invert)])), "the-final--countdown")
+        };
+        assert_eq!(b(Behavior::Removed, false), ["the", "final", "countdown"]);
+        assert_eq!(b(Behavior::Isolated, false), ["the", "-", "final", "-", "-", "countdown"]);
+        assert_eq!(b(Behavior::MergedWithPrevious, false), ["the-", "final-", "-", "countdown"]);
+        assert_eq!(b(Behavior::MergedWithNext, false), ["the", "-final", "-", "-countdown"]);
+        assert_eq!(b(Behavior::Contiguous, false), ["the", "-", "final", "--", "countdown"]);
+        assert_eq!(b(Behavior::Removed, true), ["-", "-", "-"]);
+    }
+
+    #[test]
+    fn sequences_refine_each_piece() {
+        let s = Splitter::Steps(Arc::new([
+            step(r"\p{N}{1,3}", Behavior::Isolated, false),
+            SplitStep { matcher: Matcher::Scanner(Pattern::Gpt2), behavior: Behavior::Isolated, invert: false },
+        ]));
+        assert_eq!(pieces(&s, "ab 12345 cd"), ["ab", " ", "123", "45", " cd"]);
+    }
+
+    #[test]
+    fn mark_cursors() {
+        let words = Splitter::SafeCuts(Arc::new(SafeCuts::new(["▁a", "cd", "▁▁", "x"].into_iter(), Some('▁'))));
+        assert_eq!(pieces(&words, "▁a▁▁b▁▁▁cd▁"), ["▁a", "▁▁b", "▁▁▁cd", "▁"]);
+        assert_eq!(pieces(&words, "x▁"), ["x", "▁"]);
+        // Between ASCII characters no token holds side by side.
+        assert_eq!(pieces(&words, "▁cdx\nab"), ["▁cd", "x", "\n", "a", "b"]);
+        // A token with the mark inside: no cut before marks, only the ASCII ones.
+        let inside = Splitter::SafeCuts(Arc::new(SafeCuts::new(["a▁b", "ab"].into_iter(), Some('▁'))));
+        assert_eq!(pieces(&inside, "ab▁ab▁c"), ["ab▁ab▁c"]);
+        assert_eq!(pieces(&inside, "abc"), ["ab", "c"]);
+        assert_eq!(pieces(&Splitter::Marks('▁'), "▁a▁▁b"), ["▁a", "▁", "▁b"]);
+        assert_eq!(pieces(&Splitter::Marks('▁'), "ab"), ["ab"]);
+    }
+}
