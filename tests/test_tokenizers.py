@@ -70,7 +70,7 @@ def test_spec_forms_agree(tmp_path: Path) -> None:
     for spec in [f"tiktoken:{path}", str(path)]:
         tok = tokshuf.Tokenizer(spec)
         assert tok.encode(text) == expected
-        assert tok.identity["pattern"] == "r50k"
+        assert tok.identity["pattern"] == "gpt2"
         assert tok.eod_id == 50256
 
     assert tokshuf.Tokenizer("byte").encode("aé") == [98, 0xC3 + 1, 0xA9 + 1]
@@ -80,7 +80,7 @@ def test_custom_tiktoken_file_needs_a_pattern_and_has_no_eod(tmp_path: Path) -> 
     data = _core.tiktoken_encoding_data("r50k_base")["tiktoken_file"]
     path = tmp_path / "mine.tiktoken"
     path.write_bytes(data.rsplit(b"\n", 2)[0] + b"\n")  # drop the last rank: not OpenAI's file
-    with pytest.raises(tokshuf.ConfigError, match=r"@PATTERN.*r50k, p50k, cl100k, o200k"):
+    with pytest.raises(tokshuf.ConfigError, match=r"@PATTERN.*r50k, p50k, gpt2, cl100k, cl100k_classic, llama3, o200k"):
         tokshuf.Tokenizer(str(path))
     tok = tokshuf.Tokenizer(f"{path}@r50k")
     assert tok.eod_id is None
@@ -108,7 +108,7 @@ def test_unknown_specs_name_the_choices(spec: str, message: str) -> None:
 
 
 def test_directory_without_tokenizer_json(tmp_path: Path) -> None:
-    with pytest.raises(tokshuf.ConfigError, match=r"no tokenizer\.json"):
+    with pytest.raises(tokshuf.ConfigError, match=r"none of tokenizer\.json, tokenizer\.model, tekken\.json"):
         tokshuf.Tokenizer(tmp_path)
     with pytest.raises(TypeError, match="cannot make a tokenizer from int"):
         tokshuf.Tokenizer(3)

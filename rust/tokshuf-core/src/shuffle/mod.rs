@@ -89,7 +89,7 @@ fn fingerprint(cfg: &ShuffleConfig, tokenizer: Option<&dyn Tokenizer>) -> Result
         "command": "tokshuf shuffle",
         "inputs": inputs,
         "output": cfg.output.canonicalize().with_path(&cfg.output)?,
-        "tokenizer": tokenizer.map(|t| t.identity()),
+        "tokenizer": tokenizer.map(crate::tokenize::output_identity),
         "seqlen": cfg.seqlen,
         "wds_chunk_size": cfg.wds_chunk_size,
         "num_local_cells": cfg.num_local_cells,

@@ -37,6 +37,16 @@ impl HfTokenizer {
         let identity = identity(model, vocab_size, eod, eod_token.as_deref());
         Ok(Self { inner, eod, vocab_size, identity })
     }
+
+    /// Record in the identity that this encoder runs, and why the fast one does not (the first
+    /// component of the file it does not implement).
+    pub fn with_fallback_reason(mut self, why: String) -> Self {
+        if let Some(obj) = self.identity.as_object_mut() {
+            obj.insert("encoder".into(), "tokenizers".into());
+            obj.insert("fast_bpe_unsupported".into(), why.into());
+        }
+        self
+    }
 }
 
 /// The end-of-document token: the one `tokenizer_config.json` names, else the first known

@@ -11,6 +11,7 @@ mod byte;
 mod hf;
 mod model;
 mod spec;
+mod tekken;
 mod tiktoken;
 pub mod tiktoken_files;
 
@@ -20,7 +21,7 @@ pub use batch::{encode_many, EncodedTexts};
 pub use bpe::FastBpe;
 pub use byte::ByteTokenizer;
 pub use hf::HfTokenizer;
-pub use model::{resolve, BpeModel, HfModel, TokenizerModel};
+pub use model::{resolve, BpeModel, HfModel, SentencePieceModel, TokenizerModel};
 pub use spec::TokenizerSpec;
 pub use tiktoken::TiktokenTokenizer;
 
@@ -46,6 +47,17 @@ pub trait Tokenizer: Send + Sync {
     fn prepare_for_long_job(&self) {}
 }
 
+/// A tokenizer's identity without the fields that say how it runs (which encoder, and why not
+/// the fast one): what the ids, and so a run's outputs, depend on.
+pub fn output_identity(tokenizer: &dyn Tokenizer) -> serde_json::Value {
+    let mut id = tokenizer.identity();
+    if let Some(obj) = id.as_object_mut() {
+        obj.remove("encoder");
+        obj.remove("fast_bpe_unsupported");
+    }
+    id
+}
+
 /// Build the encoder of a resolved model.
 pub fn build(model: &TokenizerModel) -> Result<Arc<dyn Tokenizer>> {
     Ok(match model {
@@ -56,9 +68,11 @@ pub fn build(model: &TokenizerModel) -> Result<Arc<dyn Tokenizer>> {
             None => Arc::new(TiktokenTokenizer::new(m)?),
         },
         TokenizerModel::Hf(m) => match bpe::for_hf_model(m)? {
-            Some(fast) => Arc::new(fast),
-            None => Arc::new(HfTokenizer::new(m)?),
+            Ok(fast) => Arc::new(fast),
+            Err(why) => Arc::new(HfTokenizer::new(m)?.with_fallback_reason(why)),
         },
+        // No other encoder reads these; what the fast one does not read is an error.
+        TokenizerModel::SentencePiece(m) => Arc::new(bpe::for_sentencepiece_model(m)?),
     })
 }
 

@@ -6,7 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::spec::TokenizerSpec;
-use super::tiktoken_files::{embedded_ranks, known_by_sha256, known_encoding, sha256_hex, Pattern, RankTable};
+use super::tiktoken_files::{
+    embedded_ranks, known_by_sha256, known_encoding, llama3_specials, sha256_hex, Pattern, RankTable, LLAMA3_SHA256,
+};
 use crate::error::{Error, IoContext, Result};
 
 /// A loaded tokenizer description.
@@ -18,6 +20,18 @@ pub enum TokenizerModel {
     Bpe(BpeModel),
     /// A Hugging Face `tokenizer.json`.
     Hf(HfModel),
+    /// A SentencePiece `.model` file.
+    SentencePiece(SentencePieceModel),
+}
+
+/// A SentencePiece model, as the file's bytes.
+#[derive(Debug, Clone)]
+pub struct SentencePieceModel {
+    pub bytes: Arc<Vec<u8>>,
+    /// The spec it came from.
+    pub spec: String,
+    /// SHA-256 of the file.
+    pub sha256: String,
 }
 
 /// A tiktoken-style byte-level BPE.
@@ -43,9 +57,12 @@ impl BpeModel {
         self.ranks.n_vocab().max(specials)
     }
 
-    /// The id of `<|endoftext|>`, if the encoding has it.
+    /// The end-of-document token's id: `<|endoftext|>` (OpenAI), `<|end_of_text|>` (Llama 3) or
+    /// `</s>` (Mistral's Tekken), if the encoding has one.
     pub fn endoftext(&self) -> Option<u32> {
-        self.specials.iter().find(|(t, _)| t == "<|endoftext|>").map(|&(_, id)| id)
+        ["<|endoftext|>", "<|end_of_text|>", "</s>"]
+            .iter()
+            .find_map(|name| self.specials.iter().find(|(t, _)| t == name).map(|&(_, id)| id))
     }
 }
 
@@ -77,36 +94,59 @@ pub fn resolve(spec: &TokenizerSpec) -> Result<TokenizerModel> {
                 specials: enc.specials.iter().map(|&(t, id)| (t.to_string(), id)).collect(),
             }))
         }
-        TokenizerSpec::TiktokenFile { path, pattern } => {
+        TokenizerSpec::TiktokenFile { path, pattern, llama3 } => {
             let bytes = std::fs::read(path).with_path(path)?;
             let ranks = RankTable::parse(&bytes, &path.display().to_string())?;
             let known = known_by_sha256(&ranks.sha256);
+            let is_llama3 = *llama3 || (ranks.sha256 == LLAMA3_SHA256 && pattern.is_none());
+            if is_llama3 && ranks.n_vocab() != 128_000 {
+                return Err(Error::invalid(format!(
+                    "tokenizer {described:?}: @llama3 brings Meta's special tokens at ids 128000 and up, but the \
+                     rank file has {} ranks, not 128000 (give the split pattern as @cl100k_classic instead)",
+                    ranks.n_vocab()
+                )));
+            }
             let pattern = match (pattern, known) {
                 (Some(p), _) => *p,
                 (None, Some(k)) => k.pattern,
+                (None, None) if is_llama3 => Pattern::Cl100kClassic,
                 (None, None) => {
-                    let names: Vec<&str> = Pattern::ALL.iter().map(|p| p.name()).collect();
                     return Err(Error::invalid(format!(
-                        "tokenizer {described:?}: the rank file is not one of OpenAI's encodings, so its split \
-                         pattern must be given: {}@PATTERN with PATTERN one of {}",
+                        "tokenizer {described:?}: the rank file is not one of OpenAI's encodings or Llama 3's, so its \
+                         split pattern must be given: {}@PATTERN with PATTERN one of {}",
                         path.display(),
-                        names.join(", ")
+                        Pattern::NAMES
                     )));
                 }
             };
-            // The special tokens of a known file are its encoding's; a custom file has none
-            // (give the end-of-document id explicitly).
-            let specials = known.map(|k| k.specials.iter().map(|&(t, id)| (t.to_string(), id)).collect());
+            // The special tokens of a known file are its encoding's, Llama 3's are Meta's; a custom
+            // file has none (give the end-of-document id explicitly).
+            let specials = if is_llama3 {
+                Some(llama3_specials())
+            } else {
+                known.map(|k| k.specials.iter().map(|&(t, id)| (t.to_string(), id)).collect())
+            };
             Ok(TokenizerModel::Bpe(BpeModel {
-                name: path.display().to_string(),
+                name: if is_llama3 { "llama3".into() } else { path.display().to_string() },
                 spec: described,
                 ranks: Arc::new(ranks),
                 pattern,
                 specials: specials.unwrap_or_default(),
             }))
         }
+        TokenizerSpec::SentencePiece(path) => {
+            let bytes = std::fs::read(path).with_path(path)?;
+            Ok(TokenizerModel::SentencePiece(SentencePieceModel {
+                sha256: sha256_hex(&bytes),
+                bytes: Arc::new(bytes),
+                spec: described,
+            }))
+        }
         TokenizerSpec::HfFile(path) => {
             let json = std::fs::read_to_string(path).with_path(path)?;
+            if super::tekken::is_tekken(&json) {
+                return super::tekken::read(&json, path, described).map(TokenizerModel::Bpe);
+            }
             let config_eos = path.parent().map(config_eos_token).transpose()?.flatten();
             Ok(TokenizerModel::Hf(HfModel { sha256: sha256_hex(json.as_bytes()), json, spec: described, config_eos }))
         }

@@ -4,14 +4,14 @@
 //! | --- | --- |
 //! | `byte` | UTF-8 byte + 1, eod 0 (the Megatron fixtures' tokenizer) |
 //! | `tiktoken:NAME` | an OpenAI encoding embedded in the binary: `r50k_base` (alias `gpt2`), `p50k_base`, `p50k_edit`, `cl100k_base`, `o200k_base` |
-//! | `tiktoken:PATH[@PATTERN]` | a `.tiktoken` rank file; `PATTERN` is `r50k`, `p50k`, `cl100k` or `o200k` (the split regex of that family); without it the file must be one of the known encodings (recognised by its SHA-256) |
-//! | `PATH.tiktoken[@PATTERN]` | the same, recognised by the extension |
-//! | `hf:PATH`, `PATH` | a Hugging Face `tokenizer.json`, or a directory holding one (its `tokenizer_config.json`, if any, names the eos token) |
+//! | `tiktoken:PATH[@PATTERN]` | a `.tiktoken` rank file; `PATTERN` names a split regex (`r50k`, `p50k`, `cl100k`, `cl100k_classic`, `llama3`, `o200k`, `qwen2`, `tekken`; `llama3` also brings Meta's 256 special tokens); without it the file must be a known one (OpenAI's encodings, Llama 3's), recognised by its SHA-256 |
+//! | `PATH.tiktoken[@PATTERN]`, `PATH@PATTERN` | the same, recognised by the extension or the pattern |
+//! | `hf:PATH`, `PATH` | a Hugging Face `tokenizer.json`, or a directory holding one (its `tokenizer_config.json`, if any, names the eos token); also a SentencePiece `.model`, a tiktoken rank file or Mistral's `tekken.json`, recognised by their contents |
 
 use std::path::{Path, PathBuf};
 
 use super::tiktoken_files::{known_encoding, Pattern, KNOWN_ENCODINGS};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 
 /// A parsed tokenizer spec: where the vocabulary comes from, not yet loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +26,11 @@ pub enum TokenizerSpec {
         path: PathBuf,
         /// The split pattern family; `None`: recognise the file by its hash.
         pattern: Option<Pattern>,
+        /// Given as `@llama3`: Llama 3's pattern and Meta's special tokens.
+        llama3: bool,
     },
+    /// A SentencePiece `.model` file.
+    SentencePiece(PathBuf),
     /// A Hugging Face `tokenizer.json` file.
     HfFile(PathBuf),
     /// A serialized Hugging Face tokenizer (e.g. `tokenizers.Tokenizer.to_str()` from Python).
@@ -39,7 +43,8 @@ pub enum TokenizerSpec {
 }
 
 const SPEC_HELP: &str = "expected one of: byte, tiktoken:NAME (r50k_base, gpt2, p50k_base, p50k_edit, cl100k_base, \
-     o200k_base), tiktoken:PATH.tiktoken[@r50k|p50k|cl100k|o200k], hf:PATH or a path to a tokenizer.json or \
+     o200k_base), tiktoken:PATH[@PATTERN] (a rank file; PATTERN one of r50k, p50k, cl100k, cl100k_classic, llama3, \
+     o200k, qwen2, tekken), hf:PATH, or a path to a tokenizer.json, a SentencePiece .model, Mistral's tekken.json or \
      a directory holding one";
 
 impl TokenizerSpec {
@@ -58,8 +63,8 @@ impl TokenizerSpec {
         if let Some(rest) = spec.strip_prefix("hf:") {
             return hf_path(spec, Path::new(rest));
         }
-        let (file, _) = split_pattern(spec);
-        if file.ends_with(".tiktoken") {
+        let (file, pattern) = split_pattern(spec);
+        if file.ends_with(".tiktoken") || (pattern.is_some() && Path::new(file).is_file()) {
             return tiktoken_file(spec, spec);
         }
         let path = Path::new(spec);
@@ -77,8 +82,10 @@ impl TokenizerSpec {
         match self {
             Self::Byte => "byte".into(),
             Self::TiktokenEmbedded(name) => format!("tiktoken:{name}"),
-            Self::TiktokenFile { path, pattern: Some(p) } => format!("tiktoken:{}@{}", path.display(), p.name()),
-            Self::TiktokenFile { path, pattern: None } => format!("tiktoken:{}", path.display()),
+            Self::TiktokenFile { path, llama3: true, .. } => format!("tiktoken:{}@llama3", path.display()),
+            Self::TiktokenFile { path, pattern: Some(p), .. } => format!("tiktoken:{}@{}", path.display(), p.name()),
+            Self::TiktokenFile { path, pattern: None, .. } => format!("tiktoken:{}", path.display()),
+            Self::SentencePiece(path) => format!("sentencepiece:{}", path.display()),
             Self::HfFile(path) => format!("hf:{}", path.display()),
             Self::HfJson { origin, .. } => origin.clone(),
         }
@@ -88,9 +95,9 @@ impl TokenizerSpec {
 /// `PATH@PATTERN` → (PATH, Some(PATTERN)) when PATTERN is a family name; else the whole string.
 fn split_pattern(s: &str) -> (&str, Option<Pattern>) {
     match s.rsplit_once('@') {
-        Some((path, p)) => match Pattern::from_name(p) {
-            Some(pattern) => (path, Some(pattern)),
-            None => (s, None),
+        Some((path, p)) => match p.parse::<Pattern>() {
+            Ok(pattern) => (path, Some(pattern)),
+            Err(_) => (s, None),
         },
         None => (s, None),
     }
@@ -98,6 +105,9 @@ fn split_pattern(s: &str) -> (&str, Option<Pattern>) {
 
 fn tiktoken_file(spec: &str, rest: &str) -> Result<TokenizerSpec> {
     let (file, pattern) = split_pattern(rest);
+    let llama3 = rest
+        .rsplit_once('@')
+        .is_some_and(|(_, p)| matches!(p.trim().to_ascii_lowercase().as_str(), "llama3" | "llama-3"));
     let path = PathBuf::from(file);
     if !path.is_file() {
         let names: Vec<&str> = KNOWN_ENCODINGS.iter().map(|e| e.name).collect();
@@ -106,24 +116,55 @@ fn tiktoken_file(spec: &str, rest: &str) -> Result<TokenizerSpec> {
             names.join(", ")
         )));
     }
-    Ok(TokenizerSpec::TiktokenFile { path, pattern })
+    Ok(TokenizerSpec::TiktokenFile { path, pattern, llama3 })
 }
+
+/// The files a tokenizer directory is looked in for, in this order.
+const DIR_FILES: [&str; 3] = ["tokenizer.json", "tokenizer.model", "tekken.json"];
 
 fn hf_path(spec: &str, path: &Path) -> Result<TokenizerSpec> {
     if path.is_dir() {
-        let file = path.join("tokenizer.json");
-        if !file.is_file() {
+        let Some(file) = DIR_FILES.iter().map(|f| path.join(f)).find(|f| f.is_file()) else {
             return Err(Error::invalid(format!(
-                "tokenizer {spec:?}: the directory has no tokenizer.json (only Hugging Face fast tokenizers are \
-                 supported)"
+                "tokenizer {spec:?}: the directory has none of {} (Hugging Face fast tokenizers, SentencePiece \
+                 models, tiktoken rank files and Mistral's tekken.json are read)",
+                DIR_FILES.join(", ")
             )));
-        }
-        return Ok(TokenizerSpec::HfFile(file));
+        };
+        return file_spec(spec, &file);
     }
     if path.is_file() {
-        return Ok(TokenizerSpec::HfFile(path.to_path_buf()));
+        return file_spec(spec, path);
     }
     Err(Error::invalid(format!("tokenizer {spec:?}: no such file or directory")))
+}
+
+/// What a tokenizer file is, from its first bytes: JSON (a `tokenizer.json`, or a
+/// `tekken.json`, told apart when read), a SentencePiece model, or a tiktoken rank file.
+fn file_spec(spec: &str, path: &Path) -> Result<TokenizerSpec> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(256);
+    std::fs::File::open(path).and_then(|f| f.take(256).read_to_end(&mut head)).with_path(path)?;
+    let text = head.trim_ascii_start();
+    if text.first() == Some(&b'{') {
+        return Ok(TokenizerSpec::HfFile(path.to_path_buf()));
+    }
+    if super::bpe::FastBpe::is_sentencepiece(&head) {
+        return Ok(TokenizerSpec::SentencePiece(path.to_path_buf()));
+    }
+    let first_line = text.split(|&b| b == b'\n').next().unwrap_or_default();
+    let rank_line = first_line.split(|&b| b == b' ').collect::<Vec<_>>();
+    if let [token, rank] = rank_line[..] {
+        let b64 = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=');
+        if !token.is_empty() && token.iter().all(b64) && rank.trim_ascii().iter().all(u8::is_ascii_digit) {
+            return Ok(TokenizerSpec::TiktokenFile { path: path.to_path_buf(), pattern: None, llama3: false });
+        }
+    }
+    Err(Error::invalid(format!(
+        "tokenizer {spec:?}: {} is neither a tokenizer.json, a SentencePiece .model, a tiktoken rank file nor \
+         Mistral's tekken.json",
+        path.display()
+    )))
 }
 
 #[cfg(test)]
@@ -144,17 +185,45 @@ mod tests {
         let s = format!("{}@cl100k", f.display());
         assert_eq!(
             TokenizerSpec::parse(&s).unwrap(),
-            TokenizerSpec::TiktokenFile { path: f.clone(), pattern: Some(Pattern::Cl100k) }
+            TokenizerSpec::TiktokenFile { path: f.clone(), pattern: Some(Pattern::Cl100k), llama3: false }
         );
         assert_eq!(
             TokenizerSpec::parse(&format!("tiktoken:{}", f.display())).unwrap(),
-            TokenizerSpec::TiktokenFile { path: f, pattern: None }
+            TokenizerSpec::TiktokenFile { path: f, pattern: None, llama3: false }
         );
         std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
         assert_eq!(
             TokenizerSpec::parse(dir.path().to_str().unwrap()).unwrap(),
             TokenizerSpec::HfFile(dir.path().join("tokenizer.json"))
         );
+    }
+
+    #[test]
+    fn files_are_told_apart_by_their_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("tokenizer.model");
+        std::fs::write(&model, b"\x0a\x09\x0a\x05<unk>").unwrap();
+        assert_eq!(TokenizerSpec::parse(model.to_str().unwrap()).unwrap(), TokenizerSpec::SentencePiece(model.clone()));
+        assert_eq!(
+            TokenizerSpec::parse(dir.path().to_str().unwrap()).unwrap(),
+            TokenizerSpec::SentencePiece(model.clone())
+        );
+        std::fs::write(&model, "IQ== 0\nIg== 1\n").unwrap();
+        assert_eq!(
+            TokenizerSpec::parse(model.to_str().unwrap()).unwrap(),
+            TokenizerSpec::TiktokenFile { path: model.clone(), pattern: None, llama3: false }
+        );
+        assert_eq!(
+            TokenizerSpec::parse(&format!("{}@llama3", model.display())).unwrap(),
+            TokenizerSpec::TiktokenFile { path: model.clone(), pattern: Some(Pattern::Cl100kClassic), llama3: true }
+        );
+        assert_eq!(
+            TokenizerSpec::parse(&format!("tiktoken:{}@qwen2", model.display())).unwrap(),
+            TokenizerSpec::TiktokenFile { path: model.clone(), pattern: Some(Pattern::Qwen2), llama3: false }
+        );
+        std::fs::write(&model, "hello world\n").unwrap();
+        let e = TokenizerSpec::parse(model.to_str().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("neither a tokenizer.json"), "{e}");
     }
 
     #[test]
@@ -167,6 +236,6 @@ mod tests {
         assert!(e.contains("byte") && e.contains("tiktoken:NAME"), "{e}");
         let dir = tempfile::tempdir().unwrap();
         let e = TokenizerSpec::parse(dir.path().to_str().unwrap()).unwrap_err().to_string();
-        assert!(e.contains("no tokenizer.json"), "{e}");
+        assert!(e.contains("tokenizer.json, tokenizer.model, tekken.json"), "{e}");
     }
 }

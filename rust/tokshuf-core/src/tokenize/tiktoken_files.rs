@@ -12,66 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 
-/// The pre-tokenization regex of an encoding family (as in `tiktoken_ext/openai_public.py`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Pattern {
-    /// GPT-2 / r50k_base / p50k_base.
-    R50k,
-    /// p50k_base uses r50k's regex; accepted as a name for clarity.
-    P50k,
-    /// cl100k_base.
-    Cl100k,
-    /// o200k_base.
-    O200k,
-}
-
-const R50K_PATTERN: &str = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s";
-const CL100K_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
-const O200K_PATTERN: &str = concat!(
-    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-    "|",
-    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-    "|",
-    r"\p{N}{1,3}",
-    "|",
-    r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
-    "|",
-    r"\s*[\r\n]+",
-    "|",
-    r"\s+(?!\S)",
-    "|",
-    r"\s+",
-);
-
-impl Pattern {
-    /// Every family, for messages.
-    pub const ALL: [Pattern; 4] = [Pattern::R50k, Pattern::P50k, Pattern::Cl100k, Pattern::O200k];
-
-    /// The family named `name` (`r50k`, `p50k`, `cl100k`, `o200k`, optionally with `_base`).
-    pub fn from_name(name: &str) -> Option<Pattern> {
-        let name = name.strip_suffix("_base").unwrap_or(name);
-        Self::ALL.into_iter().find(|p| p.name() == name)
-    }
-
-    /// The short name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Pattern::R50k => "r50k",
-            Pattern::P50k => "p50k",
-            Pattern::Cl100k => "cl100k",
-            Pattern::O200k => "o200k",
-        }
-    }
-
-    /// The regex.
-    pub fn regex(self) -> &'static str {
-        match self {
-            Pattern::R50k | Pattern::P50k => R50K_PATTERN,
-            Pattern::Cl100k => CL100K_PATTERN,
-            Pattern::O200k => O200K_PATTERN,
-        }
-    }
-}
+pub use super::bpe::Pattern;
 
 /// One of OpenAI's encodings.
 #[derive(Debug)]
@@ -95,7 +36,7 @@ const ENDOFTEXT: &str = "<|endoftext|>";
 pub static KNOWN_ENCODINGS: [KnownEncoding; 5] = [
     KnownEncoding {
         name: "r50k_base",
-        pattern: Pattern::R50k,
+        pattern: Pattern::Gpt2,
         sha256: "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
         last_rank: 50255,
         specials: &[(ENDOFTEXT, 50256)],
@@ -103,7 +44,7 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 5] = [
     },
     KnownEncoding {
         name: "p50k_base",
-        pattern: Pattern::P50k,
+        pattern: Pattern::Gpt2,
         sha256: "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
         last_rank: 50280,
         specials: &[(ENDOFTEXT, 50256)],
@@ -111,7 +52,7 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 5] = [
     },
     KnownEncoding {
         name: "p50k_edit",
-        pattern: Pattern::P50k,
+        pattern: Pattern::Gpt2,
         sha256: "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
         last_rank: 50280,
         specials: &[
@@ -145,6 +86,31 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 5] = [
         embedded: || tiktoken_rs::o200k_base().map_err(|e| e.to_string()),
     },
 ];
+
+/// SHA-256 of Llama 3's `tokenizer.model` (a rank file of 128,000 tokens; Meta's llama-models).
+pub const LLAMA3_SHA256: &str = "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55";
+
+/// Meta's 256 Llama 3 special tokens at ids 128000..128256 (llama-models `tokenizer.py`):
+/// `<|begin_of_text|>`, `<|end_of_text|>` (the end of a document), the header and turn tokens,
+/// and reserved ones.
+pub fn llama3_specials() -> Vec<(String, u32)> {
+    let named = [
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        "<|reserved_special_token_0|>",
+        "<|reserved_special_token_1|>",
+        "<|finetune_right_pad_id|>",
+        "<|step_id|>",
+        "<|start_header_id|>",
+        "<|end_header_id|>",
+        "<|eom_id|>",
+        "<|eot_id|>",
+        "<|python_tag|>",
+        "<|image|>",
+    ];
+    let reserved = (2..).map(|k| format!("<|reserved_special_token_{k}|>"));
+    named.iter().map(|s| s.to_string()).chain(reserved).take(256).zip(128_000..).collect()
+}
 
 /// The encoding called `name` (`gpt2` is tiktoken's alias of r50k_base's ranks and regex).
 pub fn known_encoding(name: &str) -> Option<&'static KnownEncoding> {
@@ -270,8 +236,8 @@ mod tests {
 
     #[test]
     fn pattern_names() {
-        assert_eq!(Pattern::from_name("cl100k_base"), Some(Pattern::Cl100k));
-        assert_eq!(Pattern::from_name("o200k"), Some(Pattern::O200k));
-        assert_eq!(Pattern::from_name("x"), None);
+        assert_eq!("cl100k_base".parse::<Pattern>().unwrap(), Pattern::Cl100k);
+        assert_eq!("llama3".parse::<Pattern>().unwrap(), Pattern::Cl100kClassic);
+        assert!("x".parse::<Pattern>().is_err());
     }
 }

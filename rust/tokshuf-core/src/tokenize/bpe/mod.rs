@@ -26,6 +26,7 @@ mod pairs;
 mod pattern;
 pub(crate) mod pretok;
 mod select;
+mod sentencepiece;
 mod shared;
 mod table;
 mod tiktoken;
@@ -41,7 +42,7 @@ pub use cache::{CacheConfig, Stats};
 pub use hf::Unsupported;
 pub use pattern::Pattern;
 use pattern::Scanners;
-pub use select::{for_hf_model, for_tiktoken_model, FAST_BPE_ENV};
+pub use select::{for_hf_model, for_sentencepiece_model, for_tiktoken_model, FAST_BPE_ENV};
 pub use tiktoken::ENCODINGS as TIKTOKEN_ENCODINGS;
 
 use added::{AddedSet, AddedToken, Part};
@@ -215,6 +216,33 @@ impl FastBpe {
         bpe.normalizer = hf.normalizer;
         bpe.prefix = hf.prefix;
         Ok(bpe)
+    }
+
+    /// A SentencePiece `.model` file's bytes (a BPE model): ids of the `sentencepiece` package's
+    /// `encode`. [`Unsupported`] names what it does not read (unigram models, other normalizers).
+    pub fn from_sentencepiece(bytes: &[u8], source: impl Into<String>) -> std::result::Result<FastBpe, Unsupported> {
+        let sp = sentencepiece::read(bytes)?;
+        let vocab = Vocab::new_chars(sp.tokens, sp.merges, sp.fallback).map_err(|e| Unsupported(e.0))?;
+        let vocab = equiv::list_as_ranks(vocab);
+        let cuts = SafeCuts::new(text_tokens(&vocab), Some('▁'));
+        let mut bpe =
+            Self::build(vocab, false, Splitter::SafeCuts(Arc::new(cuts)), AddedSet::plain(Vec::new()), source.into());
+        bpe.normalizer = sp.normalizer;
+        bpe.added_normalized = AddedSet::plain(
+            sp.user_defined
+                .into_iter()
+                .map(|(text, id)| AddedToken { normalized: true, special: false, ..AddedToken::plain(text, id) })
+                .collect(),
+        );
+        bpe.eod = sp.eos;
+        bpe.vocab_size = bpe.vocab_size.max(u64::from(sp.vocab_size));
+        Ok(bpe)
+    }
+
+    /// Whether `bytes` look like a SentencePiece model (rather than a text file, such as a
+    /// tiktoken rank file, which Llama 3 also calls `tokenizer.model`).
+    pub fn is_sentencepiece(bytes: &[u8]) -> bool {
+        sentencepiece::looks_like_model(bytes)
     }
 
     /// Match the special tokens in the text (tiktoken `allowed_special="all"`, `tokenizers`'

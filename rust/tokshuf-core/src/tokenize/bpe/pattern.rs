@@ -66,6 +66,9 @@ impl Pattern {
     pub const ALL: [Pattern; 6] =
         [Pattern::Gpt2, Pattern::Cl100k, Pattern::Cl100kClassic, Pattern::O200k, Pattern::Qwen2, Pattern::Tekken];
 
+    /// Every name [`Pattern::from_str`] accepts, for messages.
+    pub const NAMES: &'static str = "r50k, p50k, gpt2, cl100k, cl100k_classic, llama3, o200k, qwen2, tekken";
+
     /// The regex this family reproduces.
     pub fn regex(self) -> &'static str {
         match self {
@@ -153,8 +156,8 @@ impl FromStr for Pattern {
             "tekken" => Pattern::Tekken,
             _ => {
                 return Err(crate::Error::invalid(format!(
-                    "unknown split pattern {s:?} (expected one of: gpt2, r50k, p50k, cl100k, cl100k_classic, llama3, \
-                     o200k, qwen2, tekken)"
+                    "unknown split pattern {s:?} (expected one of: {})",
+                    Pattern::NAMES
                 )))
             }
         })

@@ -1,9 +1,9 @@
 //! Which resolved tokenizer models the fast encoder serves (called by `tokenize::build`): every
-//! tiktoken-style model whose split pattern has a scanner, and every `tokenizer.json` that
-//! [`FastBpe::from_hf_json`] accepts. The rest keep `tiktoken-rs` / the `tokenizers` crate.
+//! tiktoken-style model, every `tokenizer.json` that [`FastBpe::from_hf_json`] accepts, and
+//! SentencePiece models. The rest keep `tiktoken-rs` / the `tokenizers` crate, and say why.
 
-use super::{FastBpe, Pattern};
-use crate::tokenize::model::{BpeModel, HfModel};
+use super::FastBpe;
+use crate::tokenize::model::{BpeModel, HfModel, SentencePieceModel};
 use crate::tokenize::{hf, tiktoken};
 use crate::Result;
 
@@ -19,21 +19,39 @@ pub fn for_tiktoken_model(m: &BpeModel) -> Option<FastBpe> {
     if !enabled() {
         return None;
     }
-    let pattern = Pattern::from_regex(m.pattern.regex())?;
     // A vocabulary the fast encoder rejects (e.g. not every byte is a token) stays with tiktoken-rs.
-    let fast = FastBpe::from_ranks(m.ranks.entries.clone(), pattern, m.specials.clone(), m.spec.clone()).ok()?;
+    let fast = FastBpe::from_ranks(m.ranks.entries.clone(), m.pattern, m.specials.clone(), m.spec.clone()).ok()?;
     Some(fast.with_eod(m.endoftext()).with_identity(tiktoken::identity(m)))
 }
 
-/// The fast encoder of a Hugging Face model, if the file is one it reproduces exactly. Like the
-/// `tokenizers` path, special tokens written in the text are matched (Megatron's
-/// HuggingFaceTokenizer behaviour) and the eos token follows `tokenizer_config.json`.
-pub fn for_hf_model(m: &HfModel) -> Result<Option<FastBpe>> {
+/// The fast encoder of a Hugging Face model if the file is one it reproduces exactly, else why
+/// not (the first component of the file it does not implement). Like the `tokenizers` path,
+/// added tokens written in the text are matched (Megatron's HuggingFaceTokenizer behaviour) and
+/// the eos token follows `tokenizer_config.json`.
+pub fn for_hf_model(m: &HfModel) -> Result<std::result::Result<FastBpe, String>> {
     if !enabled() {
-        return Ok(None);
+        return Ok(Err(format!("{FAST_BPE_ENV}=0")));
     }
-    let Ok(fast) = FastBpe::from_hf_json(&m.json) else { return Ok(None) };
+    let fast = match FastBpe::from_hf_json(&m.json) {
+        Ok(fast) => fast,
+        Err(why) => return Ok(Err(why.0)),
+    };
     let (eod_token, eod) = hf::eod(m, |t| fast.hf_token_id(t))?;
     let identity = hf::identity(m, super::super::Tokenizer::vocab_size(&fast), eod, eod_token.as_deref());
-    Ok(Some(fast.with_special_tokens_in_text(true).with_eod(eod).with_identity(identity)))
+    Ok(Ok(fast.with_special_tokens_in_text(true).with_eod(eod).with_identity(identity)))
+}
+
+/// The encoder of a SentencePiece model (no other reads it; what this one does not is an error
+/// naming the reason).
+pub fn for_sentencepiece_model(m: &SentencePieceModel) -> Result<FastBpe> {
+    let fast = FastBpe::from_sentencepiece(&m.bytes, m.spec.clone())
+        .map_err(|e| crate::Error::invalid(format!("tokenizer {:?}: {}", m.spec, e.0)))?;
+    let identity = serde_json::json!({
+        "kind": "sentencepiece",
+        "spec": m.spec,
+        "sha256": m.sha256,
+        "vocab_size": super::super::Tokenizer::vocab_size(&fast),
+        "eod": super::super::Tokenizer::eod_id(&fast),
+    });
+    Ok(fast.with_identity(identity))
 }
