@@ -173,14 +173,19 @@ def _non_empty_documents(idx: Path) -> int:
     return int((np.diff(docs) > 0).sum())
 
 
-def run_peer(corpus: Path, lib: str, tokenizer: str, threads: int, dtype: str) -> Result:
+def run_peer(
+    corpus: Path, lib: str, tokenizer: str, threads: int, dtype: str, eod: int | None = None
+) -> Result:
     cmd = [sys.executable, str(PEER), str(corpus), "--lib", lib, "--tokenizer", tokenizer]
     cmd += ["--threads", str(threads), "--dtype", dtype]
+    if eod is not None:
+        cmd += ["--eod-id", str(eod)]
     wall, rss, cpu, stdout = measured(cmd)
     r = json.loads(stdout)
     label = {
         "hf": "HF tokenizers encode_batch",
         "tiktoken": "tiktoken encode_ordinary_batch",
+        "sentencepiece": "sentencepiece encode",
         "fastokens": "fastokens encode_batch_flat",
     }[lib]
     short = Path(tokenizer).parent.name if tokenizer.endswith(".json") else tokenizer

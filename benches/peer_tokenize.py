@@ -1,9 +1,11 @@
-"""One peer run for bench_preprocess.py: tokenize a corpus's texts with HF `tokenizers`,
-`tiktoken` or `fastokens` (if installed: ``pip install fastokens``; never a dependency), the way
-their users do, and print one JSON line.
+"""One peer run for bench_preprocess.py and bench_tokenizers.py: tokenize a corpus's texts with HF
+`tokenizers`, `tiktoken`, `sentencepiece` or `fastokens` (if installed: ``pip install
+fastokens``; never a dependency), the way their users do, and print one JSON line.
 
     peer_tokenize.py CORPUS --lib hf --tokenizer DIR/tokenizer.json --threads 2 --dtype uint16
     peer_tokenize.py CORPUS --lib tiktoken --tokenizer cl100k_base --threads 1 --dtype int32
+    peer_tokenize.py CORPUS --lib tiktoken --tokenizer RANKS.model@PATTERN --eod-id 128001 ...
+    peer_tokenize.py CORPUS --lib sentencepiece --tokenizer tokenizer.model --threads 2 ...
 
 The texts are loaded first (not timed); only the encode calls are timed, in batches of
 ``--batch`` documents. The ids are also hashed (outside the timed region) exactly as a Megatron
@@ -45,15 +47,35 @@ def encoder(lib: str, tokenizer: str, threads: int) -> tuple[Any, int]:
         return hf_batch, eod
     if lib == "fastokens":
         return fastokens_encoder(tokenizer, threads)
+    if lib == "sentencepiece":
+        import sentencepiece
+
+        sp = sentencepiece.SentencePieceProcessor(model_file=tokenizer)
+
+        def sp_batch(texts: list[str]) -> list[list[int]]:
+            ids: list[list[int]] = sp.encode(texts, num_threads=threads)
+            return ids
+
+        return sp_batch, sp.eos_id()
+    import tiktoken
+    import tiktoken.load
+
+    from tokshuf import _core
     from tokshuf.tokenizer import tiktoken_encoding  # tiktoken itself, built offline
 
-    enc = tiktoken_encoding(tokenizer)
+    if "@" in tokenizer:  # a rank file with a split pattern named as tokshuf names them
+        path, pattern = tokenizer.rsplit("@", 1)
+        ranks = tiktoken.load.load_tiktoken_bpe(path)
+        pat = _core.split_pattern_regex(pattern)
+        enc = tiktoken.Encoding("file", pat_str=pat, mergeable_ranks=ranks, special_tokens={})
+    else:
+        enc = tiktoken_encoding(tokenizer)
 
     def tiktoken_batch(texts: list[str]) -> list[list[int]]:
         ids: list[list[int]] = enc.encode_ordinary_batch(texts, num_threads=threads)
         return ids
 
-    return tiktoken_batch, enc.eot_token
+    return tiktoken_batch, enc.eot_token if enc.special_tokens_set else -1
 
 
 def fastokens_encoder(tokenizer: str, threads: int) -> tuple[Any, int]:
@@ -93,15 +115,17 @@ def fastokens_encoder(tokenizer: str, threads: int) -> tuple[Any, int]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("corpus")
-    ap.add_argument("--lib", choices=["hf", "tiktoken", "fastokens"], required=True)
+    ap.add_argument("--lib", choices=["hf", "tiktoken", "sentencepiece", "fastokens"], required=True)
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--dtype", default="uint16")
+    ap.add_argument("--eod-id", type=int, default=None, help="the id appended to each document")
     args = ap.parse_args()
 
     texts = load_texts(args.corpus)
     encode_batch, eod = encoder(args.lib, args.tokenizer, args.threads)
+    eod = eod if args.eod_id is None else args.eod_id
     digest = hashlib.sha256()
     tokens = 0
     seconds = 0.0

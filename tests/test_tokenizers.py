@@ -80,7 +80,8 @@ def test_custom_tiktoken_file_needs_a_pattern_and_has_no_eod(tmp_path: Path) -> 
     data = _core.tiktoken_encoding_data("r50k_base")["tiktoken_file"]
     path = tmp_path / "mine.tiktoken"
     path.write_bytes(data.rsplit(b"\n", 2)[0] + b"\n")  # drop the last rank: not OpenAI's file
-    with pytest.raises(tokshuf.ConfigError, match=r"@PATTERN.*r50k, p50k, gpt2, cl100k, cl100k_classic, llama3, o200k"):
+    names = r"r50k, p50k, gpt2, cl100k, cl100k_classic, llama3, o200k, qwen2, tekken"
+    with pytest.raises(tokshuf.ConfigError, match=rf"@PATTERN.*{names}"):
         tokshuf.Tokenizer(str(path))
     tok = tokshuf.Tokenizer(f"{path}@r50k")
     assert tok.eod_id is None

@@ -19,6 +19,7 @@ __all__ = [
     "SampleReader",
     "StreamWorker",
     "TokenWriter",
+    "TIKTOKEN_ENCODINGS",
     "Tokenizer",
     "__version__",
     "build_blending_indices",
@@ -47,6 +48,7 @@ __all__ = [
     "scan_documents",
     "shuffle",
     "size_per_split_per_dataset",
+    "split_pattern_regex",
     "split_ranges",
     "tiktoken_encoding_data",
     "vsl_batch_order",
@@ -216,7 +218,9 @@ class InstanceReader:
 
 @final
 class Tokenizer:
-    def __new__(cls, spec: str, eod_id: int | None = None) -> Tokenizer: ...
+    def __new__(
+        cls, spec: str, eod_id: int | None = None, special_tokens: list[tuple[str, int]] | None = None
+    ) -> Tokenizer: ...
     @staticmethod
     def from_hf_json(
         json: str, origin: str = "tokenizers.Tokenizer", eod_id: int | None = None
@@ -337,9 +341,14 @@ def shuffle(
     batch_bytes: int = 1048576,
     max_line_bytes: int = 1073741824,
     progress: str = "none",
+    tokenizer_special_tokens: list[tuple[str, int]] | None = None,
 ) -> str: ...
 
 # -- fast byte-level BPE (bpe.rs) ---------------------------------------------------------------
+TIKTOKEN_ENCODINGS: list[str]
+
+def split_pattern_regex(name: str) -> str: ...
+
 @final
 class BpeEncoder:
     @staticmethod

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tokshuf import __version__, cli_instances, cli_shuffle
+from tokshuf import __version__, cli_instances, cli_shuffle, cli_tokenizer
 from tokshuf.errors import BadInputError, TokshufError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -35,7 +35,13 @@ def _add_preprocess(sub: Any) -> None:
         default="byte",
         metavar="SPEC",
         help="byte | tiktoken:NAME (r50k_base, gpt2, p50k_base, p50k_edit, cl100k_base, o200k_base) | "
-        "FILE.tiktoken[@r50k|p50k|cl100k|o200k] | a tokenizer.json or its directory (default: byte)",
+        "a rank file FILE[@PATTERN] (PATTERN: r50k, p50k, cl100k, cl100k_classic, llama3, o200k, qwen2, "
+        "tekken) | a tokenizer.json, SentencePiece .model or tekken.json, or their directory (default: byte)",
+    )
+    p.add_argument(
+        "--special-tokens-file",
+        metavar="JSON",
+        help='special tokens of a tiktoken rank file, as a JSON object {"<|end_of_text|>": 128001, ...}',
     )
     p.add_argument("--json-keys", nargs="+", default=["text"], metavar="KEY", help="keys to tokenize")
     p.add_argument("--append-eod", action="store_true", help="end every non-empty document with the eod id")
@@ -104,6 +110,7 @@ def _preprocess(args: argparse.Namespace) -> int:
         args.json_keys,
         append_eod=args.append_eod,
         eod_id=args.eod_id,
+        special_tokens=args.special_tokens_file,
         dtype=args.dtype,
         workers=args.workers,
         on_error=args.on_error,
@@ -192,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_merge(sub)
     cli_instances.add_commands(sub)
     cli_shuffle.add_parser(sub)
+    cli_tokenizer.add_parser(sub)
     _add_inspect(sub)
     return parser
 

@@ -41,8 +41,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--tokenizer",
         metavar="SPEC",
-        help="byte | tiktoken:NAME | FILE.tiktoken[@r50k|p50k|cl100k|o200k] | a tokenizer.json or its "
-        "directory, as for preprocess (not used with --shuffle-only)",
+        help="byte | tiktoken:NAME | a rank file FILE[@PATTERN] | a tokenizer.json, SentencePiece .model or "
+        "tekken.json, or their directory, as for preprocess (not used with --shuffle-only)",
+    )
+    p.add_argument(
+        "--special-tokens-file",
+        metavar="JSON",
+        help='special tokens of a tiktoken rank file, as a JSON object {"<|end_of_text|>": 128001, ...}',
     )
     p.add_argument(
         "--seqlen", type=int, default=2049, help="tokens per context, INCLUDING the +1 target (default: 2049)"
@@ -178,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
             all_pad_context=args.all_pad_context,
             buffer_bytes=args.buffer_mb << 20,
             progress=progress,
+            tokenizer_special_tokens=args.special_tokens_file,
         )
     except KeyboardInterrupt:
         print("tokshuf: interrupted; run the same command again to resume", file=sys.stderr)

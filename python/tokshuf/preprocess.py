@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokshuf import _core
@@ -22,6 +22,7 @@ def preprocess(
     *,
     append_eod: bool = False,
     eod_id: int | None = None,
+    special_tokens: Mapping[str, int] | str | os.PathLike[str] | None = None,
     dtype: str | None = None,
     workers: int | None = None,
     on_error: str = "fail",
@@ -59,6 +60,10 @@ def preprocess(
         Append the end-of-document id to every document with at least one token.
     eod_id
         Override the tokenizer's end-of-document id.
+    special_tokens
+        Special tokens of a tiktoken rank file (``{token: id}`` or a JSON file holding it; see
+        :class:`tokshuf.Tokenizer`): a token named ``<|endoftext|>``, ``<|end_of_text|>`` or
+        ``</s>`` is the end-of-document id.
     dtype
         Output dtype; ``None``/``"auto"`` picks uint16 below 65500 ids, else int32.
     workers
@@ -92,7 +97,7 @@ def preprocess(
         input bytes, seconds, the tokenizer's identity, the outputs.
     """
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
-    tok = as_tokenizer(tokenizer, eod_id)
+    tok = as_tokenizer(tokenizer, eod_id, special_tokens)
     if progress is None:
         progress = "bar" if sys.stderr.isatty() else "none"
     summary_path = None if isinstance(summary, bool) else os.fspath(summary)

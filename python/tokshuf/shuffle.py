@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokshuf import _core
+from tokshuf.tokenizer import special_tokens_mapping
 
 __all__ = ["SPECIAL_TOKEN_PRESETS", "shuffle"]
 
@@ -44,6 +45,7 @@ def shuffle(
     batch_bytes: int = 1 << 20,
     max_line_bytes: int = 1 << 30,
     progress: str | None = None,
+    tokenizer_special_tokens: Mapping[str, int] | PathLike | None = None,
 ) -> dict[str, Any]:
     """Tokenize JSON lines, cut them into contexts and write a globally shuffled webdataset.
 
@@ -93,6 +95,9 @@ def shuffle(
         ``"dclm-llama3"``: tokshuf-rust's Llama-3 convention (BOS 128000, EOT 0, PAD 128258).
     eot_id, pad_id, bos_id
         Override the preset's ids.
+    tokenizer_special_tokens
+        Special tokens of a tiktoken rank file (``{token: id}`` or a JSON file holding it; see
+        :class:`tokshuf.Tokenizer`), e.g. to give a custom file the end-of-text id ``native`` uses.
     content_key
         JSON key holding the text.
     on_error
@@ -151,6 +156,12 @@ def shuffle(
             batch_bytes=batch_bytes,
             max_line_bytes=max_line_bytes,
             progress=progress,
+            tokenizer_special_tokens=_listed(tokenizer_special_tokens),
         )
     )
     return summary
+
+
+def _listed(value: Mapping[str, int] | PathLike | None) -> list[tuple[str, int]] | None:
+    specials = special_tokens_mapping(value)
+    return None if specials is None else sorted(specials.items(), key=lambda kv: kv[1])

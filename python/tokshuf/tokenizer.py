@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tokshuf import _core
 from tokshuf._core import Tokenizer as _Native
+from tokshuf.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,25 +55,39 @@ class Tokenizer:
         A spec string or path (see the module documentation), a ``tokenizers.Tokenizer`` object,
         or another :class:`Tokenizer`.
     eod_id
-        Override the end-of-document id (default: ``<|endoftext|>``, or the eos token of the
-        Hugging Face tokenizer).
+        Override the end-of-document id (default: ``<|endoftext|>``, ``<|end_of_text|>`` or
+        ``</s>``, or the eos token of the Hugging Face tokenizer).
+    special_tokens
+        Special tokens of a tiktoken rank file, which has none of its own: ``{token: id}``, or the
+        path of a JSON file holding that object. Ids must be above the file's ranks. A token
+        named ``<|endoftext|>``, ``<|end_of_text|>`` or ``</s>`` becomes the end-of-document id.
 
     Pickles by its spec (or, for a ``tokenizers.Tokenizer``, by its JSON).
     """
 
-    __slots__ = ("_core", "_eod_override", "_hf_json", "_spec")
+    __slots__ = ("_core", "_eod_override", "_hf_json", "_spec", "_special_tokens")
     _core: _Native
     _spec: str
     _hf_json: str | None
     _eod_override: int | None
+    _special_tokens: dict[str, int] | None
 
-    def __init__(self, spec: Any, *, eod_id: int | None = None) -> None:
+    def __init__(
+        self,
+        spec: Any,
+        *,
+        eod_id: int | None = None,
+        special_tokens: Mapping[str, int] | str | os.PathLike[str] | None = None,
+    ) -> None:
+        specials = special_tokens_mapping(special_tokens)
         if isinstance(spec, Tokenizer):
-            if eod_id is None:
+            if eod_id is None and specials is None:
                 self._spec, self._hf_json, self._eod_override = spec._spec, spec._hf_json, spec._eod_override
+                self._special_tokens = spec._special_tokens
                 self._core = spec._core
                 return
             name, hf_json = spec._spec, spec._hf_json
+            specials = specials if specials is not None else spec._special_tokens
         elif _is_hf_tokenizer(spec):
             name, hf_json = "tokenizers.Tokenizer", spec.to_str()
         elif isinstance(spec, str | os.PathLike):
@@ -82,12 +97,18 @@ class Tokenizer:
                 f"cannot make a tokenizer from {type(spec).__name__}: expected a spec string or path, "
                 "a tokenizers.Tokenizer or a tokshuf.Tokenizer"
             )
-        self._load(name, hf_json, eod_id)
+        self._load(name, hf_json, eod_id, specials)
 
-    def _load(self, name: str, hf_json: str | None, eod_id: int | None) -> None:
+    def _load(
+        self, name: str, hf_json: str | None, eod_id: int | None, specials: dict[str, int] | None = None
+    ) -> None:
         self._spec, self._hf_json, self._eod_override = name, hf_json, eod_id
+        self._special_tokens = specials
         if hf_json is None:
-            self._core = _core.Tokenizer(name, eod_id)
+            listed = None if specials is None else sorted(specials.items(), key=lambda kv: kv[1])
+            self._core = _core.Tokenizer(name, eod_id, listed)
+        elif specials is not None:
+            raise ConfigError("special tokens can be declared for tiktoken rank files only")
         else:
             self._core = _core.Tokenizer.from_hf_json(hf_json, name, eod_id)
 
@@ -137,23 +158,52 @@ class Tokenizer:
         return self._core
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_restore, (self._spec, self._hf_json, self._eod_override))
+        return (_restore, (self._spec, self._hf_json, self._eod_override, self._special_tokens))
 
     def __repr__(self) -> str:
         return f"Tokenizer({self._spec!r}, vocab_size={self.vocab_size}, eod_id={self.eod_id})"
 
 
-def _restore(spec: str, hf_json: str | None, eod_id: int | None) -> Tokenizer:
+def _restore(
+    spec: str, hf_json: str | None, eod_id: int | None, specials: dict[str, int] | None = None
+) -> Tokenizer:
     tok = Tokenizer.__new__(Tokenizer)
-    tok._load(spec, hf_json, eod_id)
+    tok._load(spec, hf_json, eod_id, specials)
     return tok
 
 
-def as_tokenizer(tokenizer: Any, eod_id: int | None = None) -> Tokenizer:
+def special_tokens_mapping(value: Mapping[str, int] | str | os.PathLike[str] | None) -> dict[str, int] | None:
+    """``{token: id}`` from a mapping or a JSON file holding one."""
+    if value is None:
+        return None
+    if isinstance(value, str | os.PathLike):
+        path = os.fspath(value)
+        try:
+            with open(path, encoding="utf-8") as f:
+                value = json.load(f)
+        except OSError as e:
+            raise ConfigError(f"special tokens file {path!r}: {e.strerror or e}") from e
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"special tokens file {path!r} is not JSON: {e}") from e
+        if not isinstance(value, dict):
+            raise ConfigError(f"special tokens file {path!r} must hold a JSON object {{token: id}}")
+    out: dict[str, int] = {}
+    for token, tid in value.items():
+        if not isinstance(token, str) or isinstance(tid, bool) or not isinstance(tid, int) or tid < 0:
+            raise ConfigError(f"special token {token!r}: expected a string and an id >= 0, got {tid!r}")
+        out[token] = tid
+    return out
+
+
+def as_tokenizer(
+    tokenizer: Any,
+    eod_id: int | None = None,
+    special_tokens: Mapping[str, int] | str | os.PathLike[str] | None = None,
+) -> Tokenizer:
     """``tokenizer`` (anything :class:`Tokenizer` accepts) as a :class:`Tokenizer`."""
-    if isinstance(tokenizer, Tokenizer) and eod_id is None:
+    if isinstance(tokenizer, Tokenizer) and eod_id is None and special_tokens is None:
         return tokenizer
-    return Tokenizer(tokenizer, eod_id=eod_id)
+    return Tokenizer(tokenizer, eod_id=eod_id, special_tokens=special_tokens)
 
 
 def tiktoken_encoding(name: str) -> Any:

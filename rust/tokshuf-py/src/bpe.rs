@@ -17,7 +17,16 @@ use crate::long_call::run_detached;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeEncoder>()?;
+    m.add_function(wrap_pyfunction!(split_pattern_regex, m)?)?;
+    m.add("TIKTOKEN_ENCODINGS", tokshuf_core::tokenize::bpe::TIKTOKEN_ENCODINGS.to_vec())?;
     Ok(())
+}
+
+/// The regex of a split pattern, by any of its names (`cl100k`, `llama3`, `qwen2`, ...).
+#[pyfunction]
+fn split_pattern_regex(py: Python<'_>, name: &str) -> PyResult<&'static str> {
+    let pattern: Pattern = name.parse().into_py(py)?;
+    Ok(pattern.regex())
 }
 
 /// Exact byte-level BPE: the OpenAI encodings, rank files, and the `tokenizer.json` files whose

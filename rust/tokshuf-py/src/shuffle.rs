@@ -36,6 +36,7 @@ fn extensions(ext: Option<Vec<String>>, shuffle_only: bool) -> Vec<String> {
     special_tokens="native", eot_id=None, pad_id=None, bos_id=None, content_key="text",
     on_error="fail", member_format="json.gz", gzip_level=1, all_pad_context=false,
     buffer_bytes=33554432, batch_bytes=1048576, max_line_bytes=1073741824, progress="none",
+    tokenizer_special_tokens=None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn shuffle(
@@ -64,6 +65,7 @@ fn shuffle(
     batch_bytes: usize,
     max_line_bytes: usize,
     progress: &str,
+    tokenizer_special_tokens: Option<Vec<(String, u32)>>,
 ) -> PyResult<String> {
     let on_error: ErrorPolicy = on_error.parse().into_py(py)?;
     let progress: ProgressStyle = progress.parse().into_py(py)?;
@@ -79,7 +81,7 @@ fn shuffle(
             (None, SpecialIds { bos: None, eot: 0, pad: 0 }, Vec::new())
         } else {
             let spec = tokenizer.as_deref().ok_or_else(|| Error::invalid("a tokenizer is required (e.g. byte)"))?;
-            let tok = tokenize::from_spec(spec)?;
+            let tok = tokenize::from_spec_with_specials(spec, tokenizer_special_tokens)?;
             let (special, warnings) = resolve_special(&special_tokens, tok.as_ref(), bos_id, eot_id, pad_id)?;
             (Some(tok), special, warnings)
         };

@@ -31,8 +31,16 @@ impl PyTokenizer {
     }
 }
 
-fn load(spec: TokenizerSpec, eod_id: Option<u32>) -> Result<Arc<dyn Tokenizer>, Error> {
-    let tok = build(&resolve(&spec)?)?;
+fn load(
+    spec: TokenizerSpec,
+    eod_id: Option<u32>,
+    special_tokens: Option<Vec<(String, u32)>>,
+) -> Result<Arc<dyn Tokenizer>, Error> {
+    let mut model = resolve(&spec)?;
+    if let Some(specials) = special_tokens {
+        model = tokenize::with_special_tokens(model, specials)?;
+    }
+    let tok = build(&model)?;
     match eod_id {
         Some(id) => tokenize::with_eod(tok, id),
         None => Ok(tok),
@@ -42,10 +50,16 @@ fn load(spec: TokenizerSpec, eod_id: Option<u32>) -> Result<Arc<dyn Tokenizer>, 
 #[pymethods]
 impl PyTokenizer {
     #[new]
-    #[pyo3(signature = (spec, eod_id=None))]
-    fn new(py: Python<'_>, spec: &str, eod_id: Option<u32>) -> PyResult<Self> {
+    #[pyo3(signature = (spec, eod_id=None, special_tokens=None))]
+    fn new(
+        py: Python<'_>,
+        spec: &str,
+        eod_id: Option<u32>,
+        special_tokens: Option<Vec<(String, u32)>>,
+    ) -> PyResult<Self> {
         let spec = spec.to_string();
-        let inner = py.detach(|| TokenizerSpec::parse(&spec).and_then(|s| load(s, eod_id))).into_py(py)?;
+        let inner =
+            py.detach(|| TokenizerSpec::parse(&spec).and_then(|s| load(s, eod_id, special_tokens))).into_py(py)?;
         Ok(Self { inner, spec })
     }
 
@@ -55,7 +69,7 @@ impl PyTokenizer {
     fn from_hf_json(py: Python<'_>, json: String, origin: &str, eod_id: Option<u32>) -> PyResult<Self> {
         let origin = origin.to_string();
         let spec = TokenizerSpec::HfJson { json, origin: origin.clone() };
-        let inner = py.detach(|| load(spec, eod_id)).into_py(py)?;
+        let inner = py.detach(|| load(spec, eod_id, None)).into_py(py)?;
         Ok(Self { inner, spec: origin })
     }
 

@@ -29,7 +29,11 @@ impl TiktokenTokenizer {
         let specials: FxHashMap<String, u32> = model.specials.iter().cloned().collect();
         let bpe = CoreBPE::new(encoder, specials, model.pattern.regex())
             .map_err(|e| Error::invalid(format!("tokenizer {:?}: {e}", model.spec)))?;
-        Ok(Self { bpe, eod: model.endoftext(), vocab_size: model.vocab_size(), identity: identity(model) })
+        let mut identity = identity(model);
+        if let Some(obj) = identity.as_object_mut() {
+            obj.insert("encoder".into(), "tiktoken-rs".into());
+        }
+        Ok(Self { bpe, eod: model.endoftext(), vocab_size: model.vocab_size(), identity })
     }
 }
 
