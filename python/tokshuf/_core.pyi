@@ -10,6 +10,7 @@ import numpy as np
 _Buffer: TypeAlias = np.ndarray[Any, Any] | memoryview | bytes
 
 __all__ = [
+    "TIKTOKEN_ENCODINGS",
     "BpeEncoder",
     "IndexArray",
     "IndexReader",
@@ -19,7 +20,6 @@ __all__ = [
     "SampleReader",
     "StreamWorker",
     "TokenWriter",
-    "TIKTOKEN_ENCODINGS",
     "Tokenizer",
     "__version__",
     "build_blending_indices",

@@ -145,18 +145,19 @@ fn file_spec(spec: &str, path: &Path) -> Result<TokenizerSpec> {
     use std::io::Read;
     let mut head = Vec::with_capacity(256);
     std::fs::File::open(path).and_then(|f| f.take(256).read_to_end(&mut head)).with_path(path)?;
+    if super::bpe::FastBpe::is_sentencepiece(&head) {
+        return Ok(TokenizerSpec::SentencePiece(path.to_path_buf()));
+    }
     let text = head.trim_ascii_start();
     if text.first() == Some(&b'{') {
         return Ok(TokenizerSpec::HfFile(path.to_path_buf()));
-    }
-    if super::bpe::FastBpe::is_sentencepiece(&head) {
-        return Ok(TokenizerSpec::SentencePiece(path.to_path_buf()));
     }
     let first_line = text.split(|&b| b == b'\n').next().unwrap_or_default();
     let rank_line = first_line.split(|&b| b == b' ').collect::<Vec<_>>();
     if let [token, rank] = rank_line[..] {
         let b64 = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=');
-        if !token.is_empty() && token.iter().all(b64) && rank.trim_ascii().iter().all(u8::is_ascii_digit) {
+        let rank = rank.trim_ascii();
+        if !token.is_empty() && token.iter().all(b64) && !rank.is_empty() && rank.iter().all(u8::is_ascii_digit) {
             return Ok(TokenizerSpec::TiktokenFile { path: path.to_path_buf(), pattern: None, llama3: false });
         }
     }

@@ -105,9 +105,17 @@ impl AddedSet {
         self.tokens.iter().find(|t| t.content == content).map(|t| t.id)
     }
 
+    /// Whether every token is special (then a caller that leaves special tokens as text need
+    /// not look for them).
+    pub fn all_special(&self) -> bool {
+        self.tokens.iter().all(|t| t.special)
+    }
+
     /// Call `emit` with the parts of `text`, in order. Text parts are never empty; with
     /// `rstrip` tokens they can overlap a following token's whitespace, as in `tokenizers`.
-    pub fn split(&self, text: &str, mut emit: impl FnMut(Part)) {
+    /// With `specials_as_text`, a special token's match is left in the text (`tokenizers`'
+    /// `encode_special_tokens`; as there, the match is not tried again shorter).
+    pub fn split(&self, text: &str, specials_as_text: bool, mut emit: impl FnMut(Part)) {
         let Some(matcher) = &self.matcher else {
             if !text.is_empty() {
                 emit(Part::Text(0, text.len()));
@@ -119,6 +127,9 @@ impl AddedSet {
         while let Some(m) = self.find(matcher, t, from) {
             from = m.end();
             let tok = &self.tokens[m.pattern().as_usize()];
+            if tok.special && specials_as_text {
+                continue;
+            }
             if tok.single_word && (ends_in_word_char(&text[..m.start()]) || starts_with_word_char(&text[m.end()..])) {
                 continue;
             }
@@ -199,7 +210,7 @@ mod tests {
 
     fn parts(set: &AddedSet, text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        set.split(text, |p| {
+        set.split(text, false, |p| {
             out.push(match p {
                 Part::Text(a, b) => text[a..b].to_string(),
                 Part::Token(id) => format!("#{id}"),

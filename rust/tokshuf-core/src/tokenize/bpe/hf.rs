@@ -20,6 +20,7 @@ use super::normalize::{Normalizer, Step as NormStep};
 use super::pattern::Pattern;
 use super::pretok::split::{Behavior, Matcher, Prefix, PrependScheme, SplitStep, Splitter};
 use super::pretok::Automaton;
+use super::unicode::single_char;
 use super::vocab::{Fallback, FastMap, Merges, Units};
 
 /// Why a `tokenizer.json` cannot take the fast path: the first component it does not implement.
@@ -196,6 +197,11 @@ fn pre_tokenizer(v: &Value) -> Result<(Prefix, Splitter, bool), Unsupported> {
                 let Some(mark) = p.get("replacement").and_then(Value::as_str).and_then(single_char) else {
                     return unsupported("a Metaspace replacement that is not one character");
                 };
+                if p.get("prepend_scheme").is_none()
+                    && p.get("add_prefix_space").and_then(Value::as_bool) == Some(false)
+                {
+                    return unsupported("a Metaspace with add_prefix_space false and no prepend_scheme");
+                }
                 let scheme = match p.get("prepend_scheme").and_then(Value::as_str) {
                     None | Some("always") => PrependScheme::Always,
                     Some("first") => PrependScheme::First,
@@ -236,14 +242,6 @@ fn simple(step: &SplitStep) -> Option<Splitter> {
         Matcher::Scanner(p) => Splitter::Scanner(*p),
         Matcher::Regex(a) => Splitter::Regex(a.clone()),
     })
-}
-
-fn single_char(s: &str) -> Option<char> {
-    let mut c = s.chars();
-    match (c.next(), c.next()) {
-        (Some(ch), None) => Some(ch),
-        _ => None,
-    }
 }
 
 /// The parts of a `tokenizer.json` the encoder reads. The model's vocabulary and merges are
@@ -351,10 +349,13 @@ pub(crate) fn parse(json: &str) -> Result<HfBpe, Unsupported> {
     }
     let normalizer = normalizer(&root.normalizer)?;
     let (prefix, splitter, byte_level) = pre_tokenizer(&root.pre_tokenizer)?;
+    // Whether a stretch starts the text is told by `tokenizers` from where its normalized text
+    // maps back to; a Replace of several characters, or by nothing, moves that.
+    let moves = |s: &NormStep| matches!(s, NormStep::Replace { from, to } if to.is_empty() || from.chars().count() > 1);
     if let (Prefix::Metaspace { scheme: PrependScheme::First, .. }, true) =
-        (&prefix, normalizer.steps().iter().any(|s| matches!(s, NormStep::Replace { to, .. } if to.is_empty())))
+        (&prefix, normalizer.steps().iter().any(moves))
     {
-        return unsupported("Metaspace prepend_scheme \"first\" after a normalizer that removes text");
+        return unsupported("Metaspace prepend_scheme \"first\" after a Replace of several characters or by nothing");
     }
     let model = &root.model;
     match model.kind.as_deref() {
@@ -393,13 +394,30 @@ pub(crate) fn parse(json: &str) -> Result<HfBpe, Unsupported> {
         tokens.push((bytes, id));
     }
     let added = added_tokens(&root.added_tokens, &ids, ids.len(), &normalizer)?;
-    // Added tokens also listed in the vocab (as GPT-2's `<|endoftext|>` is) are matched whole,
-    // never made by merging.
-    let added_ids: std::collections::HashSet<u32> = added.iter().map(|(t, _)| t.id).collect();
-    tokens.retain(|(_, id)| !added_ids.contains(id));
-
     let merges = merges(&model.merges, &ids)?;
+    keep_mergeable(&mut tokens, &added, &merges, ignore_merges, <[u8]>::len);
     Ok(HfBpe { tokens, units: Units::Bytes, merges, ignore_merges, normalizer, prefix, splitter, added })
+}
+
+/// Leave out of the merging vocabulary the added tokens it also lists (as GPT-2's file lists
+/// `<|endoftext|>`) that only matching whole can produce: of two units or more, made by no merge.
+/// Merging never reaches them, and left in they would keep a merge list from running as ranks.
+/// With `ignore_merges` a piece that is one of them encodes to it, so they stay.
+fn keep_mergeable(
+    tokens: &mut Vec<(Vec<u8>, u32)>,
+    added: &[(AddedToken, String)],
+    merges: &Merges,
+    ignore_merges: bool,
+    units: impl Fn(&[u8]) -> usize,
+) {
+    if ignore_merges {
+        return;
+    }
+    let Merges::List(pairs) = merges else { return };
+    let made: std::collections::HashSet<u32> = pairs.values().map(|&v| v as u32).collect();
+    let whole_only: std::collections::HashSet<u32> =
+        added.iter().map(|(t, _)| t.id).filter(|id| !made.contains(id)).collect();
+    tokens.retain(|(bytes, id)| units(bytes) < 2 || !whole_only.contains(id));
 }
 
 /// A BPE over characters (no `ByteLevel` step): SentencePiece models converted by
@@ -417,6 +435,9 @@ fn chars_model(
     if !matches!(splitter, Splitter::Whole | Splitter::Marks(_)) {
         return unsupported("a BPE model over characters after a Split pre-tokenizer");
     }
+    if ignore_merges {
+        return unsupported("ignore_merges in a BPE model over characters");
+    }
     let mut ids: FastMap<&str, u32> = FastMap::default();
     for (s, id) in vocab {
         let Some(id) = id.as_u64().and_then(|i| u32::try_from(i).ok()) else {
@@ -425,7 +446,8 @@ fn chars_model(
         ids.insert(s.as_str(), id);
     }
     let added = added_tokens(added_list, &ids, ids.len(), &normalizer)?;
-    let mut reserved: std::collections::HashSet<u32> = added.iter().map(|(t, _)| t.id).collect();
+    // The byte tokens of `byte_fallback` are no text.
+    let mut reserved = std::collections::HashSet::new();
     let fallback = if model.byte_fallback.unwrap_or(false) {
         let mut bytes = Box::new([0u32; 256]);
         for (b, slot) in bytes.iter_mut().enumerate() {
@@ -443,15 +465,17 @@ fn chars_model(
         };
         Fallback::Unk { id, fuse: model.fuse_unk.unwrap_or(false) }
     };
-    let tokens: Vec<(Vec<u8>, u32)> =
+    let mut tokens: Vec<(Vec<u8>, u32)> =
         ids.iter().filter(|(_, id)| !reserved.contains(id)).map(|(s, &id)| (s.as_bytes().to_vec(), id)).collect();
     let merges = merges(&model.merges, &ids)?;
     if let Merges::List(pairs) = &merges {
         let touches = |id: u32| reserved.contains(&id) || matches!(fallback, Fallback::Unk { id: u, .. } if u == id);
         if pairs.iter().any(|(&k, &v)| touches((k >> 32) as u32) || touches(k as u32) || touches(v as u32)) {
-            return unsupported("a merge of an added, byte-fallback or unknown token");
+            return unsupported("a merge of a byte-fallback or unknown token");
         }
     }
+    let chars = |b: &[u8]| b.iter().filter(|&&x| x & 0xc0 != 0x80).count();
+    keep_mergeable(&mut tokens, &added, &merges, ignore_merges, chars);
     Ok(HfBpe { tokens, units: Units::Chars(fallback), merges, ignore_merges, normalizer, prefix, splitter, added })
 }
 
@@ -465,33 +489,55 @@ fn added_tokens(
     normalizer: &Normalizer,
 ) -> Result<Vec<(AddedToken, String)>, Unsupported> {
     let mut out: Vec<(AddedToken, String)> = Vec::new();
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut next = u32::try_from(vocab_len).map_err(|_| Unsupported("a vocabulary of 2^32 tokens".into()))?;
     for t in list {
         let Some(content) = t.get("content").and_then(Value::as_str) else {
             return unsupported("an added token without content");
         };
-        if content.is_empty() || out.iter().any(|(a, _)| a.content == content) {
+        let field = |key: &str| {
+            t.get(key)
+                .and_then(Value::as_bool)
+                .ok_or_else(|| Unsupported(format!("added token {content:?} without {key}")))
+        };
+        let (single_word, lstrip, rstrip, normalized, special) =
+            (field("single_word")?, field("lstrip")?, field("rstrip")?, field("normalized")?, field("special")?);
+        if content.is_empty() {
             continue;
         }
-        let id = match vocab.get(content) {
-            Some(&id) => id,
+        // A repeated token keeps its id and takes the later flags (and stays special).
+        let at = match index.get(content) {
+            Some(&at) => at,
             None => {
-                let id = next;
-                next += 1;
-                id
+                let id = match vocab.get(content) {
+                    Some(&id) => id,
+                    None => {
+                        let id = next;
+                        next += 1;
+                        id
+                    }
+                };
+                index.insert(content.to_string(), out.len());
+                let token = AddedToken::plain(content, id);
+                out.push((AddedToken { special: false, ..token }, String::new()));
+                out.len() - 1
             }
         };
-        let token = AddedToken {
-            content: content.to_string(),
-            id,
-            single_word: flag(t, "single_word", false),
-            lstrip: flag(t, "lstrip", false),
-            rstrip: flag(t, "rstrip", false),
-            normalized: flag(t, "normalized", !flag(t, "special", false)),
-            special: flag(t, "special", false),
-        };
-        let pattern = if token.normalized { normalizer.apply(content).into_owned() } else { content.to_string() };
-        out.push((token, pattern));
+        let (token, pattern) = &mut out[at];
+        (token.single_word, token.lstrip, token.rstrip, token.normalized) = (single_word, lstrip, rstrip, normalized);
+        token.special |= special;
+        *pattern = if normalized { normalizer.apply(content).into_owned() } else { content.to_string() };
+    }
+    // `tokenizers` breaks down on a token that normalizes to nothing, and picks at random
+    // between tokens that normalize alike.
+    let mut patterns: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    for (token, pattern) in out.iter().filter(|(t, _)| t.normalized) {
+        if pattern.is_empty() {
+            return unsupported(format!("the added token {:?}, which normalizes to nothing", token.content));
+        }
+        if patterns.insert(pattern, token.id).is_some_and(|id| id != token.id) {
+            return unsupported(format!("two added tokens that normalize to {pattern:?}"));
+        }
     }
     Ok(out)
 }
@@ -588,15 +634,29 @@ mod tests {
 
         // Added tokens take the ids `tokenizers` gives them: the vocabulary's, else the next
         // ones after its size (the file's `id` is not read).
-        let special =
-            r#"{"id": 300, "content": "<|x|>", "special": true}, {"id": 5, "content": "ab", "special": false}"#;
-        let added: Vec<(String, u32, bool)> = parse(&minimal(gpt2, special))
+        let flags = r#""single_word": false, "lstrip": false, "rstrip": false"#;
+        let special = format!(
+            r#"{{"id": 300, "content": "<|x|>", "special": true, "normalized": false, {flags}}},
+               {{"id": 5, "content": "ab", "special": false, "normalized": true, {flags}}}"#
+        );
+        let added: Vec<(String, u32, bool)> = parse(&minimal(gpt2, &special))
             .unwrap()
             .added
             .into_iter()
             .map(|(t, _)| (t.content, t.id, t.normalized))
             .collect();
         assert_eq!(added, [("<|x|>".into(), 257, false), ("ab".into(), 256, true)]);
+        // A repeated token takes the later flags; one without all its fields is not read.
+        let repeated = format!(
+            r#"{{"id": 300, "content": "<m>", "special": true, "normalized": false, {flags}}},
+               {{"id": 300, "content": "<m>", "special": true, "normalized": false, "single_word": false,
+                 "lstrip": false, "rstrip": true}}"#
+        );
+        let added = parse(&minimal(gpt2, &repeated)).unwrap().added;
+        assert_eq!(added.len(), 1);
+        assert!(added[0].0.rstrip);
+        let partial = r#"{"id": 300, "content": "<m>", "special": true}"#;
+        assert!(parse(&minimal(gpt2, partial)).is_err_and(|e| e.0.contains("without single_word")));
 
         let prefix = r#"{"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true},
             {"type": "ByteLevel", "add_prefix_space": true, "use_regex": true}]}"#;

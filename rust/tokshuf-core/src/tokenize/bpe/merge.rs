@@ -186,12 +186,7 @@ fn encode_chars(
     // Whether the last part is an unknown token that the next unknown character joins.
     let mut fusing = false;
     while i < piece.len() {
-        let len = match piece[i] {
-            0..0xc0 => 1,
-            0xc0..0xe0 => 2,
-            0xe0..0xf0 => 3,
-            _ => 4,
-        };
+        let len = super::unicode::utf8_len(piece[i]);
         let part = |start: usize, id: u32| Part { start: start as u32, id, prio: u32::MAX, merged: 0 };
         match vocab.id_of(&piece[i..i + len]) {
             Some(id) => {

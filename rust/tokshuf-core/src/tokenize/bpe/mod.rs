@@ -76,7 +76,8 @@ pub struct FastBpe {
     added: AddedSet,
     /// Added tokens matched in the normalized text.
     added_normalized: AddedSet,
-    /// Whether `added` is matched (special tokens are ordinary text unless asked for).
+    /// Whether special tokens written in the text are matched (else they are text; added tokens
+    /// that are not special are always matched, as `tokenizers` matches them).
     split_specials: bool,
     eod: Option<u32>,
     vocab_size: u64,
@@ -198,7 +199,8 @@ impl FastBpe {
         let vocab = equiv::list_as_ranks(vocab.map_err(|e| Unsupported(e.0))?);
         if let (Splitter::Whole, Units::Chars(_)) = (&hf.splitter, &vocab.units) {
             let mark = word_mark(&hf.normalizer, hf.prefix);
-            hf.splitter = Splitter::SafeCuts(Arc::new(SafeCuts::new(text_tokens(&vocab), mark)));
+            let fuse = matches!(vocab.units, Units::Chars(vocab::Fallback::Unk { fuse: true, .. }));
+            hf.splitter = Splitter::SafeCuts(Arc::new(SafeCuts::new(text_tokens(&vocab), mark, fuse)));
         }
         let (raw, normalized): (Vec<_>, Vec<_>) = hf.added.into_iter().partition(|(t, _)| !t.normalized);
         let (raw_tokens, raw_patterns) = raw.into_iter().unzip();
@@ -224,7 +226,8 @@ impl FastBpe {
         let sp = sentencepiece::read(bytes)?;
         let vocab = Vocab::new_chars(sp.tokens, sp.merges, sp.fallback).map_err(|e| Unsupported(e.0))?;
         let vocab = equiv::list_as_ranks(vocab);
-        let cuts = SafeCuts::new(text_tokens(&vocab), Some('▁'));
+        let fuse = matches!(vocab.units, Units::Chars(vocab::Fallback::Unk { fuse: true, .. }));
+        let cuts = SafeCuts::new(text_tokens(&vocab), Some('▁'), fuse);
         let mut bpe =
             Self::build(vocab, false, Splitter::SafeCuts(Arc::new(cuts)), AddedSet::plain(Vec::new()), source.into());
         bpe.normalizer = sp.normalizer;
@@ -345,8 +348,11 @@ impl FastBpe {
     /// Append the ids of `text` to `out`.
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) {
         let mut state = self.take_state();
-        if self.split_specials && !self.added.is_empty() {
-            self.added.split(text, |part| match part {
+        // Special tokens left as text need no search when every added token is special.
+        let skip = !self.split_specials;
+        let nothing_to_match = self.added.is_empty() || skip && self.added.all_special();
+        if !nothing_to_match {
+            self.added.split(text, skip, |part| match part {
                 Part::Token(id) => out.push(id),
                 Part::Text(a, b) => self.encode_stretch(&text[a..b], a == 0, out, &mut state),
             });
@@ -367,7 +373,7 @@ impl FastBpe {
         if self.added_normalized.is_empty() {
             return self.encode_prefixed(&normalized, first, out, state);
         }
-        self.added_normalized.split(&normalized, |part| match part {
+        self.added_normalized.split(&normalized, !self.split_specials, |part| match part {
             Part::Token(id) => out.push(id),
             Part::Text(a, b) => self.encode_prefixed(&normalized[a..b], first && a == 0, out, state),
         });
@@ -585,10 +591,7 @@ impl FastBpe {
 /// mark)` or `Metaspace` puts in.
 fn word_mark(normalizer: &Normalizer, prefix: Prefix) -> Option<char> {
     let replaced = normalizer.steps().iter().find_map(|s| match s {
-        normalize::Step::Replace { from, to } if from == " " => {
-            let mut c = to.chars();
-            c.next().filter(|_| c.next().is_none())
-        }
+        normalize::Step::Replace { from, to } if from == " " => unicode::single_char(to),
         _ => None,
     });
     replaced.or(match prefix {

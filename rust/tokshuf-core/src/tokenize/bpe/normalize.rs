@@ -11,6 +11,8 @@ use std::borrow::Cow;
 
 use unicode_normalization_alignments::{is_nfc_quick, IsNormalized, UnicodeNormalization};
 
+use super::unicode::single_char as one_char;
+
 /// One normalization step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Step {
@@ -97,18 +99,23 @@ impl Normalizer {
     }
 }
 
-fn one_char(s: &str) -> Option<char> {
-    let mut c = s.chars();
-    c.next().filter(|_| c.next().is_none())
-}
-
 /// Append `src` with every `from` replaced by `to`.
 fn replace_into(dst: &mut String, src: &str, from: char, to: &str) {
     let mut last = 0;
-    for (i, _) in src.match_indices(from) {
+    let mut put = |i: usize, len: usize| {
         dst.push_str(&src[last..i]);
         dst.push_str(to);
-        last = i + from.len_utf8();
+        last = i + len;
+    };
+    if from.is_ascii() {
+        // One SIMD scan for the whole text (spaces come every few bytes).
+        for i in memchr::memchr_iter(from as u8, src.as_bytes()) {
+            put(i, 1);
+        }
+    } else {
+        for (i, _) in src.match_indices(from) {
+            put(i, from.len_utf8());
+        }
     }
     dst.push_str(&src[last..]);
 }

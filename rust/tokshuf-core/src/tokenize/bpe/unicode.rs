@@ -72,6 +72,23 @@ const fn ascii_table() -> [u8; 128] {
     t
 }
 
+/// The byte length of the UTF-8 character whose first byte is `lead`.
+#[inline(always)]
+pub(crate) fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0..0xc0 => 1,
+        0xc0..0xe0 => 2,
+        0xe0..0xf0 => 3,
+        _ => 4,
+    }
+}
+
+/// The character `s` is made of, if it is one.
+pub(crate) fn single_char(s: &str) -> Option<char> {
+    let mut c = s.chars();
+    c.next().filter(|_| c.next().is_none())
+}
+
 /// The shared table (built on first use, about a millisecond).
 pub fn classes() -> &'static Classes {
     static TABLE: OnceLock<Classes> = OnceLock::new();
