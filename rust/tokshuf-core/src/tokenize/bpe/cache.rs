@@ -144,6 +144,8 @@ pub(crate) struct State {
     pub owner: Option<std::thread::ThreadId>,
     /// Piece spans of a split made of several steps (reused).
     pub spans: Vec<(usize, usize)>,
+    /// A piece's text as it is merged, when that differs from the piece (reused).
+    pub text: Vec<u8>,
 }
 
 /// Counters of one thread's cache.
@@ -178,6 +180,7 @@ impl State {
             stats: Stats::default(),
             owner: None,
             spans: Vec::new(),
+            text: Vec::new(),
         }
     }
 

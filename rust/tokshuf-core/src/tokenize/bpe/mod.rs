@@ -79,6 +79,12 @@ pub struct FastBpe {
     /// Whether special tokens written in the text are matched (else they are text; added tokens
     /// that are not special are always matched, as `tokenizers` matches them).
     split_specials: bool,
+    /// SentencePiece's normalizer (`▁` before the text and for every space) is left undone: the
+    /// text is cut where the normalized text would be ([`SafeCuts::new`]), the caches
+    /// are keyed by the pieces as written, and only a piece that is merged is normalized. A
+    /// piece's encoding is a function of its normalized text, which normalizing a normalized
+    /// piece leaves alone, so the first piece is looked up normalized and shares the caches.
+    raw_spaces: bool,
     eod: Option<u32>,
     vocab_size: u64,
     source: String,
@@ -117,6 +123,7 @@ impl FastBpe {
             added,
             added_normalized: AddedSet::plain(Vec::new()),
             split_specials: false,
+            raw_spaces: false,
             eod,
             vocab_size: u64::from(max_id),
             source,
@@ -197,10 +204,14 @@ impl FastBpe {
             Units::Chars(fallback) => Vocab::new_chars(hf.tokens, hf.merges, fallback),
         };
         let vocab = equiv::list_as_ranks(vocab.map_err(|e| Unsupported(e.0))?);
+        let mut raw_spaces = false;
         if let (Splitter::Whole, Units::Chars(_)) = (&hf.splitter, &vocab.units) {
             let mark = word_mark(&hf.normalizer, hf.prefix);
             let fuse = matches!(vocab.units, Units::Chars(vocab::Fallback::Unk { fuse: true, .. }));
-            hf.splitter = Splitter::SafeCuts(Arc::new(SafeCuts::new(text_tokens(&vocab), mark, fuse)));
+            raw_spaces = hf.prefix == Prefix::None && is_sentencepiece_escape(&hf.normalizer);
+            let cuts = SafeCuts::new(text_tokens(&vocab), mark, fuse, raw_spaces);
+            raw_spaces &= cuts.spaces();
+            hf.splitter = Splitter::SafeCuts(Arc::new(cuts));
         }
         let (raw, normalized): (Vec<_>, Vec<_>) = hf.added.into_iter().partition(|(t, _)| !t.normalized);
         let (raw_tokens, raw_patterns) = raw.into_iter().unzip();
@@ -217,6 +228,7 @@ impl FastBpe {
         bpe.vocab_size = bpe.vocab_size.max(max_id);
         bpe.normalizer = hf.normalizer;
         bpe.prefix = hf.prefix;
+        bpe.raw_spaces = raw_spaces && bpe.added_normalized.is_empty();
         Ok(bpe)
     }
 
@@ -227,10 +239,13 @@ impl FastBpe {
         let vocab = Vocab::new_chars(sp.tokens, sp.merges, sp.fallback).map_err(|e| Unsupported(e.0))?;
         let vocab = equiv::list_as_ranks(vocab);
         let fuse = matches!(vocab.units, Units::Chars(vocab::Fallback::Unk { fuse: true, .. }));
-        let cuts = SafeCuts::new(text_tokens(&vocab), Some('▁'), fuse);
+        let raw_spaces = is_sentencepiece_escape(&sp.normalizer) && sp.user_defined.is_empty();
+        let cuts = SafeCuts::new(text_tokens(&vocab), Some('▁'), fuse, raw_spaces);
+        let raw_spaces = raw_spaces && cuts.spaces();
         let mut bpe =
             Self::build(vocab, false, Splitter::SafeCuts(Arc::new(cuts)), AddedSet::plain(Vec::new()), source.into());
         bpe.normalizer = sp.normalizer;
+        bpe.raw_spaces = raw_spaces;
         bpe.added_normalized = AddedSet::plain(
             sp.user_defined
                 .into_iter()
@@ -369,6 +384,9 @@ impl FastBpe {
         if self.normalizer.is_identity() && self.added_normalized.is_empty() && self.prefix == Prefix::None {
             return self.encode_ordinary(text, out, state);
         }
+        if self.raw_spaces {
+            return self.encode_raw_spaces(text, out, state);
+        }
         let normalized = self.normalizer.apply(text);
         if self.added_normalized.is_empty() {
             return self.encode_prefixed(&normalized, first, out, state);
@@ -377,6 +395,36 @@ impl FastBpe {
             Part::Token(id) => out.push(id),
             Part::Text(a, b) => self.encode_prefixed(&normalized[a..b], first && a == 0, out, state),
         });
+    }
+
+    /// [`FastBpe::raw_spaces`]: the first piece normalized (`▁` before it, for its spaces), the
+    /// rest as written.
+    fn encode_raw_spaces(&self, text: &str, out: &mut Vec<u32>, state: &mut State) {
+        let Splitter::SafeCuts(cuts) = &self.splitter else { unreachable!("raw spaces cut by SafeCuts") };
+        if text.is_empty() {
+            return;
+        }
+        let end = SafeCursor(cuts).next(text.as_bytes(), 0);
+        let first = self.normalizer.apply(&text[..end]);
+        self.encode_with(WholeCursor, &first, out, state);
+        self.encode_ordinary(&text[end..], out, state);
+    }
+
+    /// A piece's text as it is merged: with `raw_spaces`, normalized (a space is `▁`).
+    #[inline]
+    fn merged_text<'a>(&self, piece: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
+        if !self.raw_spaces || !piece.contains(&b' ') {
+            return piece;
+        }
+        scratch.clear();
+        for &b in piece {
+            if b == b' ' {
+                scratch.extend_from_slice("▁".as_bytes());
+            } else {
+                scratch.push(b);
+            }
+        }
+        scratch
     }
 
     fn encode_prefixed(&self, text: &str, first: bool, out: &mut Vec<u32>, state: &mut State) {
@@ -566,7 +614,10 @@ impl FastBpe {
     fn encode_short_miss(&self, piece: &[u8], key: u128, out: &mut Vec<u32>, state: &mut State) {
         state.stats.misses += 1;
         let start = out.len();
-        merge::encode_piece(&self.vocab, &self.ranks(&state.shared), piece, out, &mut state.merge);
+        let mut scratch = std::mem::take(&mut state.text);
+        let text = self.merged_text(piece, &mut scratch);
+        merge::encode_piece(&self.vocab, &self.ranks(&state.shared), text, out, &mut state.merge);
+        state.text = scratch;
         state.put_short(key, &out[start..]);
     }
 
@@ -581,7 +632,12 @@ impl FastBpe {
         let start = out.len();
         match self.vocab.id_of(piece).filter(|_| self.whole_piece_is_token) {
             Some(id) => out.push(id),
-            None => merge::encode_piece(&self.vocab, &self.ranks(&state.shared), piece, out, &mut state.merge),
+            None => {
+                let mut scratch = std::mem::take(&mut state.text);
+                let text = self.merged_text(piece, &mut scratch);
+                merge::encode_piece(&self.vocab, &self.ranks(&state.shared), text, out, &mut state.merge);
+                state.text = scratch;
+            }
         }
         state.put_long(piece, h, &out[start..]);
     }
@@ -598,6 +654,15 @@ fn word_mark(normalizer: &Normalizer, prefix: Prefix) -> Option<char> {
         Prefix::Metaspace { mark, .. } => Some(mark),
         _ => None,
     })
+}
+
+/// Whether a normalizer is exactly SentencePiece's escaping: `▁` before the text, and for every
+/// space.
+fn is_sentencepiece_escape(normalizer: &Normalizer) -> bool {
+    matches!(
+        normalizer.steps(),
+        [normalize::Step::Prepend(p), normalize::Step::Replace { from, to }] if p == "▁" && from == " " && to == "▁"
+    )
 }
 
 /// The text of every token of a vocabulary of characters.

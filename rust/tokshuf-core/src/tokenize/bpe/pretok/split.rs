@@ -299,14 +299,23 @@ pub(crate) struct SafeCuts {
     mark_len: usize,
     /// `cut[a * 128 + b]` is 1 when no token holds the ASCII characters `a`, `b` side by side.
     cut: Box<[u8; 128 * 128]>,
+    /// A space is a mark too: the text is cut before the normalizer writes the mark for it.
+    spaces: bool,
 }
 
 impl SafeCuts {
     /// The cuts for a vocabulary of `tokens` (the text of every token a merge can make), and the
     /// `mark` its pipeline writes for spaces, if any. With `unknowns_fuse`, a run of characters
     /// that are no token becomes one unknown token, so no cut may fall inside such a run: cuts
-    /// are then only between characters that are tokens.
-    pub fn new<'a>(tokens: impl Iterator<Item = &'a str>, mark: Option<char>, unknowns_fuse: bool) -> SafeCuts {
+    /// are then only between characters that are tokens. With `spaces`, the cuts are those of
+    /// the text before SentencePiece's normalizer writes `mark` for each space: a space is then
+    /// a mark too, and never one of an ASCII pair.
+    pub fn new<'a>(
+        tokens: impl Iterator<Item = &'a str>,
+        mark: Option<char>,
+        unknowns_fuse: bool,
+        spaces: bool,
+    ) -> SafeCuts {
         let mut cut = Box::new([1u8; 128 * 128]);
         let mut mark_safe = mark.is_some();
         let mut ascii_token = [false; 128];
@@ -344,10 +353,34 @@ impl SafeCuts {
             mark_safe &= mark_token;
         }
         let mark = mark.filter(|_| mark_safe);
+        let spaces = spaces && mark.is_some();
+        if spaces {
+            for c in 0..128 {
+                cut[usize::from(b' ') * 128 + c] = 0;
+                cut[c * 128 + usize::from(b' ')] = 0;
+            }
+        }
         let mut mark_bytes = [0u8; 4];
         let mark_len = mark.map_or(0, |m| m.encode_utf8(&mut mark_bytes).len());
         let mark_mask = if mark_len == 4 { u32::MAX } else { (1u32 << (8 * mark_len)) - 1 };
-        SafeCuts { mark, mark_word: u32::from_le_bytes(mark_bytes), mark_mask, mark_len, cut }
+        SafeCuts { mark, mark_word: u32::from_le_bytes(mark_bytes), mark_mask, mark_len, cut, spaces }
+    }
+
+    /// Whether the text before the normalizer is cut (spaces are marks).
+    pub fn spaces(&self) -> bool {
+        self.spaces
+    }
+
+    /// The length of the mark at `i` (a space counts when `spaces`), or 0.
+    #[inline(always)]
+    fn mark_len_at(&self, t: &[u8], i: usize) -> usize {
+        if self.spaces && t.get(i) == Some(&b' ') {
+            1
+        } else if self.mark_at(t, i) {
+            self.mark_len
+        } else {
+            0
+        }
     }
 
     /// 1 if the text can be cut between the ASCII characters `a` and `b`.
@@ -380,8 +413,12 @@ impl Cursor for SafeCursor<'_> {
         let cuts = self.0;
         let mut i = pos;
         // The run of marks that starts the piece belongs to it, and so does the character after.
-        while cuts.mark_at(t, i) {
-            i += cuts.mark_len;
+        loop {
+            let n = cuts.mark_len_at(t, i);
+            if n == 0 {
+                break;
+            }
+            i += n;
         }
         if i < t.len() {
             i += utf8_len(t[i]);
@@ -398,6 +435,12 @@ impl Cursor for SafeCursor<'_> {
             for k in 0..16 {
                 found |= u32::from(cuts.cut(w[k], w[k + 1])) << k;
             }
+            if cuts.spaces {
+                // Before a space that follows another character.
+                for k in 0..16 {
+                    found |= u32::from(w[k + 1] == b' ' && w[k] != b' ') << k;
+                }
+            }
             if found != 0 {
                 return i + found.trailing_zeros() as usize;
             }
@@ -407,6 +450,10 @@ impl Cursor for SafeCursor<'_> {
             if b < 0x80 {
                 let a = t[i - 1];
                 if a < 0x80 && cuts.cut(a, b) != 0 {
+                    return i;
+                }
+                // A space after another character (never after a mark: a mark ends a piece).
+                if b == b' ' && cuts.spaces {
                     return i;
                 }
                 i += 1;
@@ -458,22 +505,47 @@ mod tests {
         assert_eq!(pieces(&s, "ab 12345 cd"), ["ab", " ", "123", "45", " cd"]);
     }
 
+    proptest::proptest! {
+        /// Cutting the text as written (spaces as marks) cuts where the escaped text is cut.
+        #[test]
+        fn spaces_cut_where_the_escaped_text_is_cut(
+            parts in proptest::collection::vec(proptest::sample::select(vec!["a", "b", "cd", "x", " ", "  ", "▁", "\n", "é"]), 0..20),
+            fuse in proptest::bool::ANY,
+        ) {
+            let raw = parts.concat();
+            let tokens = ["▁a", "cd", "▁▁", "x", "a", "b", "c", "d", "▁", "é", "ab"];
+            let escaped_cuts = SafeCuts::new(tokens.into_iter(), Some('▁'), fuse, false);
+            let raw_cuts = SafeCuts::new(tokens.into_iter(), Some('▁'), fuse, true);
+            proptest::prop_assert!(raw_cuts.spaces());
+            let escaped = raw.replace(' ', "▁");
+            let mut a = Vec::new();
+            push_pieces(SafeCursor(&escaped_cuts), escaped.as_bytes(), &mut a);
+            let mut b = Vec::new();
+            push_pieces(SafeCursor(&raw_cuts), raw.as_bytes(), &mut b);
+            let unescape = |s: &str| s.replace('▁', " ");
+            let pieces_a: Vec<String> = a.iter().map(|&(x, y)| unescape(&escaped[x..y])).collect();
+            let pieces_b: Vec<String> = b.iter().map(|&(x, y)| unescape(&raw[x..y])).collect();
+            proptest::prop_assert_eq!(pieces_a, pieces_b, "{:?}", raw);
+        }
+    }
+
     #[test]
     fn mark_cursors() {
-        let words = Splitter::SafeCuts(Arc::new(SafeCuts::new(["▁a", "cd", "▁▁", "x"].into_iter(), Some('▁'), false)));
+        let words =
+            Splitter::SafeCuts(Arc::new(SafeCuts::new(["▁a", "cd", "▁▁", "x"].into_iter(), Some('▁'), false, false)));
         assert_eq!(pieces(&words, "▁a▁▁b▁▁▁cd▁"), ["▁a", "▁▁b", "▁▁▁cd", "▁"]);
         assert_eq!(pieces(&words, "x▁"), ["x", "▁"]);
         // Between ASCII characters no token holds side by side.
         assert_eq!(pieces(&words, "▁cdx\nab"), ["▁cd", "x", "\n", "a", "b"]);
         // A token with the mark inside: no cut before marks, only the ASCII ones.
-        let inside = Splitter::SafeCuts(Arc::new(SafeCuts::new(["a▁b", "ab"].into_iter(), Some('▁'), false)));
+        let inside = Splitter::SafeCuts(Arc::new(SafeCuts::new(["a▁b", "ab"].into_iter(), Some('▁'), false, false)));
         assert_eq!(pieces(&inside, "ab▁ab▁c"), ["ab▁ab▁c"]);
         assert_eq!(pieces(&inside, "abc"), ["ab", "c"]);
         // Unknown characters that fuse into one token are never cut apart.
         let fused = ["▁", "a", "b", "▁a", "ab"];
-        let fusing = Splitter::SafeCuts(Arc::new(SafeCuts::new(fused.into_iter(), Some('▁'), true)));
+        let fusing = Splitter::SafeCuts(Arc::new(SafeCuts::new(fused.into_iter(), Some('▁'), true, false)));
         assert_eq!(pieces(&fusing, "▁xyz▁a\t\nb"), ["▁xyz", "▁a\t\nb"]);
-        let separate = Splitter::SafeCuts(Arc::new(SafeCuts::new(fused.into_iter(), Some('▁'), false)));
+        let separate = Splitter::SafeCuts(Arc::new(SafeCuts::new(fused.into_iter(), Some('▁'), false, false)));
         assert_eq!(pieces(&separate, "▁xyz▁a\t\nb"), ["▁x", "y", "z", "▁a", "\t", "\n", "b"]);
         assert_eq!(pieces(&Splitter::Marks('▁'), "▁a▁▁b"), ["▁a", "▁", "▁b"]);
         assert_eq!(pieces(&Splitter::Marks('▁'), "ab"), ["ab"]);
