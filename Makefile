@@ -9,7 +9,7 @@ comma := ,
 STAMP := build/.installed-$(subst $(comma),-,$(EXTRAS))
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test test-rust test-python test-tiny lint fmt bench example clean
+.PHONY: help dev test test-rust test-python test-tiny lint fmt bench example wheel-check clean
 
 help:  ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
@@ -43,9 +43,15 @@ fmt:  ## format Rust and Python sources
 bench: dev  ## run the benchmarks in benches/ (minutes; prints ratios against the peers)
 	$(PY) benches/run_all.py
 
-example:  ## install (without the torch extra) and run the pipeline on a small generated corpus
-	$(MAKE) dev EXTRAS=test
+# The example's build: release speed for the hot loops without fat LTO's link time.
+EXAMPLE_PROFILE ?= fast
+
+example:  ## install (no extras: no torch; a quick-to-compile build) and run the pipeline on a small corpus
+	MATURIN_PEP517_ARGS="--profile $(EXAMPLE_PROFILE)" $(PY) -m pip install -e .
 	$(PY) examples/quickstart.py
+
+wheel-check:  ## build the release wheel into dist/, install it where no Rust toolchain is, run the example
+	PY=$(PY) .ci/wheel-check
 
 clean:  ## remove build outputs
 	cargo clean
