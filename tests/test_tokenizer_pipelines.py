@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001  (the test alphabets are confusable characters on purpose)
 """Pipelines built for the occasion (small vocabularies, one component at a time) on the fast
 encoder against ``tokenizers`` on the same file: what it reproduces must give the same ids, and
 what it does not must be refused, leaving the file to the ``tokenizers`` crate with the same ids.
@@ -246,3 +247,65 @@ def test_special_tokens_left_as_text_as_tokenizers_leaves_them(tmp_path: Path) -
     ref.encode_special_tokens = True
     for text in ["a<x>b<y>c", "<y><x>", "<x", "ab <y> <x> ab"]:
         assert ours.encode(text) == ref.encode(text, add_special_tokens=False).ids, text
+
+
+GPT2_JSON = Path(__file__).parent / "fixtures" / "gpt2" / "tokenizer.json"
+
+# The pre-tokenizers of other families' files, behind GPT-2's vocabulary.
+OTHER_FAMILIES: dict[str, list[dict[str, Any]]] = {
+    # DeepSeek-V3: three Splits (digits, CJK runs, words) before ByteLevel.
+    "deepseek-v3": [
+        {"type": "Split", "pattern": {"Regex": r"\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
+        {"type": "Split", "pattern": {"Regex": "[一-龥぀-ゟ゠-ヿ]+"}, "behavior": "Isolated", "invert": False},
+        {
+            "type": "Split",
+            "pattern": {
+                "Regex": r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+"
+                r"|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+            },
+            "behavior": "Isolated",
+            "invert": False,
+        },
+    ],
+    # StarCoder: single digits, then GPT-2's split.
+    "starcoder": [{"type": "Digits", "individual_digits": True}],
+    # BLOOM: its own split regex, a nested character class.
+    "bloom": [
+        {
+            "type": "Split",
+            "pattern": {"Regex": " ?[^(\\s|[.,!?…。，、।۔،])]+"},
+            "behavior": "Isolated",
+            "invert": False,
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize("family", list(OTHER_FAMILIES))
+def test_other_families_pre_tokenizers_on_a_corpus(tmp_path: Path, family: str) -> None:
+    import io
+
+    import zstandard
+
+    data = json.loads(GPT2_JSON.read_text())
+    use_regex = family == "starcoder"
+    byte_level = {
+        "type": "ByteLevel",
+        "add_prefix_space": False,
+        "trim_offsets": True,
+        "use_regex": use_regex,
+    }
+    data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [*OTHER_FAMILIES[family], byte_level]}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data))
+    ours = tokshuf.Tokenizer(path)
+    assert ours.identity["encoder"] == "fast_bpe", ours.identity
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    sample = texts()
+    corpus = Path(__file__).parent / "fixtures" / "bpe" / "corpus-i18n.jsonl.zst"
+    with corpus.open("rb") as f:
+        reader = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(f), encoding="utf-8")
+        sample += [json.loads(line)["text"] for line in reader][:300]
+    expected = [e.ids for e in ref.encode_batch(sample, add_special_tokens=False)]
+    bad = [t[:60] for t, a, b in zip(sample, ours.encode_batch(sample), expected, strict=True) if a != b]
+    assert not bad, bad[:3]
