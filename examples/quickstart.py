@@ -61,7 +61,9 @@ def main() -> None:
     check(len(train) >= 1000 and len(valid or []) >= 50 and len(test or []) >= 10, "nanoset sizes")
     check(batch.shape == (8, 129), f"batch shape {batch.shape}")
 
-    shuffled = tokshuf.shuffle(corpus, out / "cells", out / "shards", "byte", seqlen=SEQLEN, wds_chunk_size=64)
+    shuffled = tokshuf.shuffle(
+        corpus, out / "cells", out / "shards", "byte", seqlen=SEQLEN, wds_chunk_size=64
+    )
     contexts, shards = shuffled["contexts"], shuffled["shards"]
     print(f"shuffle: {contexts} contexts of {SEQLEN} tokens in {shards} shards (open_lm format)")
     # Every document and its end-of-text token, cut into contexts, the last one padded.

@@ -57,3 +57,21 @@ def make_corpus(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from corpus import CorpusFactory
 
     return CorpusFactory(tmp_path_factory.mktemp("corpora"))
+
+
+@pytest.fixture(scope="session")
+def s3() -> Any:
+    """A real S3-compatible server on 127.0.0.1 (moto), behind a fault-injecting proxy, with this
+    process's environment pointing tokshuf at it for the session."""
+    from s3_helpers import S3Server
+
+    server = S3Server()
+    saved = {k: os.environ.get(k) for k in server.env()}
+    os.environ.update(server.env())
+    yield server
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    server.stop()

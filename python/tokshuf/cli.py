@@ -27,9 +27,13 @@ def _add_preprocess(sub: Any) -> None:
         nargs="+",
         required=True,
         metavar="PATH",
-        help="files, directories or globs (repeatable)",
+        help="files, directories or globs, local or s3:// gs:// az:// https:// URLs (repeatable)",
     )
-    p.add_argument("--output-prefix", required=True, help="outputs are {prefix}_{key}_document.bin/.idx")
+    p.add_argument(
+        "--output-prefix",
+        required=True,
+        help="outputs are {prefix}_{key}_document.bin/.idx; a storage URL uploads them when complete",
+    )
     p.add_argument(
         "--tokenizer",
         default="byte",

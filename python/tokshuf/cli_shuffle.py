@@ -34,10 +34,16 @@ def add_parser(sub: Any) -> None:
         nargs="+",
         required=True,
         metavar="PATH",
-        help="files, directories or globs (repeatable)",
+        help="files, directories or globs, local or s3:// gs:// az:// https:// URLs (repeatable)",
     )
-    p.add_argument("--local-cell-dir", required=True, help="scratch dir for the cells and the resume state")
-    p.add_argument("--output", required=True, help="output dir for shard_%%08d.tar and manifest.jsonl")
+    p.add_argument(
+        "--local-cell-dir", required=True, help="local scratch dir for the cells and the resume state"
+    )
+    p.add_argument(
+        "--output",
+        required=True,
+        help="output dir or storage URL for shard_%%08d.tar and manifest.jsonl (the manifest last)",
+    )
     p.add_argument(
         "--tokenizer",
         metavar="SPEC",

@@ -1,6 +1,7 @@
 //! tokshuf-core: the pure-Rust half of tokshuf (no Python here).
 //!
-//! The modules follow the pipeline: `read` (inputs, decompression, JSON lines) →
+//! The modules follow the pipeline: `storage` (local files and object stores) → `read` (inputs,
+//! decompression, JSON lines) →
 //! `tokenize` → `indexed` (Megatron's MMIDIDX `.bin/.idx`, written and read) →
 //! `preprocess` (the parallel pipeline that ties them together) → `megatron` (GPTDataset /
 //! BlendedDataset indices and sample reads) and `shuffle` (contexts, local cells and webdataset
@@ -20,6 +21,7 @@ pub mod progress;
 pub mod read;
 pub mod rng;
 pub mod shuffle;
+pub mod storage;
 pub mod stream;
 pub mod tokenize;
 pub mod tokens;

@@ -149,5 +149,44 @@ pub fn preprocess(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
             )));
         }
     }
-    pipeline::run(cfg, tokenizer, cancel)
+    match crate::storage::remote(&cfg.output_prefix)? {
+        None => pipeline::run(cfg, tokenizer, cancel),
+        Some(_) => remote_outputs(cfg, tokenizer, cancel),
+    }
+}
+
+/// Outputs in an object store. The run writes into a local staging directory (under
+/// `TOKSHUF_STAGING_DIR`, else the system's temporary directory), then every `.bin` is uploaded,
+/// then every `.idx`, then the summary: an index, which is what a reader opens, appears only
+/// beside its complete data, and the summary only once the whole dataset is there.
+fn remote_outputs(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel) -> Result<Summary> {
+    use crate::error::IoContext;
+    use crate::fsutil::with_suffix;
+    use crate::storage;
+
+    let root = std::env::var_os("TOKSHUF_STAGING_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
+    let staging = tempfile::Builder::new().prefix("tokshuf-staging-").tempdir_in(&root).with_path(&root)?;
+    let name = cfg.output_prefix.file_name().map_or_else(|| "out".into(), |n| n.to_os_string());
+    let mut local = cfg.clone();
+    local.output_prefix = staging.path().join(name);
+    local.summary_path = None;
+    let mut summary = pipeline::run(&local, tokenizer, cancel)?;
+    for ext in [".bin", ".idx"] {
+        for (key, out) in cfg.json_keys.iter().zip(&summary.outputs) {
+            cancel.check()?;
+            let target = storage::resolve(&with_suffix(&cfg.key_prefix(key), ext).to_string_lossy())?;
+            storage::upload_file(&with_suffix(&out.prefix, ext), &target)?;
+        }
+    }
+    for (key, out) in cfg.json_keys.iter().zip(summary.outputs.iter_mut()) {
+        out.prefix = cfg.key_prefix(key);
+    }
+    if let Some(path) = &cfg.summary_path {
+        let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::invalid(e.to_string()))?;
+        match storage::remote(path)? {
+            Some(target) => storage::put(&target, json)?,
+            None => crate::fsutil::write_atomic(path, &json)?,
+        }
+    }
+    Ok(summary)
 }

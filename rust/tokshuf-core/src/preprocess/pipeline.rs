@@ -17,12 +17,13 @@ use super::summary::{OutputSummary, SkipRecord, SkippedFile, Summary};
 use super::{ErrorPolicy, PreprocessConfig};
 use crate::cancel::Cancel;
 use crate::dtype::DType;
-use crate::error::{BadInputReason, Error, IoContext, Result};
+use crate::error::{BadInputReason, Error, Result};
 use crate::fsutil::{with_suffix, write_atomic};
 use crate::indexed::{IndexedDataset, IndexedDatasetWriter, Validate};
 use crate::progress::{Progress, ProgressSnapshot};
 use crate::read::lines::{LineBatch, LineReader, Truncation};
 use crate::read::{decompress, CountingReader, FieldOptions};
+use crate::storage;
 use crate::tokenize::Tokenizer;
 
 /// How many skipped lines are listed individually in the summary.
@@ -152,8 +153,8 @@ fn read_all(
         ok
     };
     for (file, path) in cfg.inputs.iter().enumerate() {
-        let size = match std::fs::metadata(path).with_path(path) {
-            Ok(m) => m.len(),
+        let size = match storage::size(path) {
+            Ok(size) => size,
             Err(e) => {
                 send(file, global_line, before, Item::Problem(Problem::Fatal(e)));
                 return;
@@ -166,9 +167,7 @@ fn read_all(
             continue;
         }
         let counter = Arc::new(AtomicU64::new(0));
-        let opened = std::fs::File::open(path)
-            .with_path(path)
-            .and_then(|f| decompress(path, CountingReader::new(f, Arc::clone(&counter))));
+        let opened = storage::open(path).and_then(|f| decompress(path, CountingReader::new(f, Arc::clone(&counter))));
         let stream = match opened {
             Ok(s) => s,
             Err(e) => {
@@ -294,7 +293,7 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
     }
     let spares = Spares::new(in_flight + cfg.workers, cfg.batch_bytes);
     let mut outputs = Outputs::create(cfg, dtype)?;
-    let total_bytes = cfg.inputs.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+    let total_bytes = cfg.inputs.iter().filter_map(|p| storage::size(p).ok()).sum();
     let mut writer = Writer {
         cfg,
         summary: Summary {

@@ -1,8 +1,10 @@
-//! Turning `--input` arguments (files, directories, globs) into an ordered list of files.
+//! Turning `--input` arguments (files, directories, globs; local or in an object store) into an
+//! ordered list of files.
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::storage;
 
 /// The extensions picked up when a directory is given.
 pub const JSONL_EXTENSIONS: &[&str] = &[".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd"];
@@ -23,16 +25,39 @@ fn walk(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// An object-store input: an object, or a prefix (as a directory), or a glob over keys.
+fn expand_remote(spec: &str, exts: &[&str], files: &mut Vec<PathBuf>) -> Result<()> {
+    let remote = storage::resolve(spec)?;
+    let found = if has_glob_chars(remote.key.as_ref()) {
+        storage::glob(&remote)?
+    } else if storage::size(Path::new(spec)).is_ok() {
+        vec![remote]
+    } else {
+        storage::list(&remote, exts)?
+    };
+    if found.is_empty() {
+        return Err(Error::io(
+            Path::new(spec),
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such object, and no objects under it"),
+        ));
+    }
+    files.extend(found.iter().map(storage::as_path));
+    Ok(())
+}
+
 /// Expand inputs in argument order: a file is taken as is; a directory contributes every file
 /// below it whose name ends in one of `exts`, sorted by path; a glob contributes its matching
-/// files, sorted. The result depends only on the arguments and the file tree, never on the
-/// order the filesystem lists entries.
+/// files, sorted. In an object store (`s3://bucket/...`) the same, keys standing for paths: an
+/// object, every object under a prefix, or every object a glob matches, sorted by key. The
+/// result depends only on the arguments and the files, never on the order they are listed in.
 pub fn expand_inputs(specs: &[impl AsRef<str>], exts: &[&str]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for spec in specs {
         let spec = spec.as_ref();
         let path = Path::new(spec);
-        if path.is_file() {
+        if storage::is_remote(spec) {
+            expand_remote(spec, exts, &mut files)?;
+        } else if path.is_file() {
             files.push(path.to_path_buf());
         } else if path.is_dir() {
             let mut found = Vec::new();

@@ -27,7 +27,7 @@ pub mod tar;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Instant, UNIX_EPOCH};
+use std::time::Instant;
 
 use serde_json::{json, Value};
 
@@ -43,7 +43,7 @@ use crate::cancel::Cancel;
 use crate::error::{Error, IoContext, Result};
 use crate::tokenize::Tokenizer;
 use shard::{shard_path, write_manifest, PayloadKind};
-use state::{clean_leftovers, save, DirLock, Stage, State};
+use state::{clean_leftovers, save, state_path, DirLock, Stage, State};
 
 /// Bits of a context id that hold the context's index within its file.
 const INDEX_BITS: u32 = 40;
@@ -75,10 +75,7 @@ fn crash_point(name: &str) {
 }
 
 fn input_identity(path: &Path) -> Result<Value> {
-    let meta = std::fs::metadata(path).with_path(path)?;
-    let mtime = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as u64);
-    let canonical = path.canonicalize().with_path(path)?;
-    Ok(json!({"path": canonical, "bytes": meta.len(), "mtime_ns": mtime}))
+    crate::storage::identity(path)
 }
 
 /// Everything the output depends on; a local-cell dir only resumes the command it was made by.
@@ -159,7 +156,42 @@ fn build_summary(
 /// Run (or resume) a shuffle. `tokenizer` is required unless `cfg.shuffle_only`; `warnings` (from
 /// [`resolve_special`]) are passed through to the summary. Progress is drawn on stderr as
 /// `cfg.progress` says, one bar (or series of JSON lines) per stage.
+///
+/// An output in an object store is written in `{local_cell_dir}/output` (so that a resumed run
+/// finds it), then its shards are uploaded, and the manifest last: a reader that finds the
+/// manifest finds every shard it lists.
 pub fn shuffle(
+    cfg: &ShuffleConfig,
+    tokenizer: Option<Arc<dyn Tokenizer>>,
+    warnings: Vec<String>,
+    cancel: &Cancel,
+) -> Result<Summary> {
+    let Some(target) = crate::storage::remote(&cfg.output)? else {
+        return shuffle_local(cfg, tokenizer, warnings, cancel);
+    };
+    let mut local = cfg.clone();
+    local.output = cfg.local_cell_dir.join(state::STAGING_DIR);
+    let manifest = target.child("manifest.jsonl");
+    let fresh = !state_path(&cfg.local_cell_dir).exists();
+    if fresh && crate::storage::size(&crate::storage::as_path(&manifest)).is_ok() {
+        return Err(Error::invalid(format!(
+            "the output {} already holds a dataset (manifest.jsonl); remove it or choose another --output",
+            target.url
+        )));
+    }
+    let mut summary = shuffle_local(&local, tokenizer, warnings, cancel)?;
+    for s in 0..summary.shards {
+        cancel.check()?;
+        let name = format!("shard_{s:08}.tar");
+        crate::storage::upload_file(&shard_path(&local.output, s), &target.child(&name))?;
+    }
+    crate::storage::upload_file(&summary.manifest, &manifest)?;
+    summary.output = cfg.output.clone();
+    summary.manifest = crate::storage::as_path(&manifest);
+    Ok(summary)
+}
+
+fn shuffle_local(
     cfg: &ShuffleConfig,
     tokenizer: Option<Arc<dyn Tokenizer>>,
     mut warnings: Vec<String>,

@@ -95,7 +95,7 @@ impl Scatter<'_> {
 /// Stage 1 of `--shuffle-only`, from `state.position` to the end of the input.
 pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, cancel: &Cancel) -> Result<()> {
     let start = state.position.clone();
-    let remaining = cfg.inputs[start.file..].iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+    let remaining = cfg.inputs[start.file..].iter().filter_map(|p| crate::storage::size(p).ok()).sum();
     let mut progress = Progress::new(cfg.progress, "shuffle-cells", remaining);
     let mut snap = ProgressSnapshot::default();
     let mut s =
@@ -134,7 +134,7 @@ pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, cancel: &Cancel) -> Re
         let c = &mut s.state.counts;
         let before = c.input_bytes;
         c.files_done += 1;
-        c.input_bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        c.input_bytes += crate::storage::size(path).unwrap_or(0);
         c.lines += index;
         snap.bytes += c.input_bytes - before;
         progress.update(snap);

@@ -151,6 +151,15 @@ impl DirLock {
 
 /// The state the directory holds for `fingerprint`: `None` for an empty (or new) directory,
 /// the saved state for the same command, an error for anything else.
+/// The directory in a local-cell dir where a run whose output is in an object store writes it
+/// before the upload.
+pub const STAGING_DIR: &str = "output";
+
+/// Where the state of a run in `dir` is kept.
+pub fn state_path(dir: &Path) -> std::path::PathBuf {
+    dir.join(STATE_FILE)
+}
+
 pub fn load(dir: &Path, fingerprint: &Value) -> Result<Option<State>> {
     let path = dir.join(STATE_FILE);
     match std::fs::read(&path) {
@@ -181,7 +190,7 @@ pub fn load(dir: &Path, fingerprint: &Value) -> Result<Option<State>> {
                 .with_path(dir)?
                 .filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n != LOCK_FILE)
+                .filter(|n| n != LOCK_FILE && n != STAGING_DIR)
                 .collect();
             if !foreign.is_empty() {
                 return Err(Error::invalid(format!(

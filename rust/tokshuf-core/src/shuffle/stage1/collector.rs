@@ -60,7 +60,7 @@ impl<'a> Collector<'a> {
         cancel: &'a Cancel,
     ) -> Self {
         let remaining: u64 =
-            cfg.inputs[state.position.file..].iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+            cfg.inputs[state.position.file..].iter().filter_map(|p| crate::storage::size(p).ok()).sum();
         let base = (state.counts.documents, state.counts.tokens);
         Self {
             cfg,

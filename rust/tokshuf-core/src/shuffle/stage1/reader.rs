@@ -6,11 +6,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::storage;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::{Msg, Ordered, TokenizeJob, Work};
 use crate::cancel::Cancel;
-use crate::error::{Error, IoContext};
+use crate::error::Error;
 use crate::read::lines::{LineReader, Truncation};
 use crate::read::{decompress, CountingReader};
 use crate::shuffle::config::ShuffleConfig;
@@ -50,17 +51,16 @@ impl Reader<'_> {
         for file in self.start.file..self.cfg.inputs.len() {
             let path = &self.cfg.inputs[file];
             let skip = if file == self.start.file { self.start.lines } else { 0 };
-            let size = match std::fs::metadata(path).with_path(path) {
-                Ok(m) => m.len(),
+            let size = match storage::size(path) {
+                Ok(size) => size,
                 Err(e) => {
                     ordered(&mut seq, Ordered::Problem { file, problem: Problem::Fatal(e) });
                     return;
                 }
             };
             let counter = Arc::new(AtomicU64::new(0));
-            let opened = std::fs::File::open(path)
-                .with_path(path)
-                .and_then(|f| decompress(path, CountingReader::new(f, Arc::clone(&counter))));
+            let opened =
+                storage::open(path).and_then(|f| decompress(path, CountingReader::new(f, Arc::clone(&counter))));
             let stream = match opened {
                 Ok(s) => s,
                 Err(e) => {

@@ -1,0 +1,71 @@
+//! Where data lives: local files and objects in stores (`s3://`, `gs://`, `az://`, `https://`),
+//! behind one interface. Inputs are paths; a path that is a storage URL names an object.
+//!
+//! - [`open`] streams an input (an object is read ahead in ranges; see [`read`]) and [`size`]
+//!   gives its size; [`identity`] what a resumed job checks it is still the same input.
+//! - [`list`] and [`glob`] expand a prefix or a pattern into objects sorted by key.
+//! - [`upload_file`] and [`put`] write objects, which appear under their keys only complete.
+
+mod list;
+mod read;
+mod runtime;
+mod stores;
+mod write;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+pub use list::{glob, under as list};
+pub use read::RemoteReader;
+pub use stores::{is_remote, resolve, Remote, SCHEMES};
+pub use write::{put, upload_file};
+
+use object_store::ObjectStoreExt as _;
+
+use crate::error::{Error, IoContext, Result};
+
+/// The object a path names, if it is a storage URL.
+pub fn remote(path: &Path) -> Result<Option<Remote>> {
+    match path.to_str() {
+        Some(s) if is_remote(s) => resolve(s).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The path that stands for an object in input lists.
+pub fn as_path(remote: &Remote) -> PathBuf {
+    PathBuf::from(&remote.url)
+}
+
+/// Open an input for reading.
+pub fn open(path: &Path) -> Result<Box<dyn Read + Send>> {
+    match remote(path)? {
+        Some(r) => Ok(Box::new(RemoteReader::open(r).with_path(path)?)),
+        None => Ok(Box::new(std::fs::File::open(path).with_path(path)?)),
+    }
+}
+
+/// The size of an input in bytes.
+pub fn size(path: &Path) -> Result<u64> {
+    match remote(path)? {
+        Some(r) => {
+            let meta = runtime::block_on(r.store.head(&r.key)).map_err(|e| Error::io(path, read::to_io(&r, e)))?;
+            Ok(meta.size)
+        }
+        None => Ok(std::fs::metadata(path).with_path(path)?.len()),
+    }
+}
+
+/// What identifies an input's contents for a resumed job: its canonical path, size and
+/// modification time, or for an object its URL, size and ETag.
+pub fn identity(path: &Path) -> Result<serde_json::Value> {
+    if let Some(r) = remote(path)? {
+        let meta = runtime::block_on(r.store.head(&r.key)).map_err(|e| Error::io(path, read::to_io(&r, e)))?;
+        return Ok(serde_json::json!({"url": r.url, "bytes": meta.size, "etag": meta.e_tag}));
+    }
+    let meta = std::fs::metadata(path).with_path(path)?;
+    let since_epoch = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    let mtime = since_epoch.map_or(0, |d| d.as_nanos() as u64);
+    let canonical = path.canonicalize().with_path(path)?;
+    Ok(serde_json::json!({"path": canonical, "bytes": meta.len(), "mtime_ns": mtime}))
+}

@@ -1,0 +1,155 @@
+//! Reading an object as a stream: ranged GETs issued ahead of the reader, a few in flight, so a
+//! decompressor downstream never waits for a round trip, in bounded memory (`AHEAD` × `CHUNK`
+//! per open object). A range whose body breaks off is requested again from where it broke;
+//! every range names the object's ETag, so an object rewritten meanwhile is an error, not a mix
+//! of two versions.
+
+use std::collections::VecDeque;
+use std::io::{self, Read};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use object_store::{GetOptions, GetRange, ObjectStoreExt as _};
+use tokio::task::JoinHandle;
+
+use super::runtime::{block_on, runtime};
+use super::stores::Remote;
+
+/// Bytes per ranged GET.
+const CHUNK: u64 = 8 << 20;
+/// Ranges in flight ahead of the reader.
+const AHEAD: usize = 4;
+/// Attempts at a range whose body breaks off (request errors are retried by the store itself),
+/// within the retry time (`TOKSHUF_STORAGE_RETRY_SECONDS`).
+const ATTEMPTS: u32 = 10;
+
+/// An object's bytes, read ahead in ranges.
+pub struct RemoteReader {
+    remote: Remote,
+    size: u64,
+    etag: Option<String>,
+    next: u64,
+    pending: VecDeque<JoinHandle<io::Result<Bytes>>>,
+    current: Bytes,
+}
+
+impl RemoteReader {
+    /// Open `remote` (its size and ETag come from one HEAD request).
+    pub fn open(remote: Remote) -> io::Result<RemoteReader> {
+        let meta = block_on(remote.store.head(&remote.key)).map_err(|e| to_io(&remote, e))?;
+        Ok(RemoteReader {
+            size: meta.size,
+            etag: meta.e_tag,
+            remote,
+            next: 0,
+            pending: VecDeque::new(),
+            current: Bytes::new(),
+        })
+    }
+
+    /// The object's size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn fill(&mut self) {
+        let rt = runtime();
+        while self.pending.len() < AHEAD && self.next < self.size {
+            let range = self.next..(self.next + CHUNK).min(self.size);
+            self.next = range.end;
+            let (remote, etag) = (self.remote.clone(), self.etag.clone());
+            self.pending.push_back(rt.spawn(fetch(remote, etag, range)));
+        }
+    }
+}
+
+impl Read for RemoteReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.current.is_empty() {
+            self.fill();
+            let Some(next) = self.pending.pop_front() else { return Ok(0) };
+            self.current = block_on(next).map_err(|e| io::Error::other(format!("{}: {e}", self.remote.url)))??;
+            self.fill();
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current = self.current.slice(n..);
+        Ok(n)
+    }
+}
+
+impl Drop for RemoteReader {
+    fn drop(&mut self) {
+        for task in &self.pending {
+            task.abort();
+        }
+    }
+}
+
+/// The bytes of `range`, resuming where a broken body stopped.
+async fn fetch(remote: Remote, etag: Option<String>, range: std::ops::Range<u64>) -> io::Result<Bytes> {
+    let mut got = BytesMut::with_capacity((range.end - range.start) as usize);
+    let mut failures = 0;
+    let deadline = std::time::Instant::now() + super::stores::retry_time();
+    loop {
+        let start = range.start + got.len() as u64;
+        if start == range.end {
+            return Ok(got.freeze());
+        }
+        let options = GetOptions {
+            range: Some(GetRange::Bounded(start..range.end)),
+            if_match: etag.clone(),
+            ..GetOptions::default()
+        };
+        let error = match remote.store.get_opts(&remote.key, options).await {
+            Ok(result) => {
+                let mut body = result.into_stream();
+                let mut broke = None;
+                while let Some(part) = body.next().await {
+                    match part {
+                        Ok(bytes) => got.extend_from_slice(&bytes),
+                        Err(e) => {
+                            broke = Some(e);
+                            break;
+                        }
+                    }
+                }
+                match broke {
+                    None if range.start + got.len() as u64 >= range.end => {
+                        got.truncate((range.end - range.start) as usize);
+                        return Ok(got.freeze());
+                    }
+                    None => object_store::Error::Generic {
+                        store: "storage",
+                        source: format!("the body ended at byte {} of {}", range.start + got.len() as u64, range.end)
+                            .into(),
+                    },
+                    Some(e) => e,
+                }
+            }
+            // A rewritten object is not retried: its bytes would mix two versions.
+            Err(e @ object_store::Error::Precondition { .. }) => {
+                return Err(io::Error::other(format!("{} changed while it was read: {e}", remote.url)))
+            }
+            Err(e) => return Err(to_io(&remote, e)),
+        };
+        failures += 1;
+        let pause = Duration::from_millis(100 << failures.min(7));
+        if failures >= ATTEMPTS || std::time::Instant::now() + pause > deadline {
+            return Err(to_io(&remote, error));
+        }
+        tokio::time::sleep(pause).await;
+    }
+}
+
+pub(crate) fn to_io(remote: &Remote, e: object_store::Error) -> io::Error {
+    let kind = match e {
+        object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
+            io::ErrorKind::PermissionDenied
+        }
+        _ => io::ErrorKind::Other,
+    };
+    io::Error::new(kind, format!("{}: {e}", remote.url))
+}

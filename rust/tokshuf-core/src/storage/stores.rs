@@ -1,0 +1,211 @@
+//! Object stores by URL: `s3://bucket/key` (and S3-compatible stores), `gs://`, `az://`, and
+//! `http(s)://` servers, through the `object_store` crate.
+//!
+//! Credentials and endpoints come the standard way and are never logged: the providers' own
+//! environment variables (`AWS_ACCESS_KEY_ID`, `AWS_REGION`, `AWS_ENDPOINT_URL` for MinIO, Ceph
+//! or R2, `AWS_SKIP_SIGNATURE=true` for a public bucket, `GOOGLE_APPLICATION_CREDENTIALS`,
+//! `AZURE_STORAGE_ACCOUNT_NAME`, ...), then, for S3, the shared credentials and config files of
+//! `AWS_PROFILE` (default `default`), then the instance's role. Failed requests (throttling,
+//! 5xx, dropped connections) are retried with exponential backoff for up to
+//! `TOKSHUF_STORAGE_RETRY_SECONDS` (default 180).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+use object_store::http::HttpBuilder;
+use object_store::path::Path as Key;
+use object_store::{BackoffConfig, ClientConfigKey, ClientOptions, ObjectStore, RetryConfig};
+
+use crate::error::{Error, Result};
+
+/// The URL schemes of object stores.
+pub const SCHEMES: [&str; 10] = ["s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "http", "https"];
+
+/// Whether `s` names an object in a store rather than a local path.
+pub fn is_remote(s: &str) -> bool {
+    s.split_once("://").is_some_and(|(scheme, _)| SCHEMES.contains(&scheme))
+}
+
+/// An object (or a prefix of objects) in a store.
+#[derive(Clone)]
+pub struct Remote {
+    /// The URL it was named by, for messages.
+    pub url: String,
+    pub store: Arc<dyn ObjectStore>,
+    /// Its key in the store.
+    pub key: Key,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+impl Remote {
+    /// The object `name` below this prefix (`prefix/name`).
+    pub fn child(&self, name: &str) -> Remote {
+        let key = if self.key.as_ref().is_empty() { name.to_string() } else { format!("{}/{name}", self.key) };
+        self.with_key(Key::from(key))
+    }
+
+    /// The object `key` of the same store.
+    pub fn with_key(&self, key: Key) -> Remote {
+        let base = self.url.split_once("://").map_or("", |(s, _)| s);
+        let bucket = self.url.split_once("://").and_then(|(_, r)| r.split('/').next()).unwrap_or("");
+        Remote { url: format!("{base}://{bucket}/{key}"), store: Arc::clone(&self.store), key }
+    }
+}
+
+/// The store and key a URL names (stores are made once per bucket and shared).
+pub fn resolve(url: &str) -> Result<Remote> {
+    static STORES: Mutex<Option<HashMap<String, Arc<dyn ObjectStore>>>> = Mutex::new(None);
+    let bad = |why: &str| Error::invalid(format!("{url:?} is not a valid storage URL: {why}"));
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return Err(bad("no bucket or host"));
+    }
+    let key = Key::from_url_path(key).map_err(|e| bad(&e.to_string()))?;
+    let id = format!("{scheme}://{bucket}");
+    let mut stores = STORES.lock().unwrap_or_else(|e| e.into_inner());
+    let store = match stores.get_or_insert_with(HashMap::new).get(&id) {
+        Some(s) => Arc::clone(s),
+        None => {
+            let s = build(scheme, bucket).map_err(|e| Error::invalid(format!("cannot open {id}: {e}")))?;
+            stores.get_or_insert_with(HashMap::new).insert(id, Arc::clone(&s));
+            s
+        }
+    };
+    Ok(Remote { url: url.to_string(), store, key })
+}
+
+/// How long a failing request is retried: `TOKSHUF_STORAGE_RETRY_SECONDS`, default 180.
+pub(crate) fn retry_time() -> Duration {
+    let seconds = std::env::var("TOKSHUF_STORAGE_RETRY_SECONDS").ok().and_then(|s| s.parse::<f64>().ok());
+    Duration::from_secs_f64(seconds.unwrap_or(180.0).clamp(0.0, 86_400.0))
+}
+
+fn retry() -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(15),
+            base: 2.0,
+        },
+        max_retries: 10,
+        retry_timeout: retry_time(),
+    }
+}
+
+/// Timeouts, on top of what the environment configures: a connection that stalls is dropped
+/// and the request retried.
+const TIMEOUTS: [(ClientConfigKey, &str); 2] =
+    [(ClientConfigKey::ConnectTimeout, "10 seconds"), (ClientConfigKey::Timeout, "120 seconds")];
+
+fn build(scheme: &str, bucket: &str) -> std::result::Result<Arc<dyn ObjectStore>, object_store::Error> {
+    Ok(match scheme {
+        "s3" | "s3a" => {
+            let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+            for (k, v) in TIMEOUTS {
+                b = b.with_config(AmazonS3ConfigKey::Client(k), v);
+            }
+            for (key, value) in aws_profile() {
+                if std::env::var(key.to_ascii_uppercase()).is_err() {
+                    if let Ok(k) = key.parse::<AmazonS3ConfigKey>() {
+                        b = b.with_config(k, value);
+                    }
+                }
+            }
+            // A local MinIO or Ceph is usually plain http; boto3 and the AWS CLI accept such an
+            // endpoint as given, so do the same rather than demand AWS_ALLOW_HTTP as well.
+            let endpoint = std::env::var("AWS_ENDPOINT_URL_S3").or_else(|_| std::env::var("AWS_ENDPOINT_URL"));
+            if endpoint.is_ok_and(|e| e.starts_with("http://")) {
+                b = b.with_allow_http(true);
+            }
+            Arc::new(b.with_retry(retry()).build()?)
+        }
+        "gs" | "gcs" => {
+            let mut b = GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket);
+            for (k, v) in TIMEOUTS {
+                b = b.with_config(GoogleConfigKey::Client(k), v);
+            }
+            Arc::new(b.with_retry(retry()).build()?)
+        }
+        "az" | "azure" | "abfs" | "abfss" => {
+            let mut b = MicrosoftAzureBuilder::from_env().with_container_name(bucket);
+            for (k, v) in TIMEOUTS {
+                b = b.with_config(AzureConfigKey::Client(k), v);
+            }
+            Arc::new(b.with_retry(retry()).build()?)
+        }
+        _ => {
+            let mut options = ClientOptions::new().with_allow_http(scheme == "http");
+            for (k, v) in TIMEOUTS {
+                options = options.with_config(k, v);
+            }
+            Arc::new(
+                HttpBuilder::new()
+                    .with_url(format!("{scheme}://{bucket}"))
+                    .with_retry(retry())
+                    .with_client_options(options)
+                    .build()?,
+            )
+        }
+    })
+}
+
+/// `(option, value)` pairs of the shared AWS files for `AWS_PROFILE` (default `default`):
+/// the credentials file's keys and secrets, the config file's region and endpoint.
+fn aws_profile() -> Vec<(String, String)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
+    let credentials =
+        std::env::var_os("AWS_SHARED_CREDENTIALS_FILE").map_or_else(|| home.join(".aws/credentials"), PathBuf::from);
+    let config = std::env::var_os("AWS_CONFIG_FILE").map_or_else(|| home.join(".aws/config"), PathBuf::from);
+    let mut out = Vec::new();
+    let wanted = [
+        ("aws_access_key_id", "access_key_id"),
+        ("aws_secret_access_key", "secret_access_key"),
+        ("aws_session_token", "session_token"),
+        ("region", "region"),
+        ("endpoint_url", "endpoint"),
+    ];
+    for (file, section) in [(credentials, profile.clone()), (config, format!("profile {profile}"))] {
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let mut inside = false;
+        for line in text.lines().map(str::trim) {
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                let name = name.trim();
+                inside = name == section || (section == "profile default" && name == "default");
+                continue;
+            }
+            if let (true, Some((k, v))) = (inside, line.split_once('=')) {
+                if let Some(&(_, key)) = wanted.iter().find(|(name, _)| *name == k.trim()) {
+                    out.push((format!("aws_{key}"), v.trim().to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_schemes() {
+        assert!(is_remote("s3://bucket/key") && is_remote("gs://b/x") && is_remote("https://host/path"));
+        assert!(!is_remote("/data/file.jsonl") && !is_remote("file.jsonl") && !is_remote("ftp://x/y"));
+        let r = resolve("s3://bucket/dir/a%20b.jsonl").unwrap();
+        assert_eq!(r.key.as_ref(), "dir/a b.jsonl");
+        assert_eq!(r.with_key(Key::from("other/x")).url, "s3://bucket/other/x");
+        assert!(resolve("s3:///key").is_err());
+    }
+}
