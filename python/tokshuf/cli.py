@@ -18,8 +18,9 @@ def _add_preprocess(sub: Any) -> None:
     p = sub.add_parser(
         "preprocess",
         help="tokenize JSON lines into Megatron .bin/.idx datasets",
-        description="Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst; files, directories, globs) "
-        "into {output_prefix}_{key}_document.bin/.idx, byte-compatible with Megatron-LM.",
+        description="Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet/Arrow files (files, "
+        "directories, globs, storage URLs, - for stdin) into {output_prefix}_{key}_document.bin/.idx, "
+        "byte-compatible with Megatron-LM.",
     )
     p.add_argument(
         "--input",
@@ -27,7 +28,7 @@ def _add_preprocess(sub: Any) -> None:
         nargs="+",
         required=True,
         metavar="PATH",
-        help="files, directories or globs, local or s3:// gs:// az:// https:// URLs (repeatable)",
+        help="files, directories, globs, s3:// gs:// az:// https:// URLs, - for stdin (repeatable)",
     )
     p.add_argument(
         "--output-prefix",
@@ -47,7 +48,13 @@ def _add_preprocess(sub: Any) -> None:
         metavar="JSON",
         help='special tokens of a tiktoken rank file, as a JSON object {"<|end_of_text|>": 128001, ...}',
     )
-    p.add_argument("--json-keys", nargs="+", default=["text"], metavar="KEY", help="keys to tokenize")
+    p.add_argument(
+        "--json-keys",
+        nargs="+",
+        default=["text"],
+        metavar="KEY",
+        help="keys to tokenize (columns of a Parquet/Arrow input)",
+    )
     p.add_argument("--append-eod", action="store_true", help="end every non-empty document with the eod id")
     p.add_argument("--eod-id", type=int, default=None, help="override the tokenizer's end-of-document id")
     p.add_argument("--dtype", default="auto", help="output dtype: auto (Megatron's rule), uint16, int32, ...")

@@ -11,7 +11,8 @@ from typing import Any
 from tokshuf.shuffle import SPECIAL_TOKEN_PRESETS
 
 DESCRIPTION = """\
-Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst; files, directories, globs), cut them into
+Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet/Arrow files (files, directories,
+globs, storage URLs), cut them into
 contexts of --seqlen tokens per input file (EOT after every document, the file's last context
 padded with PAD), shuffle them globally through --num-local-cells cells on local disk, and write
 webdataset shards shard_%08d.tar + manifest.jsonl that open_lm / DCLM read unchanged.

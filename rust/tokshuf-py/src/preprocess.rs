@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use tokshuf_core::preprocess::{preprocess as run_preprocess, ErrorPolicy, PreprocessConfig};
 use tokshuf_core::progress::ProgressStyle;
-use tokshuf_core::read::{expand_inputs, JSONL_EXTENSIONS};
+use tokshuf_core::read::{expand_inputs, INPUT_EXTENSIONS};
 use tokshuf_core::{DType, Error};
 
 use crate::errors::IntoPyResult;
@@ -21,7 +21,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// The files `inputs` (files, directories, globs) expand to, in processing order.
 #[pyfunction]
 fn expand_input_paths(py: Python<'_>, inputs: Vec<String>) -> PyResult<Vec<PathBuf>> {
-    expand_inputs(&inputs, JSONL_EXTENSIONS).into_py(py)
+    expand_inputs(&inputs, INPUT_EXTENSIONS).into_py(py)
 }
 
 /// Tokenize JSON lines into `{output_prefix}_{key}_document.bin/.idx`; returns the run summary as JSON.
@@ -55,7 +55,7 @@ fn preprocess(
     let progress: ProgressStyle = progress.parse().into_py(py)?;
     let tokenizer = tokenizer.shared();
     run_detached(py, move |cancel| {
-        let files = expand_inputs(&inputs, JSONL_EXTENSIONS)?;
+        let files = expand_inputs(&inputs, INPUT_EXTENSIONS)?;
         let mut cfg = PreprocessConfig::new(files, output_prefix, json_keys);
         cfg.append_eod = append_eod;
         cfg.dtype = dtype;

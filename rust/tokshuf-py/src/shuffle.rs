@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use tokshuf_core::preprocess::ErrorPolicy;
 use tokshuf_core::progress::ProgressStyle;
-use tokshuf_core::read::{expand_inputs, JSONL_EXTENSIONS};
+use tokshuf_core::read::{expand_inputs, INPUT_EXTENSIONS};
 use tokshuf_core::shuffle::{resolve_special, shuffle as run_shuffle, MemberFormat, ShuffleConfig, SpecialIds};
 use tokshuf_core::{tokenize, Error};
 
@@ -23,7 +23,7 @@ fn extensions(ext: Option<Vec<String>>, shuffle_only: bool) -> Vec<String> {
             list.into_iter().map(|e| if e.starts_with('.') { e } else { format!(".{e}") }).collect()
         }
         _ if shuffle_only => vec![".tar".into()],
-        _ => JSONL_EXTENSIONS.iter().map(|e| e.to_string()).collect(),
+        _ => INPUT_EXTENSIONS.iter().map(|e| e.to_string()).collect(),
     }
 }
 

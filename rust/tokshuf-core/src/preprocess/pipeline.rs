@@ -22,7 +22,7 @@ use crate::fsutil::{with_suffix, write_atomic};
 use crate::indexed::{IndexedDataset, IndexedDatasetWriter, Validate};
 use crate::progress::{Progress, ProgressSnapshot};
 use crate::read::lines::{LineBatch, LineReader, Truncation};
-use crate::read::{decompress, CountingReader, FieldOptions};
+use crate::read::{input_size, open_lines, FieldOptions};
 use crate::storage;
 use crate::tokenize::Tokenizer;
 
@@ -153,22 +153,21 @@ fn read_all(
         ok
     };
     for (file, path) in cfg.inputs.iter().enumerate() {
-        let size = match storage::size(path) {
+        let size = match input_size(path) {
             Ok(size) => size,
             Err(e) => {
                 send(file, global_line, before, Item::Problem(Problem::Fatal(e)));
                 return;
             }
         };
-        if size == 0 {
+        if size == Some(0) {
             if !send(file, global_line, before, Item::Problem(Problem::Empty)) {
                 return;
             }
             continue;
         }
         let counter = Arc::new(AtomicU64::new(0));
-        let opened = storage::open(path).and_then(|f| decompress(path, CountingReader::new(f, Arc::clone(&counter))));
-        let stream = match opened {
+        let stream = match open_lines(path, &cfg.json_keys, Arc::clone(&counter)) {
             Ok(s) => s,
             Err(e) => {
                 send(file, global_line, before, Item::Problem(Problem::Fatal(e)));
@@ -180,7 +179,8 @@ fn read_all(
             match reader.next_batch_in(spares.data.take()) {
                 Ok(Some(batch)) => {
                     let n = batch.len() as u64;
-                    let pos = before + counter.load(Ordering::Relaxed).min(size);
+                    let read = counter.load(Ordering::Relaxed);
+                    let pos = before + size.map_or(read, |size| read.min(size));
                     if !send(file, global_line, pos, Item::Lines(batch)) {
                         return;
                     }
@@ -193,6 +193,7 @@ fn read_all(
                 }
             }
         }
+        let size = size.unwrap_or_else(|| counter.load(Ordering::Relaxed));
         before += size;
         let problem = match reader.truncation() {
             Some(t) => Some(Problem::Truncated(t.clone())),

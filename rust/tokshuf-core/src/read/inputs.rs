@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::storage;
 
-/// The extensions picked up when a directory is given.
+/// The JSON-lines extensions.
 pub const JSONL_EXTENSIONS: &[&str] = &[".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd"];
+
+/// The extensions picked up when a directory is given: JSON lines, Parquet and Arrow.
+pub const INPUT_EXTENSIONS: &[&str] = &[".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd", ".parquet", ".arrow"];
 
 fn has_glob_chars(s: &str) -> bool {
     s.contains(['*', '?', '['])
@@ -45,17 +48,22 @@ fn expand_remote(spec: &str, exts: &[&str], files: &mut Vec<PathBuf>) -> Result<
     Ok(())
 }
 
-/// Expand inputs in argument order: a file is taken as is; a directory contributes every file
+/// Expand inputs in argument order: a file is taken as is (and `-`, standard input); a directory contributes every file
 /// below it whose name ends in one of `exts`, sorted by path; a glob contributes its matching
 /// files, sorted. In an object store (`s3://bucket/...`) the same, keys standing for paths: an
 /// object, every object under a prefix, or every object a glob matches, sorted by key. The
 /// result depends only on the arguments and the files, never on the order they are listed in.
 pub fn expand_inputs(specs: &[impl AsRef<str>], exts: &[&str]) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
+    let mut files: Vec<PathBuf> = Vec::new();
     for spec in specs {
         let spec = spec.as_ref();
         let path = Path::new(spec);
-        if storage::is_remote(spec) {
+        if spec == super::STDIN {
+            if files.iter().any(|f: &PathBuf| super::is_stdin(f)) {
+                return Err(Error::invalid("standard input (`-`) is given twice"));
+            }
+            files.push(PathBuf::from(spec));
+        } else if storage::is_remote(spec) {
             expand_remote(spec, exts, &mut files)?;
         } else if path.is_file() {
             files.push(path.to_path_buf());

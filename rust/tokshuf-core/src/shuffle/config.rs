@@ -113,6 +113,13 @@ impl ShuffleConfig {
         if self.content_key.is_empty() {
             return Err(Error::invalid("the content key must not be empty"));
         }
+        if self.inputs.iter().any(|p| crate::read::is_stdin(p)) {
+            // A shuffle is resumed from a checkpoint into its inputs, which a pipe cannot give back.
+            return Err(Error::invalid(
+                "shuffle cannot read standard input (`-`): its inputs must be readable again to resume; \
+                 write the stream to a file first",
+            ));
+        }
         Ok(())
     }
 }

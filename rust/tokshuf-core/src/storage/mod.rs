@@ -4,9 +4,11 @@
 //! - [`open`] streams an input (an object is read ahead in ranges; see [`read`]) and [`size`]
 //!   gives its size; [`identity`] what a resumed job checks it is still the same input.
 //! - [`list`] and [`glob`] expand a prefix or a pattern into objects sorted by key.
+//! - [`RandomAccess`] reads an input at offsets (Parquet).
 //! - [`upload_file`] and [`put`] write objects, which appear under their keys only complete.
 
 mod list;
+mod ranges;
 mod read;
 mod runtime;
 mod stores;
@@ -16,6 +18,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use list::{glob, under as list};
+pub use ranges::{Pending, RandomAccess};
 pub use read::RemoteReader;
 pub use stores::{is_remote, resolve, Remote, SCHEMES};
 pub use write::{put, upload_file};

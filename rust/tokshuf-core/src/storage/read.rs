@@ -88,7 +88,7 @@ impl Drop for RemoteReader {
 }
 
 /// The bytes of `range`, resuming where a broken body stopped.
-async fn fetch(remote: Remote, etag: Option<String>, range: std::ops::Range<u64>) -> io::Result<Bytes> {
+pub(super) async fn fetch(remote: Remote, etag: Option<String>, range: std::ops::Range<u64>) -> io::Result<Bytes> {
     let mut got = BytesMut::with_capacity((range.end - range.start) as usize);
     let mut failures = 0;
     let deadline = std::time::Instant::now() + super::stores::retry_time();

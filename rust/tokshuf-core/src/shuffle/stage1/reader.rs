@@ -13,7 +13,7 @@ use super::{Msg, Ordered, TokenizeJob, Work};
 use crate::cancel::Cancel;
 use crate::error::Error;
 use crate::read::lines::{LineReader, Truncation};
-use crate::read::{decompress, CountingReader};
+use crate::read::open_lines;
 use crate::shuffle::config::ShuffleConfig;
 use crate::shuffle::state::Position;
 
@@ -59,9 +59,8 @@ impl Reader<'_> {
                 }
             };
             let counter = Arc::new(AtomicU64::new(0));
-            let opened =
-                storage::open(path).and_then(|f| decompress(path, CountingReader::new(f, Arc::clone(&counter))));
-            let stream = match opened {
+            let keys = std::slice::from_ref(&self.cfg.content_key);
+            let stream = match open_lines(path, keys, Arc::clone(&counter)) {
                 Ok(s) => s,
                 Err(e) => {
                     ordered(&mut seq, Ordered::Problem { file, problem: Problem::Fatal(e) });

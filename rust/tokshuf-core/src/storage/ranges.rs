@@ -1,0 +1,112 @@
+//! Reading an input at offsets (a Parquet footer, then the column chunks it points to): a
+//! local file is mapped and its ranges are views of the map, ranged GETs pinned to the object's ETag in a store, resumed where a body
+//! breaks off as in [`super::RemoteReader`].
+
+use std::io;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::ObjectStoreExt as _;
+
+use super::read::{fetch, to_io};
+use super::runtime::{block_on, runtime};
+use super::stores::Remote;
+use crate::error::{IoContext, Result};
+
+/// An input read by ranges.
+pub enum RandomAccess {
+    /// A local file, mapped (`None` when empty: an empty map cannot be made).
+    Local(Option<Arc<memmap2::Mmap>>, u64),
+    /// An object, pinned to the version its ETag names.
+    Remote { remote: Remote, etag: Option<String>, size: u64 },
+}
+
+/// A range being read in the background.
+pub struct Pending(tokio::task::JoinHandle<io::Result<Bytes>>);
+
+impl Pending {
+    /// Its bytes, once they are there.
+    pub fn wait(self) -> io::Result<Bytes> {
+        block_on(self.0).map_err(io::Error::other)?
+    }
+}
+
+impl RandomAccess {
+    /// Open the input `path` names.
+    pub fn open(path: &Path) -> Result<RandomAccess> {
+        match super::remote(path)? {
+            Some(remote) => {
+                let meta = block_on(remote.store.head(&remote.key)).map_err(|e| to_io(&remote, e)).with_path(path)?;
+                Ok(RandomAccess::Remote { remote, etag: meta.e_tag, size: meta.size })
+            }
+            None => {
+                let file = std::fs::File::open(path).with_path(path)?;
+                let size = file.metadata().with_path(path)?.len();
+                let map = if size == 0 {
+                    None
+                } else {
+                    // SAFETY: the map is only read; a file truncated under a running job is
+                    // outside what any reader of local files can defend against (as for the
+                    // .bin maps).
+                    let map = unsafe { memmap2::Mmap::map(&file) }.with_path(path)?;
+                    Some(Arc::new(map))
+                };
+                Ok(RandomAccess::Local(map, size))
+            }
+        }
+    }
+
+    /// The input's size in bytes.
+    pub fn size(&self) -> u64 {
+        match self {
+            RandomAccess::Local(_, size) | RandomAccess::Remote { size, .. } => *size,
+        }
+    }
+
+    /// The bytes of `range`, which must lie within the input.
+    pub fn read(&self, range: Range<u64>) -> io::Result<Bytes> {
+        self.check(&range)?;
+        match self {
+            RandomAccess::Local(map, _) => Ok(match map {
+                Some(map) => Bytes::from_owner(View(Arc::clone(map), range.start as usize..range.end as usize)),
+                None => Bytes::new(),
+            }),
+            RandomAccess::Remote { .. } => self.start(range)?.wait(),
+        }
+    }
+
+    /// Start reading `range` in the background (a local file's range is a view at once).
+    pub fn start(&self, range: Range<u64>) -> io::Result<Pending> {
+        self.check(&range)?;
+        match self {
+            RandomAccess::Local(..) => {
+                let bytes = self.read(range);
+                Ok(Pending(runtime().spawn(async move { bytes })))
+            }
+            RandomAccess::Remote { remote, etag, .. } => {
+                Ok(Pending(runtime().spawn(fetch(remote.clone(), etag.clone(), range))))
+            }
+        }
+    }
+
+    fn check(&self, range: &Range<u64>) -> io::Result<()> {
+        if range.start > range.end || range.end > self.size() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("bytes {}..{} lie beyond the end ({} bytes)", range.start, range.end, self.size()),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A range of a mapped file, owned by the bytes that view it.
+struct View(Arc<memmap2::Mmap>, Range<usize>);
+
+impl AsRef<[u8]> for View {
+    fn as_ref(&self) -> &[u8] {
+        &self.0[self.1.clone()]
+    }
+}
