@@ -7,12 +7,15 @@ error naming the object and nothing under the final output keys.
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import write_jsonl
 
@@ -114,3 +117,98 @@ def test_a_fault_that_never_clears(s3: Any, tmp_path: Path) -> None:
     assert run.returncode != 0
     assert "s3://broken/corpus/b-i18n.jsonl.zst" in run.stderr, run.stderr
     assert s3.keys(bucket, "out/") == []
+
+
+# -- readers on remote data: local copies in the cache directory ------------------------------
+def _dataset(tmp_path: Path) -> Path:
+    docs = [{"text": f"document {i} " + "word " * (i % 40)} for i in range(400)]
+    src = write_jsonl(tmp_path / "src.jsonl", docs)
+    tokshuf.preprocess(src, tmp_path / "local", CL100K, append_eod=True)
+    return tmp_path / "local_text_document"
+
+
+def _upload_prefix(s3: Any, bucket: str, key: str, prefix: Path) -> str:
+    for ext in ("idx", "bin"):
+        s3.put(bucket, f"{key}.{ext}", Path(f"{prefix}.{ext}").read_bytes())
+    return f"s3://{bucket}/{key}"
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "cache"
+    monkeypatch.setenv("TOKSHUF_CACHE_DIR", str(d))
+    return d
+
+
+def test_indexed_dataset_from_s3_is_cached_and_refreshed(s3: Any, tmp_path: Path, cache_dir: Path) -> None:
+    local = _dataset(tmp_path)
+    bucket = s3.bucket("readers")
+    url = _upload_prefix(s3, bucket, "tok/c4_text_document", local)
+    expected = tokshuf.IndexedDataset(local)
+    ds = tokshuf.IndexedDataset(url)
+    assert len(ds) == len(expected)
+    assert all(np.array_equal(ds[i], expected[i]) for i in range(len(ds)))
+    copy = cache_dir / "remote" / "s3" / "readers" / "tok" / "c4_text_document.bin"
+    assert copy.read_bytes() == Path(f"{local}.bin").read_bytes()
+    # Opened again: not downloaded again (same file, same inode).
+    inode = copy.stat().st_ino
+    tokshuf.IndexedDataset(url)
+    assert copy.stat().st_ino == inode
+    # Pickled into a worker: reads the same.
+    again = pickle.loads(pickle.dumps(ds))
+    assert np.array_equal(again[7], expected[7])
+    # The objects change: the next open sees the new data; the open dataset keeps its map.
+    other = tmp_path / "other"
+    tokshuf.preprocess(write_jsonl(tmp_path / "o.jsonl", [{"text": "brand new"}] * 3), other, CL100K)
+    _upload_prefix(s3, bucket, "tok/c4_text_document", Path(f"{other}_text_document"))
+    fresh = tokshuf.IndexedDataset(url)
+    assert len(fresh) == 3
+    assert np.array_equal(ds[7], expected[7])
+
+
+def _open_in_child(url: str) -> int:
+    return int(tokshuf.IndexedDataset(url).num_tokens)
+
+
+def test_processes_share_one_download(s3: Any, tmp_path: Path, cache_dir: Path) -> None:
+    local = _dataset(tmp_path)
+    url = _upload_prefix(s3, s3.bucket("shared"), "x/ds", local)
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        counts = pool.map(_open_in_child, [url] * 4)
+    assert counts == [tokshuf.IndexedDataset(local).num_tokens] * 4
+    left = sorted(p.name for p in (cache_dir / "remote" / "s3" / "shared" / "x").iterdir())
+    assert left == [
+        "ds.bin",
+        "ds.bin.lock",
+        "ds.bin.source.json",
+        "ds.idx",
+        "ds.idx.lock",
+        "ds.idx.source.json",
+    ]
+
+
+def test_nanosets_and_instances_from_s3(s3: Any, tmp_path: Path, cache_dir: Path) -> None:
+    from tokshuf.instances import PackedFSLDataset
+
+    local = _dataset(tmp_path)
+    url = _upload_prefix(s3, s3.bucket("sets"), "d/ds", local)
+    cfg = {"sequence_length": 64, "split": "98,2,0", "path_to_cache": str(tmp_path / "nc")}
+    train_l, *_ = tokshuf.build_nanosets(tokshuf.NanosetConfig(str(local), **cfg), num_samples=(50, 5, 0))
+    train_r, *_ = tokshuf.build_nanosets(tokshuf.NanosetConfig(url, **cfg), num_samples=(50, 5, 0))
+    assert train_l is not None
+    assert train_r is not None
+    assert len(train_r) == len(train_l)
+    assert all(np.array_equal(train_r[i]["input_ids"], train_l[i]["input_ids"]) for i in range(len(train_l)))
+    common: dict[str, Any] = {"sequence_length": 64, "pad_token_id": 0, "eos_token_id": 100257}
+    common["work_dir"] = tmp_path / "iw"
+    a = PackedFSLDataset(str(local), **common)
+    b = PackedFSLDataset(url, **common)
+    assert len(a) == len(b)
+    assert all(np.array_equal(a[i]["input_ids"], b[i]["input_ids"]) for i in range(len(a)))
+
+
+def test_missing_remote_prefix_is_a_clear_error(s3: Any, cache_dir: Path) -> None:
+    s3.bucket("nothing")
+    with pytest.raises(FileNotFoundError, match=r"s3://nothing/ds\.idx"):
+        tokshuf.IndexedDataset("s3://nothing/ds")

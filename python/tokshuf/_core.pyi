@@ -32,8 +32,10 @@ __all__ = [
     "indexed_documents",
     "instances_per_file",
     "interleave_plan",
+    "is_remote",
     "limit_documents",
     "list_prefixes",
+    "local_copy",
     "merge",
     "normalize",
     "numpy_random_words",
@@ -45,6 +47,7 @@ __all__ = [
     "parse_split",
     "preprocess",
     "read_metadata",
+    "remote_exists",
     "scan_documents",
     "shuffle",
     "size_per_split_per_dataset",
@@ -109,6 +112,9 @@ def write_index(
     sequence_modes: memoryview | None = None,
 ) -> int: ...
 def list_prefixes(directory: str | PathLike[str]) -> list[Path]: ...
+def local_copy(url: str) -> str: ...
+def is_remote(path: str) -> bool: ...
+def remote_exists(url: str) -> bool: ...
 def expand_input_paths(inputs: list[str]) -> list[Path]: ...
 def preprocess(
     inputs: list[str],

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _core
+from tokshuf._storage import local_prefix
 from tokshuf.errors import ConfigError
 
 __all__ = ["IndexedDataset", "IndexedDatasetWriter", "merge", "write_index"]
@@ -56,7 +57,10 @@ class IndexedDataset:
     Parameters
     ----------
     prefix : str or PathLike
-        ``data/corpus_text_document`` for ``data/corpus_text_document.{bin,idx}``.
+        ``data/corpus_text_document`` for ``data/corpus_text_document.{bin,idx}``; a storage URL
+        (``s3://bucket/corpus_text_document``) reads local copies of both files, downloaded once
+        into the cache directory (``$TOKSHUF_CACHE_DIR``, default ``~/.cache/tokshuf``) and again
+        only when the objects change.
     multimodal : bool, optional
         Whether the index carries ``sequence_modes``. ``None`` (default) detects it from the
         file size; Megatron does not record it, so pass it when you know.
@@ -79,7 +83,7 @@ class IndexedDataset:
     """
 
     def __init__(self, prefix: PathLike, multimodal: bool | None = None, validate: bool = True) -> None:
-        self._init(_prefix(prefix), multimodal, validate)
+        self._init(local_prefix(_prefix(prefix)), multimodal, validate)
 
     def _init(self, prefix: str, multimodal: bool | None, validate: bool) -> None:
         reader = _core.IndexReader(prefix, multimodal, validate)

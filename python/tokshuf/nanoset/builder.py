@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from tokshuf import _core
+from tokshuf._storage import local_prefix
 from tokshuf.errors import ConfigError
 from tokshuf.indexed import IndexedDataset
 from tokshuf.nanoset.blended import BlendedNanoset
@@ -72,6 +73,7 @@ def build_nanosets(
     sizes: SampleCounts = check_counts(tuple(num_samples) if num_samples is not None else config.num_samples)
     _, matrix = _core.parse_split(config.split)
     prefixes, weights = config.blend
+    prefixes = [local_prefix(p) for p in prefixes]  # storage URLs: their local copies
     enabled = [i for i in range(3) if matrix[i] is not None]
     out: list[Dataset | None] = [None, None, None]
 

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _core
+from tokshuf._storage import local_prefix
 from tokshuf.nanoset.cache import IndexCache, data_identity
 from tokshuf.nanoset.config import NanosetConfig
 from tokshuf.nanoset.megatron_item import megatron_item
@@ -155,7 +156,7 @@ class Nanoset(SampleDataset):
         arrays: dict[str, _core.IndexArray] | None = None,
         paths: dict[str, str] | None = None,
     ) -> None:
-        self.prefix = prefix
+        self.prefix = local_prefix(prefix)
         self.index_range = (int(index_range[0]), int(index_range[1]))
         self.num_samples = num_samples
         self.split = split

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from tokshuf import _core, _storage
 from tokshuf.errors import ConfigError
 from tokshuf.stream.handlers import HandlerReader, IndexedHandler, NpyHandler, handler_for
 
@@ -21,6 +22,14 @@ _AUTO_KINDS = ("bin", "arrow", "parquet", "tar", "npy")
 
 
 def _expand(spec: str) -> list[str]:
+    if _storage.is_remote(spec):  # an object or a .bin/.idx prefix: its local copy
+        if spec.endswith((".idx", ".bin")):
+            return [_storage.local_prefix(spec[:-4]) + ".idx"]
+        if _core.remote_exists(spec + ".idx"):
+            return [_storage.local_prefix(spec) + ".idx"]
+        if _core.remote_exists(spec):
+            return [_storage.local_path(spec)]
+        raise FileNotFoundError(2, "no such object or .bin/.idx prefix (name objects, not directories)", spec)
     if os.path.isdir(spec):
         out: list[str] = []
         for dirpath, dirnames, filenames in os.walk(spec):

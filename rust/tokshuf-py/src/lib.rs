@@ -15,6 +15,7 @@ mod long_call;
 mod nanoset;
 mod preprocess;
 mod shuffle;
+mod storage;
 mod stream;
 mod stream_source;
 mod tokenizer;
@@ -41,5 +42,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tokenizer::register(m)?;
     nanoset::register(m)?;
     shuffle::register(m)?;
+    storage::register(m)?;
     Ok(())
 }

@@ -24,8 +24,17 @@ enum Backing {
 }
 
 impl Mapping {
-    /// Map `path` read-only.
+    /// Map `path` read-only; a storage URL maps the object's local copy
+    /// ([`crate::storage::local_copy`]).
     pub fn open(path: &Path) -> Result<Mapping> {
+        let local;
+        let path = match path.to_str() {
+            Some(url) if crate::storage::is_remote(url) => {
+                local = crate::storage::local_copy(url)?;
+                local.as_path()
+            }
+            _ => path,
+        };
         let file = File::open(path).with_path(path)?;
         let len = file.metadata().with_path(path)?.len();
         if len == 0 {

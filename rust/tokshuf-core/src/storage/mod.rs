@@ -5,8 +5,10 @@
 //!   gives its size; [`identity`] what a resumed job checks it is still the same input.
 //! - [`list`] and [`glob`] expand a prefix or a pattern into objects sorted by key.
 //! - [`RandomAccess`] reads an input at offsets (Parquet).
+//! - [`local_copy`] gives the readers that map their data (`.idx/.bin`, `.npy`) a local copy.
 //! - [`upload_file`] and [`put`] write objects, which appear under their keys only complete.
 
+mod cache;
 mod list;
 mod ranges;
 mod read;
@@ -17,6 +19,7 @@ mod write;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub use cache::{cache_root, local_copy, local_path};
 pub use list::{glob, under as list};
 pub use ranges::{Pending, RandomAccess};
 pub use read::RemoteReader;

@@ -53,6 +53,11 @@ impl RemoteReader {
         self.size
     }
 
+    /// The object's ETag, if the store gives one.
+    pub fn etag(&self) -> Option<&str> {
+        self.etag.as_deref()
+    }
+
     fn fill(&mut self) {
         let rt = runtime();
         while self.pending.len() < AHEAD && self.next < self.size {

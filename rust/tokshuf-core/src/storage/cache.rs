@@ -1,0 +1,148 @@
+//! Local copies of objects for the readers that map their data (`.idx/.bin`, `.npy`): an object
+//! is downloaded once into the cache directory and mapped from there.
+//!
+//! The copy of `s3://bucket/a/b.bin` is `{cache}/remote/s3/bucket/a/b.bin`, so the `.idx` and
+//! `.bin` of a prefix stay side by side and a remote prefix has a local one. Beside it,
+//! `b.bin.source.json` records the object's size and ETag: each open asks the store for them
+//! (one HEAD request) and downloads again only when they changed. A download goes to a temporary
+//! name and is renamed into place when complete, under a lock shared by every process of the
+//! machine, so DataLoader workers opening the same dataset download it once and nobody maps a
+//! partial file. The cache directory is `$TOKSHUF_CACHE_DIR`, else `$XDG_CACHE_HOME/tokshuf`,
+//! else `~/.cache/tokshuf`.
+
+use std::fs::File;
+use std::io::{Read as _, Write as _};
+use std::os::fd::AsRawFd as _;
+use std::path::{Path, PathBuf};
+
+use super::read::RemoteReader;
+use super::stores::Remote;
+use crate::error::{Error, IoContext, Result};
+
+/// The cache directory.
+pub fn cache_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TOKSHUF_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()).map(PathBuf::from).unwrap_or_else(|| {
+        std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir).join(".cache")
+    });
+    base.join("tokshuf")
+}
+
+/// Where the local copy of the object `url` lives (whether or not it is there yet).
+pub fn local_path(url: &str) -> Result<PathBuf> {
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| Error::invalid(format!("not a storage URL: {url:?}")))?;
+    let mut path = cache_root().join("remote").join(scheme);
+    for part in rest.split('/').filter(|p| !p.is_empty()) {
+        if part == "." || part == ".." {
+            return Err(Error::invalid(format!("{url:?}: a key with `.` or `..` parts cannot be cached")));
+        }
+        path.push(part);
+    }
+    Ok(path)
+}
+
+/// The local copy of the object `url`, downloaded if it is missing or the object changed.
+pub fn local_copy(url: &str) -> Result<PathBuf> {
+    let remote = super::resolve(url)?;
+    let local = local_path(url)?;
+    let meta_path = crate::fsutil::with_suffix(&local, ".source.json");
+    let dir = local.parent().expect("a cached path has a parent");
+    std::fs::create_dir_all(dir).with_path(dir)?;
+    let reader = RemoteReader::open(remote.clone()).with_path(Path::new(url))?;
+    let want = serde_json::json!({"url": url, "bytes": reader.size(), "etag": reader.etag()});
+    let current = || -> bool {
+        let recorded =
+            std::fs::read(&meta_path).ok().and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+        recorded.as_ref() == Some(&want) && std::fs::metadata(&local).is_ok_and(|m| m.len() == reader.size())
+    };
+    if current() {
+        return Ok(local);
+    }
+    let _lock = Lock::take(&crate::fsutil::with_suffix(&local, ".lock"))?;
+    if current() {
+        return Ok(local); // another process downloaded it while this one waited
+    }
+    check_space(dir, reader.size(), url)?;
+    download(reader, &remote, &local)?;
+    let meta = serde_json::to_vec(&want).expect("JSON");
+    crate::fsutil::write_atomic(&meta_path, &meta)?;
+    Ok(local)
+}
+
+fn download(mut reader: RemoteReader, remote: &Remote, local: &Path) -> Result<()> {
+    let tmp = crate::fsutil::TempFile::new(local);
+    let mut out = tmp.create()?;
+    let mut buf = vec![0u8; 4 << 20];
+    loop {
+        let n = reader.read(&mut buf).with_path(Path::new(&remote.url))?;
+        if n == 0 {
+            break;
+        }
+        out.write_all(&buf[..n]).with_path(tmp.path())?;
+    }
+    out.sync_all().with_path(tmp.path())?;
+    drop(out);
+    tmp.commit()
+}
+
+fn check_space(dir: &Path, bytes: u64, url: &str) -> Result<()> {
+    let free = free_bytes(dir).unwrap_or(u64::MAX);
+    if free < bytes {
+        return Err(Error::invalid(format!(
+            "caching {url} needs {bytes} bytes in {}, which has {free} free; point TOKSHUF_CACHE_DIR at a \
+             larger disk",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Bytes available to this user on the filesystem of `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain data, for which all zeros is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs the call fills.
+    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// An exclusive `flock` on a file, held until dropped.
+struct Lock(File);
+
+impl Lock {
+    fn take(path: &Path) -> Result<Lock> {
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).with_path(path)?;
+        loop {
+            // SAFETY: flock on a descriptor this function owns.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(Lock(file));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(Error::io(path, e));
+            }
+        }
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        // SAFETY: unlocking the descriptor this value owns.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_paths_mirror_the_url() {
+        let p = local_path("s3://bucket/a//b/c_text_document.bin").unwrap();
+        assert!(p.ends_with("remote/s3/bucket/a/b/c_text_document.bin"), "{p:?}");
+        assert!(local_path("s3://bucket/../etc/passwd").is_err());
+    }
+}

@@ -1,0 +1,32 @@
+//! Object storage for the Python readers: local copies of objects, and what a path names.
+
+use pyo3::prelude::*;
+use tokshuf_core::storage;
+
+use crate::long_call::run_detached;
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(local_copy, m)?)?;
+    m.add_function(wrap_pyfunction!(is_remote, m)?)?;
+    m.add_function(wrap_pyfunction!(remote_exists, m)?)?;
+    Ok(())
+}
+
+/// The local copy of the object `url` in the cache directory, downloaded (GIL released) if it is
+/// missing or the object changed.
+#[pyfunction]
+fn local_copy(py: Python<'_>, url: String) -> PyResult<String> {
+    run_detached(py, move |_| storage::local_copy(&url).map(|p| p.to_string_lossy().into_owned()))
+}
+
+/// Whether `path` is a storage URL (`s3://`, `gs://`, `az://`, `https://`, ...).
+#[pyfunction]
+fn is_remote(path: &str) -> bool {
+    storage::is_remote(path)
+}
+
+/// Whether the object `url` exists (one HEAD request).
+#[pyfunction]
+fn remote_exists(py: Python<'_>, url: String) -> PyResult<bool> {
+    run_detached(py, move |_| Ok(storage::size(std::path::Path::new(&url)).is_ok()))
+}
