@@ -212,3 +212,17 @@ def test_missing_remote_prefix_is_a_clear_error(s3: Any, cache_dir: Path) -> Non
     s3.bucket("nothing")
     with pytest.raises(FileNotFoundError, match=r"s3://nothing/ds\.idx"):
         tokshuf.IndexedDataset("s3://nothing/ds")
+
+
+def test_stream_loader_from_s3(s3: Any, tmp_path: Path, cache_dir: Path) -> None:
+    from tokshuf.stream import SubDataset, TokenStream
+
+    local = _dataset(tmp_path)
+    url = _upload_prefix(s3, s3.bucket("stream"), "s/ds_text_document", local)
+    kw: dict[str, Any] = {"eos_token": 100257, "seq_length": 16, "chunk_size": 4, "logical_shards": 3}
+    batches = []
+    for source in (str(local), url):
+        stream = TokenStream([SubDataset.from_path("a", source, file_type="bin")], **kw)
+        worker = stream.worker(0, 1)
+        batches.append([worker.next_batch()["input"].copy() for _ in range(20)])
+    assert all(np.array_equal(a, b) for a, b in zip(*batches, strict=True))
