@@ -3,6 +3,7 @@
 * :func:`preprocess` — JSON lines to Megatron-compatible ``.bin/.idx``;
 * :class:`Tokenizer` — Hugging Face / tiktoken / byte tokenizers from the Rust core;
 * :class:`IndexedDataset`, :class:`IndexedDatasetWriter`, :func:`merge` — the indexed format;
+  :func:`merge_parts` — the outputs of a ``preprocess`` cut into tasks (``shard``);
 * :class:`NanosetConfig`, :func:`build_nanosets`, :class:`Nanoset`, :class:`BlendedNanoset` —
   Megatron-identical training datasets;
 * :func:`shuffle` — JSON lines to globally shuffled webdataset shards (open_lm / DCLM);
@@ -25,6 +26,7 @@ from tokshuf.tokenizer import Tokenizer
 if TYPE_CHECKING:
     from tokshuf.indexed import IndexedDataset, IndexedDatasetWriter, merge
     from tokshuf.nanoset import BlendedNanoset, Nanoset, NanosetConfig, build_nanosets
+    from tokshuf.parts import merge_parts
 
 # Imported on first use, so that the command line (`tokshuf preprocess ...`) starts without
 # numpy and the dataset modules.
@@ -32,6 +34,7 @@ _LAZY = {
     "IndexedDataset": "tokshuf.indexed",
     "IndexedDatasetWriter": "tokshuf.indexed",
     "merge": "tokshuf.indexed",
+    "merge_parts": "tokshuf.parts",
     "BlendedNanoset": "tokshuf.nanoset",
     "Nanoset": "tokshuf.nanoset",
     "NanosetConfig": "tokshuf.nanoset",
@@ -68,6 +71,7 @@ __all__ = [
     "__version__",
     "build_nanosets",
     "merge",
+    "merge_parts",
     "preprocess",
     "shuffle",
 ]

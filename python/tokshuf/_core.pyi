@@ -133,6 +133,7 @@ def preprocess(
     progress: str = "none",
     write_summary: bool = True,
     summary_path: str | PathLike[str] | None = None,
+    shard: str | None = None,
 ) -> str: ...
 
 # -- OLMo token files (tokens.rs) ---------------------------------------------------------------

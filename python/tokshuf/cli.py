@@ -101,6 +101,12 @@ def _add_preprocess(sub: Any) -> None:
         metavar="PATH",
         help="where to write the run summary (default {prefix}_summary.json; 'none' to skip)",
     )
+    p.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run task I (0-based) of N: a contiguous slice of the inputs, balanced by bytes, into "
+        "{prefix}-part-IIIII-of-NNNNN_*; 'auto': this Slurm array task. Then: tokshuf merge --parts PREFIX",
+    )
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(handler=_preprocess)
 
@@ -128,6 +134,7 @@ def _preprocess(args: argparse.Namespace) -> int:
         partitions=args.partitions,
         sentence_lists=args.sentence_lists,
         progress=progress,
+        shard=args.shard,
         summary=summary_arg,
         max_line_bytes=args.max_line_bytes,
     )
@@ -167,15 +174,34 @@ def _add_merge(sub: Any) -> None:
         description="Merge .bin/.idx datasets into one, as Megatron's tools/merge_datasets.py: "
         "a directory contributes its pairs sorted by name; explicit prefixes keep their order.",
     )
-    p.add_argument("--input", action="extend", nargs="+", required=True, metavar="DIR_OR_PREFIX")
-    p.add_argument("--output-prefix", required=True)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--input", action="extend", nargs="+", metavar="DIR_OR_PREFIX")
+    what.add_argument(
+        "--parts",
+        metavar="PREFIX",
+        help="the parts of `tokshuf preprocess --output-prefix PREFIX --shard I/N`: writes "
+        "PREFIX_{key}_document.bin/.idx and PREFIX_summary.json, as one run over all inputs",
+    )
+    p.add_argument("--output-prefix")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(handler=_merge)
 
 
 def _merge(args: argparse.Namespace) -> int:
     from tokshuf.indexed import merge
+    from tokshuf.parts import merge_parts
 
+    if args.parts is not None:
+        if args.output_prefix is not None:
+            print("tokshuf: error: --parts writes to its own PREFIX; drop --output-prefix", file=sys.stderr)
+            return 2
+        parts = merge_parts(args.parts)
+        if not args.quiet:
+            print(json.dumps({k: parts[k] for k in ("parts", "files", "documents", "tokens", "outputs")}))
+        return 0
+    if args.output_prefix is None:
+        print("tokshuf: error: merge --input needs --output-prefix", file=sys.stderr)
+        return 2
     summary = merge(args.input, args.output_prefix)
     if not args.quiet:
         print(json.dumps(summary))

@@ -32,6 +32,7 @@ def preprocess(
     summary: bool | str | os.PathLike[str] = True,
     batch_bytes: int = 1 << 20,
     max_line_bytes: int = 1 << 30,
+    shard: str | tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Tokenize JSON lines into one Megatron indexed dataset per key.
 
@@ -89,6 +90,12 @@ def preprocess(
     batch_bytes, max_line_bytes
         Input bytes per batch of work; lines longer than ``max_line_bytes`` are bad input
         (``line_too_long``) and are never held in memory.
+    shard
+        ``(i, n)`` or ``"i/n"``: run task ``i`` (0-based) of ``n`` only. The input listing is cut
+        into ``n`` contiguous slices balanced by bytes; this task tokenizes its slice into
+        ``{output_prefix}-part-IIIII-of-NNNNN_{key}_document.bin/.idx`` (empty when the slice
+        is). ``"auto"``: the task of this Slurm array job (``SLURM_ARRAY_TASK_ID``).
+        :func:`tokshuf.merge_parts` then writes the outputs of the one-task run, byte for byte.
 
     Returns
     -------
@@ -118,6 +125,7 @@ def preprocess(
             progress=progress,
             write_summary=summary is not False,
             summary_path=summary_path,
+            shard=f"{shard[0]}/{shard[1]}" if isinstance(shard, tuple) else shard,
         )
     )
     return result

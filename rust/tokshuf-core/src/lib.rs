@@ -23,6 +23,7 @@ pub mod rng;
 pub mod shuffle;
 pub mod storage;
 pub mod stream;
+pub mod tasks;
 pub mod tokenize;
 pub mod tokens;
 

@@ -29,7 +29,7 @@ fn expand_input_paths(py: Python<'_>, inputs: Vec<String>) -> PyResult<Vec<PathB
 #[pyo3(signature = (
     inputs, output_prefix, tokenizer, json_keys, *, append_eod=false, dtype=None, workers=None,
     on_error="fail", partitions=1, batch_bytes=1048576, max_line_bytes=1073741824, sentence_lists=true,
-    progress="none", write_summary=true, summary_path=None,
+    progress="none", write_summary=true, summary_path=None, shard=None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn preprocess(
@@ -49,6 +49,7 @@ fn preprocess(
     progress: &str,
     write_summary: bool,
     summary_path: Option<PathBuf>,
+    shard: Option<String>,
 ) -> PyResult<String> {
     let dtype = dtype.filter(|d| *d != "auto").map(str::parse::<DType>).transpose().into_py(py)?;
     let on_error: ErrorPolicy = on_error.parse().into_py(py)?;
@@ -70,6 +71,9 @@ fn preprocess(
             cfg.summary_path = None;
         } else if summary_path.is_some() {
             cfg.summary_path = summary_path;
+        }
+        if let Some(task) = shard {
+            cfg = cfg.for_task(task.parse()?)?;
         }
         let summary = run_preprocess(&cfg, tokenizer, cancel)?;
         serde_json::to_string(&summary).map_err(|e| Error::invalid(e.to_string()))

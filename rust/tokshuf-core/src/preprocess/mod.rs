@@ -21,6 +21,7 @@ use crate::cancel::Cancel;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::progress::ProgressStyle;
+use crate::tasks::Task;
 use crate::tokenize::Tokenizer;
 
 /// What to do with an input line that cannot be turned into a document.
@@ -74,6 +75,8 @@ pub struct PreprocessConfig {
     pub progress: ProgressStyle,
     /// Where to write the run summary as JSON (default `{output_prefix}_summary.json`).
     pub summary_path: Option<PathBuf>,
+    /// The task this run is of a job cut into tasks ([`PreprocessConfig::for_task`]).
+    pub task: Option<Task>,
 }
 
 impl PreprocessConfig {
@@ -94,7 +97,30 @@ impl PreprocessConfig {
             max_line_bytes: 1 << 30,
             sentence_lists: true,
             progress: ProgressStyle::Off,
+            task: None,
         }
+    }
+
+    /// Task `task` of this run: the inputs of its slice of the listing ([`Task::slice`]), and
+    /// outputs under `{output_prefix}-part-IIIII-of-NNNNN`. `tokshuf merge --parts` puts the
+    /// parts together into the outputs this run would write.
+    pub fn for_task(&self, task: Task) -> Result<PreprocessConfig> {
+        let sizes = self
+            .inputs
+            .iter()
+            .map(|p| crate::read::input_size(p).map(|s| s.unwrap_or(0)))
+            .collect::<Result<Vec<_>>>()?;
+        if self.inputs.iter().any(|p| crate::read::is_stdin(p)) {
+            return Err(Error::invalid("standard input (`-`) cannot be cut into tasks"));
+        }
+        let mut part = self.clone();
+        part.inputs = self.inputs[task.slice(&sizes)].to_vec();
+        part.output_prefix = part_prefix(&self.output_prefix, task);
+        if self.summary_path.is_some() {
+            part.summary_path = Some(summary_path_for(&part.output_prefix));
+        }
+        part.task = Some(task);
+        Ok(part)
     }
 
     /// The output prefix of `key`: `{output_prefix}_{key}_document`.
@@ -103,7 +129,8 @@ impl PreprocessConfig {
     }
 
     fn check(&self) -> Result<()> {
-        if self.inputs.is_empty() {
+        // A task's slice may be empty (more tasks than inputs): it writes empty parts.
+        if self.inputs.is_empty() && self.task.is_none() {
             return Err(Error::invalid("no input files"));
         }
         if self.json_keys.is_empty() {
@@ -118,6 +145,10 @@ impl PreprocessConfig {
         if self.partitions == 0 {
             return Err(Error::invalid("partitions must be at least 1"));
         }
+        if self.partitions > 1 && self.task.is_some() {
+            // Megatron's partitions deal lines round-robin over the whole input: not a slice of it.
+            return Err(Error::invalid("--partitions cannot be combined with tasks (--shard)"));
+        }
         Ok(())
     }
 }
@@ -125,6 +156,11 @@ impl PreprocessConfig {
 /// `{prefix}_{key}_document`, Megatron's output naming.
 pub fn output_prefix_for(prefix: &Path, key: &str) -> PathBuf {
     crate::fsutil::with_suffix(prefix, &format!("_{key}_document"))
+}
+
+/// `{prefix}-part-IIIII-of-NNNNN`, the output prefix of a task's part.
+pub fn part_prefix(prefix: &Path, task: Task) -> PathBuf {
+    crate::fsutil::with_suffix(prefix, &format!("-{}", task.part_name()))
 }
 
 /// `{prefix}_summary.json`, where a run's summary is written by default.

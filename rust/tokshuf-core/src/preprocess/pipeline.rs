@@ -314,6 +314,7 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
                 "max_line_bytes": cfg.max_line_bytes,
             }),
             workers: cfg.workers,
+            task: cfg.task.map(|t| serde_json::json!({"index": t.index, "count": t.count})),
             ..Default::default()
         },
         progress: Progress::new(cfg.progress, "preprocess", total_bytes),

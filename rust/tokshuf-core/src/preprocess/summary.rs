@@ -107,6 +107,9 @@ pub struct Summary {
     pub workers: usize,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// For a task's part: `{"index": i, "count": n}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<serde_json::Value>,
 }
 
 impl Summary {

@@ -1,0 +1,102 @@
+"""Putting a job's task parts together: ``tokshuf preprocess --shard i/N`` writes part ``i``;
+:func:`merge_parts` writes, from the N parts, the outputs of the one-task run, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from tokshuf import _core
+from tokshuf.errors import ConfigError
+from tokshuf.indexed import merge
+
+__all__ = ["merge_parts"]
+
+_PART = re.compile(r"-part-(\d{5,})-of-(\d{5,})_summary\.json$")
+#: Counts that add up over parts.
+_SUMS = ("files", "lines", "documents", "sequences", "tokens", "input_bytes", "decompressed_bytes")
+_FIRST_SKIPPED = 20
+
+
+def _parts(prefix: str) -> list[tuple[str, dict[str, Any]]]:
+    """(part prefix, part summary) of every part of ``prefix``, in task order, all present."""
+    directory, stem = os.path.split(prefix)
+    found: dict[int, tuple[int, str]] = {}
+    for name in os.listdir(directory or "."):
+        m = _PART.search(name)
+        if m and name[: m.start()] == stem:
+            found[int(m.group(1))] = (int(m.group(2)), os.path.join(directory, name[: -len("_summary.json")]))
+    if not found:
+        raise ConfigError(f"no parts of {prefix!r}: expected {prefix}-part-IIIII-of-NNNNN_summary.json files")
+    counts = {n for n, _ in found.values()}
+    if len(counts) != 1:
+        raise ConfigError(
+            f"the parts of {prefix!r} come from runs cut into different numbers of tasks: {sorted(counts)}"
+        )
+    (n,) = counts
+    missing = [i for i in range(n) if i not in found]
+    if missing:
+        raise ConfigError(
+            f"{prefix!r}: {len(missing)} of {n} parts are missing (tasks {missing[:10]}); run them first"
+        )
+    parts = []
+    for i in range(n):
+        part = found[i][1]
+        with open(part + "_summary.json", encoding="utf-8") as f:
+            parts.append((part, json.load(f)))
+    first = parts[0][1]
+    for part, s in parts[1:]:
+        for field in ("config", "tokenizer", "dtype"):
+            if s.get(field) != first.get(field):
+                raise ConfigError(
+                    f"{part} was made with a different {field} than {parts[0][0]}: "
+                    f"{s.get(field)!r} != {first.get(field)!r}"
+                )
+    return parts
+
+
+def merge_parts(output_prefix: str | os.PathLike[str]) -> dict[str, Any]:
+    """Merge the parts ``{output_prefix}-part-IIIII-of-NNNNN`` of a preprocess cut into tasks
+    into ``{output_prefix}_{key}_document.bin/.idx`` for every key, and write the combined
+    summary to ``{output_prefix}_summary.json``. The outputs are byte-identical to a single
+    ``preprocess`` over all inputs (without ``shard``). Every part must be present and made by
+    the same command (keys, options, tokenizer); the parts are left in place.
+    """
+    started = time.perf_counter()
+    prefix = os.fspath(output_prefix)
+    if _core.is_remote(prefix):
+        raise ConfigError(
+            f"{prefix}: merging parts in object storage is not supported; use a shared filesystem"
+        )
+    parts = _parts(prefix)
+    first = parts[0][1]
+    keys: list[str] = first["config"]["json_keys"]
+    outputs = []
+    for key in keys:
+        written = merge([f"{part}_{key}_document" for part, _ in parts], f"{prefix}_{key}_document")
+        outputs.append({"key": key, "prefix": f"{prefix}_{key}_document", **written})
+    summary: dict[str, Any] = {k: v for k, v in first.items() if k not in ("task", "outputs")}
+    for field in _SUMS:
+        summary[field] = sum(int(s.get(field, 0)) for _, s in parts)
+    skipped: dict[str, int] = {}
+    for _, s in parts:
+        for reason, count in s.get("skipped", {}).items():
+            skipped[reason] = skipped.get(reason, 0) + int(count)
+    summary["skipped"] = dict(sorted(skipped.items()))
+    summary["first_skipped"] = [r for _, s in parts for r in s.get("first_skipped", [])][:_FIRST_SKIPPED]
+    summary["skipped_files"] = [r for _, s in parts for r in s.get("skipped_files", [])]
+    summary["inputs"] = [p for _, s in parts for p in s.get("inputs", [])]
+    summary["outputs"] = outputs
+    summary["parts"] = len(parts)
+    summary["task_seconds"] = sum(float(s.get("seconds", 0.0)) for _, s in parts)
+    summary["seconds"] = time.perf_counter() - started
+    target = Path(prefix + "_summary.json")
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+    return summary
