@@ -96,3 +96,67 @@ def test_missing_and_mismatched_parts_are_refused(tmp_path: Path) -> None:
         run(data, tmp_path / "b", shard="3/3")
     with pytest.raises(tokshuf.ConfigError, match="partitions"):
         run(data, tmp_path / "b", shard="0/3", partitions=2)
+
+
+# -- shuffle cut into tasks --------------------------------------------------------------------
+SHUFFLE: dict[str, Any] = {"seqlen": 129, "wds_chunk_size": 40, "num_local_cells": 5, "on_error": "skip"}
+
+
+def shards(out: Path) -> dict[str, bytes]:
+    return {
+        p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.name.startswith(("shard_", "manifest"))
+    }
+
+
+@pytest.mark.parametrize(("n", "m"), [(1, 1), (2, 3), (5, 1), (8, 4)])
+def test_shuffle_tasks_match_the_one_process_run(tmp_path: Path, n: int, m: int) -> None:
+    data = corpus(tmp_path)
+    whole = tokshuf.shuffle(data, tmp_path / "cells-1", tmp_path / "out-1", CL100K, **SHUFFLE)
+    cells, out = tmp_path / "shared-cells", tmp_path / "out-n"
+    for i in reversed(range(n)):
+        tokshuf.shuffle(data, cells, out, CL100K, stage="cells", task=(i, n), **SHUFFLE)
+    with pytest.raises(tokshuf.ConfigError, match="not written yet"):
+        tokshuf.shuffle(data, cells, out, CL100K, stage="manifest", **SHUFFLE)
+    for j in range(m):
+        tokshuf.shuffle(data, cells, out, CL100K, stage="shards", task=(j, m), **SHUFFLE)
+    done = tokshuf.shuffle(data, cells, out, CL100K, stage="manifest", **SHUFFLE)
+    assert shards(out) == shards(tmp_path / "out-1")
+    assert len(shards(out)) == whole["shards"] + 1
+    for field in ("contexts", "documents", "tokens", "pad_tokens", "lines", "skipped", "shards"):
+        assert done[field] == whole[field], field
+
+
+def test_shuffle_task_reruns_and_refusals(tmp_path: Path) -> None:
+    data = corpus(tmp_path)
+    cells, out = tmp_path / "cells", tmp_path / "out"
+    tokshuf.shuffle(data, cells, out, CL100K, stage="cells", task=(0, 2), **SHUFFLE)
+    with pytest.raises(tokshuf.ConfigError, match="cells task 1/2 has not finished"):
+        tokshuf.shuffle(data, cells, out, CL100K, stage="shards", task=(0, 1), **SHUFFLE)
+    # A task run again (a retry, or a duplicate) changes nothing.
+    again = tokshuf.shuffle(data, cells, out, CL100K, stage="cells", task=(0, 2), **SHUFFLE)
+    assert again["task"] == {"step": "cells", "index": 0, "count": 2}
+    tokshuf.shuffle(data, cells, out, CL100K, stage="cells", task=(1, 2), **SHUFFLE)
+    tokshuf.shuffle(data, cells, out, CL100K, stage="shards", task=(0, 1), **SHUFFLE)
+    first = shards(out)
+    tokshuf.shuffle(data, cells, out, CL100K, stage="shards", task=(0, 1), **SHUFFLE)
+    assert shards(out) == first
+    with pytest.raises(tokshuf.ConfigError, match="seed"):
+        tokshuf.shuffle(data, cells, out, CL100K, stage="shards", task=(0, 1), **{**SHUFFLE, "seed": 7})
+    with pytest.raises(tokshuf.ConfigError, match="stage"):
+        tokshuf.shuffle(data, cells, out, CL100K, task=(0, 1), **SHUFFLE)
+
+
+def test_shuffle_stages_from_a_slurm_array(tmp_path: Path) -> None:
+    data = corpus(tmp_path)
+    tokshuf.shuffle(data, tmp_path / "c1", tmp_path / "o1", CL100K, **SHUFFLE)
+    base = [sys.executable, "-m", "tokshuf", "shuffle", "--input", str(data), "--local-cell-dir"]
+    base += [str(tmp_path / "cn"), "--output", str(tmp_path / "on"), "--tokenizer", CL100K, "--seqlen", "129"]
+    base += ["--wds-chunk-size", "40", "--num-local-cells", "5", "--on-error", "skip", "--progress", "none"]
+    for stage, count in (("cells", 3), ("shards", 2)):
+        for task in range(count):
+            env = {**os.environ, "SLURM_ARRAY_TASK_ID": str(task), "SLURM_ARRAY_TASK_COUNT": str(count)}
+            subprocess.run(
+                [*base, "--stage", stage, "--task", "auto"], env=env, check=True, capture_output=True
+            )
+    subprocess.run([*base, "--stage", "manifest"], check=True, capture_output=True)
+    assert shards(tmp_path / "on") == shards(tmp_path / "o1")

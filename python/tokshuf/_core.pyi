@@ -349,6 +349,8 @@ def shuffle(
     max_line_bytes: int = 1073741824,
     progress: str = "none",
     tokenizer_special_tokens: list[tuple[str, int]] | None = None,
+    stage: str | None = None,
+    task: str | None = None,
 ) -> str: ...
 
 # -- fast byte-level BPE (bpe.rs) ---------------------------------------------------------------

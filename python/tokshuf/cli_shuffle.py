@@ -123,6 +123,13 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--input-json", help="DCLM dataset reference JSON to update (with --output-json)")
     p.add_argument("--output-json", help="where to write the updated DCLM dataset reference JSON")
+    p.add_argument(
+        "--stage",
+        choices=["cells", "shards", "manifest"],
+        help="run one step of the shuffle cut into tasks (shared --local-cell-dir and --output): "
+        "cells --task I/N, then shards --task J/M, then manifest; the same bytes as one run",
+    )
+    p.add_argument("--task", metavar="I/N", help="the task of --stage cells|shards (0-based I); auto: Slurm array")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(handler=run)
 
@@ -191,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
             buffer_bytes=args.buffer_mb << 20,
             progress=progress,
             tokenizer_special_tokens=args.special_tokens_file,
+            stage=args.stage,
+            task=args.task,
         )
     except KeyboardInterrupt:
         print("tokshuf: interrupted; run the same command again to resume", file=sys.stderr)
@@ -215,6 +224,17 @@ def report(summary: dict[str, Any], quiet: bool = False) -> None:
     for rec in summary.get("skipped_files", []):
         print(f"tokshuf: skipped file {rec['path']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
     if quiet:
+        return
+    task = summary.get("task") or {}
+    if task.get("step") == "cells":
+        print(
+            f"cells task {task['index']}/{task['count']}: {summary['files']:,} files, "
+            f"{summary['documents']:,} documents, {summary['contexts']:,} contexts in {summary['seconds']:.1f} s"
+        )
+        return
+    if task.get("step") == "shards":
+        start, end = task["shards"]
+        print(f"shards task {task['index']}/{task['count']}: shards {start}..{end} of {summary['shards']:,}")
         return
     if summary.get("already_complete"):
         print(f"already complete: {summary['output']} (nothing to do)")

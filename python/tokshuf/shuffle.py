@@ -46,6 +46,8 @@ def shuffle(
     max_line_bytes: int = 1 << 30,
     progress: str | None = None,
     tokenizer_special_tokens: Mapping[str, int] | PathLike | None = None,
+    stage: str | None = None,
+    task: str | tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Tokenize JSON lines, cut them into contexts and write a globally shuffled webdataset.
 
@@ -120,6 +122,15 @@ def shuffle(
     progress
         ``"bar"``, ``"json"`` (JSON lines) or ``"none"``, on stderr, one per stage; ``None``: a
         bar when stderr is a terminal, else nothing.
+    stage, task
+        Run one step of the shuffle cut into tasks (for Slurm arrays, Ray, any scheduler; the
+        ``local_cell_dir`` and ``output`` shared by the tasks): ``stage="cells"`` with
+        ``task=(i, n)`` runs stage 1 over the ``i``-th of ``n`` contiguous slices of the inputs
+        (balanced by bytes); once every cells task is done, ``stage="shards"`` with
+        ``task=(j, m)`` writes the ``j``-th of ``m`` shares of the shards; then
+        ``stage="manifest"`` writes ``manifest.jsonl`` and returns the run's summary. The shards
+        and manifest are byte-identical to one call without ``stage``, for any ``n`` and ``m``.
+        ``task="auto"``: the task of this Slurm array job (``SLURM_ARRAY_TASK_ID``).
 
     Returns
     -------
@@ -157,6 +168,8 @@ def shuffle(
             max_line_bytes=max_line_bytes,
             progress=progress,
             tokenizer_special_tokens=_listed(tokenizer_special_tokens),
+            stage=stage,
+            task=f"{task[0]}/{task[1]}" if isinstance(task, tuple) else task,
         )
     )
     return summary

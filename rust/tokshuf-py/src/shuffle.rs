@@ -6,7 +6,9 @@ use pyo3::prelude::*;
 use tokshuf_core::preprocess::ErrorPolicy;
 use tokshuf_core::progress::ProgressStyle;
 use tokshuf_core::read::{expand_inputs, INPUT_EXTENSIONS};
-use tokshuf_core::shuffle::{resolve_special, shuffle as run_shuffle, MemberFormat, ShuffleConfig, SpecialIds};
+use tokshuf_core::shuffle::{
+    resolve_special, run_step, shuffle as run_shuffle, MemberFormat, ShuffleConfig, SpecialIds, Step,
+};
 use tokshuf_core::{tokenize, Error};
 
 use crate::errors::IntoPyResult;
@@ -36,7 +38,7 @@ fn extensions(ext: Option<Vec<String>>, shuffle_only: bool) -> Vec<String> {
     special_tokens="native", eot_id=None, pad_id=None, bos_id=None, content_key="text",
     on_error="fail", member_format="json.gz", gzip_level=1, all_pad_context=false,
     buffer_bytes=33554432, batch_bytes=1048576, max_line_bytes=1073741824, progress="none",
-    tokenizer_special_tokens=None,
+    tokenizer_special_tokens=None, stage=None, task=None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn shuffle(
@@ -66,6 +68,8 @@ fn shuffle(
     max_line_bytes: usize,
     progress: &str,
     tokenizer_special_tokens: Option<Vec<(String, u32)>>,
+    stage: Option<String>,
+    task: Option<String>,
 ) -> PyResult<String> {
     let on_error: ErrorPolicy = on_error.parse().into_py(py)?;
     let progress: ProgressStyle = progress.parse().into_py(py)?;
@@ -102,7 +106,11 @@ fn shuffle(
         cfg.batch_bytes = batch_bytes;
         cfg.max_line_bytes = max_line_bytes;
         cfg.progress = progress;
-        let summary = run_shuffle(&cfg, tok, warnings, cancel)?;
+        let summary = match stage {
+            Some(stage) => run_step(&cfg, tok, Step::parse(&stage, task.as_deref())?, warnings, cancel)?,
+            None if task.is_some() => return Err(Error::invalid("a task needs its stage (cells, shards or manifest)")),
+            None => run_shuffle(&cfg, tok, warnings, cancel)?,
+        };
         serde_json::to_string(&summary).map_err(|e| Error::invalid(e.to_string()))
     })
 }

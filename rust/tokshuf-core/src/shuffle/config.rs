@@ -64,6 +64,9 @@ pub struct ShuffleConfig {
     pub max_line_bytes: usize,
     /// How progress is shown on stderr.
     pub progress: ProgressStyle,
+    /// The inputs stage 1 reads (a task's slice; default all). Contexts keep the ids of their
+    /// files' places in `inputs`, so the slices of all tasks make the cells of one run.
+    pub files: Option<std::ops::Range<usize>>,
 }
 
 impl ShuffleConfig {
@@ -88,7 +91,13 @@ impl ShuffleConfig {
             batch_bytes: 1 << 20,
             max_line_bytes: 1 << 30,
             progress: ProgressStyle::Off,
+            files: None,
         }
+    }
+
+    /// The inputs stage 1 reads.
+    pub(crate) fn file_range(&self) -> std::ops::Range<usize> {
+        self.files.clone().unwrap_or(0..self.inputs.len())
     }
 
     pub(crate) fn check(&self) -> Result<()> {

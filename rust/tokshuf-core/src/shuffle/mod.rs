@@ -23,6 +23,7 @@ mod stage2;
 mod state;
 mod summary;
 pub mod tar;
+mod tasks;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +39,7 @@ pub use config::{
 pub use contexts::{Cutter, SpecialIds};
 pub use encode::{json_list, Encoder, MemberFormat};
 pub use summary::{SkipRecord, SkippedFile, Summary};
+pub use tasks::{run_step, Step};
 
 use crate::cancel::Cancel;
 use crate::error::{Error, IoContext, Result};

@@ -64,7 +64,23 @@ pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, can
     let runs = (0..state.runs)
         .map(|i| Run::open(&run_path(&cfg.local_cell_dir, i), cfg.num_local_cells))
         .collect::<Result<Vec<_>>>()?;
-    let counts = cell_counts(&runs, cfg.num_local_cells);
+    write_shards(cfg, kind, &runs, state, None, cancel)
+}
+
+/// Write shards `state.shards_done..end` (default: to the last) from the cells of `runs`;
+/// returns the number of shards of the whole output. Without `end`, the state is saved as shards
+/// are committed and cells no longer needed are released; with `end` (a task's share of the
+/// shards, the runs shared with other tasks) neither.
+pub(super) fn write_shards(
+    cfg: &ShuffleConfig,
+    kind: PayloadKind,
+    runs: &[Run],
+    state: &mut State,
+    end: Option<u64>,
+    cancel: &Cancel,
+) -> Result<u64> {
+    let persist = end.is_none();
+    let counts = cell_counts(runs, cfg.num_local_cells);
     let total: u64 = counts.iter().sum();
     if total != state.counts.contexts {
         return Err(Error::format(
@@ -77,11 +93,12 @@ pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, can
 
     // The cell holding the first position still to write, and how far into it that is.
     let mut pos = state.shards_done * w;
+    let end_pos = end.map_or(total, |e| (e * w).min(total));
     let mut before = 0u64;
     let mut todo: Vec<u32> = Vec::new();
     let mut skip = 0u64;
     for (c, &n) in counts.iter().enumerate() {
-        if before + n > pos && n > 0 {
+        if before + n > pos && n > 0 && before < end_pos {
             if todo.is_empty() {
                 skip = pos - before;
             }
@@ -122,9 +139,9 @@ pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, can
         let committer = {
             let state = state.clone();
             let cell_end = counts.iter().scan(0u64, |end, &n| Some(std::mem::replace(end, *end + n) + n)).collect();
-            let mut reclaimer = Reclaimer { runs: &runs, cell_end, next: 0, chunk: w };
+            let mut reclaimer = Reclaimer { runs, cell_end, next: 0, chunk: w, persist };
             // Bytes of the shards still to write, roughly: payload plus tar headers and padding.
-            let left = total - state.shards_done * w;
+            let left = end_pos.saturating_sub(state.shards_done * w);
             let estimate = state.counts.cell_bytes * left / total.max(1) + left * 768;
             let progress = Progress::new(cfg.progress, "shuffle-shards", estimate);
             s.spawn(move || commit_shards(cfg, &commit_rx, state, progress, &mut reclaimer))
@@ -146,6 +163,9 @@ pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, can
                 cancel.check()?;
                 let first = if i == 0 { skip as usize } else { 0 };
                 for r in &loaded.order[first..] {
+                    if pos == end_pos {
+                        break;
+                    }
                     let (shard, index) = (pos / w, pos % w);
                     writer.add(shard, index, &loaded.bytes[r.start..r.start + r.len as usize])?;
                     pos += 1;
@@ -174,7 +194,7 @@ pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, can
         }
     })?;
     *state = committed;
-    debug_assert_eq!(pos, total);
+    debug_assert_eq!(pos, end_pos);
     sync_dir(&cfg.output)?;
     Ok(shards)
 }
@@ -198,10 +218,15 @@ struct Reclaimer<'a> {
     cell_end: Vec<u64>,
     next: usize,
     chunk: u64,
+    /// Whether progress is saved and cells released at all.
+    persist: bool,
 }
 
 impl Reclaimer<'_> {
     fn reclaim(&mut self, shards_done: u64) {
+        if !self.persist {
+            return;
+        }
         let first = self.next;
         while self.next < self.cell_end.len() && self.cell_end[self.next] <= shards_done * self.chunk {
             self.next += 1;
@@ -234,7 +259,7 @@ fn commit_shards(
             (state.shards_done * cfg.wds_chunk_size).min(state.counts.contexts) - first * cfg.wds_chunk_size;
         snap.tokens = snap.documents * cfg.seqlen as u64;
         progress.update(snap);
-        if last_save.elapsed() >= save_every() {
+        if reclaimer.persist && last_save.elapsed() >= save_every() {
             // The shard was fsynced before its rename, so the state never claims a shard that a
             // power loss could take back.
             save(&cfg.local_cell_dir, &state)?;

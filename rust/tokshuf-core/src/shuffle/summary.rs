@@ -95,6 +95,9 @@ pub struct Summary {
     pub seconds: f64,
     /// Things the user should know (special ids outside the vocabulary, ...).
     pub warnings: Vec<String>,
+    /// For one step of a shuffle cut into tasks: the step, the task and what it covered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<serde_json::Value>,
 }
 
 impl Summary {

@@ -59,8 +59,10 @@ impl<'a> Collector<'a> {
         max_outstanding: usize,
         cancel: &'a Cancel,
     ) -> Self {
-        let remaining: u64 =
-            cfg.inputs[state.position.file..].iter().filter_map(|p| crate::storage::size(p).ok()).sum();
+        let remaining: u64 = cfg.inputs[state.position.file..cfg.file_range().end]
+            .iter()
+            .filter_map(|p| crate::storage::size(p).ok())
+            .sum();
         let base = (state.counts.documents, state.counts.tokens);
         Self {
             cfg,

@@ -48,7 +48,7 @@ impl Reader<'_> {
         };
         // On-disk bytes of the files before the current one (progress).
         let mut before = 0u64;
-        for file in self.start.file..self.cfg.inputs.len() {
+        for file in self.start.file..self.cfg.file_range().end {
             let path = &self.cfg.inputs[file];
             let skip = if file == self.start.file { self.start.lines } else { 0 };
             let size = match storage::size(path) {
