@@ -129,7 +129,9 @@ def add_parser(sub: Any) -> None:
         help="run one step of the shuffle cut into tasks (shared --local-cell-dir and --output): "
         "cells --task I/N, then shards --task J/M, then manifest; the same bytes as one run",
     )
-    p.add_argument("--task", metavar="I/N", help="the task of --stage cells|shards (0-based I); auto: Slurm array")
+    p.add_argument(
+        "--task", metavar="I/N", help="the task of --stage cells|shards (0-based I); auto: Slurm array"
+    )
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(handler=run)
 
@@ -229,7 +231,8 @@ def report(summary: dict[str, Any], quiet: bool = False) -> None:
     if task.get("step") == "cells":
         print(
             f"cells task {task['index']}/{task['count']}: {summary['files']:,} files, "
-            f"{summary['documents']:,} documents, {summary['contexts']:,} contexts in {summary['seconds']:.1f} s"
+            f"{summary['documents']:,} documents, {summary['contexts']:,} contexts "
+            f"in {summary['seconds']:.1f} s"
         )
         return
     if task.get("step") == "shards":
