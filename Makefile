@@ -1,6 +1,6 @@
 # The habits of this project. `make help` lists them.
 PY ?= python3
-EXTRAS ?= test,torch
+EXTRAS ?= test,torch,ray
 CARGO_TEST_FLAGS ?=
 PYTEST_FLAGS ?=
 
