@@ -41,7 +41,7 @@ def cfg(prefix: Path | str | dict[str, float] | list[str], **kw: object) -> Nano
         ({"num_samples": (1, 2)}, "train, valid, test"),
         ({"num_samples": (-1, None, None)}, "train sample count"),
         ({"index_scheme": "nanotron"}, "index_scheme"),
-        ({"eod_mask_loss": True}, "eod_token_id"),
+        ({"eod_mask_loss": True}, "eos_token_id"),
         ({"mid_level_dataset_surplus": -0.1}, "surplus"),
     ],
 )
@@ -142,7 +142,7 @@ data:
       {a}: 0.8
       {b}: 0.2
     split: 949,50,1
-    path_to_cache: {cache}
+    cache_dir: {cache}
   num_loading_workers: 0
   seed: 42
 tokens:
@@ -160,7 +160,7 @@ def test_yaml_in_nanotron_shape(tmp_path: Path) -> None:
     c = NanosetConfig.from_yaml(text)
     assert c.data_path == {"data/a": 0.8, "data/b": 0.2}
     assert (c.split, c.seed, c.sequence_length) == ("949,50,1", 42, 64)
-    assert c.path_to_cache == str(tmp_path / "c")
+    assert c.cache_dir == str(tmp_path / "c")
     assert c.num_samples == (10 * 2 * 3 * 4, None, None)
     f = tmp_path / "cfg.yaml"
     f.write_text(text)
@@ -202,7 +202,7 @@ def test_reads_agree(corpus: tuple[Path, list[np.ndarray]]) -> None:
     assert batch.dtype == np.int64
     for row, k in zip(batch, ks, strict=True):
         np.testing.assert_array_equal(row, train[int(k)]["input_ids"])
-    np.testing.assert_array_equal(train.get_batch(list(range(64)), threads=1), train.get_batch(range(64)))
+    np.testing.assert_array_equal(train.get_batch(list(range(64)), num_threads=1), train.get_batch(range(64)))
     out = np.full((3, 33), -7, dtype=np.int64)
     assert train.get_batch([5, 6, 7], out=out) is out
     np.testing.assert_array_equal(out, train.get_batch([5, 6, 7]))
@@ -246,7 +246,7 @@ def test_arrays_are_read_only_views(corpus: tuple[Path, list[np.ndarray]]) -> No
 # -- pickling, fork, GIL ----------------------------------------------------------------------
 @pytest.mark.parametrize("cached", [False, True])
 def test_pickle_round_trip(corpus: tuple[Path, list[np.ndarray]], tmp_path: Path, cached: bool) -> None:
-    c = cfg(corpus[0], path_to_cache=str(tmp_path / "cache") if cached else None)
+    c = cfg(corpus[0], cache_dir=str(tmp_path / "cache") if cached else None)
     for ds in build_nanosets(c, num_samples=(300, 20, None)):
         assert ds is not None
         blob = pickle.dumps(ds)
@@ -262,7 +262,7 @@ def test_blend_pickles(tmp_path: Path) -> None:
     write_dataset(tmp_path / "a", lognormal_lengths(50, seed=2))
     write_dataset(tmp_path / "b", lognormal_lengths(50, seed=3), dtype="int32")
     c = cfg(
-        {str(tmp_path / "a"): 2.0, str(tmp_path / "b"): 1.0}, split="1,0,0", path_to_cache=str(tmp_path / "c")
+        {str(tmp_path / "a"): 2.0, str(tmp_path / "b"): 1.0}, split="1,0,0", cache_dir=str(tmp_path / "c")
     )
     train = build_nanosets(c, num_samples=(200, None, None))[0]
     assert isinstance(train, BlendedNanoset)
@@ -307,7 +307,7 @@ def test_get_batch_releases_the_gil(tmp_path: Path) -> None:
         time.sleep(0.01)
         before = ticks
         t0 = time.perf_counter()
-        train.get_batch(ks, threads=1)
+        train.get_batch(ks, num_threads=1)
         elapsed = time.perf_counter() - t0
         during = ticks - before
     finally:

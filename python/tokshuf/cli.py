@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tokshuf import __version__, cli_instances, cli_shuffle, cli_tokenizer
+from tokshuf._summaries import PreprocessSummary
 from tokshuf.errors import BadInputError, TokshufError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -99,7 +100,7 @@ def _add_preprocess(sub: Any) -> None:
 
 
 def _preprocess(args: argparse.Namespace) -> int:
-    from tokshuf.preprocess import preprocess
+    from tokshuf._preprocess import preprocess
 
     progress = args.progress
     if args.quiet:
@@ -113,10 +114,10 @@ def _preprocess(args: argparse.Namespace) -> int:
         args.tokenizer,
         args.json_keys,
         append_eod=args.append_eod,
-        eod_id=args.eod_id,
+        eos_token_id=args.eod_id,
         special_tokens=args.special_tokens_file,
         dtype=args.dtype,
-        workers=args.workers,
+        num_threads=args.workers,
         on_error=args.on_error,
         partitions=args.partitions,
         sentence_lists=args.sentence_lists,
@@ -129,7 +130,7 @@ def _preprocess(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_preprocess(summary: dict[str, Any]) -> None:
+def _report_preprocess(summary: PreprocessSummary) -> None:
     for out in summary["outputs"]:
         print(
             f"{out['prefix']}.{{bin,idx}}: {out['documents']:,} documents, "
@@ -142,8 +143,8 @@ def _report_preprocess(summary: dict[str, Any]) -> None:
         print(f"skipped {total:,} bad lines ({reasons})", file=sys.stderr)
         for rec in summary.get("first_skipped", [])[:5]:
             print(f"  {rec['path']}:{rec['line']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
-    for rec in summary.get("skipped_files", []):
-        print(f"skipped file {rec['path']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
+    for file in summary.get("skipped_files", []):
+        print(f"skipped file {file['path']}: {file['reason']}: {file['message']}", file=sys.stderr)
     mb = summary["decompressed_bytes"] / 1e6
     secs = max(summary["seconds"], 1e-9)
     print(

@@ -72,8 +72,8 @@ def _instances(args: argparse.Namespace) -> int:
         "vocab_size": args.vocab_size,
         "dtype": args.dtype,
         "document_boundaries": args.boundaries,
-        "work_dir": args.work_dir,
-        "threads": args.threads,
+        "cache_dir": args.work_dir,
+        "num_threads": args.threads,
     }
     seq = args.sequence_length
     t = time.perf_counter()

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tokshuf.shuffle import SPECIAL_TOKEN_PRESETS
+from tokshuf._shuffle import SPECIAL_TOKEN_PRESETS
+from tokshuf._summaries import ShuffleSummary
 
 DESCRIPTION = """\
 Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst; files, directories, globs), cut them into
@@ -130,7 +131,7 @@ def _dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def update_dataset_json(src: str, dst: str, summary: dict[str, Any], tokenizer: str | None) -> None:
+def update_dataset_json(src: str, dst: str, summary: ShuffleSummary, tokenizer: str | None) -> None:
     """Fill a DCLM ``exp_data`` dataset reference with this output, as tokshuf-rust does."""
     ref = json.loads(Path(src).read_text())
     out = Path(summary["output"])
@@ -152,7 +153,7 @@ def update_dataset_json(src: str, dst: str, summary: dict[str, Any], tokenizer: 
 
 
 def run(args: argparse.Namespace) -> int:
-    from tokshuf.shuffle import shuffle
+    from tokshuf._shuffle import shuffle
 
     if (args.input_json is None) != (args.output_json is None):
         print("tokshuf: error: --input-json and --output-json go together", file=sys.stderr)
@@ -171,17 +172,17 @@ def run(args: argparse.Namespace) -> int:
             args.local_cell_dir,
             args.output,
             args.tokenizer,
-            seqlen=args.seqlen,
+            sequence_length=args.seqlen,
             wds_chunk_size=args.wds_chunk_size,
             num_local_cells=args.num_local_cells,
             seed=args.seed,
-            threads=args.threads or None,
+            num_threads=args.threads or None,
             ext=args.ext,
             shuffle_only=args.shuffle_only,
             special_tokens=args.special_tokens,
-            eot_id=args.eot_id,
-            pad_id=args.pad_id,
-            bos_id=args.bos_id,
+            eos_token_id=args.eot_id,
+            pad_token_id=args.pad_id,
+            bos_token_id=args.bos_id,
             content_key=args.content_key,
             on_error=args.on_error,
             member_format=args.member_format,
@@ -200,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def report(summary: dict[str, Any], quiet: bool = False) -> None:
+def report(summary: ShuffleSummary, quiet: bool = False) -> None:
     """Print the final summary (stdout) and any skips and warnings (stderr)."""
     for w in summary.get("warnings", []):
         print(f"tokshuf: warning: {w}", file=sys.stderr)
@@ -211,8 +212,8 @@ def report(summary: dict[str, Any], quiet: bool = False) -> None:
         print(f"tokshuf: skipped {total:,} bad lines ({reasons})", file=sys.stderr)
         for rec in summary.get("first_skipped", [])[:5]:
             print(f"  {rec['path']}:{rec['line']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
-    for rec in summary.get("skipped_files", []):
-        print(f"tokshuf: skipped file {rec['path']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
+    for file in summary.get("skipped_files", []):
+        print(f"tokshuf: skipped file {file['path']}: {file['reason']}: {file['message']}", file=sys.stderr)
     if quiet:
         return
     if summary.get("already_complete"):

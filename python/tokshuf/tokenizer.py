@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokshuf import _core
 from tokshuf._core import Tokenizer as _Native
+from tokshuf._deprecation import renamed_attribute, renamed_parameters
 from tokshuf.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class Tokenizer:
     spec
         A spec string or path (see the module documentation), a ``tokenizers.Tokenizer`` object,
         or another :class:`Tokenizer`.
-    eod_id
+    eos_token_id
         Override the end-of-document id (default: ``<|endoftext|>``, ``<|end_of_text|>`` or
         ``</s>``, or the eos token of the Hugging Face tokenizer).
     special_tokens
@@ -72,16 +73,17 @@ class Tokenizer:
     _eod_override: int | None
     _special_tokens: dict[str, int] | None
 
+    @renamed_parameters(eod_id="eos_token_id")
     def __init__(
         self,
         spec: Any,
         *,
-        eod_id: int | None = None,
+        eos_token_id: int | None = None,
         special_tokens: Mapping[str, int] | str | os.PathLike[str] | None = None,
     ) -> None:
         specials = special_tokens_mapping(special_tokens)
         if isinstance(spec, Tokenizer):
-            if eod_id is None and specials is None:
+            if eos_token_id is None and specials is None:
                 self._spec, self._hf_json, self._eod_override = spec._spec, spec._hf_json, spec._eod_override
                 self._special_tokens = spec._special_tokens
                 self._core = spec._core
@@ -97,7 +99,7 @@ class Tokenizer:
                 f"cannot make a tokenizer from {type(spec).__name__}: expected a spec string or path, "
                 "a tokenizers.Tokenizer or a tokshuf.Tokenizer"
             )
-        self._load(name, hf_json, eod_id, specials)
+        self._load(name, hf_json, eos_token_id, specials)
 
     def _load(
         self, name: str, hf_json: str | None, eod_id: int | None, specials: dict[str, int] | None = None
@@ -118,9 +120,11 @@ class Tokenizer:
         return self._spec
 
     @property
-    def eod_id(self) -> int | None:
+    def eos_token_id(self) -> int | None:
         """The end-of-document id that ``append_eod`` writes, if any."""
         return self._core.eod_id
+
+    eod_id = renamed_attribute[int | None]("eos_token_id")
 
     @property
     def vocab_size(self) -> int:
@@ -161,7 +165,7 @@ class Tokenizer:
         return (_restore, (self._spec, self._hf_json, self._eod_override, self._special_tokens))
 
     def __repr__(self) -> str:
-        return f"Tokenizer({self._spec!r}, vocab_size={self.vocab_size}, eod_id={self.eod_id})"
+        return f"Tokenizer({self._spec!r}, vocab_size={self.vocab_size}, eos_token_id={self.eos_token_id})"
 
 
 def _restore(
@@ -195,15 +199,16 @@ def special_tokens_mapping(value: Mapping[str, int] | str | os.PathLike[str] | N
     return out
 
 
+@renamed_parameters(eod_id="eos_token_id")
 def as_tokenizer(
     tokenizer: Any,
-    eod_id: int | None = None,
+    eos_token_id: int | None = None,
     special_tokens: Mapping[str, int] | str | os.PathLike[str] | None = None,
 ) -> Tokenizer:
     """``tokenizer`` (anything :class:`Tokenizer` accepts) as a :class:`Tokenizer`."""
-    if isinstance(tokenizer, Tokenizer) and eod_id is None and special_tokens is None:
+    if isinstance(tokenizer, Tokenizer) and eos_token_id is None and special_tokens is None:
         return tokenizer
-    return Tokenizer(tokenizer, eod_id=eod_id, special_tokens=special_tokens)
+    return Tokenizer(tokenizer, eos_token_id=eos_token_id, special_tokens=special_tokens)
 
 
 def tiktoken_encoding(name: str) -> Any:

@@ -91,7 +91,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         s = self.stream
         rows = len(s.datasets) * -(-s.logical_shards // n_workers)
         state_bytes = 56 * rows + 4 * 48 * s.shuffle_window
-        batch_bytes = 2 * s.batch_size * s.seq_length * np.dtype(s.token_dtype).itemsize
+        batch_bytes = 2 * s.batch_size * s.sequence_length * np.dtype(s.token_dtype).itemsize
         return int(min(256, max(1, -(-8 * state_bytes // batch_bytes))))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
