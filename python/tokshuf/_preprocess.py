@@ -10,10 +10,16 @@ from typing import Any, cast
 
 from tokshuf import _core
 from tokshuf._deprecation import renamed_parameters
+from tokshuf._limits import check_num_threads, check_open_files
 from tokshuf._summaries import OnError, PreprocessSummary, Progress
+from tokshuf.errors import ConfigError
 from tokshuf.tokenizer import as_tokenizer
 
 __all__ = ["preprocess"]
+
+#: Files each output (one JSON key in one partition) holds open: its ``.bin``, and the two index
+#: columns once they spill to disk.
+_FILES_PER_OUTPUT = 3
 
 
 @renamed_parameters(eod_id="eos_token_id", workers="num_threads")
@@ -100,6 +106,13 @@ def preprocess(
         The run summary: documents, sequences, tokens, skipped lines by reason, skipped files,
         input bytes, seconds, the tokenizer's identity, the outputs.
     """
+    check_num_threads(num_threads)
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise ConfigError(f"partitions must be a positive integer, got {partitions!r}")
+    keys = list(json_keys)
+    check_open_files(
+        partitions * len(keys) * _FILES_PER_OUTPUT, f"partitions={partitions} with {len(keys)} JSON key(s)"
+    )
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     tok = as_tokenizer(tokenizer, eos_token_id, special_tokens)
     if progress is None:
@@ -110,7 +123,7 @@ def preprocess(
             [os.fspath(i) for i in items],
             os.fspath(output_prefix),
             tok._native(),
-            list(json_keys),
+            keys,
             append_eod=append_eod,
             dtype=dtype,
             workers=num_threads,

@@ -10,9 +10,10 @@ from typing import cast, get_args
 
 from tokshuf import _core
 from tokshuf._deprecation import renamed_parameters
+from tokshuf._limits import check_num_threads
 from tokshuf._summaries import MemberFormat, OnError, Progress, ShuffleSummary, SpecialTokenPreset
 from tokshuf.errors import ConfigError
-from tokshuf.tokenizer import special_tokens_mapping
+from tokshuf.tokenizer import check_local, special_tokens_mapping
 
 __all__ = ["SPECIAL_TOKEN_PRESETS", "shuffle"]
 
@@ -143,6 +144,9 @@ def shuffle(
             "shuffle needs a tokenizer (e.g. 'tiktoken:r50k_base', a tokenizer.json or its directory); "
             "only shuffle_only=True, which re-shuffles tokenized tars, runs without one"
         )
+    if tokenizer is not None and not shuffle_only:
+        check_local(tokenizer)
+    check_num_threads(num_threads)
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     if progress is None:
         progress = "bar" if sys.stderr.isatty() else "none"
