@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 __all__ = [
+    "BatchOutput",
     "MemberFormat",
     "MergeSummary",
     "OnError",
@@ -22,6 +23,7 @@ __all__ = [
     "SkippedLine",
     "SpecialTokenIds",
     "SpecialTokenPreset",
+    "TokenDtype",
 ]
 
 #: What a run does with a bad line or file: stop with :class:`tokshuf.BadInputError`, or skip,
@@ -33,6 +35,10 @@ Progress = Literal["bar", "json", "none"]
 MemberFormat = Literal["json.gz", "npy"]
 #: BOS/EOT/PAD conventions of :func:`tokshuf.shuffle` (see ``SPECIAL_TOKEN_PRESETS``).
 SpecialTokenPreset = Literal["native", "dclm", "dclm-neox", "dclm-llama3"]
+#: The dtype of the streaming loader's token arrays.
+TokenDtype = Literal["int64", "int32", "uint32"]
+#: What the streaming loader's batches hold: torch tensors or numpy arrays.
+BatchOutput = Literal["torch", "numpy"]
 
 
 class SkippedLine(TypedDict):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokshuf._summaries import BatchOutput, TokenDtype
 from tokshuf.errors import ConfigError
 from tokshuf.stream.sources import SubDataset
 from tokshuf.stream.stream import TokenStream
@@ -60,8 +61,8 @@ class LoaderConfig:
     pin_memory: bool = False
     rank: int | None = None
     world_size: int | None = None
-    output: str = "torch"
-    token_dtype: str = "int64"
+    output: BatchOutput = "torch"
+    token_dtype: TokenDtype = "int64"
     doc_lens: bool = True
     position_ids: bool = False
     label_mask_boundaries: bool = False

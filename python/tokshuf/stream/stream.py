@@ -7,13 +7,14 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
 from math import lcm
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _core
 from tokshuf._deprecation import renamed_attribute, renamed_parameters
+from tokshuf._summaries import TokenDtype
 from tokshuf.errors import ConfigError, FormatError
 from tokshuf.stream.sources import SubDataset
 from tokshuf.stream.state import check_compatible, make_state, validate_state, worker_tables
@@ -22,7 +23,7 @@ __all__ = ["TokenStream", "WorkerStream", "integer_weights"]
 
 #: Columns of the ``segments`` array of a batch (with ``provenance=True``).
 SEGMENT_COLUMNS = ("line", "at", "sub", "shard", "epoch", "doc", "start", "len")
-_TOKEN_DTYPES = ("int64", "int32", "uint32")
+_TOKEN_DTYPES: tuple[TokenDtype, ...] = get_args(TokenDtype)
 
 
 def integer_weights(weights: Sequence[float]) -> list[int]:
@@ -105,7 +106,7 @@ class TokenStream:
         min_length: int = 1,
         shuffle_window: int = 0,
         add_extra_token: bool = True,
-        token_dtype: str = "int64",
+        token_dtype: TokenDtype = "int64",
         doc_lens: bool = True,
         position_ids: bool = False,
         label_mask_boundaries: bool = False,
