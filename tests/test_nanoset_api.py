@@ -168,6 +168,100 @@ def test_yaml_in_nanotron_shape(tmp_path: Path) -> None:
     assert NanosetConfig.from_yaml(str(f)) == c
 
 
+# nanotron's examples/config_nanoset.yaml (huggingface/nanotron), its dataset folders replaced by
+# .bin/.idx prefixes, validation and test batches asked for, and the blend given a split.
+NANOTRON_EXAMPLE = """
+checkpoints:
+  checkpoint_interval: 1000
+  checkpoints_path: checkpoints/
+  checkpoints_path_is_shared_file_system: false
+  resume_checkpoint_path: null
+  save_initial_state: false
+data_stages:
+- data:
+    dataset:
+      dataset_folder: {a}
+    num_loading_workers: 1
+    seed: 42
+  name: General purpose training (Single dataset)
+  start_training_step: 1
+- data:
+    dataset:
+      dataset_folder:
+      - {a}
+      - {b}
+    num_loading_workers: 1
+    seed: 42
+  name: Second purpose training (> 1 dataset)
+  start_training_step: 15
+- data:
+    dataset:
+      dataset_folder:
+        {a}: 0.8
+        {b}: 0.2
+      tokenizer_name: gpt2
+      vocab_size: 50257
+      token_size_in_bytes: 2
+      return_positions: true
+      split: 80,10,10
+    num_loading_workers: 1
+    seed: 42
+  name: Third purpose training (Blended dataset)
+  start_training_step: 25
+general:
+  benchmark_csv_path: null
+  consumed_train_samples: null
+  ignore_sanity_checks: true
+  project: Nanoset
+  run: llama
+  seed: 42
+  step: null
+model:
+  dtype: bfloat16
+  model_config:
+    bos_token_id: 1
+    eos_token_id: 2
+    vocab_size: 50257
+parallelism:
+  dp: 2
+  pp: 1
+  tp: 1
+tokenizer:
+  tokenizer_name_or_path: gpt2
+tokens:
+  batch_accumulation_per_replica: 3
+  limit_test_batches: 1
+  limit_val_batches: 2
+  micro_batch_size: 2
+  sequence_length: 32
+  train_steps: 20
+  val_check_interval: 5
+"""
+
+
+def test_nanotron_example_config_builds_its_blend(tmp_path: Path) -> None:
+    write_dataset(tmp_path / "a", lognormal_lengths(300, seed=4))
+    write_dataset(tmp_path / "b", lognormal_lengths(300, seed=5))
+    text = NANOTRON_EXAMPLE.format(a=tmp_path / "a", b=tmp_path / "b")
+    global_batch = 2 * 3 * 2  # micro batch x accumulation x dp
+    one = NanosetConfig.from_yaml(text)
+    assert one.data_path == str(tmp_path / "a")
+    assert NanosetConfig.from_yaml(text, stage=1).data_path == [str(tmp_path / "a"), str(tmp_path / "b")]
+    blend = NanosetConfig.from_yaml(text, stage="Third purpose training (Blended dataset)")
+    assert blend.data_path == {str(tmp_path / "a"): 0.8, str(tmp_path / "b"): 0.2}
+    assert (blend.seed, blend.sequence_length) == (42, 32)
+    # Validation reads the same samples every val_check_interval steps: 2 batches, not 2 per run.
+    assert blend.num_samples == (20 * global_batch, 2 * global_batch, 1 * global_batch)
+    built = build_nanosets(blend)
+    for ds, n in zip(built, blend.num_samples, strict=True):
+        assert ds is not None
+        assert n is not None
+        assert n <= len(ds) < n + 2  # Megatron rounds each dataset's share up
+    # Without validation batches (nanotron's default 0), the splits are read whole.
+    whole = NanosetConfig.from_yaml(text.replace("limit_val_batches: 2", "limit_val_batches: 0"), stage=0)
+    assert whole.num_samples == (20 * global_batch, None, global_batch)
+
+
 def test_yaml_stages_flat_and_errors(tmp_path: Path) -> None:
     staged = """
 data_stages:

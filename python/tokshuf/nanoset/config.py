@@ -21,6 +21,8 @@ SampleCounts = tuple[int | None, int | None, int | None]
 DataPath = str | list[str] | dict[str, float]
 
 _SCHEMES = ("megatron", "repeat")
+#: Keys of nanotron's NanosetDatasetsArgs that do not change which samples are read.
+_NANOTRON_READER_KEYS = frozenset({"tokenizer_name", "vocab_size", "token_size_in_bytes", "return_positions"})
 
 
 def _is_int(x: object) -> bool:
@@ -174,12 +176,19 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
     def from_yaml(cls, source: str | os.PathLike[str], *, stage: int | str = 0) -> NanosetConfig:
         """Load from YAML text or a file, in nanotron's shape or flat.
 
-        nanotron's shape: ``data.dataset.{data_path, split, cache_dir}`` and ``data.seed``
-        (or the same under ``data_stages[stage].data``), ``tokens.sequence_length``, and the
-        train sample count ``tokens.train_steps x tokens.micro_batch_size x
-        tokens.batch_accumulation_per_replica x parallelism.dp`` when those are present. Any of
-        this class's fields may also appear in ``data.dataset``. A flat mapping of field names
-        is accepted too.
+        nanotron's shape: the dataset of ``data`` (or of ``data_stages[stage].data``): its
+        ``dataset_folder`` (or ``dataset_path``: one prefix, a list, or ``{prefix: weight}``;
+        ``dataset_weights`` may weight a list) is ``data_path``, ``data.seed`` the seed,
+        ``tokens.sequence_length`` the sequence length. The sample counts are nanotron's:
+        with its global batch ``tokens.micro_batch_size x tokens.batch_accumulation_per_replica x
+        parallelism.dp``, train is ``tokens.train_steps`` batches (the whole run, as nanotron
+        builds its Nanoset), valid ``tokens.limit_val_batches`` batches and test
+        ``tokens.limit_test_batches`` batches (each validation, every ``val_check_interval``
+        steps, reads the same samples, so the interval does not change the count; ``0``, its
+        default, means the whole split). Keys of nanotron's reader that do not change the
+        samples (``tokenizer_name``, ``vocab_size``, ``token_size_in_bytes``,
+        ``return_positions``) are ignored; any of this class's fields may also appear in the
+        dataset mapping, and a flat mapping of field names is accepted too.
         """
         import yaml
 
@@ -218,7 +227,15 @@ def _from_nanotron(root: dict[str, Any], stage: int | str) -> dict[str, Any]:
         return root
     if not isinstance(data, dict) or not isinstance(data.get("dataset"), dict):
         raise ConfigError("the YAML has no data.dataset mapping (nanotron's NanosetDatasetsArgs)")
-    out: dict[str, Any] = dict(data["dataset"])
+    out: dict[str, Any] = {k: v for k, v in data["dataset"].items() if k not in _NANOTRON_READER_KEYS}
+    weights = out.pop("dataset_weights", None)
+    for key in ("dataset_folder", "dataset_path"):
+        if key in out and "data_path" not in out:
+            out["data_path"] = out.pop(key)
+    if weights is not None and isinstance(out.get("data_path"), list):
+        if len(weights) != len(out["data_path"]):
+            raise ConfigError(f"{len(weights)} dataset_weights for {len(out['data_path'])} datasets")
+        out["data_path"] = dict(zip(out["data_path"], weights, strict=True))
     if "seed" in data and "seed" not in out:
         out["seed"] = data["seed"]
     tokens = root.get("tokens") or {}
@@ -228,7 +245,8 @@ def _from_nanotron(root: dict[str, Any], stage: int | str) -> dict[str, Any]:
     if steps is not None and "num_samples" not in out:
         dp = (root.get("parallelism") or {}).get("dp", 1)
         gbs = tokens.get("micro_batch_size", 1) * tokens.get("batch_accumulation_per_replica", 1) * dp
-        out["num_samples"] = (steps * gbs, None, None)
+        valid, test = (tokens.get(k) or 0 for k in ("limit_val_batches", "limit_test_batches"))
+        out["num_samples"] = (steps * gbs, valid * gbs or None, test * gbs or None)
     return out
 
 
