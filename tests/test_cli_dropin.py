@@ -54,7 +54,7 @@ def test_megatron_gpt2_bpe_flags_give_gpt2_ids(tmp_path: Path) -> None:
     model = json.loads((GPT2 / "tokenizer.json").read_text())["model"]
     (tmp_path / "vocab.json").write_text(json.dumps(model["vocab"]))
     (tmp_path / "merges.txt").write_text("#version: 0.2\n" + "\n".join(model["merges"]) + "\n")
-    flags = ["--tokenizer-type", "GPT2BPETokenizer", "--legacy-tokenizer"]
+    flags = ["--tokenizer-type", "GPT2BPETokenizer", "--legacy-tokenizer", "--dataset-impl", "mmap"]
     flags += ["--vocab-file", str(tmp_path / "vocab.json"), "--merge-file", str(tmp_path / "merges.txt")]
     ours = preprocess(tmp_path, "bpe", *flags)
     # Megatron's GPT2Tokenizer is OpenAI's GPT-2 encoder: tiktoken's r50k_base, where

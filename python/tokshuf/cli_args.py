@@ -119,6 +119,11 @@ def add_megatron_tokenizer_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--legacy-tokenizer", action="store_true", help="accepted; the ids are the same either way"
     )
+    g.add_argument(
+        "--dataset-impl",
+        choices=["mmap"],
+        help="accepted: mmap is the format written (older Megatron's flag)",
+    )
     g.add_argument("--split-sentences", action="store_true", help="not supported (needs NLTK's punkt)")
     g.add_argument(
         "--keep-newlines", action="store_true", help="accepted (only matters with --split-sentences)"
