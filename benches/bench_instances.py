@@ -92,14 +92,14 @@ def bench_ours(paths: list[Path], args: argparse.Namespace) -> dict[str, Any]:
     common = {"pad_token_id": PAD, "eos_token_id": EOS, "vocab_size": VOCAB, "document_boundaries": "eos"}
     makers = {
         "fsl": lambda w: FSLDataset(
-            *paths, sequence_length=seq, generate_doc_lengths=True, work_dir=w, **common
+            *paths, sequence_length=seq, generate_doc_lengths=True, cache_dir=w, **common
         ),
-        "padded": lambda w: PaddedFSLDataset(*paths, sequence_length=seq, work_dir=w, **common),
+        "padded": lambda w: PaddedFSLDataset(*paths, sequence_length=seq, cache_dir=w, **common),
         "packed": lambda w: PackedFSLDataset(
-            *paths, sequence_length=seq, generate_doc_lengths=True, work_dir=w, **common
+            *paths, sequence_length=seq, generate_doc_lengths=True, cache_dir=w, **common
         ),
         "vsl": lambda w: VSLDataset(
-            *paths, max_sequence_length=seq, min_sequence_length=args.vsl_min, work_dir=w, **common
+            *paths, max_sequence_length=seq, min_sequence_length=args.vsl_min, cache_dir=w, **common
         ),
     }
     out: dict[str, Any] = {}

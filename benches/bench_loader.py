@@ -77,7 +77,7 @@ def stream(dirs: list[Path], **kw: Any) -> TokenStream:
         SubDataset.from_path(d.name, d, file_type="bin", weight=w) for d, w in zip(dirs, (3, 1), strict=True)
     ]
     kw.setdefault("logical_shards", 960)
-    return TokenStream(subs, seq_length=SEQ, batch_size=BATCH, chunk_size=1024, eos_token=0, **kw)
+    return TokenStream(subs, sequence_length=SEQ, batch_size=BATCH, chunk_size=1024, eos_token_id=0, **kw)
 
 
 def bench_tokshuf(dirs: list[Path], seconds: float) -> dict[str, float]:

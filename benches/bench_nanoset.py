@@ -124,7 +124,7 @@ def megatron_config(mods: Any, cache: str | None, prefix: Path) -> Any:
 
 
 def build_ours(prefix: Path, n: int, num_samples: int | None, cache: str) -> Nanoset:
-    cfg = NanosetConfig(str(prefix), sequence_length=SEQ, split="1,0,0", seed=1234, path_to_cache=cache)
+    cfg = NanosetConfig(str(prefix), sequence_length=SEQ, split="1,0,0", seed=1234, cache_dir=cache)
     return Nanoset(str(prefix), (0, n), num_samples, "train", cfg)
 
 
@@ -174,7 +174,7 @@ def bench_reads(prefix: Path, repeats: int, batch: int, mods: Any, rows: list[di
 
     def batches(threads: int | None) -> None:
         for c in chunks:
-            ds.get_batch(c, out=out[: len(c)], threads=threads)
+            ds.get_batch(c, out=out[: len(c)], num_threads=threads)
 
     t_par, _ = timed(lambda: batches(None), repeats)
     t_one, _ = timed(lambda: batches(1), repeats)

@@ -104,14 +104,14 @@ def bench_size(size: str, args: argparse.Namespace, workdir: Path, make_corpus: 
         "tokenizer": args.tokenizer,
         "json_keys": ["text"],
         "append_eod": True,
-        "workers": args.threads,
+        "num_threads": args.threads,
     }
     shuf_args = {
         "inputs": [str(src)],
         "local_cell_dir": str(run_dir / "cells"),
         "output": str(run_dir / "out"),
         "tokenizer": args.tokenizer,
-        "threads": args.threads,
+        "num_threads": args.threads,
         "progress": "none",
     }
     # Alternate the two and keep each one's fastest run: on a shared machine a single pair can

@@ -41,7 +41,7 @@ def main() -> None:
     # The byte tokenizer is UTF-8 byte + 1, and eod 0 ends every document that has tokens.
     expected_tokens = sum(len(t.encode()) + 1 for t in texts if t)
 
-    summary = tokshuf.preprocess(corpus, out / "corpus", "byte", ["text"], append_eod=True, workers=2)
+    summary = tokshuf.preprocess(corpus, out / "corpus", "byte", ["text"], append_eod=True, num_threads=2)
     ds = tokshuf.IndexedDataset(out / "corpus_text_document")
     secs = summary["seconds"]
     print(f"preprocess: {summary['documents']} documents, {ds.num_tokens:,} tokens in {secs:.2f}s")
@@ -52,7 +52,7 @@ def main() -> None:
     print(f"  {ds!r}")
     print(f"  first sequence starts with ids {ds[0][:8].tolist()}")
 
-    cfg = tokshuf.NanosetConfig(ds.prefix, sequence_length=128, path_to_cache=str(out / "cache"))
+    cfg = tokshuf.NanosetConfig(ds.prefix, sequence_length=128, cache_dir=str(out / "cache"))
     train, valid, test = tokshuf.build_nanosets(cfg, num_samples=(1000, 50, 10))
     batch = train.get_batch(range(8))
     print(f"nanosets: {train!r}, {len(valid or [])} valid, {len(test or [])} test samples")
@@ -62,7 +62,7 @@ def main() -> None:
     check(batch.shape == (8, 129), f"batch shape {batch.shape}")
 
     shuffled = tokshuf.shuffle(
-        corpus, out / "cells", out / "shards", "byte", seqlen=SEQLEN, wds_chunk_size=64
+        corpus, out / "cells", out / "shards", "byte", sequence_length=SEQLEN, wds_chunk_size=64
     )
     contexts, shards = shuffled["contexts"], shuffled["shards"]
     print(f"shuffle: {contexts} contexts of {SEQLEN} tokens in {shards} shards (open_lm format)")

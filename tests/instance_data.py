@@ -55,7 +55,7 @@ def common(work_dir: Path, **extra: Any) -> dict[str, Any]:
         "pad_token_id": PAD,
         "eos_token_id": EOS,
         "dtype": np.uint16,
-        "work_dir": work_dir,
+        "cache_dir": work_dir,
         "document_boundaries": "eos",
         **extra,
     }

@@ -94,8 +94,8 @@ def make_stream(root: Path, corpus: Corpus, weights: Sequence[float] | None = No
     dirs = write_corpus(root, corpus)
     ws = list(weights) if weights is not None else [1.0] * len(dirs)
     subs = [SubDataset.from_path(d.name, d, file_type="bin", weight=w) for d, w in zip(dirs, ws, strict=True)]
-    kw.setdefault("eos_token", EOS)
-    kw.setdefault("seq_length", 8)
+    kw.setdefault("eos_token_id", EOS)
+    kw.setdefault("sequence_length", 8)
     kw.setdefault("chunk_size", 5)
     kw.setdefault("logical_shards", 6)
     kw.setdefault("provenance", True)

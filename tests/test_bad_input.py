@@ -79,7 +79,9 @@ def test_skip_counts_match_the_generators_manifest(
     tmp_path: Path, bad_corpus: tuple[Path, dict[str, Any]]
 ) -> None:
     path, manifest = bad_corpus
-    summary = tokshuf.preprocess(path, tmp_path / "b", on_error="skip", sentence_lists=False, workers=2)
+    summary = tokshuf.preprocess(
+        path, tmp_path / "b", "byte", on_error="skip", sentence_lists=False, num_threads=2
+    )
     assert summary["skipped"] == {KIND_TO_REASON[k]: n for k, n in manifest["bad_lines"].items()}
     assert summary["documents"] == manifest["documents"]
     assert summary["lines"] == manifest["documents"] + manifest["bad_lines_total"]
@@ -99,7 +101,7 @@ def test_lists_of_strings_are_sentences_by_default(
     path, manifest = bad_corpus
     lists = sum(isinstance(text_value(line), list) for line in lines_of(path))
     assert lists > 0
-    summary = tokshuf.preprocess(path, tmp_path / "b", on_error="skip")
+    summary = tokshuf.preprocess(path, tmp_path / "b", "byte", on_error="skip")
     expected = {KIND_TO_REASON[k]: n for k, n in manifest["bad_lines"].items()}
     expected["not_string"] -= lists
     assert summary["skipped"] == {k: n for k, n in expected.items() if n}
@@ -110,7 +112,7 @@ def test_fail_names_the_first_bad_line(tmp_path: Path, bad_corpus: tuple[Path, d
     path, _ = bad_corpus
     first = next(i + 1 for i, line in enumerate(lines_of(path)) if not is_good(line, sentence_lists=True))
     with pytest.raises(tokshuf.BadInputError) as info:
-        tokshuf.preprocess(path, tmp_path / "b", workers=3, batch_bytes=4096)
+        tokshuf.preprocess(path, tmp_path / "b", "byte", num_threads=3, batch_bytes=4096)
     err = info.value
     assert (err.path, err.line) == (str(path), first)
     assert err.reason in KIND_TO_REASON.values()
@@ -127,6 +129,8 @@ def test_fail_names_the_first_bad_line(tmp_path: Path, bad_corpus: tuple[Path, d
             str(path),
             "--output-prefix",
             str(tmp_path / "c"),
+            "--tokenizer",
+            "byte",
         ],
         capture_output=True,
         text=True,
@@ -159,14 +163,14 @@ def test_truncated_compressed_file(tmp_path: Path, make_corpus: Any, fmt: str) -
     assert 0 < complete < manifest["documents"]
 
     with pytest.raises(tokshuf.BadInputError) as info:
-        tokshuf.preprocess([cut, after], tmp_path / "f")
+        tokshuf.preprocess([cut, after], tmp_path / "f", "byte")
     err = info.value
     assert (err.path, err.reason) == (str(cut), "truncated_file")
     assert f"after {len(decoded)} bytes" in str(err)
     assert err.line == complete + 1
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([cut.name, after.name])
 
-    summary = tokshuf.preprocess([cut, after], tmp_path / "s", on_error="skip")
+    summary = tokshuf.preprocess([cut, after], tmp_path / "s", "byte", on_error="skip")
     assert summary["documents"] == complete + 1  # the next file is still read
     assert summary["skipped"] == ({"truncated_file": 1} if fragment else {})
     [record] = summary["skipped_files"]
@@ -184,11 +188,11 @@ def test_empty_files(tmp_path: Path) -> None:
     empty_gz = tmp_path / "in" / "c.jsonl.gz"
     empty_gz.write_bytes(gzip.compress(b""))  # not empty on disk, empty once decompressed
     with pytest.raises(tokshuf.BadInputError) as info:
-        tokshuf.preprocess(tmp_path / "in", tmp_path / "out" / "e")
+        tokshuf.preprocess(tmp_path / "in", tmp_path / "out" / "e", "byte")
     assert (info.value.path, info.value.line, info.value.reason) == (str(empty), 0, "empty_file")
     assert str(info.value) == f"{empty}: empty_file: the file is empty"
 
-    summary = tokshuf.preprocess(tmp_path / "in", tmp_path / "out" / "e", on_error="skip")
+    summary = tokshuf.preprocess(tmp_path / "in", tmp_path / "out" / "e", "byte", on_error="skip")
     assert summary["documents"] == 1
     assert summary["skipped"] == {}
     assert [(r["path"], r["reason"]) for r in summary["skipped_files"]] == [
@@ -201,13 +205,13 @@ def test_empty_files(tmp_path: Path) -> None:
 def test_huge_lines(tmp_path: Path) -> None:
     big = "x" * 3_000_000
     path = write_jsonl(tmp_path / "h.jsonl", [{"text": "a"}, {"text": big}, {"text": "b"}])
-    summary = tokshuf.preprocess(path, tmp_path / "s", on_error="skip", max_line_bytes=1_000_000)
+    summary = tokshuf.preprocess(path, tmp_path / "s", "byte", on_error="skip", max_line_bytes=1_000_000)
     assert summary["skipped"] == {"line_too_long": 1}
     assert summary["first_skipped"][0]["line"] == 2
     assert summary["documents"] == 2
     with pytest.raises(tokshuf.BadInputError, match=r"h\.jsonl:2: line_too_long"):
-        tokshuf.preprocess(path, tmp_path / "f", max_line_bytes=1_000_000)
-    summary = tokshuf.preprocess(path, tmp_path / "d", batch_bytes=4096)
+        tokshuf.preprocess(path, tmp_path / "f", "byte", max_line_bytes=1_000_000)
+    summary = tokshuf.preprocess(path, tmp_path / "d", "byte", batch_bytes=4096)
     assert summary["documents"] == 3
     assert summary["tokens"] == 1 + len(big) + 1
 
@@ -228,8 +232,8 @@ def test_the_first_problem_in_input_order_is_reported(tmp_path: Path, workers: i
     empty = tmp_path / "b.jsonl"
     empty.write_bytes(b"")
     with pytest.raises(tokshuf.BadInputError) as info:
-        tokshuf.preprocess([bad, empty], tmp_path / "o", workers=workers, batch_bytes=1024)
+        tokshuf.preprocess([bad, empty], tmp_path / "o", "byte", num_threads=workers, batch_bytes=1024)
     assert (info.value.path, info.value.line, info.value.reason) == (str(bad), 5001, "missing_key")
     with pytest.raises(tokshuf.BadInputError) as info:
-        tokshuf.preprocess([empty, bad], tmp_path / "o", workers=workers, batch_bytes=1024)
+        tokshuf.preprocess([empty, bad], tmp_path / "o", "byte", num_threads=workers, batch_bytes=1024)
     assert (info.value.path, info.value.reason) == (str(empty), "empty_file")

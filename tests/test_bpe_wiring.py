@@ -37,7 +37,7 @@ PROBE = """
 import json, sys, tokshuf
 t = tokshuf.Tokenizer({spec!r})
 texts = json.loads({texts!r})
-print(json.dumps({{"identity": t.identity, "eod": t.eod_id, "vocab": t.vocab_size,
+print(json.dumps({{"identity": t.identity, "eod": t.eos_token_id, "vocab": t.vocab_size,
                   "ids": [t.encode(x) for x in texts], "batch": t.encode_batch(texts)}}))
 """
 
@@ -69,7 +69,7 @@ def test_hf_specs_match_special_tokens_like_tokenizers() -> None:
 
 PREPROCESS = """
 import json, sys, tokshuf
-s = tokshuf.preprocess({corpus!r}, {out!r}, {spec!r}, append_eod=True, workers=2, summary=False)
+s = tokshuf.preprocess({corpus!r}, {out!r}, {spec!r}, append_eod=True, num_threads=2, summary=False)
 print(json.dumps(s["tokenizer"]))
 """
 

@@ -185,7 +185,7 @@ def _read_in_child(ds: FSLDataset, q: Any) -> None:
 
 def test_forked_workers_read_the_same_batches(tmp_path: Path) -> None:
     paths, _ = write_files(tmp_path, corpus())
-    ds = FSLDataset(*paths, sequence_length=32, threads=2, **common(tmp_path / "w"))
+    ds = FSLDataset(*paths, sequence_length=32, num_threads=2, **common(tmp_path / "w"))
     expect = ds.get_batch(np.arange(len(ds)))["input_ids"].tobytes()  # starts the thread pool
     ctx = mp.get_context("fork")
     q = ctx.Queue()
@@ -204,7 +204,7 @@ def test_batch_reads_release_the_gil(tmp_path: Path) -> None:
     big = [[rng.integers(2, 40, 2000).tolist() for _ in range(500)]]
     paths, _ = write_files(tmp_path, big)
     ds = FSLDataset(
-        *paths, sequence_length=1024, generate_doc_lengths=True, threads=1, **common(tmp_path / "w")
+        *paths, sequence_length=1024, generate_doc_lengths=True, num_threads=1, **common(tmp_path / "w")
     )
     idx = np.tile(np.arange(len(ds)), 40).astype(np.uint64)
     ids = np.empty((idx.size, 1024), np.int64)

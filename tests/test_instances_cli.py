@@ -42,7 +42,7 @@ def test_convert_then_prepare_an_index_offline(tmp_path: Path, capsys: pytest.Ca
         eos_token_id=0,
         pad_token_id=999,
         dtype=np.uint16,
-        work_dir=tmp_path / "w",
+        cache_dir=tmp_path / "w",
     )
     assert summary["instances"] == len(ds)
     assert summary["cache"] == str(ds.cache_path)  # the training job finds the index ready

@@ -97,8 +97,8 @@ def test_packing_is_deterministic_across_threads_and_rebuilds(tmp_path) -> None:
     rng = np.random.default_rng(1)
     corpus = [[rng.integers(2, 40, int(rng.integers(0, 90))).tolist() for _ in range(400)] for _ in range(3)]
     paths, _ = write_files(tmp_path, corpus)
-    a = PackedFSLDataset(*paths, sequence_length=64, threads=1, **common(tmp_path / "a"))
-    b = PackedFSLDataset(*paths, sequence_length=64, threads=2, **common(tmp_path / "b"))
+    a = PackedFSLDataset(*paths, sequence_length=64, num_threads=1, **common(tmp_path / "a"))
+    b = PackedFSLDataset(*paths, sequence_length=64, num_threads=2, **common(tmp_path / "b"))
     assert a.cache_path != b.cache_path
     for name in ("documents", "instance_offsets", "documents_by_instance"):
         assert np.array_equal(getattr(a, name), getattr(b, name))

@@ -22,7 +22,7 @@ def test_no_torch_import_without_torch(tmp_path: Path) -> None:
         import tokshuf, tokshuf.instances
         from tokshuf.instances import PackedFSLDataset
         ds = PackedFSLDataset(*{[str(p) for p in paths]!r}, sequence_length=8, pad_token_id=999,
-                              eos_token_id=0, dtype=np.uint16, work_dir={str(tmp_path / "w")!r})
+                              eos_token_id=0, dtype=np.uint16, cache_dir={str(tmp_path / "w")!r})
         assert ds.get_batch([0, 1])["input_ids"].shape == (2, 8)
         assert sys.modules["torch"] is None
         """

@@ -43,7 +43,7 @@ def sha256(path: Path) -> str:
 
 
 def test_generated_corpus_matches_megatron(tmp_path: Path, corpus: Path, golden: dict[str, Any]) -> None:
-    summary = tokshuf.preprocess(corpus, tmp_path / "g", GPT2, append_eod=True, workers=2)
+    summary = tokshuf.preprocess(corpus, tmp_path / "g", GPT2, append_eod=True, num_threads=2)
     assert summary["documents"] == golden["generated"]["documents"]
     assert sha256(tmp_path / "g_text_document.bin") == golden["generated"]["bin_sha256"]
     assert sha256(tmp_path / "g_text_document.idx") == golden["generated"]["idx_sha256"]
@@ -52,7 +52,7 @@ def test_generated_corpus_matches_megatron(tmp_path: Path, corpus: Path, golden:
 @pytest.mark.parametrize("workers", [1, 3])
 def test_tricky_corpus_matches_megatron(tmp_path: Path, golden: dict[str, Any], workers: int) -> None:
     tokshuf.preprocess(
-        GOLDEN / "tricky.jsonl", tmp_path / "t", GPT2 / "tokenizer.json", append_eod=True, workers=workers
+        GOLDEN / "tricky.jsonl", tmp_path / "t", GPT2 / "tokenizer.json", append_eod=True, num_threads=workers
     )
     assert sha256(tmp_path / "t_text_document.bin") == golden["tricky"]["bin_sha256"]
     assert sha256(tmp_path / "t_text_document.idx") == golden["tricky"]["idx_sha256"]
@@ -73,7 +73,7 @@ def test_hf_ids_match_tokenizers(tmp_path: Path, corpus: Path) -> None:
         eod=50256,
         dtype=np.uint16,
     )
-    tokshuf.preprocess(corpus, tmp_path / "h", GPT2, append_eod=True, workers=2)
+    tokshuf.preprocess(corpus, tmp_path / "h", GPT2, append_eod=True, num_threads=2)
     assert_dataset_equals(tmp_path / "h_text_document", expected)
 
 
@@ -83,6 +83,6 @@ def test_tiktoken_ids_match_tiktoken(tmp_path: Path, corpus: Path, name: str, dt
     expected = reference_dataset(
         read_values(corpus), lambda texts: enc.encode_ordinary_batch(texts), eod=enc.eot_token, dtype=dtype
     )
-    summary = tokshuf.preprocess(corpus, tmp_path / "t", f"tiktoken:{name}", append_eod=True, workers=2)
+    summary = tokshuf.preprocess(corpus, tmp_path / "t", f"tiktoken:{name}", append_eod=True, num_threads=2)
     assert summary["dtype"] == np.dtype(dtype).name
     assert_dataset_equals(tmp_path / "t_text_document", expected)

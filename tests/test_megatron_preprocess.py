@@ -35,7 +35,7 @@ def test_text_and_sents_outputs(
         "byte",
         ["text", "sents"],
         append_eod=True,
-        workers=workers,
+        num_threads=workers,
         batch_bytes=4096,  # many small batches: reordering must still give input order
     )
     ds = megatron_manifest["indexed_datasets"]
@@ -51,7 +51,12 @@ def test_text_and_sents_outputs(
 )
 def test_forced_int32(tmp_path: Path, megatron_manifest: dict[str, Any], corpus: str, name: str) -> None:
     tokshuf.preprocess(
-        MEGATRON / "corpus" / corpus, tmp_path / "x", json_keys=["text"], append_eod=True, dtype="int32"
+        MEGATRON / "corpus" / corpus,
+        tmp_path / "x",
+        "byte",
+        json_keys=["text"],
+        append_eod=True,
+        dtype="int32",
     )
     assert_matches(tmp_path / "x_text_document", megatron_manifest["indexed_datasets"][name])
 
@@ -61,10 +66,11 @@ def test_round_robin_partitions(tmp_path: Path, megatron_manifest: dict[str, Any
     tokshuf.preprocess(
         MEGATRON / "corpus" / "corpus_a.jsonl.gz",
         tmp_path / "p2",
+        "byte",
         json_keys=["text"],
         append_eod=True,
         partitions=2,
-        workers=workers,
+        num_threads=workers,
         batch_bytes=10_000,
     )
     assert_matches(
@@ -132,9 +138,9 @@ def test_cli_takes_every_input(tmp_path: Path, repeat_flag: bool) -> None:
 def test_merge_equals_concatenated_corpus(tmp_path: Path) -> None:
     a, b = MEGATRON / "corpus" / "corpus_a.jsonl", MEGATRON / "corpus" / "corpus_b.jsonl"
     parts = tmp_path / "parts"
-    tokshuf.preprocess(a, parts / "0_a", json_keys=["text"], append_eod=True)
-    tokshuf.preprocess(b, parts / "1_b", json_keys=["text"], append_eod=True)
-    tokshuf.preprocess([a, b], tmp_path / "whole", json_keys=["text"], append_eod=True)
+    tokshuf.preprocess(a, parts / "0_a", "byte", json_keys=["text"], append_eod=True)
+    tokshuf.preprocess(b, parts / "1_b", "byte", json_keys=["text"], append_eod=True)
+    tokshuf.preprocess([a, b], tmp_path / "whole", "byte", json_keys=["text"], append_eod=True)
     summary = tokshuf.merge(parts, tmp_path / "merged")
     for ext in (".bin", ".idx"):
         assert (tmp_path / f"merged{ext}").read_bytes() == (

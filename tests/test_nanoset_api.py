@@ -41,7 +41,7 @@ def cfg(prefix: Path | str | dict[str, float] | list[str], **kw: object) -> Nano
         ({"num_samples": (1, 2)}, "train, valid, test"),
         ({"num_samples": (-1, None, None)}, "train sample count"),
         ({"index_scheme": "nanotron"}, "index_scheme"),
-        ({"eod_mask_loss": True}, "eod_token_id"),
+        ({"eod_mask_loss": True}, "eos_token_id"),
         ({"mid_level_dataset_surplus": -0.1}, "surplus"),
     ],
 )
@@ -142,7 +142,7 @@ data:
       {a}: 0.8
       {b}: 0.2
     split: 949,50,1
-    path_to_cache: {cache}
+    cache_dir: {cache}
   num_loading_workers: 0
   seed: 42
 tokens:
@@ -160,12 +160,106 @@ def test_yaml_in_nanotron_shape(tmp_path: Path) -> None:
     c = NanosetConfig.from_yaml(text)
     assert c.data_path == {"data/a": 0.8, "data/b": 0.2}
     assert (c.split, c.seed, c.sequence_length) == ("949,50,1", 42, 64)
-    assert c.path_to_cache == str(tmp_path / "c")
+    assert c.cache_dir == str(tmp_path / "c")
     assert c.num_samples == (10 * 2 * 3 * 4, None, None)
     f = tmp_path / "cfg.yaml"
     f.write_text(text)
     assert NanosetConfig.from_yaml(f) == c
     assert NanosetConfig.from_yaml(str(f)) == c
+
+
+# nanotron's examples/config_nanoset.yaml (huggingface/nanotron), its dataset folders replaced by
+# .bin/.idx prefixes, validation and test batches asked for, and the blend given a split.
+NANOTRON_EXAMPLE = """
+checkpoints:
+  checkpoint_interval: 1000
+  checkpoints_path: checkpoints/
+  checkpoints_path_is_shared_file_system: false
+  resume_checkpoint_path: null
+  save_initial_state: false
+data_stages:
+- data:
+    dataset:
+      dataset_folder: {a}
+    num_loading_workers: 1
+    seed: 42
+  name: General purpose training (Single dataset)
+  start_training_step: 1
+- data:
+    dataset:
+      dataset_folder:
+      - {a}
+      - {b}
+    num_loading_workers: 1
+    seed: 42
+  name: Second purpose training (> 1 dataset)
+  start_training_step: 15
+- data:
+    dataset:
+      dataset_folder:
+        {a}: 0.8
+        {b}: 0.2
+      tokenizer_name: gpt2
+      vocab_size: 50257
+      token_size_in_bytes: 2
+      return_positions: true
+      split: 80,10,10
+    num_loading_workers: 1
+    seed: 42
+  name: Third purpose training (Blended dataset)
+  start_training_step: 25
+general:
+  benchmark_csv_path: null
+  consumed_train_samples: null
+  ignore_sanity_checks: true
+  project: Nanoset
+  run: llama
+  seed: 42
+  step: null
+model:
+  dtype: bfloat16
+  model_config:
+    bos_token_id: 1
+    eos_token_id: 2
+    vocab_size: 50257
+parallelism:
+  dp: 2
+  pp: 1
+  tp: 1
+tokenizer:
+  tokenizer_name_or_path: gpt2
+tokens:
+  batch_accumulation_per_replica: 3
+  limit_test_batches: 1
+  limit_val_batches: 2
+  micro_batch_size: 2
+  sequence_length: 32
+  train_steps: 20
+  val_check_interval: 5
+"""
+
+
+def test_nanotron_example_config_builds_its_blend(tmp_path: Path) -> None:
+    write_dataset(tmp_path / "a", lognormal_lengths(300, seed=4))
+    write_dataset(tmp_path / "b", lognormal_lengths(300, seed=5))
+    text = NANOTRON_EXAMPLE.format(a=tmp_path / "a", b=tmp_path / "b")
+    global_batch = 2 * 3 * 2  # micro batch x accumulation x dp
+    one = NanosetConfig.from_yaml(text)
+    assert one.data_path == str(tmp_path / "a")
+    assert NanosetConfig.from_yaml(text, stage=1).data_path == [str(tmp_path / "a"), str(tmp_path / "b")]
+    blend = NanosetConfig.from_yaml(text, stage="Third purpose training (Blended dataset)")
+    assert blend.data_path == {str(tmp_path / "a"): 0.8, str(tmp_path / "b"): 0.2}
+    assert (blend.seed, blend.sequence_length) == (42, 32)
+    # Validation reads the same samples every val_check_interval steps: 2 batches, not 2 per run.
+    assert blend.num_samples == (20 * global_batch, 2 * global_batch, 1 * global_batch)
+    built = build_nanosets(blend)
+    for ds, n in zip(built, blend.num_samples, strict=True):
+        assert ds is not None
+        assert n is not None
+        assert n <= len(ds) < n + 2  # Megatron rounds each dataset's share up
+    # Without validation batches (nanotron's default 0), the splits are read whole.
+    whole = NanosetConfig.from_yaml(text.replace("limit_val_batches: 2", "limit_val_batches: 0"), stage=0)
+    assert whole.num_samples == (20 * global_batch, None, global_batch)
 
 
 def test_yaml_stages_flat_and_errors(tmp_path: Path) -> None:
@@ -202,7 +296,7 @@ def test_reads_agree(corpus: tuple[Path, list[np.ndarray]]) -> None:
     assert batch.dtype == np.int64
     for row, k in zip(batch, ks, strict=True):
         np.testing.assert_array_equal(row, train[int(k)]["input_ids"])
-    np.testing.assert_array_equal(train.get_batch(list(range(64)), threads=1), train.get_batch(range(64)))
+    np.testing.assert_array_equal(train.get_batch(list(range(64)), num_threads=1), train.get_batch(range(64)))
     out = np.full((3, 33), -7, dtype=np.int64)
     assert train.get_batch([5, 6, 7], out=out) is out
     np.testing.assert_array_equal(out, train.get_batch([5, 6, 7]))
@@ -246,7 +340,7 @@ def test_arrays_are_read_only_views(corpus: tuple[Path, list[np.ndarray]]) -> No
 # -- pickling, fork, GIL ----------------------------------------------------------------------
 @pytest.mark.parametrize("cached", [False, True])
 def test_pickle_round_trip(corpus: tuple[Path, list[np.ndarray]], tmp_path: Path, cached: bool) -> None:
-    c = cfg(corpus[0], path_to_cache=str(tmp_path / "cache") if cached else None)
+    c = cfg(corpus[0], cache_dir=str(tmp_path / "cache") if cached else None)
     for ds in build_nanosets(c, num_samples=(300, 20, None)):
         assert ds is not None
         blob = pickle.dumps(ds)
@@ -262,7 +356,7 @@ def test_blend_pickles(tmp_path: Path) -> None:
     write_dataset(tmp_path / "a", lognormal_lengths(50, seed=2))
     write_dataset(tmp_path / "b", lognormal_lengths(50, seed=3), dtype="int32")
     c = cfg(
-        {str(tmp_path / "a"): 2.0, str(tmp_path / "b"): 1.0}, split="1,0,0", path_to_cache=str(tmp_path / "c")
+        {str(tmp_path / "a"): 2.0, str(tmp_path / "b"): 1.0}, split="1,0,0", cache_dir=str(tmp_path / "c")
     )
     train = build_nanosets(c, num_samples=(200, None, None))[0]
     assert isinstance(train, BlendedNanoset)
@@ -307,7 +401,7 @@ def test_get_batch_releases_the_gil(tmp_path: Path) -> None:
         time.sleep(0.01)
         before = ticks
         t0 = time.perf_counter()
-        train.get_batch(ks, threads=1)
+        train.get_batch(ks, num_threads=1)
         elapsed = time.perf_counter() - t0
         during = ticks - before
     finally:

@@ -23,7 +23,7 @@ def entries(cache: Path) -> set[str]:
 
 def config(prefix: Path, cache: Path, **kw: object) -> NanosetConfig:
     kw.setdefault("sequence_length", 16)
-    return NanosetConfig(str(prefix), path_to_cache=str(cache), **kw)  # type: ignore[arg-type]
+    return NanosetConfig(str(prefix), cache_dir=str(cache), **kw)  # type: ignore[arg-type]
 
 
 def arrays_of(ds: object) -> dict[str, np.ndarray]:
@@ -159,7 +159,7 @@ CHILD = textwrap.dedent(
     while not os.path.exists(go):
         time.sleep(0.001)
     cfg = NanosetConfig(
-        [sys.argv[1], sys.argv[2]], sequence_length=64, path_to_cache=sys.argv[4], split="98,1,1"
+        [sys.argv[1], sys.argv[2]], sequence_length=64, cache_dir=sys.argv[4], split="98,1,1"
     )
     digest = hashlib.sha256()
     for ds in build_nanosets(cfg, num_samples=(20000, None, 100)):

@@ -33,7 +33,7 @@ def test_dataloader_with_workers(
     torch = pytest.importorskip("torch")
     data = {prefixes[0]: 0.6, prefixes[1]: 0.4} if blend else prefixes[0]
     cfg = NanosetConfig(
-        data, sequence_length=32, split="1,0,0", path_to_cache=str(tmp_path / "c") if cached else None
+        data, sequence_length=32, split="1,0,0", cache_dir=str(tmp_path / "c") if cached else None
     )
     train = build_nanosets(cfg, num_samples=(256, None, None))[0]
     assert train is not None

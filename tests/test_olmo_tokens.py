@@ -57,7 +57,9 @@ def test_eos_scan_matches_the_model(
 ) -> None:
     d = tmp_path_factory.mktemp("s")
     ot.write_tokens(d / "a.npy", [np.array(tokens, dtype=np.int64)], dtype)
-    got = ot.document_spans(d / "a.npy", dtype, eos_token_id=0, bos_token_id=bos, boundaries="eos", threads=2)
+    got = ot.document_spans(
+        d / "a.npy", dtype, eos_token_id=0, bos_token_id=bos, boundaries="eos", num_threads=2
+    )
     assert got.dtype == np.uint64
     assert [tuple(x) for x in got.tolist()] == eos_documents(tokens, 0, bos)
 
@@ -66,7 +68,7 @@ def test_scan_of_a_large_file_in_parallel_chunks(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     tokens = rng.integers(0, 50, 9_000_000).astype(np.uint32)  # spans several 4 Mi-token chunks
     ot.write_tokens(tmp_path / "a.npy", [tokens], np.uint32)
-    got = ot.document_spans(tmp_path / "a.npy", np.uint32, eos_token_id=7, boundaries="eos", threads=2)
+    got = ot.document_spans(tmp_path / "a.npy", np.uint32, eos_token_id=7, boundaries="eos", num_threads=2)
     ends = np.nonzero(tokens == 7)[0] + 1
     assert np.array_equal(got[:, 1], ends)
     assert np.array_equal(got[1:, 0], ends[:-1])

@@ -15,7 +15,8 @@ def test_every_public_name_resolves() -> None:
         assert getattr(tokshuf, name) is not None, name
     assert set(tokshuf.__all__) <= set(dir(tokshuf))
     assert tokshuf.Tokenizer.__module__ == "tokshuf.tokenizer"
-    assert tokshuf.preprocess.__module__ == "tokshuf.preprocess"
+    assert tokshuf.preprocess.__module__ == "tokshuf._preprocess"
+    assert tokshuf.shuffle.__module__ == "tokshuf._shuffle"
 
 
 def test_unknown_names_raise_attribute_error() -> None:

@@ -44,7 +44,7 @@ def run_in_thread_and_tick(corpus: Path, out: Path) -> tuple[float, list[float],
 
     def work() -> None:
         try:
-            tokshuf.preprocess(corpus, out, GPT2, workers=1)
+            tokshuf.preprocess(corpus, out, GPT2, num_threads=1)
         finally:
             done.set()
 
@@ -117,7 +117,7 @@ def test_byte_identical_for_every_worker_count(tmp_path: Path, make_corpus: Any)
     for workers in range(1, 9):
         prefix = tmp_path / f"w{workers}"
         tokshuf.preprocess(
-            corpus, prefix, "tiktoken:r50k_base", append_eod=True, workers=workers, batch_bytes=32 << 10
+            corpus, prefix, "tiktoken:r50k_base", append_eod=True, num_threads=workers, batch_bytes=32 << 10
         )
         outputs.append(
             (
@@ -141,7 +141,7 @@ def test_the_bin_is_the_same_written_direct_or_through_the_page_cache(
         for direct in ["1", "0"]:
             monkeypatch.setenv("TOKSHUF_DIRECT_IO", direct)
             prefix = base / f"tokshuf-test-{os.getpid()}-{direct}"
-            tokshuf.preprocess(corpus, prefix, "byte", append_eod=True, workers=2)
+            tokshuf.preprocess(corpus, prefix, "byte", append_eod=True, num_threads=2)
             for suffix in ["_text_document.bin", "_text_document.idx"]:
                 path = Path(f"{prefix}{suffix}")
                 outputs.append((suffix, path.read_bytes()))
@@ -156,7 +156,7 @@ def test_the_bin_is_the_same_written_direct_or_through_the_page_cache(
 
 PEAK_RSS = """
 import resource, sys, tokshuf
-tokshuf.preprocess(sys.argv[1], sys.argv[2], "byte", append_eod=True, workers=2, batch_bytes=256 << 10)
+tokshuf.preprocess(sys.argv[1], sys.argv[2], "byte", append_eod=True, num_threads=2, batch_bytes=256 << 10)
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
 
@@ -209,9 +209,9 @@ def test_progress_json_lines_and_summary_file(tmp_path: Path, make_corpus: Any) 
 
 def test_summary_path_options(tmp_path: Path, make_corpus: Any) -> None:
     corpus, _ = make_corpus("c1.jsonl", "--size", "1MB", "--seed", "1")
-    tokshuf.preprocess(corpus, tmp_path / "a", summary=False)
+    tokshuf.preprocess(corpus, tmp_path / "a", "byte", summary=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_text_document.bin", "a_text_document.idx"]
-    tokshuf.preprocess(corpus, tmp_path / "b", summary=tmp_path / "elsewhere.json")
+    tokshuf.preprocess(corpus, tmp_path / "b", "byte", summary=tmp_path / "elsewhere.json")
     assert json.loads((tmp_path / "elsewhere.json").read_text())["outputs"][0]["key"] == "text"
 
 

@@ -22,7 +22,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 def run(paths: list[Path], work: Path, **kw: object) -> Path:
     # The corpus has an empty file (bad input): skipped.
-    opts: dict[str, object] = {"seqlen": 17, "wds_chunk_size": 101, "num_local_cells": 8, "on_error": "skip"}
+    opts: dict[str, object] = {
+        "sequence_length": 17,
+        "wds_chunk_size": 101,
+        "num_local_cells": 8,
+        "on_error": "skip",
+    }
     opts.update(kw)
     tokshuf.shuffle(paths, work / "cells", work / "out", "byte", **opts)  # type: ignore[arg-type]
     return work / "out"
@@ -30,9 +35,9 @@ def run(paths: list[Path], work: Path, **kw: object) -> Path:
 
 def test_identical_bytes_for_any_threads_and_buffering(corpus: list[Path], tmp_path: Path) -> None:
     variants = [
-        {"threads": 1},
-        {"threads": 2, "buffer_bytes": 3000, "batch_bytes": 700},
-        {"threads": 4, "buffer_bytes": 1 << 14, "batch_bytes": 64},
+        {"num_threads": 1},
+        {"num_threads": 2, "buffer_bytes": 3000, "batch_bytes": 700},
+        {"num_threads": 4, "buffer_bytes": 1 << 14, "batch_bytes": 64},
     ]
     digests = [tree_digest(run(corpus, tmp_path / f"v{i}", **v)) for i, v in enumerate(variants)]
     assert len(digests[0]) > 5
@@ -94,7 +99,7 @@ def uniformity_pvalues(files: np.ndarray, index: np.ndarray) -> dict[str, float]
 @pytest.mark.parametrize("seed", [1234, 7])
 def test_contexts_are_spread_like_a_uniform_permutation(tmp_path: Path, seed: int) -> None:
     paths = labelled_corpus(tmp_path / "in")
-    out = run(paths, tmp_path, seqlen=SEQ, wds_chunk_size=CHUNK, num_local_cells=16, seed=seed)
+    out = run(paths, tmp_path, sequence_length=SEQ, wds_chunk_size=CHUNK, num_local_cells=16, seed=seed)
     contexts = read_contexts(out)
     files, index = labels(contexts)
     assert sorted(Counter(files.tolist()).values()) == sorted(SIZES)

@@ -28,7 +28,7 @@ def corpus_with_bad_lines(root: Path) -> list[Path]:
 def test_fail_names_the_file_and_line(tmp_path: Path) -> None:
     paths = corpus_with_bad_lines(tmp_path)
     with pytest.raises(BadInputError) as info:
-        tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=8)
+        tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", sequence_length=8)
     assert (info.value.path, info.value.line, info.value.reason) == (str(paths[1]), 2, "not_string")
     assert not list((tmp_path / "o").glob("*.tar"))
 
@@ -45,7 +45,7 @@ def test_cli_fail_exits_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_skip_counts_and_keeps_the_rest(tmp_path: Path) -> None:
     paths = corpus_with_bad_lines(tmp_path)
-    s = tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=8, on_error="skip")
+    s = tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", sequence_length=8, on_error="skip")
     assert s["skipped"] == {"not_string": 1, "truncated_json": 1}
     assert [(r["line"], r["reason"]) for r in s["first_skipped"]] == [
         (2, "not_string"),
@@ -59,9 +59,9 @@ def test_skip_counts_and_keeps_the_rest(tmp_path: Path) -> None:
 def test_failed_run_resumes_with_skip_as_a_fresh_skip_run(tmp_path: Path) -> None:
     paths = corpus_with_bad_lines(tmp_path)
     with pytest.raises(BadInputError):
-        tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=8, buffer_bytes=1)
-    tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=8, on_error="skip")
-    tokshuf.shuffle(paths, tmp_path / "c2", tmp_path / "o2", "byte", seqlen=8, on_error="skip")
+        tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", sequence_length=8, buffer_bytes=1)
+    tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", sequence_length=8, on_error="skip")
+    tokshuf.shuffle(paths, tmp_path / "c2", tmp_path / "o2", "byte", sequence_length=8, on_error="skip")
     assert tree_digest(tmp_path / "o") == tree_digest(tmp_path / "o2")
 
 
@@ -79,7 +79,9 @@ def test_empty_and_truncated_files_follow_the_policy(tmp_path: Path) -> None:
         tokshuf.shuffle([p], tmp_path / "c2", tmp_path / "o2", "byte")
     assert info.value.reason == "truncated_file"
     # Skip: what could be read is kept, and both files are reported.
-    s = tokshuf.shuffle([empty, p], tmp_path / "c3", tmp_path / "o3", "byte", seqlen=64, on_error="skip")
+    s = tokshuf.shuffle(
+        [empty, p], tmp_path / "c3", tmp_path / "o3", "byte", sequence_length=64, on_error="skip"
+    )
     assert [f["reason"] for f in s["skipped_files"]] == ["empty_file", "truncated_file"]
     lost = s["skipped_files"][1]["first_lost_line"]
     assert 1 < lost < len(docs)
@@ -95,7 +97,7 @@ def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(ConfigError, match=r"expected one of: json\.gz, npy"):
         tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", member_format="bin")
     with pytest.raises(ConfigError, match="seqlen must be at least 1"):
-        tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", seqlen=0)
+        tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", sequence_length=0)
     with pytest.raises(FileNotFoundError):
         tokshuf.shuffle([tmp_path / "missing.jsonl"], tmp_path / "c", tmp_path / "o", "byte")
     assert main(["shuffle", "--input", str(p), "--local-cell-dir", "c", "--output", "o"]) == 2

@@ -48,9 +48,9 @@ def shuffled(corpus: tuple[list[list[str]], list[Path]], tmp_path_factory: pytes
         work / "cells",
         work / "out",
         "byte",
-        seqlen=SEQLEN,
+        sequence_length=SEQLEN,
         wds_chunk_size=37,
-        threads=2,
+        num_threads=2,
         on_error="skip",
     )
     return work / "out"
@@ -122,7 +122,13 @@ def test_json_is_compact(shuffled: Path) -> None:
 def test_summary_counts(corpus: tuple[list[list[str]], list[Path]], tmp_path: Path) -> None:
     files, paths = corpus
     s = tokshuf.shuffle(
-        paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=SEQLEN, wds_chunk_size=50, on_error="skip"
+        paths,
+        tmp_path / "c",
+        tmp_path / "o",
+        "byte",
+        sequence_length=SEQLEN,
+        wds_chunk_size=50,
+        on_error="skip",
     )
     model = model_contexts(files, SEQLEN)
     n_tokens = sum(len(d.encode()) + 1 for docs in files for d in docs)
@@ -140,7 +146,7 @@ def test_summary_counts(corpus: tuple[list[list[str]], list[Path]], tmp_path: Pa
 def test_all_pad_quirk_and_presets(tmp_path: Path) -> None:
     files = [["ab"], [], ["abc"]]  # 3 + 0 + 4 tokens with seqlen 4: the 3rd file fills one context
     paths = write_corpus(tmp_path / "in", files)
-    opts = {"seqlen": 4, "on_error": "skip"}
+    opts = {"sequence_length": 4, "on_error": "skip"}
     s = tokshuf.shuffle(
         paths, tmp_path / "c1", tmp_path / "o1", "byte", special_tokens="dclm", all_pad_context=True, **opts
     )
@@ -151,7 +157,14 @@ def test_all_pad_quirk_and_presets(tmp_path: Path) -> None:
     assert Counter(read_contexts(tmp_path / "o1"))[(50256,) * 4] == 2
     assert any("PAD id 50256" in w for w in s["warnings"])
     tokshuf.shuffle(
-        paths, tmp_path / "c2", tmp_path / "o2", "byte", seqlen=4, bos_id=256, pad_id=255, on_error="skip"
+        paths,
+        tmp_path / "c2",
+        tmp_path / "o2",
+        "byte",
+        sequence_length=4,
+        bos_token_id=256,
+        pad_token_id=255,
+        on_error="skip",
     )
     assert Counter(read_contexts(tmp_path / "o2")) == Counter(model_contexts(files, 4, bos=256, pad=255))
 
@@ -159,7 +172,13 @@ def test_all_pad_quirk_and_presets(tmp_path: Path) -> None:
 def test_npy_members(corpus: tuple[list[list[str]], list[Path]], tmp_path: Path) -> None:
     files, paths = corpus
     tokshuf.shuffle(
-        paths, tmp_path / "c", tmp_path / "o", "byte", seqlen=SEQLEN, member_format="npy", on_error="skip"
+        paths,
+        tmp_path / "c",
+        tmp_path / "o",
+        "byte",
+        sequence_length=SEQLEN,
+        member_format="npy",
+        on_error="skip",
     )
     names = [n for _, n, _ in read_members(tmp_path / "o")]
     assert all(n.endswith(".npy") for n in names)
@@ -171,7 +190,7 @@ def test_npy_members(corpus: tuple[list[list[str]], list[Path]], tmp_path: Path)
 def test_content_key_and_list_values(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "a.jsonl", [{"body": "hello"}, {"body": ["ab", "", "c"]}])
     tokshuf.shuffle(
-        [tmp_path / "a.jsonl"], tmp_path / "c", tmp_path / "o", "byte", seqlen=5, content_key="body"
+        [tmp_path / "a.jsonl"], tmp_path / "c", tmp_path / "o", "byte", sequence_length=5, content_key="body"
     )
     assert Counter(read_contexts(tmp_path / "o")) == Counter(model_contexts([["hello", "abc"]], 5))
 

@@ -60,7 +60,7 @@ def _lines(path: Path) -> list[str]:
 
 def test_tiktoken_native_convention(corpus: tuple[list[list[str]], list[Path]], tmp_path: Path) -> None:
     files, paths = corpus
-    s = tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "tiktoken:r50k_base", threads=2)
+    s = tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "tiktoken:r50k_base", num_threads=2)
     assert s["special_tokens"] == {"bos": None, "eot": 50256, "pad": 50256}
     enc = tiktoken_encoding("r50k_base")
     assert Counter(read_contexts(tmp_path / "o")) == oracle(files, enc.encode_ordinary, 50256, 50256)
@@ -73,7 +73,9 @@ def test_hf_tokenizer_json_with_dclm_ids(corpus: tuple[list[list[str]], list[Pat
     import tokenizers
 
     files, paths = corpus
-    s = tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", str(GPT2), special_tokens="dclm", threads=2)
+    s = tokshuf.shuffle(
+        paths, tmp_path / "c", tmp_path / "o", str(GPT2), special_tokens="dclm", num_threads=2
+    )
     assert s["special_tokens"] == {"bos": None, "eot": 0, "pad": 50256}
     assert not s["warnings"], "every DCLM id is inside GPT-2's vocabulary"
     hf = tokenizers.Tokenizer.from_file(str(GPT2 / "tokenizer.json"))
@@ -88,7 +90,13 @@ def test_hf_tokenizer_json_with_dclm_ids(corpus: tuple[list[list[str]], list[Pat
 def test_bos_and_explicit_ids(corpus: tuple[list[list[str]], list[Path]], tmp_path: Path) -> None:
     files, paths = corpus
     tokshuf.shuffle(
-        paths, tmp_path / "c", tmp_path / "o", "tiktoken:r50k_base", bos_id=50256, eot_id=50256, pad_id=0
+        paths,
+        tmp_path / "c",
+        tmp_path / "o",
+        "tiktoken:r50k_base",
+        bos_token_id=50256,
+        eos_token_id=50256,
+        pad_token_id=0,
     )
     enc = tiktoken_encoding("r50k_base")
     assert Counter(read_contexts(tmp_path / "o")) == oracle(files, enc.encode_ordinary, 50256, 0, bos=50256)

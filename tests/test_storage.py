@@ -47,11 +47,11 @@ def test_preprocess_from_and_to_s3_is_byte_identical(s3: Any, tmp_path: Path) ->
     bucket = s3.bucket("pre")
     files = corpus(tmp_path)
     upload(s3, bucket, "corpus", files)
-    local = tokshuf.preprocess(files, tmp_path / "local", CL100K, append_eod=True, workers=2)
+    local = tokshuf.preprocess(files, tmp_path / "local", CL100K, append_eod=True, num_threads=2)
     expected = outputs(tmp_path / "local")
     for source in ["s3://pre/corpus", "s3://pre/corpus/", "s3://pre/corpus/*.jsonl*"]:
         out = f"s3://pre/out-{len(s3.keys(bucket, 'out'))}/ds"
-        summary = tokshuf.preprocess(source, out, CL100K, append_eod=True, workers=2)
+        summary = tokshuf.preprocess(source, out, CL100K, append_eod=True, num_threads=2)
         assert summary["documents"] == local["documents"]
         assert summary["outputs"][0]["prefix"] == f"{out}_text_document"
         key = out.removeprefix("s3://pre/")
@@ -77,7 +77,7 @@ def test_shuffle_from_and_to_s3_is_byte_identical(s3: Any, tmp_path: Path) -> No
     bucket = s3.bucket("shuf")
     files = corpus(tmp_path)
     upload(s3, bucket, "corpus", files)
-    args: dict[str, Any] = {"seqlen": 513, "wds_chunk_size": 64, "num_local_cells": 4}
+    args: dict[str, Any] = {"sequence_length": 513, "wds_chunk_size": 64, "num_local_cells": 4}
     local = tokshuf.shuffle(files, tmp_path / "cells-l", tmp_path / "out", CL100K, **args)
     remote = tokshuf.shuffle("s3://shuf/corpus/", tmp_path / "cells-r", "s3://shuf/shards", CL100K, **args)
     assert (remote["contexts"], remote["shards"]) == (local["contexts"], local["shards"])
@@ -98,7 +98,7 @@ def test_faults_do_not_change_the_output(s3: Any, tmp_path: Path, seed: int) -> 
     bucket = s3.bucket(f"faulty{seed}")
     files = corpus(tmp_path)
     upload(s3, bucket, "corpus", files)
-    tokshuf.preprocess(files, tmp_path / "local", CL100K, append_eod=True, workers=2)
+    tokshuf.preprocess(files, tmp_path / "local", CL100K, append_eod=True, num_threads=2)
     with s3.faults(rate=0.3, seed=seed) as faults:
         tokshuf.preprocess(f"s3://{bucket}/corpus", f"s3://{bucket}/out/ds", CL100K, append_eod=True)
     assert faults.injected > 0

@@ -25,7 +25,7 @@ def test_batch_fields_agree_with_the_document_runs() -> None:
             CORPUS,
             weights=[3, 1],
             batch_size=3,
-            seq_length=10,
+            sequence_length=10,
             position_ids=True,
             label_mask_boundaries=True,
         )
@@ -63,7 +63,7 @@ def test_dtypes_and_unshifted_lines() -> None:
             outs[dt] = b["input"].astype(np.int64)
         assert np.array_equal(outs["int64"], outs["int32"])
         assert np.array_equal(outs["int64"], outs["uint32"])
-        s = make_stream(Path(tmp) / "flat", CORPUS, add_extra_token=False, seq_length=9)
+        s = make_stream(Path(tmp) / "flat", CORPUS, add_extra_token=False, sequence_length=9)
         b = s.worker(0, 1).next_batch()
         assert b["input"] is b["label"]
         assert b["input"].shape == (1, 9)

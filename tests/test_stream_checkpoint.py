@@ -95,7 +95,7 @@ def test_mismatched_checkpoints_name_the_difference(stream: Any, tmp_path: Path)
         ({"seed": 1}, "seed"),
         ({"logical_shards": 5}, "logical_shards"),
         ({"chunk_size": 4}, "document rules"),
-        ({"eos_token": EOS + 1}, "document rules"),
+        ({"eos_token_id": EOS + 1}, "document rules"),
     ]
     for i, (change, msg) in enumerate(cases):
         other = make_stream(tmp_path / f"d{i}", corpus, **{**kw, **change})
@@ -109,7 +109,7 @@ def test_mismatched_checkpoints_name_the_difference(stream: Any, tmp_path: Path)
         stream.worker(0, 2, swapped)
     with pytest.raises(FormatError, match="version"):
         stream.worker(0, 2, state | {"version": 99})
-    resized = make_stream(tmp_path / "seq", corpus, seq_length=12, **kw)
+    resized = make_stream(tmp_path / "seq", corpus, sequence_length=12, **kw)
     with pytest.raises(ConfigError, match="seq_length changed"):
         resized.worker(0, 2, state)
 
@@ -118,7 +118,9 @@ def test_state_size_is_rows_plus_buffer_references(tmp_path: Path) -> None:
     corpus = simple_corpus([[[40] * 50], [[30] * 50]])
     for shards, window in ((16, 0), (64, 0), (64, 8)):
         with scratch() as tmp:
-            s = make_stream(Path(tmp), corpus, logical_shards=shards, shuffle_window=window, seq_length=32)
+            s = make_stream(
+                Path(tmp), corpus, logical_shards=shards, shuffle_window=window, sequence_length=32
+            )
             w = s.worker(0, 1)
             for _ in range(20):
                 w.next_batch()

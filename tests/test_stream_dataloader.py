@@ -84,11 +84,11 @@ def make_stream(root: Path, window: int = 0) -> TokenStream:
     ]
     return TokenStream(
         subs,
-        seq_length=8,
+        sequence_length=8,
         batch_size=2,
         logical_shards=SHARDS,
         chunk_size=CHUNK,
-        eos_token=EOS,
+        eos_token_id=EOS,
         strip_tokens=[STRIP],
         shuffle_window=window,
         provenance=True,

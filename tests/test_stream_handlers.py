@@ -113,7 +113,7 @@ def test_empty_files(tmp_path: Path) -> None:
 def test_npy_handler_splits_at_eos(tmp_path: Path) -> None:
     docs = [[5, 6], [], [7]]
     path = write_npy(tmp_path / "t.npy", docs)
-    h = NpyHandler("uint16", eos_token=0)
+    h = NpyHandler("uint16", eos_token_id=0)
     assert all_docs(h, path) == docs
     with open(path, "ab") as f:
         f.write(b"\x01")
@@ -150,7 +150,7 @@ def _corpus_docs(start: int, sizes: list[int]) -> list[list[int]]:
 
 def _stream(sub: SubDataset, **kw: Any) -> TokenStream:
     return TokenStream(
-        [sub], seq_length=6, logical_shards=3, chunk_size=4, eos_token=EOS, provenance=True, **kw
+        [sub], sequence_length=6, logical_shards=3, chunk_size=4, eos_token_id=EOS, provenance=True, **kw
     )
 
 
@@ -173,7 +173,7 @@ def test_every_format_streams_every_token_once(fmt: str, tmp_path: Path) -> None
         elif fmt == "parquet":
             # Text documents: ids are the byte tokenizer's, so compare by decoded text instead.
             write_parquet(d / f"{i}.parquet", ["".join(chr(65 + t % 26) for t in doc) for doc in part])
-    sub = SubDataset.from_path("s", d, file_type="auto", dtype="uint16", eos_token=EOS)
+    sub = SubDataset.from_path("s", d, file_type="auto", dtype="uint16", eos_token_id=EOS)
     assert sub.num_docs == len(docs)
     w = _stream(sub).worker(0, 1)
     got = epoch_tokens(read_epoch(w))

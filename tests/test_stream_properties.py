@@ -105,7 +105,7 @@ def test_each_epoch_reads_every_document_once(corpus: Any, shards: int) -> None:
 
 def test_epochs_use_different_orders() -> None:
     with scratch() as tmp:
-        stream = make_stream(Path(tmp), simple_corpus([[[3] * 40]]), logical_shards=1, seq_length=4)
+        stream = make_stream(Path(tmp), simple_corpus([[[3] * 40]]), logical_shards=1, sequence_length=4)
         w = stream.worker(0, 1)
         order: dict[int, list[int]] = defaultdict(list)
         for b in read_epoch(w, epoch=1):
@@ -144,10 +144,10 @@ def test_documents_reassemble_and_switch_only_at_chunk_ends(
     corpus: Any, chunk: int, bos: bool, weights: Any
 ) -> None:
     with scratch() as tmp:
-        kw = {"bos_token": BOS if bos else None, "strip_tokens": [STRIP], "chunk_size": chunk}
+        kw = {"bos_token_id": BOS if bos else None, "strip_tokens": [STRIP], "chunk_size": chunk}
         stream = make_stream(Path(tmp), corpus, weights=weights[: len(corpus)], **kw)
         docs = flat_docs(corpus)
-        cfg = Cfg(0, 6, [1], 9, chunk, bos=kw["bos_token"], eos=EOS, strip=(STRIP,))
+        cfg = Cfg(0, 6, [1], 9, chunk, bos=kw["bos_token_id"], eos=EOS, strip=(STRIP,))
         pieces: dict[tuple[int, int], list[tuple[int, list[int]]]] = defaultdict(list)
         for g, w in enumerate(_workers(stream, 2)):
             for b in read_epoch(w):

@@ -41,9 +41,9 @@ def test_rust_matches_the_reference_model(
             seed=seed,
             logical_shards=shards,
             chunk_size=chunk,
-            seq_length=seq,
+            sequence_length=seq,
             shuffle_window=window,
-            bos_token=BOS if bos else None,
+            bos_token_id=BOS if bos else None,
             strip_tokens=[STRIP] if strip else [],
         )
         cfg = Cfg(

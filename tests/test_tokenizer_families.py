@@ -197,11 +197,11 @@ def test_preprocess_is_byte_identical_to_the_reference_encoder(
     """The `.bin/.idx` of a family that used to run on the `tokenizers` crate are unchanged."""
     source = FIXTURES / "bpe" / "corpus-i18n.jsonl.zst"
     fast = tokshuf.Tokenizer(paths["neox"])
-    tokshuf.preprocess(source, tmp_path / "fast", fast, append_eod=True, workers=2)
+    tokshuf.preprocess(source, tmp_path / "fast", fast, append_eod=True, num_threads=2)
     monkeypatch.setenv("TOKSHUF_FAST_BPE", "0")
     slow = tokshuf.Tokenizer(paths["neox"])
     assert slow.identity["encoder"] == "tokenizers"
-    tokshuf.preprocess(source, tmp_path / "slow", slow, append_eod=True, workers=2)
+    tokshuf.preprocess(source, tmp_path / "slow", slow, append_eod=True, num_threads=2)
     for ext in ("bin", "idx"):
         a = (tmp_path / f"fast_text_document.{ext}").read_bytes()
         b = (tmp_path / f"slow_text_document.{ext}").read_bytes()
@@ -225,15 +225,15 @@ def test_llama3_specials_and_declared_specials(paths: dict[str, Path], tmp_path:
     llama3 = paths["llama3.model"]
     # Recognised by its hash: Meta's pattern and special tokens, <|end_of_text|> as eod.
     tok = tokshuf.Tokenizer(llama3)
-    assert (tok.eod_id, tok.vocab_size) == (128001, 128256)
-    assert tokshuf.Tokenizer(f"tiktoken:{llama3}@llama3").eod_id == 128001
+    assert (tok.eos_token_id, tok.vocab_size) == (128001, 128256)
+    assert tokshuf.Tokenizer(f"tiktoken:{llama3}@llama3").eos_token_id == 128001
     # Given a pattern only, the file has no special tokens; they can be declared.
     plain = tokshuf.Tokenizer(f"{llama3}@cl100k_classic")
-    assert (plain.eod_id, plain.vocab_size) == (None, 128000)
+    assert (plain.eos_token_id, plain.vocab_size) == (None, 128000)
     specials = tmp_path / "specials.json"
     specials.write_text(json.dumps({"<|begin_of_text|>": 128000, "<|end_of_text|>": 128001}))
     declared = tokshuf.Tokenizer(f"{llama3}@cl100k_classic", special_tokens=specials)
-    assert (declared.eod_id, declared.vocab_size) == (128001, 128002)
+    assert (declared.eos_token_id, declared.vocab_size) == (128001, 128002)
     with pytest.raises(tokshuf.ConfigError, match="is a rank"):
         tokshuf.Tokenizer(f"{llama3}@cl100k_classic", special_tokens={"<x>": 5})
     with pytest.raises(tokshuf.ConfigError, match="rank files only"):
@@ -266,7 +266,7 @@ def test_llama3_specials_and_declared_specials(paths: dict[str, Path], tmp_path:
         tmp_path / "cells",
         tmp_path / "shards",
         f"{llama3}@cl100k_classic",
-        seqlen=8,
+        sequence_length=8,
         num_local_cells=2,
         tokenizer_special_tokens=specials,
     )
@@ -277,7 +277,7 @@ def test_sentencepiece_model_reads_what_the_library_reads(paths: dict[str, Path]
     model = paths["mistral-v1.model"]
     tok = tokshuf.Tokenizer(model)
     assert tok.identity["kind"] == "sentencepiece"
-    assert (tok.eod_id, tok.vocab_size) == (2, 32000)
+    assert (tok.eos_token_id, tok.vocab_size) == (2, 32000)
     # A directory holding it, and the same model converted to tokenizer.json: the same ids except
     # where the text holds a control token (the converted file matches `<s>` as an added token).
     assert tokshuf.Tokenizer(model.parent).encode("Hello  world") == tok.encode("Hello  world")

@@ -47,7 +47,7 @@ def test_embedded_encodings_are_tiktokens_own(name: str) -> None:
     assert dict(data["special_tokens"]) == enc._special_tokens
     tok = ours(f"tiktoken:{name}")
     assert tok.vocab_size == enc.n_vocab
-    assert tok.eod_id == enc.eot_token
+    assert tok.eos_token_id == enc.eot_token
     text = "Hello, world! It's 2024: naïve café, 日本語, 12345678 — done.\n\n  end"
     assert tok.encode(text) == enc.encode_ordinary(text)
 
@@ -71,7 +71,7 @@ def test_spec_forms_agree(tmp_path: Path) -> None:
         tok = tokshuf.Tokenizer(spec)
         assert tok.encode(text) == expected
         assert tok.identity["pattern"] == "gpt2"
-        assert tok.eod_id == 50256
+        assert tok.eos_token_id == 50256
 
     assert tokshuf.Tokenizer("byte").encode("aé") == [98, 0xC3 + 1, 0xA9 + 1]
 
@@ -84,14 +84,14 @@ def test_custom_tiktoken_file_needs_a_pattern_and_has_no_eod(tmp_path: Path) -> 
     with pytest.raises(tokshuf.ConfigError, match=rf"@PATTERN.*{names}"):
         tokshuf.Tokenizer(str(path))
     tok = tokshuf.Tokenizer(f"{path}@r50k")
-    assert tok.eod_id is None
+    assert tok.eos_token_id is None
     assert tok.vocab_size == 50255
     assert tok.encode("hello world") == tiktoken_enc("r50k_base").encode_ordinary("hello world")
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"text": "hi"}\n')
     with pytest.raises(tokshuf.ConfigError, match="--eod-id"):
         tokshuf.preprocess(corpus, tmp_path / "o", tok, append_eod=True)
-    summary = tokshuf.preprocess(corpus, tmp_path / "o", tok, append_eod=True, eod_id=7)
+    summary = tokshuf.preprocess(corpus, tmp_path / "o", tok, append_eod=True, eos_token_id=7)
     assert summary["tokenizer"]["eod"] == 7
 
 
@@ -116,18 +116,18 @@ def test_directory_without_tokenizer_json(tmp_path: Path) -> None:
 
 
 def test_eod_comes_from_tokenizer_config(tmp_path: Path) -> None:
-    assert tokshuf.Tokenizer(GPT2).eod_id == 50256
+    assert tokshuf.Tokenizer(GPT2).eos_token_id == 50256
     d = tmp_path / "tok"
     shutil.copytree(GPT2, d)
     config = json.loads((d / "tokenizer_config.json").read_text())
     config["eos_token"] = {"content": "!", "special": True}  # transformers' AddedToken form
     (d / "tokenizer_config.json").write_text(json.dumps(config))
-    assert tokshuf.Tokenizer(d).eod_id == 0
-    assert tokshuf.Tokenizer(d / "tokenizer.json").eod_id == 0  # the config beside the file counts
+    assert tokshuf.Tokenizer(d).eos_token_id == 0
+    assert tokshuf.Tokenizer(d / "tokenizer.json").eos_token_id == 0  # the config beside the file counts
     # A file with no config beside it: <|endoftext|> is found in the vocabulary.
     (tmp_path / "alone").mkdir()
     shutil.copy(d / "tokenizer.json", tmp_path / "alone")
-    assert tokshuf.Tokenizer(tmp_path / "alone" / "tokenizer.json").eod_id == 50256
+    assert tokshuf.Tokenizer(tmp_path / "alone" / "tokenizer.json").eos_token_id == 50256
     config["eos_token"] = "<|not-a-token|>"
     (d / "tokenizer_config.json").write_text(json.dumps(config))
     with pytest.raises(tokshuf.ConfigError, match="not-a-token"):
@@ -135,11 +135,11 @@ def test_eod_comes_from_tokenizer_config(tmp_path: Path) -> None:
 
 
 def test_eod_override() -> None:
-    tok = tokshuf.Tokenizer("tiktoken:cl100k_base", eod_id=100276)
-    assert tok.eod_id == 100276
+    tok = tokshuf.Tokenizer("tiktoken:cl100k_base", eos_token_id=100276)
+    assert tok.eos_token_id == 100276
     assert tok.identity["eod_overridden"] is True
     with pytest.raises(tokshuf.ConfigError, match=r"outside the tokenizer's vocabulary \(ids 0..257\)"):
-        tokshuf.Tokenizer("byte", eod_id=300)
+        tokshuf.Tokenizer("byte", eos_token_id=300)
 
 
 def test_special_tokens_in_text() -> None:
@@ -160,12 +160,16 @@ def test_special_tokens_in_text() -> None:
 def test_pickle_round_trip() -> None:
     for tok in [
         tokshuf.Tokenizer("tiktoken:r50k_base"),
-        tokshuf.Tokenizer(hf_gpt2(), eod_id=5),
+        tokshuf.Tokenizer(hf_gpt2(), eos_token_id=5),
         tokshuf.Tokenizer(GPT2),
     ]:
         again = pickle.loads(pickle.dumps(tok))
         assert again.encode("pickled text") == tok.encode("pickled text")
-        assert (again.eod_id, again.vocab_size, again.spec) == (tok.eod_id, tok.vocab_size, tok.spec)
+        assert (again.eos_token_id, again.vocab_size, again.spec) == (
+            tok.eos_token_id,
+            tok.vocab_size,
+            tok.spec,
+        )
 
 
 def test_batch_apis_agree() -> None:

@@ -7,6 +7,7 @@
 * :class:`NanosetConfig`, :func:`build_nanosets`, :class:`Nanoset`, :class:`BlendedNanoset` —
   Megatron-identical training datasets;
 * :func:`shuffle` — JSON lines to globally shuffled webdataset shards (open_lm / DCLM);
+* the types of their options and summaries (:data:`OnError`, :class:`PreprocessSummary`, ...);
 * the ``tokshuf`` command line (``tokshuf --help``).
 """
 
@@ -14,14 +15,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tokshuf import _preprocess, _shuffle
 from tokshuf._core import __version__
+from tokshuf._deprecation import moved_module
+from tokshuf._preprocess import preprocess
+from tokshuf._shuffle import SPECIAL_TOKEN_PRESETS, shuffle
+from tokshuf._summaries import (
+    MemberFormat,
+    MergeSummary,
+    OnError,
+    PreprocessSummary,
+    Progress,
+    ShuffleSummary,
+    SpecialTokenPreset,
+)
 from tokshuf.errors import BadInputError, ConfigError, FormatError, TokshufError
-
-# Eager: light, and `preprocess` / `shuffle` share their names with submodules, whose import
-# would otherwise shadow a lazily resolved function.
-from tokshuf.preprocess import preprocess
-from tokshuf.shuffle import shuffle
 from tokshuf.tokenizer import Tokenizer
+
+# `tokshuf.preprocess` and `tokshuf.shuffle` are the functions; their modules are private, and
+# everything public in them is exported here (as `polars.concat` is a function and its module
+# private). The modules' old names still import, deprecated.
+moved_module("tokshuf.preprocess", _preprocess, "tokshuf")
+moved_module("tokshuf.shuffle", _shuffle, "tokshuf")
 
 if TYPE_CHECKING:
     from tokshuf.indexed import IndexedDataset, IndexedDatasetWriter, merge
@@ -58,14 +73,22 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "SPECIAL_TOKEN_PRESETS",
     "BadInputError",
     "BlendedNanoset",
     "ConfigError",
     "FormatError",
     "IndexedDataset",
     "IndexedDatasetWriter",
+    "MemberFormat",
+    "MergeSummary",
     "Nanoset",
     "NanosetConfig",
+    "OnError",
+    "PreprocessSummary",
+    "Progress",
+    "ShuffleSummary",
+    "SpecialTokenPreset",
     "Tokenizer",
     "TokshufError",
     "__version__",

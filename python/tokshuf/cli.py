@@ -8,7 +8,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tokshuf import __version__, cli_instances, cli_shuffle, cli_tokenizer
+from tokshuf import __version__, cli_args, cli_instances, cli_shuffle, cli_tokenizer
+from tokshuf._summaries import PreprocessSummary
 from tokshuf.errors import BadInputError, TokshufError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -37,11 +38,11 @@ def _add_preprocess(sub: Any) -> None:
     )
     p.add_argument(
         "--tokenizer",
-        default="byte",
         metavar="SPEC",
-        help="byte | tiktoken:NAME (r50k_base, gpt2, p50k_base, p50k_edit, cl100k_base, o200k_base) | "
+        help="required (or Megatron's --tokenizer-type below): "
+        "byte | tiktoken:NAME (r50k_base, gpt2, p50k_base, p50k_edit, cl100k_base, o200k_base) | "
         "a rank file FILE[@PATTERN] (PATTERN: r50k, p50k, cl100k, cl100k_classic, llama3, o200k, qwen2, "
-        "tekken) | a tokenizer.json, SentencePiece .model or tekken.json, or their directory (default: byte)",
+        "tekken) | a tokenizer.json, SentencePiece .model or tekken.json, or their directory",
     )
     p.add_argument(
         "--special-tokens-file",
@@ -56,11 +57,16 @@ def _add_preprocess(sub: Any) -> None:
         help="keys to tokenize (columns of a Parquet/Arrow input)",
     )
     p.add_argument("--append-eod", action="store_true", help="end every non-empty document with the eod id")
-    p.add_argument("--eod-id", type=int, default=None, help="override the tokenizer's end-of-document id")
+    p.add_argument(
+        "--eod-id",
+        type=cli_args.integer(0, cli_args.ID_MAX),
+        default=None,
+        help="override the tokenizer's end-of-document id",
+    )
     p.add_argument("--dtype", default="auto", help="output dtype: auto (Megatron's rule), uint16, int32, ...")
     p.add_argument(
         "--workers",
-        type=int,
+        type=cli_args.integer(1, cli_args.MAX_THREADS),
         default=None,
         help="tokenizer threads (default: all CPUs; the output is identical for any value)",
     )
@@ -72,7 +78,7 @@ def _add_preprocess(sub: Any) -> None:
     )
     p.add_argument(
         "--partitions",
-        type=int,
+        type=cli_args.integer(1),
         default=1,
         help="document order of Megatron's --partitions P (round-robin); default 1: input order",
     )
@@ -84,7 +90,7 @@ def _add_preprocess(sub: Any) -> None:
     )
     p.add_argument(
         "--max-line-bytes",
-        type=int,
+        type=cli_args.integer(1),
         default=1 << 30,
         help="longer lines are bad input (line_too_long); a line is held whole with its tokens, "
         "so peak memory grows by about twice the longest line",
@@ -108,12 +114,14 @@ def _add_preprocess(sub: Any) -> None:
         "{prefix}-part-IIIII-of-NNNNN_*; 'auto': this Slurm array task. Then: tokshuf merge --parts PREFIX",
     )
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    cli_args.add_megatron_tokenizer_flags(p)
     p.set_defaults(handler=_preprocess)
 
 
 def _preprocess(args: argparse.Namespace) -> int:
-    from tokshuf.preprocess import preprocess
+    from tokshuf._preprocess import preprocess
 
+    tokenizer = cli_args.megatron_tokenizer(args, args.subparser.error)
     progress = args.progress
     if args.quiet:
         progress = "none"
@@ -123,13 +131,13 @@ def _preprocess(args: argparse.Namespace) -> int:
     summary = preprocess(
         args.input,
         args.output_prefix,
-        args.tokenizer,
+        tokenizer,
         args.json_keys,
         append_eod=args.append_eod,
-        eod_id=args.eod_id,
+        eos_token_id=args.eod_id,
         special_tokens=args.special_tokens_file,
         dtype=args.dtype,
-        workers=args.workers,
+        num_threads=args.workers,
         on_error=args.on_error,
         partitions=args.partitions,
         sentence_lists=args.sentence_lists,
@@ -143,7 +151,7 @@ def _preprocess(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_preprocess(summary: dict[str, Any]) -> None:
+def _report_preprocess(summary: PreprocessSummary) -> None:
     for out in summary["outputs"]:
         print(
             f"{out['prefix']}.{{bin,idx}}: {out['documents']:,} documents, "
@@ -156,8 +164,8 @@ def _report_preprocess(summary: dict[str, Any]) -> None:
         print(f"skipped {total:,} bad lines ({reasons})", file=sys.stderr)
         for rec in summary.get("first_skipped", [])[:5]:
             print(f"  {rec['path']}:{rec['line']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
-    for rec in summary.get("skipped_files", []):
-        print(f"skipped file {rec['path']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
+    for file in summary.get("skipped_files", []):
+        print(f"skipped file {file['path']}: {file['reason']}: {file['message']}", file=sys.stderr)
     mb = summary["decompressed_bytes"] / 1e6
     secs = max(summary["seconds"], 1e-9)
     print(
@@ -238,12 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
     cli_shuffle.add_parser(sub)
     cli_tokenizer.add_parser(sub)
     _add_inspect(sub)
+    cli_args.name_subparsers(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tokshuf`` console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    args = cli_args.parse_args(build_parser(), argv)
     handler: Handler = args.handler
     try:
         return handler(args)

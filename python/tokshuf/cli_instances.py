@@ -9,6 +9,12 @@ import json
 import time
 from typing import Any
 
+from tokshuf import cli_args
+from tokshuf._limits import MAX_THREADS
+
+_ID = cli_args.integer(0, cli_args.ID_MAX)
+_POSITIVE = cli_args.integer(1)
+
 __all__ = ["add_commands"]
 
 
@@ -23,7 +29,13 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--input", required=True, metavar="PREFIX", help="the .bin/.idx prefix")
     p.add_argument("--output", required=True, metavar="PATH.npy")
     p.add_argument("--dtype", default=None, help="uint8/16/32/64 (default: as wide as the .bin's)")
-    p.add_argument("--append-eos", type=int, default=None, metavar="ID", help="end every document with ID")
+    p.add_argument(
+        "--append-eos",
+        type=cli_args.integer(0, 2**64 - 1),
+        default=None,
+        metavar="ID",
+        help="end every document with ID",
+    )
     p.add_argument("--no-metadata", action="store_true", help="do not write <stem>.csv.gz")
     p.set_defaults(handler=_convert)
 
@@ -35,21 +47,23 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("paths", nargs="+", help="OLMo token files or .bin/.idx prefixes")
     p.add_argument("--strategy", required=True, choices=["fsl", "padded", "packed", "interleaved", "vsl"])
-    p.add_argument("--sequence-length", type=int, required=True, help="(the maximum for vsl)")
-    p.add_argument("--eos-token-id", type=int, required=True)
-    p.add_argument("--pad-token-id", type=int, required=True)
-    p.add_argument("--bos-token-id", type=int, default=None)
+    p.add_argument("--sequence-length", type=_POSITIVE, required=True, help="(the maximum for vsl)")
+    p.add_argument("--eos-token-id", type=_ID, required=True)
+    p.add_argument("--pad-token-id", type=_ID, required=True)
+    p.add_argument("--bos-token-id", type=_ID, default=None)
     p.add_argument("--dtype", default=None, help="token dtype of .npy files")
-    p.add_argument("--vocab-size", type=int, default=None, help="picks the dtype of .npy files")
+    p.add_argument(
+        "--vocab-size", type=cli_args.integer(1, 2**64), default=None, help="picks the dtype of .npy files"
+    )
     p.add_argument("--boundaries", choices=["auto", "eos", "metadata"], default="auto")
     p.add_argument("--work-dir", default=None)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=cli_args.integer(1, MAX_THREADS), default=None)
     p.add_argument("--long-doc-strategy", choices=["truncate", "fragment"], default="truncate")
-    p.add_argument("--source-group-size", type=int, default=1, help="packed: files packed together")
-    p.add_argument("--min-sequence-length", type=int, default=256, help="vsl")
-    p.add_argument("--seed", type=int, default=0, help="interleaved")
-    p.add_argument("--docs-per-instance", type=int, default=2, help="interleaved")
-    p.add_argument("--chunks-per-doc", type=int, default=4, help="interleaved")
+    p.add_argument("--source-group-size", type=_POSITIVE, default=1, help="packed: files packed together")
+    p.add_argument("--min-sequence-length", type=_POSITIVE, default=256, help="vsl")
+    p.add_argument("--seed", type=cli_args.integer(0, 2**64 - 1), default=0, help="interleaved")
+    p.add_argument("--docs-per-instance", type=_POSITIVE, default=2, help="interleaved")
+    p.add_argument("--chunks-per-doc", type=_POSITIVE, default=4, help="interleaved")
     p.set_defaults(handler=_instances)
 
 
@@ -72,8 +86,8 @@ def _instances(args: argparse.Namespace) -> int:
         "vocab_size": args.vocab_size,
         "dtype": args.dtype,
         "document_boundaries": args.boundaries,
-        "work_dir": args.work_dir,
-        "threads": args.threads,
+        "cache_dir": args.work_dir,
+        "num_threads": args.threads,
     }
     seq = args.sequence_length
     t = time.perf_counter()

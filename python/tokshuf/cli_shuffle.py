@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tokshuf.shuffle import SPECIAL_TOKEN_PRESETS
+from tokshuf import cli_args
+from tokshuf._limits import MAX_THREADS
+from tokshuf._shuffle import SPECIAL_TOKEN_PRESETS
+from tokshuf._summaries import ShuffleSummary
 
 DESCRIPTION = """\
 Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet/Arrow files (files, directories,
@@ -57,17 +60,37 @@ def add_parser(sub: Any) -> None:
         help='special tokens of a tiktoken rank file, as a JSON object {"<|end_of_text|>": 128001, ...}',
     )
     p.add_argument(
-        "--seqlen", type=int, default=2049, help="tokens per context, INCLUDING the +1 target (default: 2049)"
+        "--use-tiktoken",
+        action="store_true",
+        help="tokshuf-rust's flag: --tokenizer is a tiktoken encoding (tiktoken:NAME, a .tiktoken file)",
     )
-    p.add_argument("--wds-chunk-size", type=int, default=8192, help="contexts per shard (default: 8192)")
+    p.add_argument(
+        "--seqlen",
+        type=cli_args.integer(1, cli_args.ID_MAX),
+        default=2049,
+        help="tokens per context, INCLUDING the +1 target (default: 2049)",
+    )
+    p.add_argument(
+        "--wds-chunk-size", type=cli_args.integer(1), default=8192, help="contexts per shard (default: 8192)"
+    )
     p.add_argument(
         "--num-local-cells",
-        type=int,
+        type=cli_args.integer(1),
         default=512,
         help="local cells: threads + 1 cells (output size / cells each) must fit in RAM (default: 512)",
     )
-    p.add_argument("--seed", type=int, default=1234, help="seed of the shuffle (default: 1234)")
-    p.add_argument("--threads", type=int, default=0, help="worker threads; 0: all CPUs (output is identical)")
+    p.add_argument(
+        "--seed",
+        type=cli_args.integer(0, 2**64 - 1),
+        default=1234,
+        help="seed of the shuffle (default: 1234)",
+    )
+    p.add_argument(
+        "--threads",
+        type=cli_args.integer(0, MAX_THREADS),
+        default=0,
+        help=f"worker threads, at most {MAX_THREADS}; 0: all CPUs (output is identical)",
+    )
     p.add_argument(
         "--ext",
         action="append",
@@ -85,9 +108,14 @@ def add_parser(sub: Any) -> None:
         "dclm / dclm-neox: tokshuf-rust's GPT-NeoX ids (EOT 0, PAD 50256, no BOS); "
         "dclm-llama3: tokshuf-rust's Llama-3 ids (BOS 128000, EOT 0, PAD 128258)",
     )
-    p.add_argument("--eot-id", type=int, help="end-of-text id after every document (overrides the preset)")
-    p.add_argument("--pad-id", type=int, help="id filling each file's last context (overrides the preset)")
-    p.add_argument("--bos-id", type=int, help="id before every document (overrides the preset)")
+    token_id = cli_args.integer(0, cli_args.ID_MAX)
+    p.add_argument(
+        "--eot-id", type=token_id, help="end-of-text id after every document (overrides the preset)"
+    )
+    p.add_argument(
+        "--pad-id", type=token_id, help="id filling each file's last context (overrides the preset)"
+    )
+    p.add_argument("--bos-id", type=token_id, help="id before every document (overrides the preset)")
     p.add_argument("--content-key", default="text", help="JSON key of the text (default: text)")
     p.add_argument(
         "--on-error",
@@ -103,7 +131,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--gzip-level",
-        type=int,
+        type=cli_args.integer(0, 12),
         default=1,
         help="json.gz level 0-12 (default: 1, a token-level deflate; others: libdeflate's levels)",
     )
@@ -113,7 +141,10 @@ def add_parser(sub: Any) -> None:
         help="tokshuf-rust quirk: files whose tokens fill whole contexts still emit an all-PAD context",
     )
     p.add_argument(
-        "--buffer-mb", type=int, default=32, help="MB of contexts buffered before a cell run is written"
+        "--buffer-mb",
+        type=cli_args.integer(0, cli_args.COUNT_MAX >> 20),
+        default=32,
+        help="MB of contexts buffered before a cell run is written",
     )
     p.add_argument(
         "--progress",
@@ -136,11 +167,37 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
+#: tokshuf-rust's tokenizers with --use-tiktoken: the rank file it compiles in, its split pattern
+#: in tokshuf's names, and the preset of its special ids.
+_RUST_TIKTOKEN = {
+    "EleutherAI/gpt-neox-20b": ("EleutherAI_gpt-neox-20b.tiktoken", "r50k", "dclm-neox"),
+    "meta-llama/Meta-Llama-3-8B": ("meta-llama-3-8B.tiktoken", "llama3", "dclm-llama3"),
+}
+
+
+def tiktoken_only(tokenizer: str, error: Any) -> None:
+    """With ``--use-tiktoken`` the tokenizer must be a tiktoken encoding; tokshuf-rust's two hub
+    names are told which of its compiled-in rank files to fetch (tokshuf never downloads)."""
+    if tokenizer in _RUST_TIKTOKEN:
+        file, pattern, preset = _RUST_TIKTOKEN[tokenizer]
+        error(
+            f"--use-tiktoken --tokenizer {tokenizer}: tokshuf does not download. tokshuf-rust reads "
+            f"{file}, compiled into its binary: fetch it from the revbucket/tokshuf-rust repository and "
+            f"pass --tokenizer {file}@{pattern} --special-tokens {preset} (tokshuf-rust's ids), or give "
+            f"the model's own tokenizer.json directory (no downloads) with --special-tokens {preset}"
+        )
+    if not (tokenizer.startswith("tiktoken:") or tokenizer.split("@")[0].endswith(".tiktoken")):
+        error(
+            f"--use-tiktoken needs a tiktoken encoding: tiktoken:NAME or a .tiktoken rank file[@PATTERN], "
+            f"got {tokenizer!r}"
+        )
+
+
 def _dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def update_dataset_json(src: str, dst: str, summary: dict[str, Any], tokenizer: str | None) -> None:
+def update_dataset_json(src: str, dst: str, summary: ShuffleSummary, tokenizer: str | None) -> None:
     """Fill a DCLM ``exp_data`` dataset reference with this output, as tokshuf-rust does."""
     ref = json.loads(Path(src).read_text())
     out = Path(summary["output"])
@@ -162,7 +219,7 @@ def update_dataset_json(src: str, dst: str, summary: dict[str, Any], tokenizer: 
 
 
 def run(args: argparse.Namespace) -> int:
-    from tokshuf.shuffle import shuffle
+    from tokshuf._shuffle import shuffle
 
     if (args.input_json is None) != (args.output_json is None):
         print("tokshuf: error: --input-json and --output-json go together", file=sys.stderr)
@@ -170,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.shuffle_only and not args.tokenizer:
         print("tokshuf: error: --tokenizer is required (e.g. tiktoken:r50k_base)", file=sys.stderr)
         return 2
+    if args.use_tiktoken and not args.shuffle_only:
+        tiktoken_only(args.tokenizer, args.subparser.error)
     progress = args.progress
     if args.quiet:
         progress = "none"
@@ -181,17 +240,17 @@ def run(args: argparse.Namespace) -> int:
             args.local_cell_dir,
             args.output,
             args.tokenizer,
-            seqlen=args.seqlen,
+            sequence_length=args.seqlen,
             wds_chunk_size=args.wds_chunk_size,
             num_local_cells=args.num_local_cells,
             seed=args.seed,
-            threads=args.threads or None,
+            num_threads=args.threads or None,
             ext=args.ext,
             shuffle_only=args.shuffle_only,
             special_tokens=args.special_tokens,
-            eot_id=args.eot_id,
-            pad_id=args.pad_id,
-            bos_id=args.bos_id,
+            eos_token_id=args.eot_id,
+            pad_token_id=args.pad_id,
+            bos_token_id=args.bos_id,
             content_key=args.content_key,
             on_error=args.on_error,
             member_format=args.member_format,
@@ -212,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def report(summary: dict[str, Any], quiet: bool = False) -> None:
+def report(summary: ShuffleSummary, quiet: bool = False) -> None:
     """Print the final summary (stdout) and any skips and warnings (stderr)."""
     for w in summary.get("warnings", []):
         print(f"tokshuf: warning: {w}", file=sys.stderr)
@@ -223,8 +282,8 @@ def report(summary: dict[str, Any], quiet: bool = False) -> None:
         print(f"tokshuf: skipped {total:,} bad lines ({reasons})", file=sys.stderr)
         for rec in summary.get("first_skipped", [])[:5]:
             print(f"  {rec['path']}:{rec['line']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
-    for rec in summary.get("skipped_files", []):
-        print(f"tokshuf: skipped file {rec['path']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
+    for file in summary.get("skipped_files", []):
+        print(f"tokshuf: skipped file {file['path']}: {file['reason']}: {file['message']}", file=sys.stderr)
     if quiet:
         return
     task = summary.get("task") or {}

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from tokshuf import cli_args
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -26,7 +28,12 @@ def add_parser(sub: Any) -> None:
     c.add_argument(
         "--input", action="extend", nargs="+", default=[], metavar="JSONL", help="documents to compare on"
     )
-    c.add_argument("--limit", type=int, default=2000, help="generated texts, and documents per input (2000)")
+    c.add_argument(
+        "--limit",
+        type=cli_args.integer(0),
+        default=2000,
+        help="generated texts, and documents per input (2000)",
+    )
     c.add_argument("--json", action="store_true", help="print the result as JSON")
     c.set_defaults(handler=_check)
 
@@ -34,8 +41,6 @@ def add_parser(sub: Any) -> None:
 def _check(args: argparse.Namespace) -> int:
     from tokshuf.tokenizer_check import check_tokenizer, render, sample_texts
 
-    if args.limit < 0:
-        raise SystemExit("tokshuf: error: --limit must be >= 0")
     result = check_tokenizer(args.spec, sample_texts(args.input, args.limit))
     print(json.dumps(result, indent=1) if args.json else render(result))
     return 1 if result["mismatching_documents"] else 0

@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from tokshuf import _core
 from tokshuf._storage import local_prefix
+from tokshuf._summaries import MergeSummary
 from tokshuf.errors import ConfigError
 
 __all__ = ["IndexedDataset", "IndexedDatasetWriter", "merge", "write_index"]
@@ -286,7 +287,7 @@ class IndexedDatasetWriter:
             self.abort()
 
 
-def merge(inputs: PathLike | Iterable[PathLike], output_prefix: PathLike) -> dict[str, int]:
+def merge(inputs: PathLike | Iterable[PathLike], output_prefix: PathLike) -> MergeSummary:
     """Concatenate datasets into ``output_prefix``, as Megatron's ``tools/merge_datasets.py``.
 
     ``inputs`` is a directory (every ``.bin/.idx`` pair in it, sorted by name as Megatron sorts
@@ -304,7 +305,14 @@ def merge(inputs: PathLike | Iterable[PathLike], output_prefix: PathLike) -> dic
             prefixes.append(_prefix(item))
     if not prefixes:
         raise ConfigError(f"no .bin/.idx pairs found in {[os.fspath(i) for i in items]}")
-    return _core.merge(prefixes, _prefix(output_prefix))
+    sizes = _core.merge(prefixes, _prefix(output_prefix))
+    return MergeSummary(
+        documents=sizes["documents"],
+        sequences=sizes["sequences"],
+        tokens=sizes["tokens"],
+        bin_bytes=sizes["bin_bytes"],
+        idx_bytes=sizes["idx_bytes"],
+    )
 
 
 def write_index(

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core
+from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
 
 __all__ = [
@@ -73,13 +74,14 @@ def read_tokens(path: PathLike, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
     return np.memmap(path, dtype=d, mode="r")
 
 
+@renamed_parameters(threads="num_threads")
 def document_spans(
     path: PathLike,
     dtype: npt.DTypeLike,
     eos_token_id: int | None = None,
     bos_token_id: int | None = None,
     boundaries: Boundaries = "auto",
-    threads: int | None = None,
+    num_threads: int | None = None,
 ) -> npt.NDArray[np.uint64]:
     """``(n, 2)`` uint64 ``[start, end)`` of every document of a token file.
 
@@ -100,7 +102,7 @@ def document_spans(
             raise ConfigError(
                 f"eos_token_id is needed to find the documents of {os.fspath(path)} (no metadata)"
             )
-        buf = _core.scan_documents(os.fspath(path), d.name, eos_token_id, bos_token_id, threads)
+        buf = _core.scan_documents(os.fspath(path), d.name, eos_token_id, bos_token_id, num_threads)
     return _arrays.spans(buf)
 
 

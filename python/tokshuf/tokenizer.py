@@ -28,18 +28,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tokshuf import _core
 from tokshuf._core import Tokenizer as _Native
+from tokshuf._deprecation import renamed_attribute, renamed_parameters
 from tokshuf.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Tokenizer", "as_tokenizer", "tiktoken_encoding"]
+__all__ = ["Tokenizer", "as_tokenizer", "check_local", "tiktoken_encoding"]
 
 
 def _is_hf_tokenizer(obj: object) -> bool:
@@ -54,7 +56,7 @@ class Tokenizer:
     spec
         A spec string or path (see the module documentation), a ``tokenizers.Tokenizer`` object,
         or another :class:`Tokenizer`.
-    eod_id
+    eos_token_id
         Override the end-of-document id (default: ``<|endoftext|>``, ``<|end_of_text|>`` or
         ``</s>``, or the eos token of the Hugging Face tokenizer).
     special_tokens
@@ -72,16 +74,17 @@ class Tokenizer:
     _eod_override: int | None
     _special_tokens: dict[str, int] | None
 
+    @renamed_parameters(eod_id="eos_token_id")
     def __init__(
         self,
         spec: Any,
         *,
-        eod_id: int | None = None,
+        eos_token_id: int | None = None,
         special_tokens: Mapping[str, int] | str | os.PathLike[str] | None = None,
     ) -> None:
         specials = special_tokens_mapping(special_tokens)
         if isinstance(spec, Tokenizer):
-            if eod_id is None and specials is None:
+            if eos_token_id is None and specials is None:
                 self._spec, self._hf_json, self._eod_override = spec._spec, spec._hf_json, spec._eod_override
                 self._special_tokens = spec._special_tokens
                 self._core = spec._core
@@ -92,12 +95,13 @@ class Tokenizer:
             name, hf_json = "tokenizers.Tokenizer", spec.to_str()
         elif isinstance(spec, str | os.PathLike):
             name, hf_json = os.fspath(spec), None
+            check_local(name)
         else:
             raise TypeError(
                 f"cannot make a tokenizer from {type(spec).__name__}: expected a spec string or path, "
                 "a tokenizers.Tokenizer or a tokshuf.Tokenizer"
             )
-        self._load(name, hf_json, eod_id, specials)
+        self._load(name, hf_json, eos_token_id, specials)
 
     def _load(
         self, name: str, hf_json: str | None, eod_id: int | None, specials: dict[str, int] | None = None
@@ -112,15 +116,65 @@ class Tokenizer:
         else:
             self._core = _core.Tokenizer.from_hf_json(hf_json, name, eod_id)
 
+    @classmethod
+    def from_gpt2_bpe(
+        cls, vocab_file: str | os.PathLike[str], merge_file: str | os.PathLike[str]
+    ) -> Tokenizer:
+        """GPT-2's byte-level BPE from its ``vocab.json`` and ``merges.txt`` (Megatron's
+        ``--tokenizer-type GPT2BPETokenizer --vocab-file --merge-file``).
+
+        The ids are those of Megatron's ``GPT2Tokenizer``: ``<|endoftext|>`` is the
+        end-of-document id, and written in the text it is plain text (no special tokens).
+        """
+        vocab_path, merge_path = os.fspath(vocab_file), os.fspath(merge_file)
+        try:
+            with open(vocab_path, encoding="utf-8") as f:
+                vocab = json.load(f)
+            with open(merge_path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except OSError as e:
+            raise ConfigError(f"GPT-2 BPE files: {e.filename}: {e.strerror or e}") from e
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(
+                f"GPT-2 vocab file {vocab_path!r} is not a JSON object {{token: id}}: {e}"
+            ) from e
+        if not isinstance(vocab, dict) or not all(isinstance(v, int) for v in vocab.values()):
+            raise ConfigError(f"GPT-2 vocab file {vocab_path!r} must hold a JSON object {{token: id}}")
+        # merges.txt: an optional "#version" line, then one "left right" pair per line.
+        merges = [line for line in lines if line and not line.startswith("#version")]
+        bad = next((m for m in merges if len(m.split(" ")) != 2), None)
+        if bad is not None:
+            raise ConfigError(f"GPT-2 merges file {merge_path!r}: {bad!r} is not a pair 'left right'")
+        byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+        model = {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": "",
+            "end_of_word_suffix": "",
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "vocab": vocab,
+            "merges": merges,
+        }
+        # No added tokens: Megatron's GPT2Tokenizer reads "<|endoftext|>" in text as text.
+        hf: dict[str, Any] = {"version": "1.0", "added_tokens": [], "normalizer": None}
+        hf.update(pre_tokenizer=byte_level, post_processor=None, decoder=byte_level, model=model)
+        tok = cls.__new__(cls)
+        tok._load(f"gpt2-bpe:{vocab_path}", json.dumps(hf), vocab.get("<|endoftext|>"))
+        return tok
+
     @property
     def spec(self) -> str:
         """The spec it was loaded from (``"tokenizers.Tokenizer"`` for an object)."""
         return self._spec
 
     @property
-    def eod_id(self) -> int | None:
+    def eos_token_id(self) -> int | None:
         """The end-of-document id that ``append_eod`` writes, if any."""
         return self._core.eod_id
+
+    eod_id = renamed_attribute[int | None]("eos_token_id")
 
     @property
     def vocab_size(self) -> int:
@@ -161,7 +215,7 @@ class Tokenizer:
         return (_restore, (self._spec, self._hf_json, self._eod_override, self._special_tokens))
 
     def __repr__(self) -> str:
-        return f"Tokenizer({self._spec!r}, vocab_size={self.vocab_size}, eod_id={self.eod_id})"
+        return f"Tokenizer({self._spec!r}, vocab_size={self.vocab_size}, eos_token_id={self.eos_token_id})"
 
 
 def _restore(
@@ -170,6 +224,30 @@ def _restore(
     tok = Tokenizer.__new__(Tokenizer)
     tok._load(spec, hf_json, eod_id, specials)
     return tok
+
+
+_HUB_NAME = re.compile(r"(?:hf:)?([A-Za-z0-9][\w.-]*/[\w.-]+)")
+
+
+def check_local(spec: str) -> None:
+    """Refuse a Hugging Face Hub name (``EleutherAI/gpt-neox-20b``) that is not a local path,
+    naming the files to fetch: tokshuf never downloads."""
+    match = _HUB_NAME.fullmatch(spec)
+    if match is None or os.path.exists(spec.removeprefix("hf:")):
+        return
+    repo = match.group(1)
+    if repo.endswith((".json", ".model", ".tiktoken")):
+        return  # a missing file: the loader says so
+    local = repo.rsplit("/", 1)[1]
+    raise ConfigError(
+        f"tokenizer {spec!r} is not a local file or directory, and tokshuf does not download: give a "
+        f"local tokenizer.json (no downloads). For the Hugging Face Hub repository {repo!r}, fetch its "
+        f"tokenizer.json and tokenizer_config.json (which names the end-of-document token), e.g.\n"
+        f"  huggingface-cli download {repo} tokenizer.json tokenizer_config.json --local-dir {local}\n"
+        f"or https://huggingface.co/{repo}/resolve/main/tokenizer.json and "
+        f"https://huggingface.co/{repo}/resolve/main/tokenizer_config.json, then pass the directory "
+        f"{local!r} as the tokenizer"
+    )
 
 
 def special_tokens_mapping(value: Mapping[str, int] | str | os.PathLike[str] | None) -> dict[str, int] | None:
@@ -195,15 +273,16 @@ def special_tokens_mapping(value: Mapping[str, int] | str | os.PathLike[str] | N
     return out
 
 
+@renamed_parameters(eod_id="eos_token_id")
 def as_tokenizer(
     tokenizer: Any,
-    eod_id: int | None = None,
+    eos_token_id: int | None = None,
     special_tokens: Mapping[str, int] | str | os.PathLike[str] | None = None,
 ) -> Tokenizer:
     """``tokenizer`` (anything :class:`Tokenizer` accepts) as a :class:`Tokenizer`."""
-    if isinstance(tokenizer, Tokenizer) and eod_id is None and special_tokens is None:
+    if isinstance(tokenizer, Tokenizer) and eos_token_id is None and special_tokens is None:
         return tokenizer
-    return Tokenizer(tokenizer, eod_id=eod_id, special_tokens=special_tokens)
+    return Tokenizer(tokenizer, eos_token_id=eos_token_id, special_tokens=special_tokens)
 
 
 def tiktoken_encoding(name: str) -> Any:

@@ -13,8 +13,9 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core
+from tokshuf._deprecation import renamed_attribute
 from tokshuf.errors import ConfigError
-from tokshuf.instances._cache import default_work_dir, file_identity, key_of
+from tokshuf.instances._cache import default_cache_dir, file_identity, key_of
 from tokshuf.instances._sources import Source, resolve_sources
 from tokshuf.olmo_tokens import Boundaries
 
@@ -35,6 +36,9 @@ class InstanceDataset:
     #: Whether instances carry a ``label_mask`` (False on padding).
     _label_mask: ClassVar[bool] = True
 
+    work_dir = renamed_attribute[Path]("cache_dir")
+    threads = renamed_attribute[int | None]("num_threads")
+
     def __init__(
         self,
         *paths: PathLike,
@@ -47,8 +51,8 @@ class InstanceDataset:
         document_boundaries: Boundaries = "auto",
         label_mask_paths: Sequence[PathLike] | None = None,
         metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        work_dir: PathLike | None = None,
-        threads: int | None = None,
+        cache_dir: PathLike | None = None,
+        num_threads: int | None = None,
         **strategy: Any,
     ) -> None:
         self._args: dict[str, Any] = {
@@ -64,8 +68,8 @@ class InstanceDataset:
             if label_mask_paths is None
             else [os.fspath(p) for p in label_mask_paths],
             "metadata": metadata,
-            "work_dir": None if work_dir is None else os.fspath(work_dir),
-            "threads": threads,
+            "cache_dir": None if cache_dir is None else os.fspath(cache_dir),
+            "num_threads": num_threads,
             **strategy,
         }
         if sequence_length <= 0:
@@ -80,8 +84,8 @@ class InstanceDataset:
         self.bos_token_id = bos_token_id
         self.vocab_size = vocab_size
         self.document_boundaries: Boundaries = document_boundaries
-        self.threads = threads
-        self.work_dir = Path(work_dir) if work_dir is not None else default_work_dir()
+        self.num_threads = num_threads
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.sources: list[Source] = resolve_sources(tuple(paths), dtype, vocab_size)
         self._identities = [s.identity() for s in self.sources]
         self._origins = [
@@ -138,7 +142,11 @@ class InstanceDataset:
         """Per source: (cache file, local ``(n, 2)`` document spans)."""
         return [
             s.documents(
-                self.work_dir, self.eos_token_id, self.bos_token_id, self.document_boundaries, self.threads
+                self.cache_dir,
+                self.eos_token_id,
+                self.bos_token_id,
+                self.document_boundaries,
+                self.num_threads,
             )
             for s in self.sources
         ]
@@ -216,7 +224,7 @@ class InstanceDataset:
             ids,
             None if mask is None else mask.view(np.uint8),
             self._wants_doc_lens(),
-            self.threads,
+            self.num_threads,
         )
         out: Batch = {"input_ids": ids}
         if mask is not None:

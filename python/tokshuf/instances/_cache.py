@@ -1,6 +1,6 @@
 """The on-disk cache of index arrays: one directory per (what, every parameter, data identity).
 
-A cache entry is a directory ``<work_dir>/<name>-<key>/`` of raw little-endian arrays plus a
+A cache entry is a directory ``<cache_dir>/<name>-<key>/`` of raw little-endian arrays plus a
 ``meta.json`` that records their dtypes and shapes and the parameters that made them. It is
 built in a temporary sibling directory and renamed into place, so readers see a complete entry
 or none; builders of the same entry serialize on a file lock, so concurrent ranks or jobs build
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CacheEntry", "cached", "default_work_dir", "file_identity", "key_of"]
+__all__ = ["CacheEntry", "cached", "default_cache_dir", "file_identity", "key_of"]
 
 FORMAT = 1
 #: Bytes hashed from each sampled block of a file, and the number of blocks (cheap enough for
@@ -31,7 +31,7 @@ FORMAT = 1
 _BLOCK, _BLOCKS = 1 << 12, 9
 
 
-def default_work_dir() -> Path:
+def default_cache_dir() -> Path:
     """``$TOKSHUF_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokshuf``, else ``~/.cache/tokshuf``."""
     env = os.environ.get("TOKSHUF_CACHE_DIR")
     if env:
@@ -76,7 +76,7 @@ class CacheEntry:
     @classmethod
     def load(cls, path: Path) -> CacheEntry | None:
         """The entry at ``path`` if it is complete: ``meta.json`` readable and every array file
-        of the recorded size (a damaged entry, e.g. a partial copy of a work_dir, is None)."""
+        of the recorded size (a damaged entry, e.g. a partial copy of a cache_dir, is None)."""
         try:
             entry = cls(path)
             for name, spec in entry.meta["arrays"].items():
@@ -138,16 +138,16 @@ def _write(tmp: Path, arrays: Mapping[str, npt.ArrayLike], fields: Mapping[str, 
 
 
 def cached(
-    work_dir: str | os.PathLike[str],
+    cache_dir: str | os.PathLike[str],
     name: str,
     fields: Mapping[str, Any],
     build: Callable[[], Mapping[str, npt.ArrayLike]],
 ) -> CacheEntry:
-    """The entry for ``(name, fields)`` in ``work_dir``, built by ``build()`` if absent.
+    """The entry for ``(name, fields)`` in ``cache_dir``, built by ``build()`` if absent.
 
     ``fields`` must hold every parameter that changes the arrays and the identity of the data.
     """
-    root = Path(work_dir)
+    root = Path(cache_dir)
     final = root / f"{name}-{key_of({'name': name, **fields})}"
     entry = CacheEntry.load(final)
     if entry is not None:

@@ -54,11 +54,11 @@ class Source:
 
     def documents(
         self,
-        work_dir: Path,
+        cache_dir: Path,
         eos_token_id: int,
         bos_token_id: int | None,
         boundaries: Boundaries,
-        threads: int | None,
+        num_threads: int | None,
     ) -> tuple[Path, npt.NDArray[np.uint64]]:
         """The ``(n, 2)`` local spans of this file's documents, cached; returns (file, array)."""
         origin = self.boundary_source(eos_token_id, bos_token_id, boundaries)
@@ -70,10 +70,10 @@ class Source:
             elif isinstance(origin, dict) and "metadata" in origin:
                 buf = _core.read_metadata(os.fspath(metadata_path(self.path)), self.num_tokens)
             else:
-                buf = _core.scan_documents(self.path, dtype, eos_token_id, bos_token_id, threads)
+                buf = _core.scan_documents(self.path, dtype, eos_token_id, bos_token_id, num_threads)
             return {"spans": _arrays.spans(buf)}
 
-        entry = cached(work_dir, "documents", {"source": self.identity(), "boundaries": origin}, build)
+        entry = cached(cache_dir, "documents", {"source": self.identity(), "boundaries": origin}, build)
         return entry.file("spans"), entry.array("spans")
 
 

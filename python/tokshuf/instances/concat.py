@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _core
+from tokshuf._deprecation import renamed_parameters
 from tokshuf.instances._base import InstanceDataset, PathLike
 from tokshuf.olmo_tokens import Boundaries
 
@@ -39,15 +40,16 @@ class FSLDataset(InstanceDataset):
     document_boundaries
         For token files: ``"auto"`` (Dolma metadata if present, else EOS scan), ``"eos"`` or
         ``"metadata"``. ``.bin/.idx`` documents always come from the index.
-    work_dir
-        Cache directory for document indices (default: ``$TOKSHUF_CACHE_DIR`` or
-        ``~/.cache/tokshuf``).
-    threads
+    cache_dir
+        Cache directory for document indices (default: ``$TOKSHUF_CACHE_DIR``, else
+        ``$XDG_CACHE_HOME/tokshuf``, else ``~/.cache/tokshuf``).
+    num_threads
         Threads for scans and batch reads (default: ``$TOKSHUF_NUM_THREADS`` or all CPUs).
     """
 
     _label_mask = False
 
+    @renamed_parameters(work_dir="cache_dir", threads="num_threads")
     def __init__(
         self,
         *paths: PathLike,
@@ -62,8 +64,8 @@ class FSLDataset(InstanceDataset):
         document_boundaries: Boundaries = "auto",
         label_mask_paths: Sequence[PathLike] | None = None,
         metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        work_dir: PathLike | None = None,
-        threads: int | None = None,
+        cache_dir: PathLike | None = None,
+        num_threads: int | None = None,
     ) -> None:
         self.generate_doc_lengths = generate_doc_lengths
         self.max_target_sequence_length = max_target_sequence_length
@@ -78,8 +80,8 @@ class FSLDataset(InstanceDataset):
             document_boundaries=document_boundaries,
             label_mask_paths=label_mask_paths,
             metadata=metadata,
-            work_dir=work_dir,
-            threads=threads,
+            cache_dir=cache_dir,
+            num_threads=num_threads,
             generate_doc_lengths=generate_doc_lengths,
             max_target_sequence_length=max_target_sequence_length,
         )

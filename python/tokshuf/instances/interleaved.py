@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core
+from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
 from tokshuf.instances._cache import cached
@@ -34,6 +35,7 @@ class InterleavedFSLDataset(InstanceDataset):
     as padded instances. ``doc_lens`` is not available (it would defeat the interleaving).
     """
 
+    @renamed_parameters(work_dir="cache_dir", threads="num_threads")
     def __init__(
         self,
         *paths: PathLike,
@@ -50,8 +52,8 @@ class InterleavedFSLDataset(InstanceDataset):
         document_boundaries: Boundaries = "auto",
         label_mask_paths: Sequence[PathLike] | None = None,
         metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        work_dir: PathLike | None = None,
-        threads: int | None = None,
+        cache_dir: PathLike | None = None,
+        num_threads: int | None = None,
     ) -> None:
         if docs_per_instance < 1 or chunks_per_doc < 1:
             raise ConfigError("docs_per_instance and chunks_per_doc must be positive")
@@ -78,8 +80,8 @@ class InterleavedFSLDataset(InstanceDataset):
             document_boundaries=document_boundaries,
             label_mask_paths=label_mask_paths,
             metadata=metadata,
-            work_dir=work_dir,
-            threads=threads,
+            cache_dir=cache_dir,
+            num_threads=num_threads,
             seed=seed,
             docs_per_instance=docs_per_instance,
             chunks_per_doc=chunks_per_doc,
@@ -120,7 +122,7 @@ class InterleavedFSLDataset(InstanceDataset):
         }
 
     def _open(self) -> _core.InstanceReader:
-        entry = cached(self.work_dir, "interleaved", self._fields(), self._build)
+        entry = cached(self.cache_dir, "interleaved", self._fields(), self._build)
         self.cache_path = entry.path
         self._base, self._exempt, self._order = (entry.array(n) for n in ("base", "exempt", "order"))
         files = {name: os.fspath(entry.file(name)) for name in ("base", "exempt", "order")}

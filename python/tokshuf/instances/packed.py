@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core
+from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
 from tokshuf.instances._cache import cached
@@ -40,6 +41,7 @@ class PackedFSLDataset(InstanceDataset):
     EOS is not merged with the next one as OLMo-core's EOS-based lengths would.
     """
 
+    @renamed_parameters(work_dir="cache_dir", threads="num_threads")
     def __init__(
         self,
         *paths: PathLike,
@@ -55,8 +57,8 @@ class PackedFSLDataset(InstanceDataset):
         document_boundaries: Boundaries = "auto",
         label_mask_paths: Sequence[PathLike] | None = None,
         metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        work_dir: PathLike | None = None,
-        threads: int | None = None,
+        cache_dir: PathLike | None = None,
+        num_threads: int | None = None,
     ) -> None:
         if source_group_size < 1:
             raise ConfigError(f"source_group_size must be at least 1, got {source_group_size}")
@@ -74,8 +76,8 @@ class PackedFSLDataset(InstanceDataset):
             document_boundaries=document_boundaries,
             label_mask_paths=label_mask_paths,
             metadata=metadata,
-            work_dir=work_dir,
-            threads=threads,
+            cache_dir=cache_dir,
+            num_threads=num_threads,
             generate_doc_lengths=generate_doc_lengths,
             long_doc_strategy=long_doc_strategy,
             source_group_size=source_group_size,
@@ -107,7 +109,7 @@ class PackedFSLDataset(InstanceDataset):
             docs = np.concatenate(spans[k : k + g])
             limited = _core.limit_documents(docs, self.sequence_length, self.long_doc_strategy)
             groups.append(_arrays.u64(limited))
-        packed, offsets, ids = _core.pack_documents(groups, self.sequence_length, self.threads)
+        packed, offsets, ids = _core.pack_documents(groups, self.sequence_length, self.num_threads)
         return {
             "docs": _arrays.spans(packed),
             "offsets": _arrays.u64(offsets),
@@ -115,7 +117,7 @@ class PackedFSLDataset(InstanceDataset):
         }
 
     def _open(self) -> _core.InstanceReader:
-        entry = cached(self.work_dir, "packed", self._fields(), self._build)
+        entry = cached(self.cache_dir, "packed", self._fields(), self._build)
         self.cache_path = entry.path
         self.documents = entry.array("docs")
         self.instance_offsets = entry.array("offsets")

@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core
+from tokshuf._deprecation import renamed_parameters
 from tokshuf.instances._base import InstanceDataset, PathLike
 from tokshuf.instances._cache import cached
 from tokshuf.olmo_tokens import Boundaries
@@ -44,6 +45,7 @@ class PaddedFSLDataset(InstanceDataset):
     Other parameters as in :class:`~tokshuf.instances.FSLDataset`.
     """
 
+    @renamed_parameters(work_dir="cache_dir", threads="num_threads")
     def __init__(
         self,
         *paths: PathLike,
@@ -57,8 +59,8 @@ class PaddedFSLDataset(InstanceDataset):
         document_boundaries: Boundaries = "auto",
         label_mask_paths: Sequence[PathLike] | None = None,
         metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        work_dir: PathLike | None = None,
-        threads: int | None = None,
+        cache_dir: PathLike | None = None,
+        num_threads: int | None = None,
     ) -> None:
         self.long_doc_strategy: LongDocStrategy = long_doc_strategy
         super().__init__(
@@ -72,8 +74,8 @@ class PaddedFSLDataset(InstanceDataset):
             document_boundaries=document_boundaries,
             label_mask_paths=label_mask_paths,
             metadata=metadata,
-            work_dir=work_dir,
-            threads=threads,
+            cache_dir=cache_dir,
+            num_threads=num_threads,
             long_doc_strategy=long_doc_strategy,
         )
 
@@ -85,7 +87,7 @@ class PaddedFSLDataset(InstanceDataset):
 
     def _open(self) -> _core.InstanceReader:
         entry = cached(
-            self.work_dir,
+            self.cache_dir,
             "padded",
             self._fields(),
             lambda: {"spans": padded_spans(self, self.long_doc_strategy)[0]},

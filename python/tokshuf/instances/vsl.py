@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core
+from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
 from tokshuf.instances._cache import cached
@@ -105,6 +106,7 @@ class VSLDataset(InstanceDataset):
 
     _label_mask = False
 
+    @renamed_parameters(work_dir="cache_dir", threads="num_threads")
     def __init__(
         self,
         *paths: PathLike,
@@ -119,8 +121,8 @@ class VSLDataset(InstanceDataset):
         document_boundaries: Boundaries = "auto",
         label_mask_paths: Sequence[PathLike] | None = None,
         metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        work_dir: PathLike | None = None,
-        threads: int | None = None,
+        cache_dir: PathLike | None = None,
+        num_threads: int | None = None,
     ) -> None:
         for name, v in (
             ("min_sequence_length", min_sequence_length),
@@ -147,8 +149,8 @@ class VSLDataset(InstanceDataset):
             document_boundaries=document_boundaries,
             label_mask_paths=label_mask_paths,
             metadata=metadata,
-            work_dir=work_dir,
-            threads=threads,
+            cache_dir=cache_dir,
+            num_threads=num_threads,
             min_sequence_length=min_sequence_length,
             curriculum=self.curriculum,
         )
@@ -184,7 +186,7 @@ class VSLDataset(InstanceDataset):
         return out
 
     def _open(self) -> _core.InstanceReader:
-        entry = cached(self.work_dir, "vsl", self._fields(), self._build)
+        entry = cached(self.cache_dir, "vsl", self._fields(), self._build)
         self.cache_path = entry.path
         self.spans = entry.array("spans")
         self.buckets: list[tuple[int, npt.NDArray[np.uint64]]] = [

@@ -77,9 +77,9 @@ class BlendedNanoset(SampleDataset):
         return {"dataset_index": di, "dataset_sample_index": si}
 
     def _build(self) -> tuple[dict[str, _core.IndexArray], dict[str, str] | None]:
-        if self.config.path_to_cache is None:
+        if self.config.cache_dir is None:
             return self._build_arrays(), None
-        cache = IndexCache(self.config.path_to_cache)
+        cache = IndexCache(self.config.cache_dir)
         return cache.get_or_build(
             "BlendedNanoset", self.split, self.description(), BLEND_ARRAYS, self._build_arrays
         )

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tokshuf import _core
+from tokshuf._deprecation import deprecated_parameters, renamed_attribute, renamed_parameters
 from tokshuf.errors import ConfigError
 
 __all__ = ["NanosetConfig", "SampleCounts"]
@@ -20,6 +21,8 @@ SampleCounts = tuple[int | None, int | None, int | None]
 DataPath = str | list[str] | dict[str, float]
 
 _SCHEMES = ("megatron", "repeat")
+#: Keys of nanotron's NanosetDatasetsArgs that do not change which samples are read.
+_NANOTRON_READER_KEYS = frozenset({"tokenizer_name", "vocab_size", "token_size_in_bytes", "return_positions"})
 
 
 def _is_int(x: object) -> bool:
@@ -42,8 +45,9 @@ class NanosetConfig:
     split
         Megatron's split string, e.g. ``"949,50,1"``: the share of each prefix's sequences given to
         train, valid and test.
-    path_to_cache
+    cache_dir
         Directory of the index cache (created if missing). ``None``: build in memory every time.
+        (Megatron's ``path_to_cache``; that name still works, deprecated.)
     seed
         The index seed (``numpy.random.RandomState``; ``0 <= seed < 2**32``).
     num_samples
@@ -53,8 +57,9 @@ class NanosetConfig:
 reset_attention_mask, eod_mask_loss, create_attention_mask
         Megatron's switches, with Megatron's defaults. The last four only shape
         :meth:`Nanoset.megatron_item`.
-    eod_token_id
-        The end-of-document id; required by ``eod_mask_loss`` and the two ``reset_*`` switches.
+    eos_token_id
+        The end-of-document id (Megatron's ``tokenizer.eod``); required by ``eod_mask_loss`` and
+        the two ``reset_*`` switches.
     pad_token_id
         Fills the padded last validation sample (``drop_last_partial_validation_sequence=False``);
         ``-1`` (Megatron's value without a pad token) marks padding unambiguously.
@@ -68,7 +73,7 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
     data_path: DataPath
     sequence_length: int
     split: str = "949,50,1"
-    path_to_cache: str | None = None
+    cache_dir: str | None = None
     seed: int = 1234
     num_samples: SampleCounts = (None, None, None)
     add_extra_token_to_sequence: bool = True
@@ -77,10 +82,13 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
     reset_attention_mask: bool = False
     eod_mask_loss: bool = False
     create_attention_mask: bool = True
-    eod_token_id: int | None = None
+    eos_token_id: int | None = None
     pad_token_id: int = -1
     mid_level_dataset_surplus: float = 0.005
     index_scheme: Literal["megatron", "repeat"] = "megatron"
+
+    path_to_cache = renamed_attribute[str | None]("cache_dir")
+    eod_token_id = renamed_attribute[int | None]("eos_token_id")
 
     def __post_init__(self) -> None:
         path = self.data_path
@@ -132,8 +140,8 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
         needs_eod = [
             n for n in ("eod_mask_loss", "reset_position_ids", "reset_attention_mask") if getattr(self, n)
         ]
-        if needs_eod and self.eod_token_id is None:
-            raise ConfigError(f"{', '.join(needs_eod)} need eod_token_id")
+        if needs_eod and self.eos_token_id is None:
+            raise ConfigError(f"{', '.join(needs_eod)} need eos_token_id")
         if not _is_int(self.pad_token_id):
             raise ConfigError(f"pad_token_id must be an integer, got {self.pad_token_id!r}")
 
@@ -153,7 +161,7 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
     def from_dict(cls, d: Mapping[str, Any]) -> NanosetConfig:
         """Build from a mapping of this class's field names (unknown keys are errors)."""
         names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
+        unknown = sorted(set(d) - names - set(deprecated_parameters(cls)))
         if unknown:
             raise ConfigError(f"unknown NanosetConfig keys {unknown}; valid keys: {sorted(names)}")
         kwargs = dict(d)
@@ -168,12 +176,19 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
     def from_yaml(cls, source: str | os.PathLike[str], *, stage: int | str = 0) -> NanosetConfig:
         """Load from YAML text or a file, in nanotron's shape or flat.
 
-        nanotron's shape: ``data.dataset.{data_path, split, path_to_cache}`` and ``data.seed``
-        (or the same under ``data_stages[stage].data``), ``tokens.sequence_length``, and the
-        train sample count ``tokens.train_steps x tokens.micro_batch_size x
-        tokens.batch_accumulation_per_replica x parallelism.dp`` when those are present. Any of
-        this class's fields may also appear in ``data.dataset``. A flat mapping of field names
-        is accepted too.
+        nanotron's shape: the dataset of ``data`` (or of ``data_stages[stage].data``): its
+        ``dataset_folder`` (or ``dataset_path``: one prefix, a list, or ``{prefix: weight}``;
+        ``dataset_weights`` may weight a list) is ``data_path``, ``data.seed`` the seed,
+        ``tokens.sequence_length`` the sequence length. The sample counts are nanotron's:
+        with its global batch ``tokens.micro_batch_size x tokens.batch_accumulation_per_replica x
+        parallelism.dp``, train is ``tokens.train_steps`` batches (the whole run, as nanotron
+        builds its Nanoset), valid ``tokens.limit_val_batches`` batches and test
+        ``tokens.limit_test_batches`` batches (each validation, every ``val_check_interval``
+        steps, reads the same samples, so the interval does not change the count; ``0``, its
+        default, means the whole split). Keys of nanotron's reader that do not change the
+        samples (``tokenizer_name``, ``vocab_size``, ``token_size_in_bytes``,
+        ``return_positions``) are ignored; any of this class's fields may also appear in the
+        dataset mapping, and a flat mapping of field names is accepted too.
         """
         import yaml
 
@@ -185,6 +200,12 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
         if not isinstance(root, dict):
             raise ConfigError("the YAML document must be a mapping")
         return cls.from_dict(_from_nanotron(root, stage))
+
+
+# The dataclass writes __init__; the old field names stay accepted as its deprecated keywords.
+NanosetConfig.__init__ = renamed_parameters(  # type: ignore[method-assign]
+    path_to_cache="cache_dir", eod_token_id="eos_token_id"
+)(NanosetConfig.__init__)
 
 
 def _from_nanotron(root: dict[str, Any], stage: int | str) -> dict[str, Any]:
@@ -206,7 +227,15 @@ def _from_nanotron(root: dict[str, Any], stage: int | str) -> dict[str, Any]:
         return root
     if not isinstance(data, dict) or not isinstance(data.get("dataset"), dict):
         raise ConfigError("the YAML has no data.dataset mapping (nanotron's NanosetDatasetsArgs)")
-    out: dict[str, Any] = dict(data["dataset"])
+    out: dict[str, Any] = {k: v for k, v in data["dataset"].items() if k not in _NANOTRON_READER_KEYS}
+    weights = out.pop("dataset_weights", None)
+    for key in ("dataset_folder", "dataset_path"):
+        if key in out and "data_path" not in out:
+            out["data_path"] = out.pop(key)
+    if weights is not None and isinstance(out.get("data_path"), list):
+        if len(weights) != len(out["data_path"]):
+            raise ConfigError(f"{len(weights)} dataset_weights for {len(out['data_path'])} datasets")
+        out["data_path"] = dict(zip(out["data_path"], weights, strict=True))
     if "seed" in data and "seed" not in out:
         out["seed"] = data["seed"]
     tokens = root.get("tokens") or {}
@@ -216,7 +245,8 @@ def _from_nanotron(root: dict[str, Any], stage: int | str) -> dict[str, Any]:
     if steps is not None and "num_samples" not in out:
         dp = (root.get("parallelism") or {}).get("dp", 1)
         gbs = tokens.get("micro_batch_size", 1) * tokens.get("batch_accumulation_per_replica", 1) * dp
-        out["num_samples"] = (steps * gbs, None, None)
+        valid, test = (tokens.get(k) or 0 for k in ("limit_val_batches", "limit_test_batches"))
+        out["num_samples"] = (steps * gbs, valid * gbs or None, test * gbs or None)
     return out
 
 

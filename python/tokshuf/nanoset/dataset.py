@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _core
+from tokshuf._deprecation import renamed_parameters
 from tokshuf._storage import local_prefix
 from tokshuf.nanoset.cache import IndexCache, data_identity
 from tokshuf.nanoset.config import NanosetConfig
@@ -99,17 +100,18 @@ class SampleDataset:
     def __getitems__(self, ks: Sequence[int]) -> list[dict[str, npt.NDArray[np.int64]]]:
         # torch's DataLoader fetches whole batches through this when it exists. Workers already
         # run in parallel, so one thread each.
-        batch = self.get_batch(ks, threads=1)
+        batch = self.get_batch(ks, num_threads=1)
         return [{"input_ids": row} for row in batch]
 
+    @renamed_parameters(threads="num_threads")
     def get_batch(
         self,
         ks: Sequence[int] | npt.NDArray[np.integer[Any]],
         out: npt.NDArray[np.int64] | None = None,
-        threads: int | None = None,
+        num_threads: int | None = None,
     ) -> npt.NDArray[np.int64]:
         """Samples ``ks`` as one ``[len(ks), sample_width]`` int64 array, filled natively with the
-        GIL released (in parallel on ``threads`` threads; default ``TOKSHUF_NUM_THREADS`` or all
+        GIL released (in parallel on ``num_threads`` threads; default ``TOKSHUF_NUM_THREADS`` or all
         CPUs). With ``out`` (a writable C-contiguous int64 array of that shape, e.g. a view of
         pinned memory) the samples are written there and ``out`` is returned."""
         ks_arr = np.asarray(ks)
@@ -124,7 +126,7 @@ class SampleDataset:
             raise IndexError(f"sample index {bad} is out of range for a dataset of {n} samples")
         if out is None:
             out = np.empty((len(ks_arr), self._reader.width), dtype=np.int64)
-        self._reader.get_batch(ks_arr, out, threads)
+        self._reader.get_batch(ks_arr, out, num_threads)
         return out
 
     def megatron_item(self, k: int | None) -> dict[str, Any]:
@@ -204,9 +206,9 @@ class Nanoset(SampleDataset):
         return {n: built[n] for n in GPT_ARRAYS}
 
     def _build(self) -> tuple[dict[str, _core.IndexArray], dict[str, str] | None]:
-        if self.config.path_to_cache is None:
+        if self.config.cache_dir is None:
             return self._build_arrays(), None
-        cache = IndexCache(self.config.path_to_cache)
+        cache = IndexCache(self.config.cache_dir)
         return cache.get_or_build("Nanoset", self.split, self.description(), GPT_ARRAYS, self._build_arrays)
 
     def _open(self) -> None:
@@ -233,7 +235,7 @@ class Nanoset(SampleDataset):
 
     @property
     def cache_paths(self) -> dict[str, str] | None:
-        """The cache files of the index arrays (``None`` without ``path_to_cache``)."""
+        """The cache files of the index arrays (``None`` without ``cache_dir``)."""
         return None if self._paths is None else dict(self._paths)
 
     def __repr__(self) -> str:

@@ -32,7 +32,7 @@ def megatron_item(
     loss_mask = np.ones(n, dtype=np.float32)
     position_ids = np.arange(n, dtype=np.int64)
     mask = np.tril(np.ones((n, n), dtype=np.float32))[None] if config.create_attention_mask else None
-    eod = config.eod_token_id
+    eod = config.eos_token_id
     if config.eod_mask_loss:
         loss_mask[tokens == eod] = 0.0
     if config.reset_position_ids or config.reset_attention_mask:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokshuf._summaries import BatchOutput, TokenDtype
 from tokshuf.errors import ConfigError
 from tokshuf.stream.sources import SubDataset
 from tokshuf.stream.stream import TokenStream
@@ -25,7 +26,9 @@ def _split(v: str | Sequence[Any] | None) -> list[str] | None:
 @dataclass
 class LoaderConfig:
     """The settings of :func:`build_dataloader` (field names follow fms-fsdp's training config
-    where they exist, so Bamba's documented config carries over).
+    where they exist, so Bamba's documented config carries over: hence ``seq_length``,
+    ``bos_token`` and ``eos_token`` here, which are ``sequence_length``, ``bos_token_id`` and
+    ``eos_token_id`` everywhere else).
 
     ``data_path`` holds one directory per sub-dataset (``datasets``: their names, relative paths,
     as a list or a comma-separated string; default every subdirectory except ``meta``), mixed by
@@ -58,8 +61,8 @@ class LoaderConfig:
     pin_memory: bool = False
     rank: int | None = None
     world_size: int | None = None
-    output: str = "torch"
-    token_dtype: str = "int64"
+    output: BatchOutput = "torch"
+    token_dtype: TokenDtype = "int64"
     doc_lens: bool = True
     position_ids: bool = False
     label_mask_boundaries: bool = False
@@ -83,7 +86,7 @@ class LoaderConfig:
             "col_name": _split(self.col_name) if isinstance(self.col_name, str) else self.col_name,
             "tokenizer": self.tokenizer,
             "dtype": self.npy_dtype,
-            "eos_token": self.npy_eos_token if self.npy_eos_token is not None else (self.eos_token or 0),
+            "eos_token_id": self.npy_eos_token if self.npy_eos_token is not None else (self.eos_token or 0),
             **self.extra_handler_options,
         }
         return [
@@ -103,13 +106,13 @@ def build_stream(cfg: LoaderConfig) -> TokenStream:
     )
     return TokenStream(
         cfg.sub_datasets(),
-        seq_length=cfg.seq_length,
+        sequence_length=cfg.seq_length,
         batch_size=cfg.batch_size,
         seed=cfg.seed,
         logical_shards=cfg.logical_shards,
         chunk_size=cfg.chunk_size,
-        bos_token=cfg.bos_token,
-        eos_token=cfg.eos_token,
+        bos_token_id=cfg.bos_token,
+        eos_token_id=cfg.eos_token,
         strip_tokens=[int(t) for t in strip],
         min_length=cfg.min_length,
         shuffle_window=cfg.shuffle_window,

@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from tokshuf._deprecation import deprecated_parameters, renamed_attribute, renamed_parameters
 from tokshuf.errors import ConfigError, FormatError
 
 __all__ = [
@@ -101,17 +102,20 @@ class _IndexedDocs:
 
 class NpyHandler(_NativeHandler):
     """OLMo-style raw token files (headerless little-endian ``dtype``), documents separated by
-    ``eos_token`` (the boundary, not part of a document); read in Rust.
+    ``eos_token_id`` (the boundary, not part of a document); read in Rust.
 
-    The loader's own ``eos_token`` setting adds it back at every document end."""
+    The stream's own ``eos_token_id`` setting adds it back at every document end."""
+
+    eos_token = renamed_attribute[int]("eos_token_id")
 
     native = "npy"
 
-    def __init__(self, dtype: str = "uint32", eos_token: int = 0) -> None:
+    @renamed_parameters(eos_token="eos_token_id")
+    def __init__(self, dtype: str = "uint32", eos_token_id: int = 0) -> None:
         if dtype not in ("uint8", "uint16", "uint32", "uint64"):
             raise ConfigError(f"npy dtype {dtype!r}: expected uint8, uint16, uint32 or uint64")
         self.dtype = dtype
-        self.eos_token = int(eos_token)
+        self.eos_token_id = int(eos_token_id)
 
     def is_legal(self, path: str) -> bool:
         return path.endswith(".npy")
@@ -126,7 +130,7 @@ class NpyHandler(_NativeHandler):
 
     def open(self, path: str) -> Any:
         a = self._tokens(path)
-        ends = np.flatnonzero(a == self.eos_token)
+        ends = np.flatnonzero(a == self.eos_token_id)
         if len(a) and (len(ends) == 0 or ends[-1] + 1 < len(a)):
             ends = np.append(ends, len(a))
         starts = np.concatenate([[0], ends[:-1] + 1]) if len(ends) else ends
@@ -222,7 +226,7 @@ def handler_for(file_type: str | Any, **options: Any) -> Any:
     factory = _REGISTRY[file_type]
     import inspect
 
-    params = inspect.signature(factory).parameters
+    params = {*inspect.signature(factory).parameters, *deprecated_parameters(factory)}
     return factory(**{k: v for k, v in options.items() if k in params})
 
 

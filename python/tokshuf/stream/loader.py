@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from tokshuf._summaries import BatchOutput
 from tokshuf.errors import ConfigError
 from tokshuf.stream.stream import TokenStream, WorkerStream
 
@@ -54,12 +55,12 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         stream: TokenStream,
         rank: int | None = None,
         world_size: int | None = None,
-        output: str = "torch",
+        output: BatchOutput = "torch",
         snapshot_every: int | None = None,
     ) -> None:
         super().__init__()
-        if output not in ("torch", "numpy"):
-            raise ConfigError(f"output {output!r}: expected 'torch' or 'numpy'")
+        if output not in get_args(BatchOutput):
+            raise ConfigError(f"output {output!r}: expected one of {', '.join(get_args(BatchOutput))}")
         r, w = distributed_rank()
         self.stream = stream
         self.rank = r if rank is None else int(rank)
@@ -91,7 +92,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         s = self.stream
         rows = len(s.datasets) * -(-s.logical_shards // n_workers)
         state_bytes = 56 * rows + 4 * 48 * s.shuffle_window
-        batch_bytes = 2 * s.batch_size * s.seq_length * np.dtype(s.token_dtype).itemsize
+        batch_bytes = 2 * s.batch_size * s.sequence_length * np.dtype(s.token_dtype).itemsize
         return int(min(256, max(1, -(-8 * state_bytes // batch_bytes))))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

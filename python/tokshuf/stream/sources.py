@@ -75,8 +75,8 @@ def _auto_handler(paths: str | Sequence[str], options: dict[str, Any]) -> Any:
 def _count(handler: Any, path: str) -> int:
     if isinstance(handler, NpyHandler):
         a = handler._tokens(path)
-        ends = int(np.count_nonzero(a == handler.eos_token))
-        return ends + int(len(a) > 0 and int(a[-1]) != handler.eos_token)
+        ends = int(np.count_nonzero(a == handler.eos_token_id))
+        return ends + int(len(a) > 0 and int(a[-1]) != handler.eos_token_id)
     return int(handler.length(path))
 
 
@@ -108,7 +108,7 @@ class SubDataset:
     ) -> SubDataset:
         """The files under ``paths`` read with ``file_type`` (``"auto"``, ``"bin"``, ``"arrow"``,
         ``"parquet"``, ``"tar"``, ``"npy"`` or a handler object); ``handler_options`` go to the
-        handler (``col_name``, ``tokenizer``, ``dtype``, ``eos_token``, ...)."""
+        handler (``col_name``, ``tokenizer``, ``dtype``, ``eos_token_id``, ...)."""
         if file_type == "auto":
             handler = _auto_handler(paths, handler_options)
         else:
@@ -150,5 +150,5 @@ class SubDataset:
         if isinstance(self.handler, IndexedHandler):
             return ("indexed", [f[:-4] for f in self.files], validate)
         if isinstance(self.handler, NpyHandler):
-            return ("npy", list(self.files), self.handler.dtype, self.handler.eos_token)
+            return ("npy", list(self.files), self.handler.dtype, self.handler.eos_token_id)
         return HandlerReader(self.files, self.counts, self.handler)

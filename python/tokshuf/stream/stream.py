@@ -7,12 +7,14 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
 from math import lcm
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _core
+from tokshuf._deprecation import renamed_attribute, renamed_parameters
+from tokshuf._summaries import TokenDtype
 from tokshuf.errors import ConfigError, FormatError
 from tokshuf.stream.sources import SubDataset
 from tokshuf.stream.state import check_compatible, make_state, validate_state, worker_tables
@@ -21,7 +23,7 @@ __all__ = ["TokenStream", "WorkerStream", "integer_weights"]
 
 #: Columns of the ``segments`` array of a batch (with ``provenance=True``).
 SEGMENT_COLUMNS = ("line", "at", "sub", "shard", "epoch", "doc", "start", "len")
-_TOKEN_DTYPES = ("int64", "int32", "uint32")
+_TOKEN_DTYPES: tuple[TokenDtype, ...] = get_args(TokenDtype)
 
 
 def integer_weights(weights: Sequence[float]) -> list[int]:
@@ -51,9 +53,10 @@ class TokenStream:
     ----------
     datasets : sequence of SubDataset
         The mix, in order (the order is part of the checkpoint's identity).
-    seq_length : int
-        Tokens per training sequence; lines hold ``seq_length + 1`` tokens when
-        ``add_extra_token`` (``input`` and ``label`` are the shifted halves).
+    sequence_length : int
+        Tokens per training sequence; lines hold ``sequence_length + 1`` tokens when
+        ``add_extra_token`` (``input`` and ``label`` are the shifted halves). Recorded in
+        checkpoints as ``seq_length``.
     batch_size : int
         Lines per batch (per global worker and per step).
     seed : int
@@ -64,7 +67,7 @@ class TokenStream:
     chunk_size : int
         Documents are cut into chunks of at most this many tokens; mixing switches sub-datasets
         only at chunk ends and keeps each within one chunk of its exact share.
-    bos_token, eos_token : int, optional
+    bos_token_id, eos_token_id : int, optional
         Added around every document (structurally; ids inside documents are never interpreted).
     strip_tokens : sequence of int
         Removed from a document's ends (one token at each end at most) before bos/eos.
@@ -83,22 +86,27 @@ class TokenStream:
         once when the :class:`SubDataset` is built; reads are always bounds-checked).
     """
 
+    seq_length = renamed_attribute[int]("sequence_length")
+    bos_token = renamed_attribute[int | None]("bos_token_id")
+    eos_token = renamed_attribute[int | None]("eos_token_id")
+
+    @renamed_parameters(seq_length="sequence_length", bos_token="bos_token_id", eos_token="eos_token_id")
     def __init__(
         self,
         datasets: Sequence[SubDataset],
         *,
-        seq_length: int,
+        sequence_length: int,
         batch_size: int = 1,
         seed: int = 0,
         logical_shards: int = 960,
         chunk_size: int = 1024,
-        bos_token: int | None = None,
-        eos_token: int | None = None,
+        bos_token_id: int | None = None,
+        eos_token_id: int | None = None,
         strip_tokens: Sequence[int] = (),
         min_length: int = 1,
         shuffle_window: int = 0,
         add_extra_token: bool = True,
-        token_dtype: str = "int64",
+        token_dtype: TokenDtype = "int64",
         doc_lens: bool = True,
         position_ids: bool = False,
         label_mask_boundaries: bool = False,
@@ -111,7 +119,11 @@ class TokenStream:
         names = [d.name for d in self.datasets]
         if len(set(names)) != len(names):
             raise ConfigError(f"sub-dataset names must be unique: {names}")
-        for key, v in (("seq_length", seq_length), ("batch_size", batch_size), ("chunk_size", chunk_size)):
+        for key, v in (
+            ("sequence_length", sequence_length),
+            ("batch_size", batch_size),
+            ("chunk_size", chunk_size),
+        ):
             if int(v) < 1:
                 raise ConfigError(f"{key} must be at least 1, got {v}")
         if logical_shards < 1:
@@ -120,13 +132,13 @@ class TokenStream:
             raise ConfigError(f"token_dtype {token_dtype!r}: expected one of {', '.join(_TOKEN_DTYPES)}")
         if label_mask_boundaries and (token_dtype == "uint32" or not add_extra_token):
             raise ConfigError("label_mask_boundaries needs a signed token_dtype and add_extra_token=True")
-        self.seq_length = int(seq_length)
+        self.sequence_length = int(sequence_length)
         self.batch_size = int(batch_size)
         self.seed = int(seed)
         self.logical_shards = int(logical_shards)
         self.chunk_size = int(chunk_size)
-        self.bos_token = None if bos_token is None else int(bos_token)
-        self.eos_token = None if eos_token is None else int(eos_token)
+        self.bos_token_id = None if bos_token_id is None else int(bos_token_id)
+        self.eos_token_id = None if eos_token_id is None else int(eos_token_id)
         self.strip_tokens = sorted({int(t) for t in strip_tokens})
         self.min_length = int(min_length)
         self.shuffle_window = int(shuffle_window)
@@ -143,7 +155,7 @@ class TokenStream:
 
     @property
     def line_len(self) -> int:
-        return self.seq_length + int(self.add_extra_token)
+        return self.sequence_length + int(self.add_extra_token)
 
     def core_config(self) -> dict[str, Any]:
         """The settings the Rust core takes (``tokshuf_core::stream::StreamConfig``)."""
@@ -153,8 +165,8 @@ class TokenStream:
             "weights": self.weights,
             "line_len": self.line_len,
             "chunk_size": self.chunk_size,
-            "bos": self.bos_token,
-            "eos": self.eos_token,
+            "bos": self.bos_token_id,
+            "eos": self.eos_token_id,
             "strip": self.strip_tokens,
             "min_length": self.min_length,
             "shuffle_window": self.shuffle_window,
@@ -168,14 +180,14 @@ class TokenStream:
                 "logical_shards": self.logical_shards,
                 "datasets": [d.describe() for d in self.datasets],
                 "document": {
-                    "bos": self.bos_token,
-                    "eos": self.eos_token,
+                    "bos": self.bos_token_id,
+                    "eos": self.eos_token_id,
                     "strip": self.strip_tokens,
                     "min_length": self.min_length,
                     "chunk_size": self.chunk_size,
                 },
                 "packing": {
-                    "seq_length": self.seq_length,
+                    "seq_length": self.sequence_length,
                     "add_extra_token": self.add_extra_token,
                     "batch_size": self.batch_size,
                     "shuffle_window": self.shuffle_window,
@@ -192,7 +204,7 @@ class TokenStream:
         if resized and len(state["buffer"]):
             raise ConfigError(
                 f"seq_length changed ({p_s['seq_length']} -> {p_c['seq_length']}) while the shuffle buffer "
-                "holds lines of the old length; resume with the old seq_length, or from a state without "
+                "holds lines of the old length; resume with the old sequence_length, or from a state without "
                 "buffer"
             )
 
@@ -239,9 +251,9 @@ class WorkerStream:
         return self.core.batches
 
     def next_batch(self) -> dict[str, npt.NDArray[Any]]:
-        """``input``, ``label`` (``[batch, seq_length]``), and the optional fields."""
+        """``input``, ``label`` (``[batch, sequence_length]``), and the optional fields."""
         s = self.stream
-        b, n = s.batch_size, s.seq_length
+        b, n = s.batch_size, s.sequence_length
         arrays = self._arrays()
         inp, lab, pos = (
             arrays[0],
@@ -272,7 +284,7 @@ class WorkerStream:
             if all(sys.getrefcount(a) <= 3 for a in arrays):
                 return arrays
         s = self.stream
-        shape = (s.batch_size, s.seq_length)
+        shape = (s.batch_size, s.sequence_length)
         fresh = (
             np.empty(shape, dtype=s.token_dtype),
             np.empty(shape, dtype=s.token_dtype),

@@ -6,62 +6,73 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import cast, get_args
 
 from tokshuf import _core
-from tokshuf.tokenizer import special_tokens_mapping
+from tokshuf._deprecation import renamed_parameters
+from tokshuf._limits import check_num_threads
+from tokshuf._summaries import MemberFormat, OnError, Progress, ShuffleSummary, SpecialTokenPreset
+from tokshuf.errors import ConfigError
+from tokshuf.tokenizer import check_local, special_tokens_mapping
 
 __all__ = ["SPECIAL_TOKEN_PRESETS", "shuffle"]
 
 #: Accepted values of ``special_tokens``.
-SPECIAL_TOKEN_PRESETS = ("native", "dclm", "dclm-neox", "dclm-llama3")
+SPECIAL_TOKEN_PRESETS: tuple[SpecialTokenPreset, ...] = get_args(SpecialTokenPreset)
 
 PathLike = str | os.PathLike[str]
 
 
+@renamed_parameters(
+    seqlen="sequence_length",
+    threads="num_threads",
+    eot_id="eos_token_id",
+    pad_id="pad_token_id",
+    bos_id="bos_token_id",
+)
 def shuffle(
     inputs: PathLike | Sequence[PathLike],
     local_cell_dir: PathLike,
     output: PathLike,
-    tokenizer: str | None = "byte",
+    tokenizer: str | None = None,
     *,
-    seqlen: int = 2049,
+    sequence_length: int = 2049,
     wds_chunk_size: int = 8192,
     num_local_cells: int = 512,
     seed: int = 1234,
-    threads: int | None = None,
+    num_threads: int | None = None,
     ext: Sequence[str] | None = None,
     shuffle_only: bool = False,
-    special_tokens: str = "native",
-    eot_id: int | None = None,
-    pad_id: int | None = None,
-    bos_id: int | None = None,
+    special_tokens: SpecialTokenPreset = "native",
+    eos_token_id: int | None = None,
+    pad_token_id: int | None = None,
+    bos_token_id: int | None = None,
     content_key: str = "text",
-    on_error: str = "fail",
-    member_format: str = "json.gz",
+    on_error: OnError = "fail",
+    member_format: MemberFormat = "json.gz",
     gzip_level: int = 1,
     all_pad_context: bool = False,
     buffer_bytes: int = 32 << 20,
     batch_bytes: int = 1 << 20,
     max_line_bytes: int = 1 << 30,
-    progress: str | None = None,
+    progress: Progress | None = None,
     tokenizer_special_tokens: Mapping[str, int] | PathLike | None = None,
     stage: str | None = None,
     task: str | tuple[int, int] | None = None,
-) -> dict[str, Any]:
+) -> ShuffleSummary:
     """Tokenize JSON lines, cut them into contexts and write a globally shuffled webdataset.
 
     The output directory receives ``shard_%08d.tar`` files of ``wds_chunk_size`` contexts (only
     the last one partial) whose members are ``{shard:08}_{index:08}.json.gz`` (gzipped JSON list
-    of exactly ``seqlen`` ids), plus ``manifest.jsonl``: what open_lm / DCLM read unchanged.
+    of exactly ``sequence_length`` ids), plus ``manifest.jsonl``: what open_lm / DCLM read unchanged.
 
     Contexts are formed per input file as DCLM's tokshuf-rust forms them: ``[BOS] + ids + [EOT]``
-    per document, concatenated and cut every ``seqlen`` tokens, the file's last partial context
+    per document, concatenated and cut every ``sequence_length`` tokens, the file's last partial context
     padded with PAD. Stage 1 scatters contexts over ``num_local_cells`` cells on disk; stage 2
-    shuffles one cell at a time into shards, so memory holds about ``threads + 1`` cells.
+    shuffles one cell at a time into shards, so memory holds about ``num_threads + 1`` cells.
 
     The output is a pure function of (inputs, tokenizer, options, seed): the same for any
-    ``threads``. If a run is interrupted (Ctrl-C, kill, crash), calling again with the same
+    ``num_threads``. If a run is interrupted (Ctrl-C, kill, crash), calling again with the same
     arguments resumes it and produces the same bytes; a ``local_cell_dir`` holding another run's
     state is refused.
 
@@ -75,16 +86,17 @@ def shuffle(
         Output directory (created if needed; must not already hold shards on a fresh run).
     tokenizer
         Tokenizer spec, as for :func:`tokshuf.preprocess`: ``"byte"``, ``"tiktoken:NAME"``, a
-        ``.tiktoken`` file or a ``tokenizer.json``. Loaded once. Not used with ``shuffle_only``.
-    seqlen
+        ``.tiktoken`` file or a ``tokenizer.json``. Loaded once. Required, unless ``shuffle_only``
+        (which does not tokenize).
+    sequence_length
         Tokens per context **including** the +1 target token (2049 for a 2048 model).
     wds_chunk_size
         Contexts per shard.
     num_local_cells
-        Local cells; choose it so a cell (output size / cells) fits ``threads + 1`` times in RAM.
+        Local cells; choose it so a cell (output size / cells) fits ``num_threads + 1`` times in RAM.
     seed
         Seed of the cell choice and of every cell's order.
-    threads
+    num_threads
         Worker threads (default: the CPUs available, or ``TOKSHUF_NUM_THREADS``).
     ext
         Extensions picked up in directories (default: ``.jsonl .jsonl.gz .jsonl.zst .jsonl.zstd``,
@@ -95,8 +107,8 @@ def shuffle(
         ``"native"``: EOT = the tokenizer's end-of-text id, PAD = EOT, no BOS. ``"dclm"`` /
         ``"dclm-neox"``: tokshuf-rust's GPT-NeoX convention (EOT 0, PAD 50256, no BOS).
         ``"dclm-llama3"``: tokshuf-rust's Llama-3 convention (BOS 128000, EOT 0, PAD 128258).
-    eot_id, pad_id, bos_id
-        Override the preset's ids.
+    eos_token_id, pad_token_id, bos_token_id
+        Override the preset's end-of-text (EOT), PAD and BOS ids.
     tokenizer_special_tokens
         Special tokens of a tiktoken rank file (``{token: id}`` or a JSON file holding it; see
         :class:`tokshuf.Tokenizer`), e.g. to give a custom file the end-of-text id ``native`` uses.
@@ -134,30 +146,38 @@ def shuffle(
 
     Returns
     -------
-    dict
+    ShuffleSummary
         The run summary: files, lines, documents, tokens, pad_tokens, contexts, shards,
         padding_fraction, skipped lines by reason, bytes, seconds per stage, warnings.
     """
+    if tokenizer is None and not shuffle_only:
+        raise ConfigError(
+            "shuffle needs a tokenizer (e.g. 'tiktoken:r50k_base', a tokenizer.json or its directory); "
+            "only shuffle_only=True, which re-shuffles tokenized tars, runs without one"
+        )
+    if tokenizer is not None and not shuffle_only:
+        check_local(tokenizer)
+    check_num_threads(num_threads)
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     if progress is None:
         progress = "bar" if sys.stderr.isatty() else "none"
-    summary: dict[str, Any] = json.loads(
+    summary = json.loads(
         _core.shuffle(
             [os.fspath(i) for i in items],
             os.fspath(local_cell_dir),
             os.fspath(output),
             tokenizer,
-            seqlen=seqlen,
+            seqlen=sequence_length,
             wds_chunk_size=wds_chunk_size,
             num_local_cells=num_local_cells,
             seed=seed,
-            threads=threads,
+            threads=num_threads,
             ext=list(ext) if ext is not None else None,
             shuffle_only=shuffle_only,
             special_tokens=special_tokens,
-            eot_id=eot_id,
-            pad_id=pad_id,
-            bos_id=bos_id,
+            eot_id=eos_token_id,
+            pad_id=pad_token_id,
+            bos_id=bos_token_id,
             content_key=content_key,
             on_error=on_error,
             member_format=member_format,
@@ -172,7 +192,7 @@ def shuffle(
             task=f"{task[0]}/{task[1]}" if isinstance(task, tuple) else task,
         )
     )
-    return summary
+    return cast(ShuffleSummary, summary)
 
 
 def _listed(value: Mapping[str, int] | PathLike | None) -> list[tuple[str, int]] | None:

@@ -6,39 +6,48 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from tokshuf import _core
+from tokshuf._deprecation import renamed_parameters
+from tokshuf._limits import check_num_threads, check_open_files
+from tokshuf._summaries import OnError, PreprocessSummary, Progress
+from tokshuf.errors import ConfigError
 from tokshuf.tokenizer import as_tokenizer
 
 __all__ = ["preprocess"]
 
+#: Files each output (one JSON key in one partition) holds open: its ``.bin``, and the two index
+#: columns once they spill to disk.
+_FILES_PER_OUTPUT = 3
 
+
+@renamed_parameters(eod_id="eos_token_id", workers="num_threads")
 def preprocess(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     output_prefix: str | os.PathLike[str],
-    tokenizer: Any = "byte",
+    tokenizer: Any,
     json_keys: Sequence[str] = ("text",),
     *,
     append_eod: bool = False,
-    eod_id: int | None = None,
+    eos_token_id: int | None = None,
     special_tokens: Mapping[str, int] | str | os.PathLike[str] | None = None,
     dtype: str | None = None,
-    workers: int | None = None,
-    on_error: str = "fail",
+    num_threads: int | None = None,
+    on_error: OnError = "fail",
     partitions: int = 1,
     sentence_lists: bool = True,
-    progress: str | None = None,
+    progress: Progress | None = None,
     summary: bool | str | os.PathLike[str] = True,
     batch_bytes: int = 1 << 20,
     max_line_bytes: int = 1 << 30,
     shard: str | tuple[int, int] | None = None,
-) -> dict[str, Any]:
+) -> PreprocessSummary:
     """Tokenize JSON lines into one Megatron indexed dataset per key.
 
     The work runs in Rust with the GIL released: a reader thread decompresses and splits lines,
-    ``workers`` threads tokenize, and one writer keeps input order, so the output is
-    byte-identical for any ``workers``. Memory is bounded by a few batches and the longest line
+    ``num_threads`` threads tokenize, and one writer keeps input order, so the output is
+    byte-identical for any ``num_threads``. Memory is bounded by a few batches and the longest line
     (held whole with its tokens: about twice its size), whatever the input size; the index
     arrays wait on disk until the end. Ctrl-C stops it and removes every partial output
     (``KeyboardInterrupt``).
@@ -53,21 +62,22 @@ def preprocess(
     tokenizer
         A spec string or path (``"byte"``, ``"tiktoken:cl100k_base"``, a ``tokenizer.json`` or
         its directory, a ``.tiktoken`` file; see :mod:`tokshuf.tokenizer`), a
-        :class:`tokshuf.Tokenizer` or a ``tokenizers.Tokenizer``.
+        :class:`tokshuf.Tokenizer` or a ``tokenizers.Tokenizer``. Required: there is no default,
+        since the ids of every output depend on it (``"byte"`` is Megatron's test tokenizer).
     json_keys
         Keys to tokenize. A string value is one sequence; a list of strings is one sequence per
         non-empty element (Megatron's rule).
     append_eod
         Append the end-of-document id to every document with at least one token.
-    eod_id
-        Override the tokenizer's end-of-document id.
+    eos_token_id
+        Override the tokenizer's end-of-document id (what ``append_eod`` appends).
     special_tokens
         Special tokens of a tiktoken rank file (``{token: id}`` or a JSON file holding it; see
         :class:`tokshuf.Tokenizer`): a token named ``<|endoftext|>``, ``<|end_of_text|>`` or
         ``</s>`` is the end-of-document id.
     dtype
         Output dtype; ``None``/``"auto"`` picks uint16 below 65500 ids, else int32.
-    workers
+    num_threads
         Tokenizer threads (default: ``TOKSHUF_NUM_THREADS`` or the number of CPUs).
     on_error
         ``"fail"`` stops at the first bad line or file (:class:`tokshuf.BadInputError` naming the
@@ -99,24 +109,31 @@ def preprocess(
 
     Returns
     -------
-    dict
+    PreprocessSummary
         The run summary: documents, sequences, tokens, skipped lines by reason, skipped files,
         input bytes, seconds, the tokenizer's identity, the outputs.
     """
+    check_num_threads(num_threads)
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise ConfigError(f"partitions must be a positive integer, got {partitions!r}")
+    keys = list(json_keys)
+    check_open_files(
+        partitions * len(keys) * _FILES_PER_OUTPUT, f"partitions={partitions} with {len(keys)} JSON key(s)"
+    )
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
-    tok = as_tokenizer(tokenizer, eod_id, special_tokens)
+    tok = as_tokenizer(tokenizer, eos_token_id, special_tokens)
     if progress is None:
         progress = "bar" if sys.stderr.isatty() else "none"
     summary_path = None if isinstance(summary, bool) else os.fspath(summary)
-    result: dict[str, Any] = json.loads(
+    result = json.loads(
         _core.preprocess(
             [os.fspath(i) for i in items],
             os.fspath(output_prefix),
             tok._native(),
-            list(json_keys),
+            keys,
             append_eod=append_eod,
             dtype=dtype,
-            workers=workers,
+            workers=num_threads,
             on_error=on_error,
             partitions=partitions,
             batch_bytes=batch_bytes,
@@ -128,4 +145,4 @@ def preprocess(
             shard=f"{shard[0]}/{shard[1]}" if isinstance(shard, tuple) else shard,
         )
     )
-    return result
+    return cast(PreprocessSummary, result)

@@ -1,0 +1,222 @@
+"""Argument helpers shared by the subcommands: checked integers, the usage of the subcommand a
+bad flag belongs to, and Megatron's tokenizer flags for ``tokshuf preprocess``."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tokshuf._limits import MAX_THREADS
+
+__all__ = [
+    "COUNT_MAX",
+    "ID_MAX",
+    "MAX_THREADS",
+    "add_megatron_tokenizer_flags",
+    "integer",
+    "megatron_tokenizer",
+    "name_subparsers",
+    "parse_args",
+]
+
+#: Token ids are unsigned 32-bit in every format tokshuf writes.
+ID_MAX = 2**32 - 1
+#: Sizes and counts: what the native core holds in a signed 64-bit integer.
+COUNT_MAX = 2**63 - 1
+
+
+def integer(minimum: int = 0, maximum: int = COUNT_MAX) -> Callable[[str], int]:
+    """An argparse ``type=`` accepting decimal integers in ``[minimum, maximum]``: anything else
+    exits with status 2 and a message naming the flag, the value and the range."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not minimum <= value <= maximum:
+            bound = f">= {minimum}" if maximum == COUNT_MAX else f"between {minimum} and {maximum}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def name_subparsers(parser: argparse.ArgumentParser) -> None:
+    """Record in the namespace which (sub)parser handled the command line, for :func:`parse_args`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.set_defaults(subparser=sub)
+                name_subparsers(sub)
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, except that an unknown flag is reported with the usage of the
+    subcommand it was given to (argparse reports it with the top-level usage)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub: argparse.ArgumentParser = getattr(args, "subparser", parser)
+        sub.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+# -- Megatron's preprocess_data.py tokenizer flags ------------------------------------------------
+
+#: Megatron's --tokenizer-type values tokshuf reproduces, and what each needs.
+_SUPPORTED = {
+    "HuggingFaceTokenizer": "--tokenizer-model DIR (a directory holding tokenizer.json)",
+    "GPT2BPETokenizer": "--vocab-file vocab.json --merge-file merges.txt",
+    "TikTokenizer": "--tokenizer-model VOCAB.json --tiktoken-pattern v2",
+}
+#: Megatron's TikTokenizer: the special tokens before the ranks, padded to their number.
+_TIKTOKEN_SPECIALS = ["<unk>", "<s>", "</s>", "<mask>", "<pad>", "<cls>", "<sep>"]
+#: Megatron's default --vocab-size of a TikTokenizer (ranks plus special tokens).
+_TIKTOKEN_VOCAB = 2**17
+#: Megatron's PATTERN_TIKTOKEN_V2 is Mistral's Tekken split pattern (tokshuf's ``tekken``).
+_TEKKEN_PATTERN = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+def add_megatron_tokenizer_flags(p: argparse.ArgumentParser) -> None:
+    """Megatron's ``tools/preprocess_data.py`` flags, so its command lines paste in unchanged."""
+    g = p.add_argument_group(
+        "Megatron-LM's tokenizer flags (instead of --tokenizer)",
+        "tools/preprocess_data.py command lines work unchanged: "
+        + "; ".join(f"{k}: {v}" for k, v in _SUPPORTED.items()),
+    )
+    g.add_argument("--tokenizer-type", metavar="TYPE", help=", ".join(_SUPPORTED))
+    g.add_argument(
+        "--tokenizer-model", metavar="PATH", help="HuggingFaceTokenizer's directory, TikTokenizer's JSON"
+    )
+    g.add_argument("--vocab-file", metavar="PATH", help="GPT2BPETokenizer's vocab.json")
+    g.add_argument("--merge-file", metavar="PATH", help="GPT2BPETokenizer's merges.txt")
+    g.add_argument(
+        "--tiktoken-pattern", metavar="v1|v2", help="TikTokenizer's split pattern (v2 is supported)"
+    )
+    g.add_argument(
+        "--tiktoken-num-special-tokens",
+        type=integer(0, ID_MAX),
+        default=1000,
+        metavar="N",
+        help="TikTokenizer's special tokens before the ranks (default: 1000)",
+    )
+    g.add_argument(
+        "--vocab-size",
+        type=integer(1, ID_MAX),
+        metavar="N",
+        help=f"TikTokenizer's vocabulary size, special tokens included (default: {_TIKTOKEN_VOCAB})",
+    )
+    g.add_argument(
+        "--legacy-tokenizer", action="store_true", help="accepted; the ids are the same either way"
+    )
+    g.add_argument(
+        "--dataset-impl",
+        choices=["mmap"],
+        help="accepted: mmap is the format written (older Megatron's flag)",
+    )
+    g.add_argument("--split-sentences", action="store_true", help="not supported (needs NLTK's punkt)")
+    g.add_argument(
+        "--keep-newlines", action="store_true", help="accepted (only matters with --split-sentences)"
+    )
+    g.add_argument("--lang", help="accepted (only matters with --split-sentences)")
+    g.add_argument("--log-interval", type=integer(1), metavar="N", help="accepted (see --progress)")
+
+
+def megatron_tokenizer(args: argparse.Namespace, error: Callable[[str], Any]) -> Any:
+    """The tokenizer that ``--tokenizer`` or Megatron's flags name; ``error`` (the subcommand's
+    ``parser.error``) reports a wrong combination with exit status 2."""
+    if args.split_sentences:
+        error(
+            "--split-sentences is not supported: tokshuf writes one sequence per document, or per "
+            "element of a list value (split the text into a list of sentences beforehand)"
+        )
+    kind = args.tokenizer_type
+    if kind is None:
+        if args.tokenizer is None:
+            error(
+                "a tokenizer is required: --tokenizer SPEC (e.g. tiktoken:cl100k_base, a tokenizer.json "
+                "or its directory; 'byte' is Megatron's test tokenizer), or Megatron's --tokenizer-type"
+            )
+        return args.tokenizer
+    if args.tokenizer is not None:
+        error("give --tokenizer or --tokenizer-type, not both")
+    if kind not in _SUPPORTED:
+        error(
+            f"--tokenizer-type {kind} is not supported; supported: "
+            + "; ".join(f"{k} ({v})" for k, v in _SUPPORTED.items())
+            + ". Other tokenizers: give the model file to --tokenizer (a tokenizer.json, a SentencePiece "
+            ".model, a .tiktoken rank file)"
+        )
+    from tokshuf.tokenizer import Tokenizer
+
+    if kind == "HuggingFaceTokenizer":
+        if not args.tokenizer_model:
+            error("--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model DIR")
+        return args.tokenizer_model
+    if kind == "GPT2BPETokenizer":
+        if not (args.vocab_file and args.merge_file):
+            error("--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file")
+        return Tokenizer.from_gpt2_bpe(args.vocab_file, args.merge_file)
+    if not args.tokenizer_model:
+        error("--tokenizer-type TikTokenizer needs --tokenizer-model VOCAB.json")
+    if args.tiktoken_pattern != "v2":
+        error(
+            f"--tiktoken-pattern {args.tiktoken_pattern}: only v2 is supported (Megatron's v2 is Mistral's "
+            "Tekken pattern, which tokshuf's fast encoder runs); v1 needs a tokenizer.json"
+        )
+    return str(tekken_from_megatron(args.tokenizer_model, args.tiktoken_num_special_tokens, args.vocab_size))
+
+
+def tekken_from_megatron(vocab_file: str, num_special_tokens: int, vocab_size: int | None) -> Path:
+    """Megatron's TikTokenizer vocabulary (a JSON list of ``{rank, token_bytes, token_str}``) as
+    the ``tekken.json`` that holds the same ids: Megatron puts ``num_special_tokens`` special
+    tokens (``<unk> <s> </s> ...``, then ``<SPECIAL_n>``) before the ranks, as Tekken does.
+
+    Written once, under a name given by its content, into the cache directory
+    (``$TOKSHUF_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokshuf``, else ``~/.cache/tokshuf``)."""
+    from tokshuf.errors import ConfigError
+    from tokshuf.instances._cache import default_cache_dir
+
+    try:
+        raw = Path(vocab_file).read_bytes()
+        vocab = json.loads(raw)
+    except OSError as e:
+        raise ConfigError(f"TikTokenizer vocabulary {vocab_file!r}: {e.strerror or e}") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"TikTokenizer vocabulary {vocab_file!r} is not JSON: {e}") from e
+    if not isinstance(vocab, list) or not all(isinstance(x, dict) and "token_bytes" in x for x in vocab):
+        raise ConfigError(
+            f"TikTokenizer vocabulary {vocab_file!r} must be Megatron's JSON list of "
+            "{rank, token_bytes, token_str} (a tekken.json or .tiktoken file goes to --tokenizer)"
+        )
+    names = _TIKTOKEN_SPECIALS[:num_special_tokens]
+    names += [f"<SPECIAL_{i}>" for i in range(len(names), num_special_tokens)]
+    tekken = {
+        "config": {
+            "pattern": _TEKKEN_PATTERN,
+            # Megatron keeps the first (vocab size - special tokens) ranks, or all if fewer.
+            "default_vocab_size": min(vocab_size or _TIKTOKEN_VOCAB, len(vocab) + num_special_tokens),
+            "default_num_special_tokens": num_special_tokens,
+        },
+        "vocab": [{"rank": x.get("rank", i), "token_bytes": x["token_bytes"]} for i, x in enumerate(vocab)],
+        "special_tokens": [{"rank": i, "token_str": s} for i, s in enumerate(names)],
+    }
+    text = json.dumps(tekken)
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    out = default_cache_dir() / "megatron-tiktoken" / key / "tekken.json"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f"tekken.json.tmp-{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, out)
+    return out
