@@ -6,6 +6,7 @@
 * :class:`NanosetConfig`, :func:`build_nanosets`, :class:`Nanoset`, :class:`BlendedNanoset` —
   Megatron-identical training datasets;
 * :func:`shuffle` — JSON lines to globally shuffled webdataset shards (open_lm / DCLM);
+* :func:`inspect` — a typed report on any of these artifacts (``tokshuf inspect``);
 * the ``tokshuf`` command line (``tokshuf --help``).
 """
 
@@ -16,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 from tokshuf._core import __version__
 from tokshuf.errors import BadInputError, ConfigError, FormatError, TokshufError
 
-# Eager: light, and `preprocess` / `shuffle` share their names with submodules, whose import
-# would otherwise shadow a lazily resolved function.
+# Eager: light, and `inspect` / `preprocess` / `shuffle` share their names with submodules, whose
+# import would otherwise shadow a lazily resolved function.
+from tokshuf.inspect import inspect
 from tokshuf.preprocess import preprocess
 from tokshuf.shuffle import shuffle
 from tokshuf.tokenizer import Tokenizer
@@ -67,6 +69,7 @@ __all__ = [
     "TokshufError",
     "__version__",
     "build_nanosets",
+    "inspect",
     "merge",
     "preprocess",
     "shuffle",
