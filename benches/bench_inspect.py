@@ -42,7 +42,8 @@ def main() -> None:
             t = time.perf_counter()
             report = tokshuf.inspect(prefix)
             times.append(time.perf_counter() - t)
-        assert report.tokens == tokens and report.ids is None  # no pass over the .bin
+        assert report.tokens == tokens
+        assert report.ids is None  # no pass over the .bin
         print(
             json.dumps(
                 {

@@ -4,6 +4,7 @@ padding from the independent model of context formation."""
 from __future__ import annotations
 
 import json
+import logging
 import random
 import tarfile
 from collections import Counter
@@ -17,7 +18,7 @@ from shuffle_helpers import model_contexts, random_docs, read_contexts, read_man
 import tokshuf
 from tokshuf.cli import main
 from tokshuf.inspect import detect
-from tokshuf.inspect.shards import inspect_shards
+from tokshuf.inspect.shards import ShardsReport, inspect_shards
 
 SEQLEN = 33
 EOT, PAD = 0, 300  # PAD outside the byte vocabulary: every PAD seen is padding
@@ -93,7 +94,7 @@ def test_pad_equal_to_eot_counts_the_last_eot_as_a_document_end(tmp_path: Path) 
 
 
 def test_mismatches_between_manifest_and_tars_are_reported(
-    run: tuple[list[list[str]], Path], tmp_path: Path
+    run: tuple[list[list[str]], Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _, out = run
     bad = _copy(out, tmp_path / "bad")
@@ -101,7 +102,10 @@ def test_mismatches_between_manifest_and_tars_are_reported(
     rows[0]["num_sequences"] += 1
     (bad / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:-1]))
     (bad / f"{rows[1]['shard']}.tar").unlink()
-    r = inspect_shards(bad)
+    with caplog.at_level(logging.WARNING, logger="tokshuf"):
+        r = tokshuf.inspect(bad)
+    assert isinstance(r, ShardsReport)
+    assert [rec.getMessage() for rec in caplog.records] == [f"inspect: {bad}: {p}" for p in r.problems]
     last = rows[-1]["shard"]
     assert any(
         f"{rows[0]['shard']}.tar holds {rows[0]['num_sequences'] - 1} members" in p for p in r.problems

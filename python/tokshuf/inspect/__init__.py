@@ -17,7 +17,9 @@ Submodules import numpy and the dataset modules only when called.
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -33,6 +35,12 @@ if TYPE_CHECKING:
     AnyReport: TypeAlias = IndexedReport | TokenFileReport | ShardsReport | BlendReport | CheckpointReport
 
 __all__ = ["KINDS", "detect", "inspect"]
+
+#: Messages go to ``tokshuf.inspect`` (a child of ``tokshuf``), for frameworks that route logs.
+log = logging.getLogger(__name__)
+# The library's rule: no output unless the application configures logging (without a handler,
+# Python's last-resort handler would repeat the report's problems on stderr).
+log.addHandler(logging.NullHandler())
 
 #: What :func:`detect` can answer.
 KINDS = ("indexed", "olmo", "shards", "blend", "checkpoint")
@@ -52,6 +60,10 @@ def detect(path: Any) -> str:
         return "olmo"
     if s.endswith((".bin", ".idx")) or Path(s + ".idx").is_file():
         return "indexed"
+    from tokshuf import _core
+
+    if _core.is_remote(s):
+        return "indexed"  # a remote .bin/.idx prefix: IndexedDataset reads local copies
     if p.name == "manifest.jsonl" or (
         p.is_dir() and ((p / "manifest.jsonl").is_file() or any(p.glob("*.tar")))
     ):
@@ -85,7 +97,16 @@ def inspect(path: Any, *, kind: str | None = None, **options: Any) -> AnyReport:
         raise ConfigError(f"kind must be one of {KINDS}, got {kind!r}")
     fn = _function(kind)
     accepted = set(_pyinspect.signature(fn).parameters)
-    return fn(path, **{k: v for k, v in options.items() if k in accepted and v is not None})
+    name = (
+        "<NanosetConfig>" if kind == "blend" and not isinstance(path, str | os.PathLike) else os.fspath(path)
+    )
+    log.info("inspect: %s is a %s artifact", name, kind)
+    start = time.perf_counter()
+    report = fn(path, **{k: v for k, v in options.items() if k in accepted and v is not None})
+    log.info("inspect: %s done in %.3f s", name, time.perf_counter() - start)
+    for problem in getattr(report, "problems", []):
+        log.warning("inspect: %s: %s", name, problem)
+    return report
 
 
 def _function(kind: str) -> Any:
