@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 from tokshuf.inspect.decode import decode
 
-__all__ = ["Excerpt", "excerpt"]
+__all__ = ["Excerpt", "documents_named", "excerpt"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,6 +21,11 @@ class Excerpt:
     text: str | None
     #: Why ``text`` is missing (no tokenizer given, or it cannot decode).
     note: str | None
+
+
+def documents_named(n: int) -> str:
+    """``"4 documents (0..3)"`` for error messages naming the valid ``--doc`` values."""
+    return f"{n} documents (0..{n - 1})" if n else "no documents"
 
 
 def excerpt(document: int, tokens: npt.NDArray[Any], tokenizer: str | None, max_tokens: int) -> Excerpt:

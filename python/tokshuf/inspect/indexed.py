@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from tokshuf.errors import ConfigError
 from tokshuf.indexed import IndexedDataset
-from tokshuf.inspect._excerpt import Excerpt, excerpt
+from tokshuf.inspect._excerpt import Excerpt, documents_named, excerpt
 from tokshuf.inspect._report import HIDDEN, Report
 from tokshuf.inspect._stats import IdStats, LengthStats, id_stats, length_stats
 
@@ -68,8 +68,7 @@ def inspect_indexed(
         docs = ds.document_indices
         if not 0 <= doc < ds.num_documents:
             raise ConfigError(
-                f"--doc {doc} does not exist: {ds.prefix} has {ds.num_documents} documents "
-                f"(0..{ds.num_documents - 1})"
+                f"--doc {doc} does not exist: {ds.prefix} has {documents_named(ds.num_documents)}"
             )
         parts = [ds[int(s)] for s in range(int(docs[doc]), int(docs[doc + 1]))]
         ids: npt.NDArray[Any] = np.concatenate(parts) if parts else np.empty(0, ds.dtype)

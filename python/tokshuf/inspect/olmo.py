@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from tokshuf import olmo_tokens
 from tokshuf.errors import ConfigError, TokshufError
-from tokshuf.inspect._excerpt import Excerpt, excerpt
+from tokshuf.inspect._excerpt import Excerpt, documents_named, excerpt
 from tokshuf.inspect._report import HIDDEN, Report
 from tokshuf.inspect._stats import IdStats, LengthStats, id_stats, length_stats
 
@@ -95,9 +95,7 @@ def inspect_token_file(
     ex = None
     if doc is not None:
         if not 0 <= doc < len(spans):
-            raise ConfigError(
-                f"--doc {doc} does not exist: {p} has {len(spans)} documents (0..{len(spans) - 1})"
-            )
+            raise ConfigError(f"--doc {doc} does not exist: {p} has {documents_named(len(spans))}")
         ex = excerpt(doc, tokens[int(spans[doc, 0]) : int(spans[doc, 1])], tokenizer, excerpt_tokens)
     return TokenFileReport(
         path=p,

@@ -21,6 +21,8 @@ def _lengths(s: LengthStats) -> str:
 def _ids(ids: IdStats | None) -> str:
     if ids is None:
         return "token ids: not scanned (large file; pass --scan to count them)"
+    if not ids.tokens:
+        return "token ids: none (no tokens)"
     top = ", ".join(f"{i}:{c:,}" for i, c in ids.top)
     span = f"[{ids.min_id}, {ids.max_id}]"
     return f"token ids: {ids.distinct:,} distinct in {span}; most frequent (id:count) {top}"
