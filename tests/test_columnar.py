@@ -93,7 +93,7 @@ def test_parquet_is_byte_identical_to_json_lines(tmp_path: Path) -> None:
     ]:
         pqf = write_parquet(tmp_path / f"c-{name}.parquet", rows, **kw)
         assert pq.ParquetFile(pqf).num_row_groups == (1 if name == "one-group" else 5)
-        got = run(pqf, tmp_path / name, ("text", "title"), workers=2)
+        got = run(pqf, tmp_path / name, ("text", "title"), num_threads=2)
         assert outputs(tmp_path / name, ("text", "title")) == outputs(tmp_path / "j", ("text", "title")), name
         assert got["skipped"] == expected["skipped"], name
         assert got["documents"] == expected["documents"]
@@ -193,7 +193,7 @@ def test_shuffle_of_parquet_equals_shuffle_of_json_lines(tmp_path: Path) -> None
     (tmp_path / "in-j").mkdir()
     pqf = write_parquet(tmp_path / "c.parquet", rows)
     jsonl_twin(tmp_path / "in-j" / "c.jsonl", rows)
-    args: dict[str, Any] = {"seqlen": 257, "wds_chunk_size": 50, "num_local_cells": 3}
+    args: dict[str, Any] = {"sequence_length": 257, "wds_chunk_size": 50, "num_local_cells": 3}
     a = tokshuf.shuffle(tmp_path / "in-j", tmp_path / "cells-j", tmp_path / "out-j", CL100K, **args)
     b = tokshuf.shuffle(pqf, tmp_path / "cells-p", tmp_path / "out-p", CL100K, **args)
     assert (a["contexts"], a["shards"]) == (b["contexts"], b["shards"])

@@ -193,7 +193,7 @@ def test_nanosets_and_instances_from_s3(s3: Any, tmp_path: Path, cache_dir: Path
 
     local = _dataset(tmp_path)
     url = _upload_prefix(s3, s3.bucket("sets"), "d/ds", local)
-    cfg = {"sequence_length": 64, "split": "98,2,0", "path_to_cache": str(tmp_path / "nc")}
+    cfg = {"sequence_length": 64, "split": "98,2,0", "cache_dir": str(tmp_path / "nc")}
     train_l, *_ = tokshuf.build_nanosets(tokshuf.NanosetConfig(str(local), **cfg), num_samples=(50, 5, 0))
     train_r, *_ = tokshuf.build_nanosets(tokshuf.NanosetConfig(url, **cfg), num_samples=(50, 5, 0))
     assert train_l is not None
@@ -201,7 +201,7 @@ def test_nanosets_and_instances_from_s3(s3: Any, tmp_path: Path, cache_dir: Path
     assert len(train_r) == len(train_l)
     assert all(np.array_equal(train_r[i]["input_ids"], train_l[i]["input_ids"]) for i in range(len(train_l)))
     common: dict[str, Any] = {"sequence_length": 64, "pad_token_id": 0, "eos_token_id": 100257}
-    common["work_dir"] = tmp_path / "iw"
+    common["cache_dir"] = tmp_path / "iw"
     a = PackedFSLDataset(str(local), **common)
     b = PackedFSLDataset(url, **common)
     assert len(a) == len(b)

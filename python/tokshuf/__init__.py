@@ -8,6 +8,7 @@
   Megatron-identical training datasets;
 * :func:`shuffle` — JSON lines to globally shuffled webdataset shards (open_lm / DCLM);
 * the types of their options and summaries (:data:`OnError`, :class:`PreprocessSummary`, ...);
+* :func:`inspect` — a typed report on any of these artifacts (``tokshuf inspect``);
 * the ``tokshuf`` command line (``tokshuf --help``).
 """
 
@@ -30,6 +31,7 @@ from tokshuf._summaries import (
     SpecialTokenPreset,
 )
 from tokshuf.errors import BadInputError, ConfigError, FormatError, TokshufError
+from tokshuf._inspect import inspect
 from tokshuf.tokenizer import Tokenizer
 
 # `tokshuf.preprocess` and `tokshuf.shuffle` are the functions; their modules are private, and
@@ -93,6 +95,7 @@ __all__ = [
     "TokshufError",
     "__version__",
     "build_nanosets",
+    "inspect",
     "merge",
     "merge_parts",
     "preprocess",

@@ -219,21 +219,50 @@ def _merge(args: argparse.Namespace) -> int:
 def _add_inspect(sub: Any) -> None:
     p = sub.add_parser(
         "inspect",
-        help="summarize a streaming-loader checkpoint",
-        description="Validate a loader checkpoint (a directory, or one part-*.json) and show, per "
-        "sub-dataset, the tokens consumed, buffered and read, and the logical shards' epoch progress.",
+        help="summarize any tokshuf artifact: .bin/.idx, .npy token files, shards, a blend, a checkpoint",
+        description="Recognize each PATH and summarize it: a Megatron .bin/.idx prefix (or either file), "
+        "an OLMo .npy token file, a shuffle output directory (manifest.jsonl + shard_*.tar), a Nanoset / "
+        "blend YAML (nanotron's or Megatron-LM's argument names), or a streaming-loader checkpoint "
+        "(a directory, or one part-*.json).",
     )
-    p.add_argument("checkpoint", help="checkpoint directory or part file")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="what to inspect (several: one report each)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (a list for several PATHs)")
+    p.add_argument(
+        "--plot", metavar="FILE", help="also draw the plots into FILE.png or FILE.html (needs matplotlib)"
+    )
+    g = p.add_argument_group(".bin/.idx and .npy token files")
+    g.add_argument(
+        "--tokenizer", metavar="SPEC", help="decode excerpts (byte, tiktoken:NAME or a tokenizer.json)"
+    )
+    g.add_argument("--doc", type=int, metavar="K", help="show document K (decoded with --tokenizer)")
+    g.add_argument("--top", type=int, default=10, metavar="N", help="most frequent ids to list (default 10)")
+    scan = g.add_mutually_exclusive_group()
+    scan.add_argument(
+        "--scan", dest="scan", action="store_true", default=None, help="count ids of any size of file"
+    )
+    scan.add_argument("--no-scan", dest="scan", action="store_false", help="answer from the index only")
+    g.add_argument("--dtype", help="token dtype of .npy files (default: from the metadata or --tokenizer)")
+    g.add_argument("--eos-id", type=int, help="EOS id that ends .npy documents without metadata")
+    g = p.add_argument_group("shuffle output")
+    g.add_argument("--verify", action="store_true", help="decode every member of every shard")
+    g.add_argument("--eot-id", type=int, help="EOT id to count (default: the tokenizer's end-of-text id)")
+    g.add_argument("--pad-id", type=int, help="PAD id: the padding fraction (default: the EOT id)")
+    g.add_argument("--bos-id", type=int, help="BOS id to count (also the BOS of .npy documents)")
+    g = p.add_argument_group("blend (.yaml)")
+    g.add_argument("--step", type=int, metavar="N", help="show where each sample of step N comes from")
+    g.add_argument(
+        "--batch-size", type=int, metavar="B", help="global batch size, in samples (default: the YAML's)"
+    )
+    g.add_argument("--dp-rank", type=int, metavar="R", help="only data-parallel rank R's samples")
+    g.add_argument("--dp-size", type=int, default=1, metavar="D", help="data-parallel ranks (default 1)")
+    g.add_argument("--split", default="train", choices=["train", "valid", "test"], help="split of --step")
     p.set_defaults(handler=_inspect)
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from tokshuf.stream.inspect import inspect_path, render
+    from tokshuf._inspect.cli import run
 
-    summary = inspect_path(args.checkpoint)
-    print(json.dumps(summary, indent=1) if args.json else render(summary))
-    return 0
+    return run(args)
 
 
 def build_parser() -> argparse.ArgumentParser:

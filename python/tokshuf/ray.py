@@ -116,11 +116,11 @@ def preprocess(
     then the driver merges the parts (:func:`tokshuf.merge_parts`) into the outputs of the
     one-node run. ``address`` is passed to ``ray.init`` when Ray is not initialized yet;
     ``options`` are :func:`tokshuf.preprocess`'s. Returns the merged summary."""
-    if "shard" in options or "workers" in options:
-        raise ConfigError("tokshuf.ray.preprocess sets shard and workers itself; use tasks and cpus_per_task")
+    if {"shard", "num_threads", "workers"} & set(options):
+        raise ConfigError("tokshuf.ray.preprocess sets shard and num_threads itself; use tasks and cpus_per_task")
     ray = _connect(address)
     n = tasks or _default_tasks(ray, cpus_per_task)
-    kwargs = {**options, "workers": cpus_per_task, "progress": "none"}
+    kwargs = {**options, "num_threads": cpus_per_task, "progress": "none"}
     run = _remote(ray, _preprocess_task, cpus_per_task, max_retries)
     args = (inputs, output_prefix, tokenizer, tuple(json_keys))
     _run_all(ray, "preprocess", [run.remote(args, kwargs, (i, n)) for i in range(n)], progress)
@@ -154,12 +154,12 @@ def shuffle(
     cluster), then the manifest on the driver. ``local_cell_dir`` and ``output`` must be shared
     by the nodes. The shards and manifest are byte-identical to the one-node run. Returns the
     run's summary."""
-    if "stage" in options or "task" in options or "threads" in options:
-        raise ConfigError("tokshuf.ray.shuffle sets stage, task and threads itself")
+    if {"stage", "task", "num_threads", "threads"} & set(options):
+        raise ConfigError("tokshuf.ray.shuffle sets stage, task and num_threads itself")
     ray = _connect(address)
     n = cells_tasks or _default_tasks(ray, cpus_per_task)
     m = shards_tasks or _default_tasks(ray, cpus_per_task)
-    kwargs = {**options, "threads": cpus_per_task, "progress": "none"}
+    kwargs = {**options, "num_threads": cpus_per_task, "progress": "none"}
     run = _remote(ray, _shuffle_task, cpus_per_task, max_retries)
     args = (inputs, local_cell_dir, output, tokenizer)
     _run_all(ray, "shuffle cells", [run.remote(args, kwargs, "cells", (i, n)) for i in range(n)], progress)

@@ -1,0 +1,131 @@
+"""``tokshuf.inspect``: look at any tokshuf artifact before training on it.
+
+:func:`inspect` recognizes what it is given and returns a typed report (``.to_dict()`` for JSON):
+
+=============================================  =====================================================
+given                                          report
+=============================================  =====================================================
+``x_text_document`` (or its ``.bin``/``.idx``)  :class:`IndexedReport` — documents, lengths, ids
+an OLMo token file ``*.npy``                   :class:`TokenFileReport` — the same, per file
+a shuffle output dir (``manifest.jsonl``)      :class:`ShardsReport` — manifest vs tars, padding
+a :class:`NanosetConfig` or a ``.yaml``        :class:`BlendReport` — per source and split, a step
+a loader checkpoint dir or ``part-*.json``     :class:`CheckpointReport`
+=============================================  =====================================================
+
+Submodules import numpy and the dataset modules only when called.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from tokshuf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tokshuf._inspect.blend import BlendReport
+    from tokshuf._inspect.checkpoint import CheckpointReport
+    from tokshuf._inspect.indexed import IndexedReport
+    from tokshuf._inspect.olmo import TokenFileReport
+    from tokshuf._inspect.shards import ShardsReport
+
+    AnyReport: TypeAlias = IndexedReport | TokenFileReport | ShardsReport | BlendReport | CheckpointReport
+
+__all__ = ["KINDS", "detect", "inspect"]
+
+#: Messages go to ``tokshuf.inspect`` (a child of ``tokshuf``), for frameworks that route logs.
+log = logging.getLogger("tokshuf.inspect")
+# The library's rule: no output unless the application configures logging (without a handler,
+# Python's last-resort handler would repeat the report's problems on stderr).
+log.addHandler(logging.NullHandler())
+
+#: What :func:`detect` can answer.
+KINDS = ("indexed", "olmo", "shards", "blend", "checkpoint")
+
+
+def detect(path: Any) -> str:
+    """Which kind of artifact ``path`` is (one of :data:`KINDS`), from names only."""
+    from tokshuf.nanoset import NanosetConfig
+
+    if isinstance(path, NanosetConfig):
+        return "blend"
+    s = os.fspath(path)
+    p = Path(s)
+    if s.endswith((".yaml", ".yml")):
+        return "blend"
+    if s.endswith(".npy"):
+        return "olmo"
+    if s.endswith((".bin", ".idx")) or Path(s + ".idx").is_file():
+        return "indexed"
+    from tokshuf import _core
+
+    if _core.is_remote(s):
+        return "indexed"  # a remote .bin/.idx prefix: IndexedDataset reads local copies
+    if p.name == "manifest.jsonl" or (
+        p.is_dir() and ((p / "manifest.jsonl").is_file() or any(p.glob("*.tar")))
+    ):
+        return "shards"
+    if (p.is_file() and p.name.startswith("part-") and p.suffix == ".json") or (
+        p.is_dir() and ((p / "COMMITTED").exists() or any(p.glob("part-*.json")))
+    ):
+        return "checkpoint"
+    raise ConfigError(
+        f"cannot tell what {s!r} is: expected a .bin/.idx prefix (or either file), an OLMo .npy token file, "
+        "a shuffle output directory (manifest.jsonl + shard_*.tar), a blend .yaml, or a loader checkpoint "
+        "(a directory with COMMITTED, or a part-*.json)"
+    )
+
+
+def inspect(path: Any, *, kind: str | None = None, **options: Any) -> AnyReport:
+    """Report on ``path`` (anything :func:`detect` recognizes, or force ``kind``).
+
+    ``options`` go to the kind's function, and those that do not apply to it are ignored, so one
+    set of command-line options serves every path:
+    :func:`~tokshuf._inspect.indexed.inspect_indexed` (``scan``, ``top``, ``doc``, ``tokenizer``),
+    :func:`~tokshuf._inspect.olmo.inspect_token_file` (also ``dtype``, ``eos_id``, ``bos_id``,
+    ``vocab_size``), :func:`~tokshuf._inspect.shards.inspect_shards` (``verify``, ``eot_id``,
+    ``pad_id``, ``bos_id``, ``top``), :func:`~tokshuf._inspect.blend.inspect_blend` (``step``,
+    ``batch_size``, ``dp_rank``, ``dp_size``, ``split``, ``tokenizer``).
+    """
+    import inspect as _pyinspect
+
+    kind = kind or detect(path)
+    if kind not in KINDS:
+        raise ConfigError(f"kind must be one of {KINDS}, got {kind!r}")
+    fn = _function(kind)
+    accepted = set(_pyinspect.signature(fn).parameters)
+    name = (
+        "<NanosetConfig>" if kind == "blend" and not isinstance(path, str | os.PathLike) else os.fspath(path)
+    )
+    log.info("inspect: %s is a %s artifact", name, kind)
+    start = time.perf_counter()
+    report = fn(path, **{k: v for k, v in options.items() if k in accepted and v is not None})
+    log.info("inspect: %s done in %.3f s", name, time.perf_counter() - start)
+    for problem in getattr(report, "problems", []):
+        log.warning("inspect: %s: %s", name, problem)
+    return report
+
+
+def _function(kind: str) -> Any:
+    if kind == "indexed":
+        from tokshuf._inspect.indexed import inspect_indexed
+
+        return inspect_indexed
+    if kind == "olmo":
+        from tokshuf._inspect.olmo import inspect_token_file
+
+        return inspect_token_file
+    if kind == "shards":
+        from tokshuf._inspect.shards import inspect_shards
+
+        return inspect_shards
+    if kind == "blend":
+        from tokshuf._inspect.blend import inspect_blend
+
+        return inspect_blend
+    from tokshuf._inspect.checkpoint import inspect_checkpoint
+
+    return inspect_checkpoint

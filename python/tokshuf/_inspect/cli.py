@@ -1,0 +1,61 @@
+"""``tokshuf inspect``: the handler behind :mod:`tokshuf.cli`'s parser."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from tokshuf._inspect import inspect
+
+__all__ = ["options", "run"]
+
+
+def options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of :func:`tokshuf._inspect.inspect` that the flags give."""
+    opts: dict[str, Any] = {
+        "tokenizer": args.tokenizer,
+        "doc": args.doc,
+        "top": args.top,
+        "scan": args.scan,
+        "dtype": args.dtype,
+        "eos_id": args.eos_id,
+        "verify": args.verify,
+        "eot_id": args.eot_id,
+        "pad_id": args.pad_id,
+        "bos_id": args.bos_id,
+        "step": args.step,
+        "batch_size": args.batch_size,
+        "dp_rank": args.dp_rank,
+        "dp_size": args.dp_size,
+        "split": args.split,
+    }
+    if args.tokenizer is not None:
+        from tokshuf.tokenizer import Tokenizer
+
+        tok = Tokenizer(args.tokenizer)
+        opts["vocab_size"] = tok.vocab_size
+        if args.eot_id is None:
+            opts["eot_id"] = tok.eod_id  # tokshuf shuffle's "native" preset: EOT = PAD = eod
+        if args.eos_id is None:
+            opts["eos_id"] = tok.eod_id
+    return opts
+
+
+def run(args: argparse.Namespace) -> int:
+    opts = options(args)
+    reports = [inspect(p, **opts) for p in args.paths]
+    if args.json:
+        out = [r.to_dict() for r in reports]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=1))
+    else:
+        from tokshuf._inspect.render import render
+
+        print("\n\n".join(render(r) for r in reports))
+    if args.plot:
+        from tokshuf._inspect.plot import plot
+
+        drawn = plot(reports, args.plot)
+        if not args.json:
+            print(f"\nplots ({', '.join(p.title for p in drawn.panels)}) -> {drawn.path}")
+    return 0

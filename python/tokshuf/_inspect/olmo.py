@@ -1,0 +1,112 @@
+"""OLMo token files (headerless ``.npy`` of ids) with their Dolma ``.csv.gz`` metadata."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tokshuf import olmo_tokens
+from tokshuf.errors import ConfigError, TokshufError
+from tokshuf._inspect._excerpt import Excerpt, documents_named, excerpt
+from tokshuf._inspect._report import HIDDEN, Report
+from tokshuf._inspect._stats import IdStats, LengthStats, id_stats, length_stats
+
+__all__ = ["TokenFileReport", "inspect_token_file"]
+
+#: As for ``.bin/.idx``: ``scan=None`` counts ids of files up to this many tokens.
+AUTO_SCAN_TOKENS = 1 << 27
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenFileReport(Report):
+    path: str
+    dtype: str
+    #: ``"metadata"`` (the ``.csv.gz``) or ``"eos"`` (a scan for the EOS id).
+    boundaries: str
+    documents: int
+    tokens: int
+    #: Tokens after the last boundary (or outside every metadata span): in no document.
+    tokens_outside_documents: int
+    empty_documents: int
+    document_lengths: LengthStats
+    ids: IdStats | None
+    excerpt: Excerpt | None
+    kind: str = "olmo"
+    lengths: npt.NDArray[np.int64] | None = dataclasses.field(
+        default=None, repr=False, compare=False, metadata=HIDDEN
+    )
+
+
+def _infer_dtype(path: str) -> np.dtype[Any]:
+    """The dtype the metadata implies: the widest one whose token count still holds every span,
+    which must then end exactly at the file's end (OLMo records no dtype)."""
+    meta = olmo_tokens.metadata_path(path)
+    size = os.path.getsize(path)
+    if meta.is_file():
+        for t in (np.uint64, np.uint32, np.uint16, np.uint8):
+            d = np.dtype(t)
+            if size % d.itemsize:
+                continue
+            try:
+                spans = olmo_tokens.document_spans(path, d, boundaries="metadata")
+            except TokshufError:
+                continue
+            if len(spans) and int(spans[:, 1].max()) == size // d.itemsize:
+                return d
+            break
+    raise ConfigError(
+        f"cannot tell the token dtype of {path} (OLMo records none): pass dtype "
+        "(--dtype uint16 | uint32 | ...) or a tokenizer (--tokenizer SPEC; its vocabulary size decides)"
+    )
+
+
+def inspect_token_file(
+    path: str | os.PathLike[str],
+    *,
+    dtype: npt.DTypeLike | None = None,
+    eos_id: int | None = None,
+    bos_id: int | None = None,
+    vocab_size: int | None = None,
+    scan: bool | None = None,
+    top: int = 10,
+    doc: int | None = None,
+    tokenizer: str | None = None,
+    excerpt_tokens: int = 64,
+) -> TokenFileReport:
+    """Summarize one OLMo token file: documents from its metadata when present, else an EOS scan
+    (``eos_id`` needed). ``dtype`` defaults to the tokenizer's rule (``vocab_size``) or to what the
+    metadata implies."""
+    p = os.fspath(path)
+    if dtype is not None:
+        d = np.dtype(dtype)
+    elif vocab_size is not None:
+        d = olmo_tokens.token_dtype(vocab_size)
+    else:
+        d = _infer_dtype(p)
+    tokens = olmo_tokens.read_tokens(p, d)
+    has_meta = olmo_tokens.metadata_path(p).is_file()
+    spans = olmo_tokens.document_spans(p, d, eos_id, bos_id)
+    lengths = (spans[:, 1] - spans[:, 0]).astype(np.int64)
+    do_scan = len(tokens) <= AUTO_SCAN_TOKENS if scan is None else scan
+    ex = None
+    if doc is not None:
+        if not 0 <= doc < len(spans):
+            raise ConfigError(f"--doc {doc} does not exist: {p} has {documents_named(len(spans))}")
+        ex = excerpt(doc, tokens[int(spans[doc, 0]) : int(spans[doc, 1])], tokenizer, excerpt_tokens)
+    return TokenFileReport(
+        path=p,
+        dtype=d.name,
+        boundaries="metadata" if has_meta else "eos",
+        documents=len(spans),
+        tokens=len(tokens),
+        tokens_outside_documents=len(tokens) - int(lengths.sum()),
+        empty_documents=int((lengths == 0).sum()),
+        document_lengths=length_stats(lengths),
+        ids=id_stats(tokens, top) if do_scan else None,
+        excerpt=ex,
+        lengths=lengths,
+    )

@@ -1,0 +1,159 @@
+"""``--plot FILE.png|.html``: document lengths per source, the realized mixture of a blend against
+its target weights, and shard sizes. Needs matplotlib (the ``plot`` extra)."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import io
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tokshuf.errors import ConfigError
+
+__all__ = ["Panel", "PlotResult", "panels", "plot"]
+
+#: Log-spaced length bins per histogram.
+BINS = 40
+#: Points kept per mixture curve (an HTML file stays small for a million-step run).
+MAX_POINTS = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Panel:
+    title: str
+    xlabel: str
+    ylabel: str
+    #: ``{name: {"x": [...], "y": [...], "style": "bar" | "line" | "dashed"}}``
+    series: dict[str, dict[str, Any]]
+    log_x: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class PlotResult:
+    path: str
+    panels: list[Panel]
+
+
+def _length_panel(lengths: dict[str, npt.NDArray[Any]]) -> Panel:
+    top = max((int(a.max()) for a in lengths.values() if len(a)), default=1)
+    # Log bins from 1 token: empty documents (length 0) have no place on a log axis and are
+    # reported as counts instead.
+    edges = np.geomspace(1, top + 1, BINS + 1)
+    series = {}
+    for name, a in lengths.items():
+        counts, _ = np.histogram(a[a > 0], edges)
+        series[name] = {"x": edges[:-1].tolist(), "width": np.diff(edges).tolist(), "y": counts.tolist()}
+        series[name]["style"] = "bar"
+    return Panel("document length", "tokens per document (log bins)", "documents", series, log_x=True)
+
+
+def _mixture_panel(report: Any) -> Panel | None:
+    sources = report.train_sources
+    if sources is None or not len(sources):
+        return None
+    train = next(s for s in report.splits if s.split == "train")
+    per_step = report.batch_size or 1
+    n_steps = len(sources) // per_step
+    if n_steps == 0:
+        return None
+    seq = report.sequence_length
+    steps = np.arange(1, n_steps + 1)
+    keep = np.unique(np.linspace(0, n_steps - 1, min(n_steps, MAX_POINTS)).astype(np.int64))
+    series: dict[str, dict[str, Any]] = {}
+    for d, src in enumerate(train.sources):
+        drawn = np.cumsum(sources[: n_steps * per_step] == d).reshape(n_steps, per_step)[:, -1]
+        x = steps[keep].tolist()
+        series[f"{src.name} (realized)"] = {"x": x, "y": (drawn[keep] * seq).tolist(), "style": "line"}
+        if src.target_weight is not None:
+            target = steps[keep] * per_step * seq * src.target_weight
+            series[f"{src.name} (target)"] = {"x": x, "y": target.tolist(), "style": "dashed"}
+    xlabel = "training step" if report.batch_size else "sample"
+    return Panel("tokens per source", xlabel, "tokens (cumulative)", series)
+
+
+def _shard_panel(report: Any) -> Panel:
+    sizes = np.array([s.bytes for s in report.per_shard or []], dtype=np.int64)
+    counts, edges = np.histogram(sizes, bins=min(BINS, max(1, len(np.unique(sizes)))))
+    series = {report.path: {"x": edges[:-1].tolist(), "width": np.diff(edges).tolist(), "y": counts.tolist()}}
+    series[report.path]["style"] = "bar"
+    return Panel("shard size", "shard size (bytes)", "shards", series)
+
+
+def panels(reports: Sequence[Any]) -> list[Panel]:
+    """What :func:`plot` draws for these reports (also its data, for tests and HTML)."""
+    lengths: dict[str, npt.NDArray[Any]] = {}
+    out: list[Panel] = []
+    for r in reports:
+        if r.kind in ("indexed", "olmo") and r.lengths is not None:
+            lengths[r.path] = r.lengths
+        elif r.kind == "blend":
+            lengths.update(r.lengths or {})
+            mix = _mixture_panel(r)
+            if mix is not None:
+                out.append(mix)
+        elif r.kind == "shards":
+            out.append(_shard_panel(r))
+    if lengths:
+        out.insert(0, _length_panel(lengths))
+    return out
+
+
+def _figure(drawn: list[Panel]) -> Any:
+    from matplotlib.figure import Figure  # no pyplot: no global state, no display backend
+
+    fig = Figure(figsize=(7, 3.6 * len(drawn)), layout="constrained")
+    for ax, p in zip(np.atleast_1d(fig.subplots(len(drawn), 1)), drawn, strict=True):
+        color = None
+        for name, s in p.series.items():
+            if s["style"] == "bar":
+                ax.bar(s["x"], s["y"], width=s["width"], align="edge", alpha=0.5, label=name)
+            elif s["style"] == "dashed":  # a target, in the colour of the realized curve before it
+                ax.plot(s["x"], s["y"], linestyle="--", color=color, alpha=0.7, label=name)
+            else:
+                (line,) = ax.plot(s["x"], s["y"], label=name)
+                color = line.get_color()
+        if p.log_x:
+            ax.set_xscale("log")
+        ax.set_title(p.title)
+        ax.set_xlabel(p.xlabel)
+        ax.set_ylabel(p.ylabel)
+        ax.legend(fontsize="small")
+    return fig
+
+
+def plot(reports: Sequence[Any], path: str | os.PathLike[str]) -> PlotResult:
+    """Draw every panel that ``reports`` support into ``path`` (``.png``, or ``.html``: an inline
+    SVG plus the series as JSON in ``<script id="tokshuf-series">``)."""
+    p = os.fspath(path)
+    if not p.endswith((".png", ".html")):
+        raise ConfigError(f"--plot {p!r}: the file must end with .png or .html")
+    drawn = panels(reports)
+    if not drawn:
+        kinds = sorted({r.kind for r in reports})
+        raise ConfigError(f"nothing to plot for {kinds}: plots cover .bin/.idx, .npy, shards and blends")
+    try:
+        import matplotlib
+    except ImportError:
+        raise ConfigError("--plot needs matplotlib: pip install 'tokshuf[plot]'") from None
+    fig = _figure(drawn)
+    if p.endswith(".png"):
+        fig.savefig(p, dpi=100)
+    else:
+        svg = io.StringIO()
+        with matplotlib.rc_context({"svg.fonttype": "none"}):  # labels stay text, searchable
+            fig.savefig(svg, format="svg")
+        data = json.dumps([dataclasses.asdict(d) for d in drawn]).replace("</", "<\\/")
+        titles = ", ".join(d.title for d in drawn)
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(
+                f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>tokshuf inspect: "
+                f"{html.escape(titles)}</title></head>\n<body>\n{svg.getvalue()}\n"
+                f'<script type="application/json" id="tokshuf-series">{data}</script>\n</body></html>\n'
+            )
+    return PlotResult(p, drawn)

@@ -1,0 +1,86 @@
+"""Blend configs from YAML: nanotron's (``data.dataset`` / ``data_stages``, via
+:meth:`NanosetConfig.from_yaml`) or Megatron-LM's argument names (``data_path``, ``seq_length``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tokshuf.errors import ConfigError
+from tokshuf.nanoset import NanosetConfig
+
+__all__ = ["load_blend_yaml"]
+
+
+def _megatron_data_path(value: Any) -> Any:
+    """``[0.3, a, 0.7, b]`` (``--data-path 0.3 a 0.7 b``) → ``{a: 0.3, b: 0.7}``; prefixes alone
+    stay a list (an unweighted blend), one prefix a string."""
+    if isinstance(value, str):
+        value = value.split()
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"data_path must be a prefix or a list such as [0.3, a, 0.7, b], got {value!r}")
+    if len(value) == 1:
+        return str(value[0])
+    if len(value) % 2 == 0 and all(_is_number(w) for w in value[::2]):
+        return {str(p): float(w) for w, p in zip(value[::2], value[1::2], strict=True)}
+    return [str(p) for p in value]
+
+
+def _is_number(x: Any) -> bool:
+    if isinstance(x, int | float) and not isinstance(x, bool):
+        return True
+    try:
+        float(x)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _megatron(root: dict[str, Any]) -> tuple[NanosetConfig, int | None]:
+    gbs = root.get("global_batch_size")
+    train_iters = root.get("train_iters")
+    if root.get("train_samples") is not None:
+        train = int(root["train_samples"])
+        if train_iters is None and gbs:
+            train_iters = train // gbs
+    elif train_iters is not None and gbs:
+        train = int(train_iters) * int(gbs)
+    else:
+        train = None
+    valid = test = None
+    if train_iters is not None and gbs:
+        # Megatron's get_train_valid_test_num_samples (defaults eval_interval 1000, eval_iters 100).
+        eval_iters = int(root.get("eval_iters", 100))
+        eval_interval = int(root.get("eval_interval", 1000))
+        valid = (int(train_iters) // eval_interval + 1) * eval_iters * int(gbs)
+        test = eval_iters * int(gbs)
+    fields: dict[str, Any] = {
+        "data_path": _megatron_data_path(root["data_path"]),
+        "sequence_length": root["seq_length"],
+        "split": str(root.get("split", "969, 30, 1")),
+        "seed": root.get("seed", 1234),
+        "num_samples": (train, valid, test),
+    }
+    if root.get("data_cache_path"):
+        fields["path_to_cache"] = str(root["data_cache_path"])
+    return NanosetConfig.from_dict(fields), int(gbs) if gbs else None
+
+
+def load_blend_yaml(path: Path, *, stage: int | str = 0) -> tuple[NanosetConfig, int | None]:
+    """The config, and the global batch size the file implies (``None`` if it says nothing)."""
+    try:
+        root = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path} is not YAML: {e}") from None
+    if not isinstance(root, dict):
+        raise ConfigError(f"{path}: the YAML document must be a mapping")
+    if "seq_length" in root and "data_path" in root:
+        return _megatron(root)
+    tokens = root.get("tokens") or {}
+    dp = (root.get("parallelism") or {}).get("dp", 1)
+    gbs = None
+    if "micro_batch_size" in tokens:
+        gbs = tokens["micro_batch_size"] * tokens.get("batch_accumulation_per_replica", 1) * dp
+    return NanosetConfig.from_yaml(path, stage=stage), gbs

@@ -1,0 +1,116 @@
+"""``--plot``: each plot type drawn into a valid PNG and an HTML file whose series are the
+numbers recomputed here."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from megatron_model import blending_indices, size_per_dataset
+from nanoset_helpers import lognormal_lengths, write_dataset
+from shuffle_helpers import random_docs, read_manifest, write_corpus
+
+import tokshuf
+from tokshuf.cli import main
+from tokshuf.errors import ConfigError
+
+pytest.importorskip("matplotlib")
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SEQ = 16
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import random
+
+    root = tmp_path_factory.mktemp("plot")
+    tokens = {}
+    for i, n in enumerate((80, 50)):
+        prefix = root / f"s{i}_text_document"
+        tokens[str(prefix)] = write_dataset(prefix, lognormal_lengths(n, 60.0, seed=i), seed=i)
+    blend = root / "blend.yaml"
+    blend.write_text(
+        yaml.safe_dump(
+            {
+                "data_path": [0.4, str(root / "s0_text_document"), 0.6, str(root / "s1_text_document")],
+                "seq_length": SEQ,
+                "split": "100,0,0",
+                "train_samples": 200,
+                "global_batch_size": 8,
+            }
+        )
+    )
+    files = [random_docs(random.Random(3), 80, max_len=200)]
+    tokshuf.shuffle(
+        write_corpus(root, files), root / "cells", root / "out", "byte", seqlen=33, wds_chunk_size=7
+    )
+    return {"tokens": tokens, "blend": blend, "shards": root / "out"}
+
+
+def _series(html: str) -> dict[str, Any]:
+    m = re.search(r'<script type="application/json" id="tokshuf-series">(.*?)</script>', html, re.S)
+    assert m is not None
+    return {p["title"]: p for p in json.loads(m.group(1))}
+
+
+def test_every_plot_type_in_png_and_html(artifacts: dict[str, Any], tmp_path: Path, capsys: Any) -> None:
+    prefixes = list(artifacts["tokens"])
+    paths = [*prefixes, str(artifacts["blend"]), str(artifacts["shards"])]
+    png = tmp_path / "all.png"
+    assert main(["inspect", *paths, "--plot", str(png)]) == 0
+    assert "document length, tokens per source, shard size" in capsys.readouterr().out
+    data = png.read_bytes()
+    assert data[:8] == PNG_MAGIC
+    assert len(data) > 10_000
+
+    page = tmp_path / "all.html"
+    assert main(["inspect", *paths, "--plot", str(page), "--json"]) == 0
+    html = page.read_text()
+    assert "<svg" in html
+    panels = _series(html)
+    assert set(panels) == {"document length", "tokens per source", "shard size"}
+    for p in panels.values():  # the labels are text in the SVG (svg.fonttype none)
+        assert p["xlabel"] in html
+        assert p["ylabel"] in html
+
+    lengths = panels["document length"]
+    assert set(lengths["series"]) == set(prefixes)
+    for prefix, toks in artifacts["tokens"].items():
+        s = lengths["series"][prefix]
+        assert sum(s["y"]) == sum(1 for t in toks if len(t))  # every non-empty document in a bin
+        x = np.array(s["x"])
+        assert np.all(np.diff(np.log(x)) == pytest.approx(np.log(x[1] / x[0])))  # log bins
+
+    # The realized mixture: tokens drawn per source after each step of 8 samples, next to target.
+    mix = panels["tokens per source"]
+    assert mix["xlabel"] == "training step"
+    weights = [0.4, 0.6]
+    di, _ = blending_indices(weights, sum(size_per_dataset(weights, 200, 0.0)))
+    steps = len(di) // 8
+    for d, prefix in enumerate(prefixes):
+        realized = mix["series"][f"{prefix} (realized)"]
+        target = mix["series"][f"{prefix} (target)"]
+        want = [int((di[: 8 * n] == d).sum()) * SEQ for n in range(1, steps + 1)]
+        assert realized["x"] == list(range(1, steps + 1))
+        assert realized["y"] == want
+        assert target["y"] == pytest.approx([n * 8 * SEQ * weights[d] for n in range(1, steps + 1)])
+
+    shards = panels["shard size"]["series"][str(artifacts["shards"])]
+    out = artifacts["shards"]
+    sizes = [(out / f"{r['shard']}.tar").stat().st_size for r in read_manifest(out)]
+    assert sum(shards["y"]) == len(sizes)
+    assert shards["x"][0] == min(sizes)
+
+
+def test_plot_errors(artifacts: dict[str, Any], tmp_path: Path) -> None:
+    from tokshuf._inspect.plot import plot
+
+    report = tokshuf.inspect(next(iter(artifacts["tokens"])))
+    with pytest.raises(ConfigError, match=r"must end with \.png or \.html"):
+        plot([report], tmp_path / "x.jpg")
