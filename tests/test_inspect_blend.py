@@ -25,10 +25,10 @@ from nanoset_helpers import lognormal_lengths, write_dataset
 
 import tokshuf
 from tokshuf import NanosetConfig
-from tokshuf.cli import main
-from tokshuf.errors import ConfigError
 from tokshuf._inspect import detect
 from tokshuf._inspect.blend import inspect_blend
+from tokshuf.cli import main
+from tokshuf.errors import ConfigError
 
 SEQ, SEED, SPLIT = 24, 11, "90,10,0"
 WEIGHTS = [0.25, 0.75]

@@ -15,11 +15,11 @@ from megatron_idx import parse_idx
 
 import tokshuf
 from tokshuf import IndexedDatasetWriter, olmo_tokens
-from tokshuf.cli import main
-from tokshuf.errors import ConfigError
 from tokshuf._inspect import detect
 from tokshuf._inspect.indexed import inspect_indexed
 from tokshuf._inspect.olmo import inspect_token_file
+from tokshuf.cli import main
+from tokshuf.errors import ConfigError
 
 QS = (0.01, 0.1, 0.5, 0.9, 0.99)
 

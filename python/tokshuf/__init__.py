@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tokshuf import _preprocess, _shuffle
 from tokshuf._core import __version__
 from tokshuf._deprecation import moved_module
+from tokshuf._inspect import inspect
 from tokshuf._preprocess import preprocess
 from tokshuf._shuffle import SPECIAL_TOKEN_PRESETS, shuffle
 from tokshuf._summaries import (
@@ -31,7 +32,6 @@ from tokshuf._summaries import (
     SpecialTokenPreset,
 )
 from tokshuf.errors import BadInputError, ConfigError, FormatError, TokshufError
-from tokshuf._inspect import inspect
 from tokshuf.tokenizer import Tokenizer
 
 # `tokshuf.preprocess` and `tokshuf.shuffle` are the functions; their modules are private, and

@@ -8,7 +8,7 @@ that set them are now spelled ``num_threads``, ``sequence_length``, ``eos_token_
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
     "BatchOutput",
@@ -97,6 +97,8 @@ class PreprocessSummary(TypedDict):
     #: Tokenizer threads used (``num_threads``).
     workers: int
     seconds: float
+    #: For a task's part (``shard=``): ``{"index": i, "count": n}``.
+    task: NotRequired[dict[str, int]]
 
 
 class SpecialTokenIds(TypedDict):
@@ -139,6 +141,8 @@ class ShuffleSummary(TypedDict):
     stage2_seconds: float
     seconds: float
     warnings: list[str]
+    #: For one step of a shuffle cut into tasks (``stage=``): the step, the task, its shards.
+    task: NotRequired[dict[str, Any]]
 
 
 class MergeSummary(TypedDict):

@@ -234,27 +234,60 @@ def _add_inspect(sub: Any) -> None:
     g.add_argument(
         "--tokenizer", metavar="SPEC", help="decode excerpts (byte, tiktoken:NAME or a tokenizer.json)"
     )
-    g.add_argument("--doc", type=int, metavar="K", help="show document K (decoded with --tokenizer)")
-    g.add_argument("--top", type=int, default=10, metavar="N", help="most frequent ids to list (default 10)")
+    g.add_argument(
+        "--doc", type=cli_args.integer(0), metavar="K", help="show document K (decoded with --tokenizer)"
+    )
+    g.add_argument(
+        "--top",
+        type=cli_args.integer(0),
+        default=10,
+        metavar="N",
+        help="most frequent ids to list (default 10)",
+    )
     scan = g.add_mutually_exclusive_group()
     scan.add_argument(
         "--scan", dest="scan", action="store_true", default=None, help="count ids of any size of file"
     )
     scan.add_argument("--no-scan", dest="scan", action="store_false", help="answer from the index only")
     g.add_argument("--dtype", help="token dtype of .npy files (default: from the metadata or --tokenizer)")
-    g.add_argument("--eos-id", type=int, help="EOS id that ends .npy documents without metadata")
+    g.add_argument(
+        "--eos-id",
+        type=cli_args.integer(0, cli_args.ID_MAX),
+        help="EOS id that ends .npy documents without metadata",
+    )
     g = p.add_argument_group("shuffle output")
     g.add_argument("--verify", action="store_true", help="decode every member of every shard")
-    g.add_argument("--eot-id", type=int, help="EOT id to count (default: the tokenizer's end-of-text id)")
-    g.add_argument("--pad-id", type=int, help="PAD id: the padding fraction (default: the EOT id)")
-    g.add_argument("--bos-id", type=int, help="BOS id to count (also the BOS of .npy documents)")
-    g = p.add_argument_group("blend (.yaml)")
-    g.add_argument("--step", type=int, metavar="N", help="show where each sample of step N comes from")
     g.add_argument(
-        "--batch-size", type=int, metavar="B", help="global batch size, in samples (default: the YAML's)"
+        "--eot-id",
+        type=cli_args.integer(0, cli_args.ID_MAX),
+        help="EOT id to count (default: the tokenizer's end-of-text id)",
     )
-    g.add_argument("--dp-rank", type=int, metavar="R", help="only data-parallel rank R's samples")
-    g.add_argument("--dp-size", type=int, default=1, metavar="D", help="data-parallel ranks (default 1)")
+    g.add_argument(
+        "--pad-id",
+        type=cli_args.integer(0, cli_args.ID_MAX),
+        help="PAD id: the padding fraction (default: the EOT id)",
+    )
+    g.add_argument(
+        "--bos-id",
+        type=cli_args.integer(0, cli_args.ID_MAX),
+        help="BOS id to count (also the BOS of .npy documents)",
+    )
+    g = p.add_argument_group("blend (.yaml)")
+    g.add_argument(
+        "--step", type=cli_args.integer(0), metavar="N", help="show where each sample of step N comes from"
+    )
+    g.add_argument(
+        "--batch-size",
+        type=cli_args.integer(1),
+        metavar="B",
+        help="global batch size, in samples (default: the YAML's)",
+    )
+    g.add_argument(
+        "--dp-rank", type=cli_args.integer(0), metavar="R", help="only data-parallel rank R's samples"
+    )
+    g.add_argument(
+        "--dp-size", type=cli_args.integer(1), default=1, metavar="D", help="data-parallel ranks (default 1)"
+    )
     g.add_argument("--split", default="train", choices=["train", "valid", "test"], help="split of --step")
     p.set_defaults(handler=_inspect)
 

@@ -286,7 +286,7 @@ def report(summary: ShuffleSummary, quiet: bool = False) -> None:
         print(f"tokshuf: skipped file {file['path']}: {file['reason']}: {file['message']}", file=sys.stderr)
     if quiet:
         return
-    task = summary.get("task") or {}
+    task: dict[str, Any] = dict(summary.get("task") or {})
     if task.get("step") == "cells":
         print(
             f"cells task {task['index']}/{task['count']}: {summary['files']:,} files, "

@@ -117,7 +117,9 @@ def preprocess(
     one-node run. ``address`` is passed to ``ray.init`` when Ray is not initialized yet;
     ``options`` are :func:`tokshuf.preprocess`'s. Returns the merged summary."""
     if {"shard", "num_threads", "workers"} & set(options):
-        raise ConfigError("tokshuf.ray.preprocess sets shard and num_threads itself; use tasks and cpus_per_task")
+        raise ConfigError(
+            "tokshuf.ray.preprocess sets shard and num_threads itself; use tasks and cpus_per_task"
+        )
     ray = _connect(address)
     n = tasks or _default_tasks(ray, cpus_per_task)
     kwargs = {**options, "num_threads": cpus_per_task, "progress": "none"}
@@ -148,7 +150,7 @@ def shuffle(
     max_retries: int = 3,
     progress: bool = True,
     **options: Any,
-) -> dict[str, Any]:
+) -> tokshuf.ShuffleSummary:
     """:func:`tokshuf.shuffle` on a Ray cluster: ``cells_tasks`` stage-1 tasks, then
     ``shards_tasks`` stage-2 tasks (each default: one per ``cpus_per_task`` CPUs of the
     cluster), then the manifest on the driver. ``local_cell_dir`` and ``output`` must be shared

@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf.errors import ConfigError
-from tokshuf.indexed import IndexedDataset
 from tokshuf._inspect._report import HIDDEN, Report
 from tokshuf._inspect.decode import decode
 from tokshuf._inspect.indexed import document_lengths
 from tokshuf._inspect.yaml_config import load_blend_yaml
+from tokshuf.errors import ConfigError
+from tokshuf.indexed import IndexedDataset
 from tokshuf.nanoset import BlendedNanoset, Nanoset, NanosetConfig, build_nanosets
 
 __all__ = [

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf.errors import ConfigError
-from tokshuf.indexed import IndexedDataset
 from tokshuf._inspect._excerpt import Excerpt, documents_named, excerpt
 from tokshuf._inspect._report import HIDDEN, Report
 from tokshuf._inspect._stats import IdStats, LengthStats, id_stats, length_stats
+from tokshuf.errors import ConfigError
+from tokshuf.indexed import IndexedDataset
 
 __all__ = ["IndexedReport", "document_lengths", "inspect_indexed"]
 

@@ -10,10 +10,10 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import olmo_tokens
-from tokshuf.errors import ConfigError, TokshufError
 from tokshuf._inspect._excerpt import Excerpt, documents_named, excerpt
 from tokshuf._inspect._report import HIDDEN, Report
 from tokshuf._inspect._stats import IdStats, LengthStats, id_stats, length_stats
+from tokshuf.errors import ConfigError, TokshufError
 
 __all__ = ["TokenFileReport", "inspect_token_file"]
 

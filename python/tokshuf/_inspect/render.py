@@ -65,7 +65,7 @@ def _olmo(r: Any) -> list[str]:
 def _shards(r: Any) -> list[str]:
     lines = [
         f"{r.path}: webdataset shards, {r.shards:,} shards, {r.contexts:,} contexts"
-        + (f" of {r.seqlen:,} tokens" if r.seqlen else ""),
+        + (f" of {r.sequence_length:,} tokens" if r.sequence_length else ""),
         f"shard size: {r.shard_bytes:,} bytes in all; min {r.shard_bytes_min:,}, "
         f"median {r.shard_bytes_median:,.0f}, max {r.shard_bytes_max:,}",
         f"contexts decoded: {r.contexts_read:,}"

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from tokshuf.errors import FormatError
 from tokshuf._inspect._report import HIDDEN, Report
+from tokshuf.errors import FormatError
 
 __all__ = ["ShardReport", "ShardsReport", "inspect_shards"]
 
@@ -47,7 +47,7 @@ class ShardsReport(Report):
     contexts_read: int
     verified: bool
     #: Tokens per context (``None`` when none was read); ``mixed`` lists others seen.
-    seqlen: int | None
+    sequence_length: int | None
     tokens_read: int
     #: The special ids asked about (``None`` when not given) and how often each was seen.
     eot_id: int | None
@@ -192,7 +192,7 @@ def inspect_shards(
         problems=problems,
         contexts_read=read,
         verified=verify,
-        seqlen=lengths.most_common(1)[0][0] if lengths else None,
+        sequence_length=lengths.most_common(1)[0][0] if lengths else None,
         tokens_read=tokens,
         eot_id=eot_id,
         pad_id=pad_id,

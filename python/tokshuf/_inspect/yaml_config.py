@@ -64,7 +64,7 @@ def _megatron(root: dict[str, Any]) -> tuple[NanosetConfig, int | None]:
         "num_samples": (train, valid, test),
     }
     if root.get("data_cache_path"):
-        fields["path_to_cache"] = str(root["data_cache_path"])
+        fields["cache_dir"] = str(root["data_cache_path"])
     return NanosetConfig.from_dict(fields), int(gbs) if gbs else None
 
 
