@@ -164,7 +164,7 @@ def test_olmo_file_scanned_for_eos(tmp_path: Path) -> None:
     olmo_tokens.write_tokens(path, [*docs, np.array([5, 6, 7])], np.uint32)  # a tail with no EOS
     with pytest.raises(ConfigError, match="cannot tell the token dtype"):
         tokshuf.inspect(path)
-    r = inspect_token_file(path, dtype="uint32", eos_id=0, doc=2)
+    r = inspect_token_file(path, dtype="uint32", eos_token_id=0, doc=2)
     assert (r.boundaries, r.documents, r.tokens_outside_documents) == ("eos", len(docs), 3)
     assert r.empty_documents == 0
     assert r.excerpt is not None

@@ -32,7 +32,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[list[str]], Path
     paths = write_corpus(root, files)
     tokshuf.shuffle(
         paths, root / "cells", root / "out", "byte", sequence_length=SEQLEN, wds_chunk_size=13, num_threads=1,
-        special_tokens="native", eot_id=EOT, pad_id=PAD, num_local_cells=3,
+        special_tokens="native", eos_token_id=EOT, pad_token_id=PAD, num_local_cells=3,
     )  # fmt: skip
     return files, root / "out"
 
@@ -55,7 +55,7 @@ def test_verify_reads_every_context(run: tuple[list[list[str]], Path]) -> None:
     sizes = np.array([(out / f"{r['shard']}.tar").stat().st_size for r in rows])
 
     assert detect(out) == "shards"
-    r = inspect_shards(out, verify=True, eot_id=EOT, pad_id=PAD)
+    r = inspect_shards(out, verify=True, eos_token_id=EOT, pad_token_id=PAD)
     assert r.problems == []
     assert (r.shards, r.contexts, r.contexts_read, r.sequence_length, r.tokens_read) == (
         len(rows),
@@ -74,7 +74,7 @@ def test_verify_reads_every_context(run: tuple[list[list[str]], Path]) -> None:
 
 def test_without_verify_only_the_first_shard_is_decoded(run: tuple[list[list[str]], Path]) -> None:
     _, out = run
-    r = inspect_shards(out / "manifest.jsonl", eot_id=EOT, pad_id=PAD)
+    r = inspect_shards(out / "manifest.jsonl", eos_token_id=EOT, pad_token_id=PAD)
     with tarfile.open(out / "shard_00000000.tar") as t:
         first = len(t.getmembers())
     assert (r.contexts_read, r.verified, r.problems) == (first, False, [])
@@ -90,8 +90,8 @@ def test_pad_equal_to_eot_counts_the_last_eot_as_a_document_end(tmp_path: Path) 
     # Every token that is not a document's byte or its EOT is padding.
     pads = len(model) * SEQLEN - sum(len(d.encode()) + 1 for f in files for d in f)
     assert pads > 0
-    r = inspect_shards(tmp_path / "out", verify=True, eot_id=0)  # PAD defaults to EOT (native)
-    assert r.pad_id == 0
+    r = inspect_shards(tmp_path / "out", verify=True, eos_token_id=0)  # PAD defaults to EOT (native)
+    assert r.pad_token_id == 0
     assert r.padding_fraction == pytest.approx(pads / (len(model) * SEQLEN))
 
 

@@ -85,9 +85,9 @@ def inspect(path: Any, *, kind: str | None = None, **options: Any) -> AnyReport:
     ``options`` go to the kind's function, and those that do not apply to it are ignored, so one
     set of command-line options serves every path:
     :func:`~tokshuf._inspect.indexed.inspect_indexed` (``scan``, ``top``, ``doc``, ``tokenizer``),
-    :func:`~tokshuf._inspect.olmo.inspect_token_file` (also ``dtype``, ``eos_id``, ``bos_id``,
-    ``vocab_size``), :func:`~tokshuf._inspect.shards.inspect_shards` (``verify``, ``eot_id``,
-    ``pad_id``, ``bos_id``, ``top``), :func:`~tokshuf._inspect.blend.inspect_blend` (``step``,
+    :func:`~tokshuf._inspect.olmo.inspect_token_file` (also ``dtype``, ``eos_token_id``, ``bos_token_id``,
+    ``vocab_size``), :func:`~tokshuf._inspect.shards.inspect_shards` (``verify``, ``eos_token_id``,
+    ``pad_token_id``, ``bos_token_id``, ``top``), :func:`~tokshuf._inspect.blend.inspect_blend` (``step``,
     ``batch_size``, ``dp_rank``, ``dp_size``, ``split``, ``tokenizer``).
     """
     import inspect as _pyinspect

@@ -19,11 +19,11 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
         "top": args.top,
         "scan": args.scan,
         "dtype": args.dtype,
-        "eos_id": args.eos_id,
+        # --eot-id (shards) and --eos-id (.npy documents) name one concept: the end-of-document id.
+        "eos_token_id": args.eot_id if args.eot_id is not None else args.eos_id,
         "verify": args.verify,
-        "eot_id": args.eot_id,
-        "pad_id": args.pad_id,
-        "bos_id": args.bos_id,
+        "pad_token_id": args.pad_id,
+        "bos_token_id": args.bos_id,
         "step": args.step,
         "batch_size": args.batch_size,
         "dp_rank": args.dp_rank,
@@ -35,10 +35,8 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
 
         tok = Tokenizer(args.tokenizer)
         opts["vocab_size"] = tok.vocab_size
-        if args.eot_id is None:
-            opts["eot_id"] = tok.eod_id  # tokshuf shuffle's "native" preset: EOT = PAD = eod
-        if args.eos_id is None:
-            opts["eos_id"] = tok.eod_id
+        if opts["eos_token_id"] is None:
+            opts["eos_token_id"] = tok.eos_token_id  # tokshuf shuffle's "native" preset: EOT = PAD = eod
     return opts
 
 

@@ -68,8 +68,8 @@ def inspect_token_file(
     path: str | os.PathLike[str],
     *,
     dtype: npt.DTypeLike | None = None,
-    eos_id: int | None = None,
-    bos_id: int | None = None,
+    eos_token_id: int | None = None,
+    bos_token_id: int | None = None,
     vocab_size: int | None = None,
     scan: bool | None = None,
     top: int = 10,
@@ -78,7 +78,7 @@ def inspect_token_file(
     excerpt_tokens: int = 64,
 ) -> TokenFileReport:
     """Summarize one OLMo token file: documents from its metadata when present, else an EOS scan
-    (``eos_id`` needed). ``dtype`` defaults to the tokenizer's rule (``vocab_size``) or to what the
+    (``eos_token_id`` needed). ``dtype`` defaults to the tokenizer's rule (``vocab_size``) or to what the
     metadata implies."""
     p = os.fspath(path)
     if dtype is not None:
@@ -89,7 +89,7 @@ def inspect_token_file(
         d = _infer_dtype(p)
     tokens = olmo_tokens.read_tokens(p, d)
     has_meta = olmo_tokens.metadata_path(p).is_file()
-    spans = olmo_tokens.document_spans(p, d, eos_id, bos_id)
+    spans = olmo_tokens.document_spans(p, d, eos_token_id, bos_token_id)
     lengths = (spans[:, 1] - spans[:, 0]).astype(np.int64)
     do_scan = len(tokens) <= AUTO_SCAN_TOKENS if scan is None else scan
     ex = None

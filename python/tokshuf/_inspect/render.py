@@ -72,7 +72,8 @@ def _shards(r: Any) -> list[str]:
         + (" (all: --verify)" if r.verified else " (first shard; --verify reads all)"),
     ]
     if r.special_counts:
-        seen = ", ".join(f"{k.upper()} {getattr(r, k + '_id')}: {n:,}" for k, n in r.special_counts.items())
+        ids = {"eot": r.eos_token_id, "pad": r.pad_token_id, "bos": r.bos_token_id}
+        seen = ", ".join(f"{k.upper()} {ids[k]}: {n:,}" for k, n in r.special_counts.items())
         lines.append(f"special ids seen: {seen}")
     if r.padding_fraction is not None:
         lines.append(f"padding: {r.padding_fraction:.2%} of the tokens decoded")

@@ -50,11 +50,11 @@ class ShardsReport(Report):
     sequence_length: int | None
     tokens_read: int
     #: The special ids asked about (``None`` when not given) and how often each was seen.
-    eot_id: int | None
-    pad_id: int | None
-    bos_id: int | None
+    eos_token_id: int | None
+    pad_token_id: int | None
+    bos_token_id: int | None
     special_counts: dict[str, int]
-    #: PAD tokens at context ends / tokens read (needs ``pad_id``).
+    #: PAD tokens at context ends / tokens read (needs ``pad_token_id``).
     padding_fraction: float | None
     #: The most frequent ids among the contexts read: ``[(id, count), ...]``.
     top_ids: list[tuple[int, int]]
@@ -113,23 +113,23 @@ def inspect_shards(
     path: str | os.PathLike[str],
     *,
     verify: bool = False,
-    eot_id: int | None = None,
-    pad_id: int | None = None,
-    bos_id: int | None = None,
+    eos_token_id: int | None = None,
+    pad_token_id: int | None = None,
+    bos_token_id: int | None = None,
     top: int = 10,
 ) -> ShardsReport:
     """Check ``manifest.jsonl`` against the tars and describe the contexts.
 
     Member lists come from the tar headers. Contexts are decoded from the first shard only, or
     from every shard with ``verify`` (which also checks that each member decodes and has the same
-    length as the others). ``pad_id`` (default ``eot_id``, as ``tokshuf shuffle``'s ``native``
+    length as the others). ``pad_token_id`` (default ``eos_token_id``, as ``tokshuf shuffle``'s ``native``
     preset) gives the padding fraction.
     """
     root = Path(path)
     if root.name == MANIFEST:
         root = root.parent
-    if pad_id is None:
-        pad_id = eot_id
+    if pad_token_id is None:
+        pad_token_id = eos_token_id
     problems: list[str] = []
     rows = _manifest(root, problems)
     listed = {str(r["shard"]): int(r["num_sequences"]) for r in rows}
@@ -168,8 +168,8 @@ def inspect_shards(
                     read += 1
                     lengths[len(ctx)] += 1
                     counts.update(ctx)
-                    if pad_id is not None:
-                        pad_tokens += _padding(ctx, pad_id, eot_id)
+                    if pad_token_id is not None:
+                        pad_tokens += _padding(ctx, pad_token_id, eos_token_id)
         except tarfile.TarError as e:
             problems.append(f"{name}.tar is not a readable tar: {e}")
         if name in listed and members != listed[name]:
@@ -180,7 +180,7 @@ def inspect_shards(
         problems.append(f"contexts of different lengths: {seen}")
     sizes = np.array([s.bytes for s in per_shard], dtype=np.int64)
     tokens = sum(lengths[n] * n for n in lengths)
-    specials = {"eot": eot_id, "pad": pad_id, "bos": bos_id}
+    specials = {"eot": eos_token_id, "pad": pad_token_id, "bos": bos_token_id}
     return ShardsReport(
         path=os.fspath(root),
         shards=len(per_shard),
@@ -194,11 +194,11 @@ def inspect_shards(
         verified=verify,
         sequence_length=lengths.most_common(1)[0][0] if lengths else None,
         tokens_read=tokens,
-        eot_id=eot_id,
-        pad_id=pad_id,
-        bos_id=bos_id,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+        bos_token_id=bos_token_id,
         special_counts={k: counts[v] for k, v in specials.items() if v is not None},
-        padding_fraction=pad_tokens / tokens if pad_id is not None and tokens else None,
+        padding_fraction=pad_tokens / tokens if pad_token_id is not None and tokens else None,
         top_ids=sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top],
         per_shard=per_shard,
     )
