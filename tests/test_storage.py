@@ -219,7 +219,7 @@ def test_stream_loader_from_s3(s3: Any, tmp_path: Path, cache_dir: Path) -> None
 
     local = _dataset(tmp_path)
     url = _upload_prefix(s3, s3.bucket("stream"), "s/ds_text_document", local)
-    kw: dict[str, Any] = {"eos_token": 100257, "seq_length": 16, "chunk_size": 4, "logical_shards": 3}
+    kw: dict[str, Any] = {"eos_token_id": 100257, "sequence_length": 16, "chunk_size": 4, "logical_shards": 3}
     batches = []
     for source in (str(local), url):
         stream = TokenStream([SubDataset.from_path("a", source, file_type="bin")], **kw)
