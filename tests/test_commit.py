@@ -83,11 +83,16 @@ def sets(tmp_path: Path) -> tuple[Path, Path, dict[str, bytes], dict[str, bytes]
     restore(out, {})
     tokshuf.preprocess(old_in, out / "c", json_keys=KEYS)
     old = snapshot(out)
-    assert set(old) == set(new) == {"c_text_document.bin", "c_text_document.idx"} | {
-        "c_title_document.bin",
-        "c_title_document.idx",
-        "c_summary.json",
-    }
+    assert (
+        set(old)
+        == set(new)
+        == {"c_text_document.bin", "c_text_document.idx"}
+        | {
+            "c_title_document.bin",
+            "c_title_document.idx",
+            "c_summary.json",
+        }
+    )
     return out, new_in, old, new
 
 
@@ -108,7 +113,7 @@ def test_preprocess_fails_at_every_write_point_leaving_the_old_set(
     points = count_points(lambda: tokshuf.preprocess(new_in, out / "c", json_keys=KEYS))
     restore(out, old)
     for n in range(points):
-        with failing_after(n), pytest.raises(OSError) as info:
+        with failing_after(n), pytest.raises(OSError, match="No space left on device") as info:
             tokshuf.preprocess(new_in, out / "c", json_keys=KEYS)
         assert info.value.errno == 28, (n, info.value)
         assert snapshot(out) == old, f"failure at write point {n} of {points} changed the outputs"
@@ -189,7 +194,7 @@ def test_merge_and_olmo_convert_fail_at_every_point_leaving_the_old_outputs(tmp_
     assert new != old
     for n in range(points):
         restore(out, old)
-        with failing_after(n), pytest.raises(OSError):
+        with failing_after(n), pytest.raises(OSError, match="No space left on device"):
             merge_and_convert([a, b])
         now = snapshot(out)
         # Each command's outputs are all old or all new (merge may succeed before convert fails).
@@ -202,7 +207,9 @@ def test_merge_and_olmo_convert_fail_at_every_point_leaving_the_old_outputs(tmp_
 
 
 def test_temporaries_of_dead_processes_are_removed_on_the_next_commit(tmp_path: Path) -> None:
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     pid = int(dead.stdout)
     left = [tmp_path / f"c_text_document.bin.tmp-{pid}-0", tmp_path / f"c_summary.json.tmp-{pid}-3"]
     alive = tmp_path / f"c_text_document.idx.tmp-{os.getppid()}-1"
@@ -211,7 +218,8 @@ def test_temporaries_of_dead_processes_are_removed_on_the_next_commit(tmp_path: 
         p.write_bytes(b"x")
     tokshuf.preprocess(corpus(tmp_path / "in.jsonl", 3), tmp_path / "c", json_keys=("text",))
     assert not any(p.exists() for p in left)
-    assert alive.exists() and unrelated.exists()
+    assert alive.exists()
+    assert unrelated.exists()
 
 
 def can_mount_tmpfs() -> bool:
@@ -219,10 +227,7 @@ def can_mount_tmpfs() -> bool:
 
 
 @pytest.mark.skipif(not can_mount_tmpfs(), reason="mounting a tmpfs needs root on Linux")
-def test_preprocess_on_a_full_tmpfs_leaves_the_old_set(
-    tmp_path: Path, sets: tuple[Path, Path, dict[str, bytes], dict[str, bytes]]
-) -> None:
-    _, new_in, _, _ = sets
+def test_preprocess_on_a_full_tmpfs_leaves_the_old_set(tmp_path: Path) -> None:
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], check=False).returncode:

@@ -204,7 +204,9 @@ def test_unknown_dtype_code(good: Path, code: int) -> None:
 def test_bin_shorter_than_index(good: Path) -> None:
     b = Path(f"{good}.bin")
     b.write_bytes(b.read_bytes()[:-2])
-    with pytest.raises(tokshuf.FormatError, match=r"the \.bin has \d+ bytes but its index .* describes") as info:
+    with pytest.raises(
+        tokshuf.FormatError, match=r"the \.bin has \d+ bytes but its index .* describes"
+    ) as info:
         tokshuf.IndexedDataset(good)
     assert "c.bin" in str(info.value)
 
@@ -221,9 +223,13 @@ WRONG_BUT_WELL_FORMED = {
         Path(f"{good}.idx"), 34 + 4 * 3, struct.pack("<i", int(parse_idx(f"{good}.idx")["lengths"][3]) + 1000)
     ),
     "odd_pointer": lambda good: patch(
-        Path(f"{good}.idx"), pointer_at(good, 5), struct.pack("<q", int(parse_idx(f"{good}.idx")["pointers"][5]) + 1)
+        Path(f"{good}.idx"),
+        pointer_at(good, 5),
+        struct.pack("<q", int(parse_idx(f"{good}.idx")["pointers"][5]) + 1),
     ),
-    "bin_of_another_run": lambda good: Path(f"{good}.bin").write_bytes(Path(f"{good}.bin").read_bytes() + b"\0" * 64),
+    "bin_of_another_run": lambda good: Path(f"{good}.bin").write_bytes(
+        Path(f"{good}.bin").read_bytes() + b"\0" * 64
+    ),
 }
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "TokenWriter",
     "Tokenizer",
     "__version__",
+    "_fail_writes_after",
     "build_blending_indices",
     "build_exhaustive_blending_indices",
     "build_gpt_indices",

@@ -62,7 +62,7 @@ class IndexedDataset:
         file size; Megatron does not record it, so pass it when you know.
     validate : bool
         Check at open (O(sequences)) that every length is non-negative, every pointer is the
-        running sum of the lengths before it (× the dtype's size, as Megatron writes them), the
+        running sum of the lengths before it (times the dtype's size, as Megatron writes them), the
         lengths add up to the ``.bin``'s size, and document indices never decrease. Always
         checked, in O(1): the header, the array sizes, and that the last sequence ends exactly
         where the ``.bin`` does. Without full validation a read outside the ``.bin`` still raises
