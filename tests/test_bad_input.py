@@ -16,6 +16,7 @@ import zstandard
 from conftest import write_jsonl
 
 import tokshuf
+from tokshuf import _core
 
 # The generator's kinds (make_corpus.py --bad-fraction) → our reasons.
 KIND_TO_REASON = {
@@ -237,3 +238,32 @@ def test_the_first_problem_in_input_order_is_reported(tmp_path: Path, workers: i
     with pytest.raises(tokshuf.BadInputError) as info:
         tokshuf.preprocess([empty, bad], tmp_path / "o", "byte", num_threads=workers, batch_bytes=1024)
     assert (info.value.path, info.value.reason) == (str(empty), "empty_file")
+
+
+def test_directory_loops_are_walked_once(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    (data / "sub").mkdir(parents=True)
+    write_jsonl(data / "a.jsonl", [{"text": "one"}])
+    write_jsonl(data / "sub" / "b.jsonl", [{"text": "two"}])
+    (data / "self").symlink_to(".")
+    (data / "sub" / "up").symlink_to("..")
+    summary = tokshuf.preprocess(data, tmp_path / "o")
+    assert summary["documents"] == 2
+    assert _core.expand_input_paths([str(data)]) == [data / "a.jsonl", data / "sub" / "b.jsonl"]
+
+
+@pytest.mark.parametrize("how", ["given_twice", "directory_and_file", "file_link"])
+def test_a_file_reached_twice_is_refused_naming_both_paths(tmp_path: Path, how: str) -> None:
+    data = tmp_path / "d"
+    data.mkdir()
+    a = write_jsonl(data / "a.jsonl", [{"text": "one"}])
+    (tmp_path / "link.jsonl").symlink_to(a)
+    inputs = {
+        "given_twice": [a, a],
+        "directory_and_file": [data, a],
+        "file_link": [a, tmp_path / "link.jsonl"],
+    }[how]
+    with pytest.raises(tokshuf.ConfigError, match="same file") as info:
+        tokshuf.preprocess(inputs, tmp_path / "o")
+    assert str(a) in str(info.value)
+    assert not list(tmp_path.glob("o_*"))

@@ -204,9 +204,71 @@ def test_unknown_dtype_code(good: Path, code: int) -> None:
 def test_bin_shorter_than_index(good: Path) -> None:
     b = Path(f"{good}.bin")
     b.write_bytes(b.read_bytes()[:-2])
-    with pytest.raises(tokshuf.FormatError, match=r"\.bin is shorter than the index says") as info:
+    with pytest.raises(
+        tokshuf.FormatError, match=r"the \.bin has \d+ bytes but its index .* describes"
+    ) as info:
         tokshuf.IndexedDataset(good)
     assert "c.bin" in str(info.value)
+
+
+def pointer_at(good: Path, i: int) -> int:
+    return 34 + 4 * len(parse_idx(f"{good}.idx")["lengths"]) + 8 * i
+
+
+# Well-formed indexes that describe other data than the .bin holds: each must be refused.
+WRONG_BUT_WELL_FORMED = {
+    # uint16 read as uint8: every size halves.
+    "dtype_code_8_to_1": lambda good: patch(Path(f"{good}.idx"), 17, bytes([1])),
+    "one_length_plus_1000": lambda good: patch(
+        Path(f"{good}.idx"), 34 + 4 * 3, struct.pack("<i", int(parse_idx(f"{good}.idx")["lengths"][3]) + 1000)
+    ),
+    "odd_pointer": lambda good: patch(
+        Path(f"{good}.idx"),
+        pointer_at(good, 5),
+        struct.pack("<q", int(parse_idx(f"{good}.idx")["pointers"][5]) + 1),
+    ),
+    "bin_of_another_run": lambda good: Path(f"{good}.bin").write_bytes(
+        Path(f"{good}.bin").read_bytes() + b"\0" * 64
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", WRONG_BUT_WELL_FORMED)
+def test_validation_refuses_an_index_that_does_not_describe_the_bin(good: Path, fault: str) -> None:
+    assert tokshuf.IndexedDataset(good).dtype == np.uint16
+    WRONG_BUT_WELL_FORMED[fault](good)
+    with pytest.raises(tokshuf.FormatError) as info:
+        tokshuf.IndexedDataset(good)
+    assert "c.idx" in str(info.value) or "c.bin" in str(info.value)
+
+
+def test_a_bin_beside_another_runs_idx_is_refused_without_full_validation(tmp_path: Path) -> None:
+    # What a crash between the two renames of a pair could leave, were they done in the wrong order.
+    for name, n in (("old", 10), ("new", 14)):
+        with tokshuf.IndexedDatasetWriter(tmp_path / name, np.uint16) as w:
+            for k in range(n):
+                w.add_document(np.arange(k + 1), [k + 1])
+    Path(tmp_path / "old.bin").write_bytes(Path(tmp_path / "new.bin").read_bytes())
+    for validate in (True, False):
+        with pytest.raises(tokshuf.FormatError, match="do not belong together"):
+            tokshuf.IndexedDataset(tmp_path / "old", validate=validate)
+
+
+def test_reads_outside_the_bin_raise_without_full_validation(good: Path) -> None:
+    ref = parse_idx(f"{good}.idx")
+    size = Path(f"{good}.bin").stat().st_size
+    # Sequence 2 points past the end (the last one still ends at the .bin's end: O(1) check passes).
+    patch(Path(f"{good}.idx"), pointer_at(good, 2), struct.pack("<q", size - 2))
+    ds = tokshuf.IndexedDataset(good, validate=False)
+    assert int(ref["lengths"][2]) > 1
+    for read in (lambda d: d[2], lambda d: d.get(2, offset=1), lambda d: pickle.loads(pickle.dumps(d))[2]):
+        with pytest.raises(tokshuf.FormatError, match="lies outside"):
+            read(ds)
+    patch(Path(f"{good}.idx"), pointer_at(good, 2), struct.pack("<q", -4))
+    with pytest.raises(tokshuf.FormatError, match="lies outside"):
+        tokshuf.IndexedDataset(good, validate=False)[2]
+    with pytest.raises(tokshuf.FormatError, match="running sum"):
+        tokshuf.IndexedDataset(good)
 
 
 def test_non_monotonic_document_indices(good: Path) -> None:

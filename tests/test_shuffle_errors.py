@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -143,3 +145,28 @@ def test_dclm_dataset_reference_json(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert ref["num_tokens"] == 1
     assert "the output has 7552" in capsys.readouterr().err
     assert ref["size"] == sum(f.stat().st_size for f in (tmp_path / "o").iterdir())
+
+
+def test_a_huge_seqlen_is_refused_naming_it(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "in.jsonl", [{"text": "hello world"}] * 10)
+    with pytest.raises(ConfigError, match="seqlen 1099511627776 is too long"):
+        tokshuf.shuffle(data, tmp_path / "cells", tmp_path / "out", seqlen=2**40)
+
+
+def test_a_long_seqlen_over_a_small_input_reserves_no_more_than_the_input_needs(tmp_path: Path) -> None:
+    # 10^8 tokens a context would be 6.4 GB reserved up front for a chunk of 16 contexts: under a
+    # 5 GiB address-space limit (the one padded context written needs about 2), the run must still
+    # go through on a 1 MB input.
+    data = write_jsonl(tmp_path / "in.jsonl", [{"text": "lorem ipsum " * 80}] * 1000)
+    script = (
+        "import resource, sys, tokshuf\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (5 << 30, 5 << 30))\n"
+        "tokshuf.shuffle(sys.argv[1], sys.argv[2], sys.argv[3], seqlen=10**8, threads=2)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(data), str(tmp_path / "cells"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]

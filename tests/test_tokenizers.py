@@ -95,6 +95,41 @@ def test_custom_tiktoken_file_needs_a_pattern_and_has_no_eod(tmp_path: Path) -> 
     assert summary["tokenizer"]["eod"] == 7
 
 
+def _rank_lines() -> list[bytes]:
+    return _core.tiktoken_encoding_data("r50k_base")["tiktoken_file"].splitlines()
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        # Line k holds rank k: give line 300 the rank of line 299.
+        (
+            lambda lines: [*lines[:300], lines[300].split()[0] + b" 299", *lines[301:]],
+            "rank 299 is given to two",
+        ),
+        # "A" (0x41) is rank 32: without it no text with an "A" can be encoded.
+        (
+            lambda lines: [line for line in lines if line.split()[1] != b"32"],
+            r"single bytes have no rank \(0x41\)",
+        ),
+        (lambda lines: [*lines[:-1], lines[-1].split()[0] + b" 99999"], "rank 99999"),
+    ],
+    ids=["duplicated_rank", "missing_byte", "gap_in_ranks"],
+)
+def test_broken_rank_files_are_refused_when_loading(tmp_path: Path, damage: Any, message: str) -> None:
+    path = tmp_path / "broken.tiktoken"
+    path.write_bytes(b"\n".join(damage(_rank_lines())) + b"\n")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"text": "A"}\n')
+    with pytest.raises(tokshuf.ConfigError, match=message) as info:
+        tokshuf.Tokenizer(f"{path}@r50k")
+    assert str(path) in str(info.value)
+    # Not at encode time, as a bad input line that --on-error skip would drop.
+    with pytest.raises(tokshuf.ConfigError, match=message):
+        tokshuf.preprocess(corpus, tmp_path / "o", f"{path}@r50k", on_error="skip")
+    assert not list(tmp_path.glob("o_*"))
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [

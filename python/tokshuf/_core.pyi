@@ -22,6 +22,7 @@ __all__ = [
     "TokenWriter",
     "Tokenizer",
     "__version__",
+    "_fail_writes_after",
     "build_blending_indices",
     "build_exhaustive_blending_indices",
     "build_gpt_indices",
@@ -148,8 +149,13 @@ def indexed_documents(prefix: str | PathLike[str]) -> tuple[MappedBuffer, str, i
 def read_metadata(path: str | PathLike[str], num_tokens: int) -> MappedBuffer: ...
 def write_metadata(path: str | PathLike[str], spans: _Buffer, src: str) -> None: ...
 def convert_indexed(
-    prefix: str | PathLike[str], output: str | PathLike[str], dtype: str, append_eos: int | None = None
+    prefix: str | PathLike[str],
+    output: str | PathLike[str],
+    dtype: str,
+    append_eos: int | None = None,
+    metadata: str | PathLike[str] | None = None,
 ) -> MappedBuffer: ...
+def _fail_writes_after(n: int | None, crash: bool = False) -> int: ...
 
 @final
 class TokenWriter:

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from tokshuf import _core
 from tokshuf._storage import local_prefix
 from tokshuf._summaries import MergeSummary
-from tokshuf.errors import ConfigError
+from tokshuf.errors import ConfigError, FormatError
 
 __all__ = ["IndexedDataset", "IndexedDatasetWriter", "merge", "write_index"]
 
@@ -66,14 +66,20 @@ class IndexedDataset:
         Whether the index carries ``sequence_modes``. ``None`` (default) detects it from the
         file size; Megatron does not record it, so pass it when you know.
     validate : bool
-        Check every length, pointer and document index at open (O(sequences)); the header,
-        sizes and the extent of the last sequence are always checked.
+        Check at open (O(sequences)) that every length is non-negative, every pointer is the
+        running sum of the lengths before it (times the dtype's size, as Megatron writes them), the
+        lengths add up to the ``.bin``'s size, and document indices never decrease. Always
+        checked, in O(1): the header, the array sizes, and that the last sequence ends exactly
+        where the ``.bin`` does. Without full validation a read outside the ``.bin`` still raises
+        :class:`tokshuf.FormatError`.
 
     Raises
     ------
     tokshuf.FormatError
         The index is truncated, has the wrong magic, version or dtype code, does not match the
-        ``.bin``, or has decreasing document indices. The message names the file and the fault.
+        ``.bin`` (a ``.bin`` of another run beside this ``.idx``), has pointers that are not the
+        running sum of the lengths, or has decreasing document indices. The message names the
+        file and the fault.
     FileNotFoundError
         ``.idx`` or ``.bin`` is missing.
 
@@ -102,6 +108,7 @@ class IndexedDataset:
             _view(idx, np.int8, n, modes_at) if reader.multimodal else None
         )
         self._bin = reader.bin_buffer()
+        self._bin_len = len(self._bin)
         item = self._dtype.itemsize
         # One typed view of the whole .bin: reads become slices (no per-call buffer export).
         self._tokens = _view(self._bin, self._dtype, len(self._bin) // item)
@@ -180,8 +187,16 @@ class IndexedDataset:
             raise IndexError(f"offset {offset} + length {length} exceeds sequence {i}'s {size} tokens")
         ptr = int(self._pointers[i])
         item = self._dtype.itemsize
+        at = ptr + offset * item
+        # Opened with validate=False (DataLoader workers reopen that way), a pointer may point
+        # anywhere: a slice past the end would come back short instead of failing.
+        if ptr < 0 or at + length * item > self._bin_len:
+            raise FormatError(
+                f"{self._prefix}.idx: sequence {i} ({size} tokens at byte {ptr}) lies outside the "
+                f"{self._bin_len}-byte .bin; open with validate=True to check the whole index"
+            )
         if ptr % item:
-            return _view(self._bin, self._dtype, length, ptr + offset * item)
+            return _view(self._bin, self._dtype, length, at)
         start = ptr // item + offset
         return self._tokens[start : start + length]
 

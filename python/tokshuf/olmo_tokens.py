@@ -202,8 +202,6 @@ def from_indexed(
         src = IndexedDataset(p, validate=False).dtype
         dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[src.itemsize]
     d = _dtype(dtype)
-    buf = _core.convert_indexed(p, os.fspath(output), d.name, append_eos)
-    spans = _arrays.spans(buf)
-    if metadata:
-        write_metadata(metadata_path(output), spans, p)
-    return spans
+    # The token file and its metadata are committed together: both new or both as before.
+    meta = os.fspath(metadata_path(output)) if metadata else None
+    return _arrays.spans(_core.convert_indexed(p, os.fspath(output), d.name, append_eos, meta))

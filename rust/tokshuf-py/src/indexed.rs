@@ -18,7 +18,19 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merge, m)?)?;
     m.add_function(wrap_pyfunction!(list_prefixes, m)?)?;
     m.add_function(wrap_pyfunction!(write_index, m)?)?;
+    m.add_function(wrap_pyfunction!(_fail_writes_after, m)?)?;
     Ok(())
+}
+
+/// Testing only: fail every write or rename of an output file from the `n + 1`-th on with
+/// ENOSPC, as a full disk would, or with `crash` end the process there as a kill would (`None`
+/// disarms). Returns the points passed since the previous call.
+#[pyfunction]
+#[pyo3(signature = (n, crash=false))]
+fn _fail_writes_after(n: Option<u64>, crash: bool) -> u64 {
+    let passed = tokshuf_core::fsutil::fault::passed();
+    tokshuf_core::fsutil::fault::arm(n, crash);
+    passed
 }
 
 fn parse_dtype(name: &str) -> Result<DType, Error> {

@@ -67,20 +67,23 @@ fn write_metadata(py: Python<'_>, path: PathBuf, spans: PyBuffer<u64>, src: &str
     run_detached(py, |_| tokens::write_metadata(&path, &spans, src))
 }
 
-/// Copy an indexed dataset into an OLMo token file; returns the documents' spans in it.
+/// Copy an indexed dataset into an OLMo token file (and, given a path, its Dolma metadata, both
+/// committed together); returns the documents' spans in it.
 #[pyfunction]
-#[pyo3(signature = (prefix, output, dtype, append_eos=None))]
+#[pyo3(signature = (prefix, output, dtype, append_eos=None, metadata=None))]
 fn convert_indexed(
     py: Python<'_>,
     prefix: PathBuf,
     output: PathBuf,
     dtype: &str,
     append_eos: Option<u64>,
+    metadata: Option<PathBuf>,
 ) -> PyResult<PyMappedBuffer> {
     let ty: TokenType = dtype.parse().into_py(py)?;
+    let src = prefix.to_string_lossy().into_owned();
     let spans = run_detached(py, |cancel| {
         let ds = IndexedDataset::open(&prefix, None, Validate::Full)?;
-        tokens::convert_indexed(&ds, &output, ty, append_eos, cancel)
+        tokens::convert_indexed(&ds, &output, ty, append_eos, metadata.as_deref().map(|m| (m, src.as_str())), cancel)
     })?;
     Ok(spans_out(&spans))
 }

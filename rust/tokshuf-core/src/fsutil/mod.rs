@@ -1,4 +1,5 @@
-//! Files that appear complete or not at all: write to a temporary name, rename when done.
+//! Files that appear complete or not at all: write to a temporary name, rename when done;
+//! several files of one run are staged and moved into place together by [`Staging`].
 
 use std::fs::File;
 use std::io::Write;
@@ -7,7 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{IoContext, Result};
 
+pub mod fault;
+mod staging;
 mod streaming;
+pub use staging::{remove_dead_temporaries, Staging};
 pub use streaming::StreamingFile;
 
 /// A temporary sibling of `target`, renamed onto it by [`TempFile::commit`] and
@@ -47,9 +51,15 @@ impl TempFile {
 
     /// Rename the temporary file onto the target.
     pub fn commit(mut self) -> Result<()> {
+        fault::point().with_path(&self.target)?;
         std::fs::rename(&self.tmp, &self.target).with_path(&self.target)?;
         self.committed = true;
         Ok(())
+    }
+
+    /// Forget the temporary name: something else moved the file into place.
+    fn placed(mut self) {
+        self.committed = true;
     }
 }
 
@@ -65,6 +75,7 @@ impl Drop for TempFile {
 pub fn write_atomic(target: impl Into<PathBuf>, bytes: &[u8]) -> Result<()> {
     let tmp = TempFile::new(target);
     let mut f = tmp.create()?;
+    fault::point().with_path(tmp.path())?;
     f.write_all(bytes).with_path(tmp.path())?;
     f.sync_all().with_path(tmp.path())?;
     drop(f);

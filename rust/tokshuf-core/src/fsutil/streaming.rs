@@ -87,6 +87,7 @@ impl StreamingFile {
     /// Write the buffer out: all of it, or in direct mode its whole blocks (the rest moves to
     /// the front).
     fn drain(&mut self) -> io::Result<()> {
+        super::fault::point()?;
         let n = if self.direct { self.len / ALIGN * ALIGN } else { self.len };
         let mut done = 0;
         while done < n {

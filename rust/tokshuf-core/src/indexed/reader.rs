@@ -66,9 +66,12 @@ impl Mapping {
 /// How much of the index to check at open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Validate {
-    /// Header, array sizes, first/last document index and the last sequence's extent: O(1).
+    /// Header, array sizes, first/last document index, and that the last sequence ends exactly
+    /// at the end of the `.bin`: O(1).
     Header,
-    /// Also every length, pointer and document index: O(sequences + documents).
+    /// Also every length, that every pointer is the running sum of the lengths before it (as
+    /// Megatron writes them), that they add up to the `.bin`'s size, and that document indices
+    /// never decrease: O(sequences + documents).
     Full,
 }
 
@@ -143,33 +146,64 @@ impl IndexedDataset {
                 "document_indices[-1] is {last} but there are {s} sequences; the two must be equal"
             )));
         }
-        let check = |i: usize| -> Result<()> {
-            let len = self.raw_length(i);
-            if len < 0 {
-                return Err(self.corrupt(format!("sequence_lengths[{i}] is negative ({len})")));
-            }
-            let ptr = self.sequence_pointer(i);
-            let end = (len as u64).checked_mul(self.dtype().itemsize() as u64).and_then(|n| n.checked_add(ptr));
-            match end {
-                Some(end) if end <= self.bin.bytes().len() as u64 => Ok(()),
-                _ => Err(Error::format(
-                    &self.bin_path,
-                    format!(
-                        "the .bin is shorter than the index says: sequence {i} ({len} tokens at byte {ptr}) \
-                         ends past the file's {} bytes",
-                        self.bin.bytes().len()
-                    ),
-                )),
-            }
+        let item = self.dtype().itemsize() as u64;
+        let bin_len = self.bin.bytes().len() as u64;
+        let size_mismatch = |end: u64| {
+            Error::format(
+                &self.bin_path,
+                format!(
+                    "the .bin has {bin_len} bytes but its index {} describes {end} ({s} sequences of {}): \
+                     the two files do not belong together (a .bin replaced or cut without its .idx?)",
+                    self.idx_path.display(),
+                    self.dtype()
+                ),
+            )
         };
         match level {
             Validate::Header => {
-                if s > 0 {
-                    check(s - 1)?;
+                // O(1): the last sequence must end exactly where the .bin does, which a .bin
+                // beside another run's .idx almost never does.
+                let end = match s.checked_sub(1) {
+                    None => 0,
+                    Some(i) => {
+                        let len = self.raw_length(i);
+                        if len < 0 {
+                            return Err(self.corrupt(format!("sequence_lengths[{i}] is negative ({len})")));
+                        }
+                        (len as u64)
+                            .checked_mul(item)
+                            .and_then(|n| n.checked_add(self.sequence_pointer(i)))
+                            .ok_or_else(|| {
+                                self.corrupt(format!("sequence {i}'s pointer and length overflow a 64-bit offset"))
+                            })?
+                    }
+                };
+                if end != bin_len {
+                    return Err(size_mismatch(end));
                 }
             }
             Validate::Full => {
-                (0..s).try_for_each(check)?;
+                // Megatron's writer derives every pointer from the lengths: anything else is a
+                // damaged or mismatched index.
+                let mut expect = 0u64;
+                for i in 0..s {
+                    let len = self.raw_length(i);
+                    if len < 0 {
+                        return Err(self.corrupt(format!("sequence_lengths[{i}] is negative ({len})")));
+                    }
+                    let ptr = self.sequence_pointer(i);
+                    if ptr != expect {
+                        return Err(self.corrupt(format!(
+                            "sequence_pointers[{i}] is {ptr}, but the lengths before it add up to byte {expect} \
+                             ({} bytes a token): pointers must be the running sum of the lengths",
+                            item
+                        )));
+                    }
+                    expect += len as u64 * item;
+                }
+                if expect != bin_len {
+                    return Err(size_mismatch(expect));
+                }
                 let mut prev = 0u64;
                 for i in 1..d {
                     let cur = self.document_index(i);
@@ -291,8 +325,9 @@ impl IndexedDataset {
             return Err(Error::invalid(format!("offset {offset} + length {length} exceeds sequence {i}'s {n} tokens")));
         }
         let item = self.dtype().itemsize() as u64;
-        let start = self.sequence_pointer(i) + offset * item;
-        let end = start + length * item;
+        // Saturating: with only the header validated, a pointer may be anything.
+        let start = self.sequence_pointer(i).saturating_add(offset * item);
+        let end = start.saturating_add(length * item);
         self.bin.bytes().get(start as usize..end as usize).ok_or_else(|| {
             Error::format(&self.bin_path, format!("sequence {i} bytes {start}..{end} lie outside the .bin"))
         })

@@ -12,7 +12,7 @@ use super::reader::IndexedDataset;
 use super::{bin_path, idx_path};
 use crate::dtype::DType;
 use crate::error::{Error, IoContext, Result};
-use crate::fsutil::{StreamingFile, TempFile};
+use crate::fsutil::{Staging, StreamingFile, TempFile};
 
 /// What a finished writer produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -224,7 +224,6 @@ impl IndexedDatasetWriter {
         }
         self.checked(|w| {
             let offset = w.lengths.len();
-            let item = w.dtype.itemsize() as u64;
             for i in 0..other.len() {
                 w.push_length(other.sequence_length(i) as usize, other.sequence_mode(i))?;
             }
@@ -239,20 +238,28 @@ impl IndexedDatasetWriter {
                 w.bin_bytes += n as u64;
             } else {
                 for i in 0..other.len() {
-                    let start = other.sequence_pointer(i) as usize;
-                    let n = (u64::from(other.sequence_length(i)) * item) as usize;
-                    w.bin.write_all(&bytes[start..start + n]).with_path(&out)?;
-                    w.bin_bytes += n as u64;
+                    let seq = other.sequence_bytes(i, 0, None)?;
+                    w.bin.write_all(seq).with_path(&out)?;
+                    w.bin_bytes += seq.len() as u64;
                 }
             }
             Ok(())
         })
     }
 
-    /// Write the `.idx`, flush and sync both files and rename them into place.
+    /// Write the `.idx`, flush and sync both files and move them into place (see [`Staging`]
+    /// for the order, which never leaves an old `.idx` beside a new `.bin`).
     ///
     /// Sequences added after the last [`end_document`](Self::end_document) form a final document.
-    pub fn finish(mut self) -> Result<WriteSummary> {
+    pub fn finish(self) -> Result<WriteSummary> {
+        let (summary, staged) = self.finish_staged()?;
+        staged.commit()?;
+        Ok(summary)
+    }
+
+    /// Write the `.idx` and sync both files, but leave them under their temporary names in the
+    /// returned set, to be committed together with the other outputs of a run.
+    pub fn finish_staged(mut self) -> Result<(WriteSummary, Staging)> {
         self.usable()?;
         if self.last_boundary != self.lengths.len() {
             self.end_document()?;
@@ -278,9 +285,10 @@ impl IndexedDatasetWriter {
             bin_bytes: self.bin_bytes,
             idx_bytes,
         };
-        self.bin_tmp.commit()?;
-        self.idx_tmp.commit()?;
-        Ok(summary)
+        let mut staged = Staging::new();
+        staged.add_data(self.bin_tmp);
+        staged.add_index(self.idx_tmp);
+        Ok((summary, staged))
     }
 }
 
@@ -342,8 +350,12 @@ fn write_index(
     modes: Option<&mut dyn LeChunks>,
 ) -> io::Result<u64> {
     let header = Header { dtype, sequence_count: sequences, document_count: documents };
+    crate::fsutil::fault::point()?;
     file.write_all(&header.to_bytes())?;
-    let mut copy = |b: &[u8]| file.write_all(b);
+    let mut copy = |b: &[u8]| {
+        crate::fsutil::fault::point()?;
+        file.write_all(b)
+    };
     lengths.each(&mut copy)?;
     let item = dtype.itemsize() as u64;
     let (mut ptr, mut out) = (0u64, Vec::with_capacity(2 * CHUNK));

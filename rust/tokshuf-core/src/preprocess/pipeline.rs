@@ -18,7 +18,7 @@ use super::{ErrorPolicy, PreprocessConfig};
 use crate::cancel::Cancel;
 use crate::dtype::DType;
 use crate::error::{BadInputReason, Error, Result};
-use crate::fsutil::{with_suffix, write_atomic};
+use crate::fsutil::{with_suffix, Staging};
 use crate::indexed::{IndexedDataset, IndexedDatasetWriter, Validate};
 use crate::progress::{Progress, ProgressSnapshot};
 use crate::read::lines::{LineBatch, LineReader, Truncation};
@@ -255,8 +255,10 @@ impl Outputs {
     }
 
     /// Finish every partition, append partitions 1.. to partition 0 (Megatron's merge order).
-    fn finish(self, cfg: &PreprocessConfig) -> Result<Vec<OutputSummary>> {
+    /// The outputs stay staged, to be committed with the summary.
+    fn finish(self, cfg: &PreprocessConfig) -> Result<(Vec<OutputSummary>, Staging)> {
         let mut out = Vec::new();
+        let mut staged = Staging::new();
         for (key, writers) in cfg.json_keys.iter().zip(self.writers) {
             let mut writers = writers.into_iter();
             let mut first = writers.next().expect("one partition");
@@ -271,9 +273,11 @@ impl Outputs {
                 appended?;
             }
             let prefix = first.prefix().to_path_buf();
-            out.push(OutputSummary::new(key, prefix, first.finish()?));
+            let (written, files) = first.finish_staged()?;
+            staged.extend(files);
+            out.push(OutputSummary::new(key, prefix, written));
         }
-        Ok(out)
+        Ok((out, staged))
     }
 }
 
@@ -389,7 +393,8 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
     cancel.check()?;
 
     let mut summary = writer.summary;
-    summary.outputs = outputs.finish(cfg)?;
+    let staged;
+    (summary.outputs, staged) = outputs.finish(cfg)?;
     summary.documents = summary.outputs.first().map_or(0, |o| o.documents);
     summary.sequences = summary.outputs.iter().map(|o| o.sequences).sum();
     summary.tokens = summary.outputs.iter().map(|o| o.tokens).sum();
@@ -399,10 +404,13 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
         documents: summary.documents,
         tokens: summary.tokens,
     });
+    // Every key's pair and the summary appear together or not at all.
+    let mut staged = staged;
     if let Some(path) = &cfg.summary_path {
         let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::invalid(e.to_string()))?;
-        write_atomic(path, &json)?;
+        staged.add_index_bytes(path, &json)?;
     }
+    staged.commit()?;
     Ok(summary)
 }
 

@@ -16,11 +16,77 @@ fn has_glob_chars(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 
-fn walk(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+/// What identifies a file or directory whatever path reaches it: (device, inode) where there are
+/// such, else the canonical path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum FileId {
+    #[cfg(unix)]
+    Inode(u64, u64),
+    #[cfg_attr(unix, allow(dead_code))]
+    Path(PathBuf),
+}
+
+fn file_id(path: &Path) -> Result<FileId> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        Ok(FileId::Inode(m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(FileId::Path(std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?))
+    }
+}
+
+/// The files taken so far, to refuse one reached a second time (given twice, a directory and a
+/// file in it, two overlapping globs, a link): reading it twice would silently double its
+/// documents.
+#[derive(Default)]
+struct Taken {
+    local: std::collections::HashMap<FileId, PathBuf>,
+    remote: std::collections::HashSet<PathBuf>,
+}
+
+impl Taken {
+    fn add(&mut self, path: PathBuf, files: &mut Vec<PathBuf>) -> Result<()> {
+        let first = if storage::is_remote(&path.to_string_lossy()) {
+            (!self.remote.insert(path.clone())).then(|| path.clone())
+        } else {
+            self.local.insert(file_id(&path)?, path.clone())
+        };
+        if let Some(first) = first {
+            return Err(Error::invalid(format!(
+                "{} is the same file as {} (given twice, inside a directory also given, or reached \
+                 through a link): each input file may be read only once, so give it once",
+                path.display(),
+                first.display()
+            )));
+        }
+        files.push(path);
+        Ok(())
+    }
+}
+
+/// Every file below `dir` whose name ends in one of `exts`, sorted by path. A directory link that
+/// leads back to a directory being walked (a loop, `d/self -> .`) is skipped: everything below
+/// it is already being walked.
+fn walk(dir: &Path, exts: &[&str], ancestors: &mut Vec<FileId>, out: &mut Vec<PathBuf>) -> Result<()> {
+    let mut entries = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .map(|e| e.map(|e| e.path()).map_err(|e| Error::io(dir, e)))
+        .collect::<Result<Vec<_>>>()?;
+    // Sorted, so that which of two paths to one file comes first never depends on the listing.
+    entries.sort();
+    for path in entries {
         if path.is_dir() {
-            walk(&path, exts, out)?;
+            let id = file_id(&path)?;
+            if ancestors.contains(&id) {
+                continue;
+            }
+            ancestors.push(id);
+            walk(&path, exts, ancestors, out)?;
+            ancestors.pop();
         } else if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| exts.iter().any(|e| n.ends_with(e))) {
             out.push(path);
         }
@@ -53,6 +119,9 @@ fn expand_remote(spec: &str, exts: &[&str], files: &mut Vec<PathBuf>) -> Result<
 /// files, sorted. In an object store (`s3://bucket/...`) the same, keys standing for paths: an
 /// object, every object under a prefix, or every object a glob matches, sorted by key. The
 /// result depends only on the arguments and the files, never on the order they are listed in.
+///
+/// A file reached twice (by (device, inode), whatever the paths) is refused with an error that
+/// names both paths; a directory loop made by a link is not followed.
 pub fn expand_inputs(specs: &[impl AsRef<str>], exts: &[&str]) -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = Vec::new();
     for spec in specs {
@@ -69,7 +138,7 @@ pub fn expand_inputs(specs: &[impl AsRef<str>], exts: &[&str]) -> Result<Vec<Pat
             files.push(path.to_path_buf());
         } else if path.is_dir() {
             let mut found = Vec::new();
-            walk(path, exts, &mut found)?;
+            walk(path, exts, &mut vec![file_id(path)?], &mut found)?;
             found.sort();
             files.extend(found);
         } else if has_glob_chars(spec) {
@@ -84,6 +153,12 @@ pub fn expand_inputs(specs: &[impl AsRef<str>], exts: &[&str]) -> Result<Vec<Pat
             return Err(Error::io(path, std::io::Error::new(std::io::ErrorKind::NotFound, "input does not exist")));
         }
     }
+    let mut taken = Taken::default();
+    let mut unique = Vec::with_capacity(files.len());
+    for f in files {
+        taken.add(f, &mut unique)?;
+    }
+    let files = unique;
     if files.is_empty() {
         let specs: Vec<&str> = specs.iter().map(|s| s.as_ref()).collect();
         return Err(Error::invalid(format!(
@@ -109,6 +184,41 @@ mod tests {
         let got = expand_inputs(&[d.to_str().unwrap()], JSONL_EXTENSIONS).unwrap();
         let rel: Vec<_> = got.iter().map(|p| p.strip_prefix(d).unwrap().to_str().unwrap().to_string()).collect();
         assert_eq!(rel, ["a.jsonl.zst", "b/a.jsonl.gz", "b/sub/z.jsonl", "c.jsonl"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn directory_loops_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        std::fs::write(d.join("a.jsonl"), "").unwrap();
+        std::fs::write(d.join("sub/b.jsonl"), "").unwrap();
+        // Two loops: followed, the walk would take each file again at every depth, exponentially.
+        std::os::unix::fs::symlink(".", d.join("self")).unwrap();
+        std::os::unix::fs::symlink("..", d.join("sub/up")).unwrap();
+        let got = expand_inputs(&[d.to_str().unwrap()], JSONL_EXTENSIONS).unwrap();
+        assert_eq!(got, [d.join("a.jsonl"), d.join("sub/b.jsonl")]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_reached_twice_is_refused_naming_both_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("data")).unwrap();
+        std::fs::write(d.join("data/a.jsonl"), "").unwrap();
+        std::os::unix::fs::symlink("data/a.jsonl", d.join("link.jsonl")).unwrap();
+        let (a, data, link) = (d.join("data/a.jsonl"), d.join("data"), d.join("link.jsonl"));
+        let s = |p: &Path| p.to_str().unwrap().to_string();
+        for specs in [vec![s(&a), s(&a)], vec![s(&data), s(&a)], vec![s(&a), s(&link)]] {
+            let err = expand_inputs(&specs, JSONL_EXTENSIONS).unwrap_err().to_string();
+            assert!(err.contains("same file") && err.contains(&s(&a)), "{specs:?}: {err}");
+        }
+        // A link to a directory beside the directory: its files are the same files.
+        std::os::unix::fs::symlink("data", d.join("alias")).unwrap();
+        let err = expand_inputs(&[s(d)], JSONL_EXTENSIONS).unwrap_err().to_string();
+        assert!(err.contains("same file"), "{err}");
     }
 
     #[test]

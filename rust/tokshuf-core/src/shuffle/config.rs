@@ -69,6 +69,9 @@ pub struct ShuffleConfig {
     pub files: Option<std::ops::Range<usize>>,
 }
 
+/// The longest context: 2^30 tokens, 4 GiB as ids.
+pub const MAX_SEQLEN: usize = 1 << 30;
+
 impl ShuffleConfig {
     /// Defaults for everything but the paths and special ids.
     pub fn new(inputs: Vec<PathBuf>, local_cell_dir: PathBuf, output: PathBuf, special: SpecialIds) -> Self {
@@ -109,6 +112,14 @@ impl ShuffleConfig {
         }
         if self.seqlen == 0 {
             return Err(Error::invalid("seqlen must be at least 1"));
+        }
+        // A context is held whole, as u32 ids.
+        if self.seqlen > MAX_SEQLEN {
+            return Err(Error::invalid(format!(
+                "seqlen {} is too long: a context is held whole in memory and at most {MAX_SEQLEN} tokens \
+                 (4 GiB of ids) are allowed",
+                self.seqlen
+            )));
         }
         if self.wds_chunk_size == 0 {
             return Err(Error::invalid("wds_chunk_size must be at least 1"));

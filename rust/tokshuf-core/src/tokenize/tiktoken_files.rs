@@ -135,7 +135,52 @@ pub struct RankTable {
 impl RankTable {
     /// Parse a `.tiktoken` file's contents (tiktoken's rules: blank lines ignored, each other
     /// line `base64 rank`). `origin` names the file in errors.
+    ///
+    /// The table must be one byte-level BPE can encode every text with: each of the 256 single
+    /// bytes has a rank, no token or rank appears twice, and the ranks are exactly `0..n`.
     pub fn parse(contents: &[u8], origin: &str) -> Result<Self> {
+        let table = Self::parse_lines(contents, origin)?;
+        table.check(origin)?;
+        Ok(table)
+    }
+
+    fn check(&self, origin: &str) -> Result<()> {
+        let bad = |what: String| Error::invalid(format!("{origin}: not a usable rank file: {what}"));
+        let n = self.entries.len();
+        let text = |t: &[u8]| format!("{:?}", String::from_utf8_lossy(t));
+        let mut ranks = std::collections::HashMap::with_capacity(n);
+        let mut tokens = std::collections::HashMap::with_capacity(n);
+        for (token, rank) in &self.entries {
+            if let Some(first) = ranks.insert(*rank, token.as_slice()) {
+                return Err(bad(format!("rank {rank} is given to two tokens, {} and {}", text(first), text(token))));
+            }
+            if let Some(first) = tokens.insert(token.as_slice(), *rank) {
+                return Err(bad(format!("the token {} appears twice, with ranks {first} and {rank}", text(token))));
+            }
+        }
+        let missing: Vec<String> =
+            (0..=255u8).filter(|b| !tokens.contains_key([*b].as_slice())).map(|b| format!("0x{b:02x}")).collect();
+        if !missing.is_empty() {
+            return Err(bad(format!(
+                "{} of the 256 single bytes have no rank ({}{}): byte-level BPE needs all of them to encode \
+                 any text",
+                missing.len(),
+                missing[..missing.len().min(8)].join(", "),
+                if missing.len() > 8 { ", ..." } else { "" }
+            )));
+        }
+        // n distinct ranks are exactly 0..n when none is n or more.
+        if let Some((rank, token)) = self.entries.iter().map(|(t, r)| (*r, t)).filter(|(r, _)| *r as usize >= n).min() {
+            let gap = (0..n as u32).find(|r| !ranks.contains_key(r)).unwrap_or(0);
+            return Err(bad(format!(
+                "rank {rank} (token {}) leaves rank {gap} unused: the {n} ranks must be 0..{n} with none missing",
+                text(token)
+            )));
+        }
+        Ok(())
+    }
+
+    fn parse_lines(contents: &[u8], origin: &str) -> Result<Self> {
         let mut entries = Vec::new();
         for (i, line) in contents.split(|&b| b == b'\n').enumerate() {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -232,6 +277,42 @@ mod tests {
         let e = RankTable::parse(b"IQ== 0\nnot-base64! 1\n", "f.tiktoken").unwrap_err().to_string();
         assert!(e.contains("f.tiktoken: line 2: invalid base64"), "{e}");
         assert!(RankTable::parse(b"\n\n", "f").is_err());
+    }
+
+    /// A valid table: the 256 bytes, then merges, ranks in file order.
+    fn table(merges: &[&[u8]]) -> RankTable {
+        let mut entries: Vec<(Vec<u8>, u32)> = (0..=255u8).map(|b| (vec![b], 0)).collect();
+        entries.extend(merges.iter().map(|m| (m.to_vec(), 0)));
+        for (i, e) in entries.iter_mut().enumerate() {
+            e.1 = i as u32;
+        }
+        RankTable { entries, sha256: String::new() }
+    }
+
+    #[test]
+    fn rank_files_that_cannot_encode_every_text_are_refused_naming_the_file() {
+        let good = table(&[b"ab", b"abc"]);
+        assert!(RankTable::parse(&good.to_tiktoken_file(), "f.tiktoken").is_ok());
+        let mut dup_rank = good.clone();
+        dup_rank.entries[257].1 = 256;
+        let mut dup_token = good.clone();
+        dup_token.entries[257].0 = b"ab".to_vec();
+        let mut gap = good.clone();
+        gap.entries[257].1 = 300;
+        let mut no_byte = good.clone();
+        no_byte.entries.remove(0x41);
+        for e in &mut no_byte.entries[0x41..] {
+            e.1 -= 1;
+        }
+        for (t, want) in [
+            (dup_rank, "rank 256 is given to two tokens"),
+            (dup_token, "appears twice"),
+            (gap, "rank 300 (token \"abc\") leaves rank 257 unused"),
+            (no_byte, "1 of the 256 single bytes have no rank (0x41)"),
+        ] {
+            let e = RankTable::parse(&t.to_tiktoken_file(), "f.tiktoken").unwrap_err().to_string();
+            assert!(e.contains("f.tiktoken") && e.contains(want), "{e}");
+        }
     }
 
     #[test]

@@ -61,6 +61,11 @@ pub fn parse_metadata(reader: impl BufRead, path: &Path, num_tokens: u64) -> Res
 /// Write `spans` as Dolma metadata (`start,end,id,src,loc`; `id` and `loc` are the row number),
 /// atomically.
 pub fn write_metadata(path: &Path, spans: &[[u64; 2]], src: &str) -> Result<()> {
+    write_metadata_staged(path, spans, src)?.commit()
+}
+
+/// [`write_metadata`], left under a temporary name (to commit with the token file).
+pub fn write_metadata_staged(path: &Path, spans: &[[u64; 2]], src: &str) -> Result<TempFile> {
     let tmp = TempFile::new(path);
     let file = tmp.create()?;
     let mut gz = GzEncoder::new(BufWriter::new(file), Compression::fast());
@@ -69,9 +74,10 @@ pub fn write_metadata(path: &Path, spans: &[[u64; 2]], src: &str) -> Result<()> 
         writeln!(gz, "{s},{e},{i},{src},{i}").with_path(tmp.path())?;
     }
     let file = gz.finish().with_path(tmp.path())?.into_inner().map_err(|e| Error::io(tmp.path(), e.into_error()))?;
+    crate::fsutil::fault::point().with_path(tmp.path())?;
     file.sync_all().with_path(tmp.path())?;
     drop(file);
-    tmp.commit()
+    Ok(tmp)
 }
 
 #[cfg(test)]

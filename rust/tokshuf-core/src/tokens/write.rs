@@ -7,7 +7,7 @@ use std::path::Path;
 use super::array::{TokenArray, TokenType};
 use crate::cancel::Cancel;
 use crate::error::{IoContext, Result};
-use crate::fsutil::TempFile;
+use crate::fsutil::{Staging, TempFile};
 use crate::indexed::IndexedDataset;
 
 /// Writes one flat token file (`np.memmap` layout, no header); nothing appears at the target
@@ -45,22 +45,31 @@ impl TokenFileWriter {
 
     /// Flush, sync and move the file into place; returns the number of tokens.
     pub fn finish(self) -> Result<u64> {
+        let (tokens, tmp) = self.finish_staged()?;
+        tmp.commit()?;
+        Ok(tokens)
+    }
+
+    /// Flush and sync, leaving the file under its temporary name (to commit with others).
+    pub fn finish_staged(self) -> Result<(u64, TempFile)> {
         let file = self.out.into_inner().map_err(|e| crate::error::Error::io(self.tmp.path(), e.into_error()))?;
+        crate::fsutil::fault::point().with_path(self.tmp.path())?;
         file.sync_all().with_path(self.tmp.path())?;
         drop(file);
-        self.tmp.commit()?;
-        Ok(self.tokens)
+        Ok((self.tokens, self.tmp))
     }
 }
 
 /// Copy every document of an indexed dataset into an OLMo token file of type `ty`, appending
 /// `append_eos` to documents that do not already end with it. Returns each document's
-/// `(start, end)` in the output (for Dolma metadata).
+/// `(start, end)` in the output. With `metadata = Some((path, src))` also writes Dolma metadata
+/// there; the token file and its metadata appear together or not at all.
 pub fn convert_indexed(
     ds: &IndexedDataset,
     out: &Path,
     ty: TokenType,
     append_eos: Option<u64>,
+    metadata: Option<(&Path, &str)>,
     cancel: &Cancel,
 ) -> Result<Vec<[u64; 2]>> {
     let tokens = TokenArray::from_indexed(ds)?;
@@ -86,6 +95,12 @@ pub fn convert_indexed(
         w.write(&doc)?;
         spans.push([start, w.tokens()]);
     }
-    w.finish()?;
+    let (_, tokens_tmp) = w.finish_staged()?;
+    let mut staged = Staging::new();
+    staged.add_data(tokens_tmp);
+    if let Some((path, src)) = metadata {
+        staged.add_index(super::metadata::write_metadata_staged(path, &spans, src)?);
+    }
+    staged.commit()?;
     Ok(spans)
 }

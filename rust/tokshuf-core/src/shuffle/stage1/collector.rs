@@ -24,6 +24,12 @@ const SKIP_EXAMPLES: usize = 20;
 /// Contexts per encoding job.
 const CHUNK_CONTEXTS: usize = 16;
 
+/// Tokens reserved up front for a chunk: a whole chunk for ordinary lengths, but no more than
+/// 16 Mi tokens, so that a huge `seqlen` over a small input reserves only what arrives.
+fn chunk_reserve(seqlen: usize) -> usize {
+    CHUNK_CONTEXTS.saturating_mul(seqlen).min(16 << 20)
+}
+
 pub(super) struct Collector<'a> {
     cfg: &'a ShuffleConfig,
     state: &'a mut State,
@@ -121,7 +127,7 @@ impl<'a> Collector<'a> {
             self.receive()?;
         }
         let n = (self.chunk.len() / self.cfg.seqlen) as u64;
-        let tokens = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK_CONTEXTS * self.cfg.seqlen));
+        let tokens = std::mem::replace(&mut self.chunk, Vec::with_capacity(chunk_reserve(self.cfg.seqlen)));
         let job = EncodeJob { first_id: self.chunk_first_id, tokens };
         self.chunk_first_id += n;
         self.work.send(Work::Encode(job)).map_err(|_| Error::invalid("stage 1 workers stopped unexpectedly"))?;
@@ -226,7 +232,7 @@ impl<'a> Collector<'a> {
             let c = &mut self.state.counts;
             c.documents += 1;
             c.tokens += (len + 1 + usize::from(special.bos.is_some())) as u64;
-            if self.chunk.len() >= CHUNK_CONTEXTS * seqlen {
+            if self.chunk.len() >= CHUNK_CONTEXTS.saturating_mul(seqlen) {
                 self.send_chunk()?;
             }
         }

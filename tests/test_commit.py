@@ -1,0 +1,260 @@
+"""All-or-nothing outputs: a run that fails or dies at any write leaves the old set or the new.
+
+Every write point of a run (a buffer written, a file synced, a rename) is made to fail in turn,
+with ENOSPC as a full disk gives, or by ending the process there as a kill would
+(``_core._fail_writes_after``). After each, the outputs must be the complete old set or the
+complete new set; after a kill, a pair may also be one that the reader refuses, never one that
+reads as other data. Where the test may mount a tmpfs, a really full small filesystem is tried
+at several levels too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import write_jsonl
+
+import tokshuf
+from tokshuf import _core
+from tokshuf.olmo_tokens import from_indexed
+
+KEYS = ("text", "title")
+
+
+def corpus(path: Path, seed: int, n: int = 40) -> Path:
+    rng = np.random.default_rng(seed)
+    words = ["alpha", "beta", "gamma", "delta", "é", "日本"]
+    rows = [
+        {
+            "text": " ".join(rng.choice(words, size=int(rng.integers(1, 60)))),
+            "title": " ".join(rng.choice(words, size=int(rng.integers(1, 5)))),
+        }
+        for _ in range(n)
+    ]
+    return write_jsonl(path, rows)
+
+
+def snapshot(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
+
+
+def restore(out: Path, files: dict[str, bytes]) -> None:
+    for p in out.iterdir():
+        p.unlink()
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+
+
+@contextlib.contextmanager
+def failing_after(n: int, crash: bool = False) -> Iterator[None]:
+    _core._fail_writes_after(n, crash)
+    try:
+        yield
+    finally:
+        _core._fail_writes_after(None)
+
+
+def count_points(run: Callable[[], object]) -> int:
+    _core._fail_writes_after(10**18)
+    try:
+        run()
+    finally:
+        points = _core._fail_writes_after(None)
+    assert points > 0
+    return points
+
+
+@pytest.fixture
+def sets(tmp_path: Path) -> tuple[Path, Path, dict[str, bytes], dict[str, bytes]]:
+    """An output directory holding the old set, the new input, and both sets' files."""
+    old_in, new_in = corpus(tmp_path / "old.jsonl", 1), corpus(tmp_path / "new.jsonl", 2, n=70)
+    out = tmp_path / "out"
+    out.mkdir()
+    tokshuf.preprocess(new_in, out / "c", json_keys=KEYS)
+    new = snapshot(out)
+    restore(out, {})
+    tokshuf.preprocess(old_in, out / "c", json_keys=KEYS)
+    old = snapshot(out)
+    assert (
+        set(old)
+        == set(new)
+        == {"c_text_document.bin", "c_text_document.idx"}
+        | {
+            "c_title_document.bin",
+            "c_title_document.idx",
+            "c_summary.json",
+        }
+    )
+    return out, new_in, old, new
+
+
+def without_timing(files: dict[str, bytes]) -> dict[str, object]:
+    """The summary's `seconds` differs between two runs of the same input."""
+    out: dict[str, object] = dict(files)
+    if "c_summary.json" in files:
+        summary = json.loads(files["c_summary.json"])
+        summary.pop("seconds")
+        out["c_summary.json"] = summary
+    return out
+
+
+def test_preprocess_fails_at_every_write_point_leaving_the_old_set(
+    sets: tuple[Path, Path, dict[str, bytes], dict[str, bytes]],
+) -> None:
+    out, new_in, old, new = sets
+    points = count_points(lambda: tokshuf.preprocess(new_in, out / "c", json_keys=KEYS))
+    restore(out, old)
+    for n in range(points):
+        with failing_after(n), pytest.raises(OSError, match="No space left on device") as info:
+            tokshuf.preprocess(new_in, out / "c", json_keys=KEYS)
+        assert info.value.errno == 28, (n, info.value)
+        assert snapshot(out) == old, f"failure at write point {n} of {points} changed the outputs"
+    with failing_after(points):
+        tokshuf.preprocess(new_in, out / "c", json_keys=KEYS)
+    assert without_timing(snapshot(out)) == without_timing(new)
+
+
+CRASH_SCRIPT = """
+import sys
+import tokshuf
+from tokshuf import _core
+_core._fail_writes_after(int(sys.argv[1]), True)
+tokshuf.preprocess(sys.argv[2], sys.argv[3], json_keys=("text", "title"))
+"""
+
+
+def reads_as(out: Path, key: str, files: dict[str, bytes]) -> str:
+    """Whether the `key` pair in `out` is the one in `files` ("same"), refused, or other data."""
+    prefix = out / f"c_{key}_document"
+    try:
+        ds = tokshuf.IndexedDataset(prefix)
+    except (FileNotFoundError, tokshuf.FormatError):
+        return "refused"
+    name = f"c_{key}_document"
+    ours = (Path(f"{prefix}.bin").read_bytes(), Path(f"{prefix}.idx").read_bytes())
+    del ds
+    return "same" if ours == (files[f"{name}.bin"], files[f"{name}.idx"]) else "other"
+
+
+def test_preprocess_killed_at_every_write_point_leaves_no_mixed_set(
+    sets: tuple[Path, Path, dict[str, bytes], dict[str, bytes]],
+) -> None:
+    out, new_in, old, new = sets
+    points = count_points(lambda: tokshuf.preprocess(new_in, out / "c", json_keys=KEYS))
+    restore(out, old)
+    for n in range(points):
+        restore(out, old)
+        run = subprocess.run(
+            [sys.executable, "-c", CRASH_SCRIPT, str(n), str(new_in), str(out / "c")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert run.returncode == 86, run.stderr
+        states = {}
+        for key in KEYS:
+            as_old, as_new = reads_as(out, key, old), reads_as(out, key, new)
+            # A pair the reader opens is exactly the old or exactly the new one.
+            assert "other" not in (as_old, as_new) or "same" in (as_old, as_new), (n, key)
+            states[key] = "old" if as_old == "same" else "new" if as_new == "same" else "refused"
+        assert not {"old", "new"} <= set(states.values()), f"kill at point {n}: {states}"
+        summary = out / "c_summary.json"
+        if summary.exists():
+            which = "old" if summary.read_bytes() == old["c_summary.json"] else "new"
+            # The summary stands only beside the complete set it describes.
+            assert set(states.values()) == {which}, f"kill at point {n}: {which} summary, pairs {states}"
+
+
+def test_merge_and_olmo_convert_fail_at_every_point_leaving_the_old_outputs(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, seed in (("a", 1), ("b", 2)):
+        tokshuf.preprocess(corpus(tmp_path / f"{name}.jsonl", seed), src / name, json_keys=("text",))
+    out = tmp_path / "out"
+    out.mkdir()
+    a, b = src / "a_text_document", src / "b_text_document"
+
+    def merge_and_convert(inputs: list[Path]) -> None:
+        tokshuf.merge(inputs, out / "m")
+        from_indexed(out / "m", out / "m.npy")
+
+    merge_and_convert([a])
+    old = snapshot(out)
+    assert set(old) == {"m.bin", "m.idx", "m.npy", "m.csv.gz"}
+    points = count_points(lambda: merge_and_convert([a, b]))
+    new = snapshot(out)
+    assert new != old
+    for n in range(points):
+        restore(out, old)
+        with failing_after(n), pytest.raises(OSError, match="No space left on device"):
+            merge_and_convert([a, b])
+        now = snapshot(out)
+        # Each command's outputs are all old or all new (merge may succeed before convert fails).
+        assert {k: now[k] for k in ("m.bin", "m.idx")} in (
+            {k: old[k] for k in ("m.bin", "m.idx")},
+            {k: new[k] for k in ("m.bin", "m.idx")},
+        ), n
+        assert {k: now[k] for k in ("m.npy", "m.csv.gz")} == {k: old[k] for k in ("m.npy", "m.csv.gz")}, n
+        assert set(now) == set(old), n
+
+
+def test_temporaries_of_dead_processes_are_removed_on_the_next_commit(tmp_path: Path) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    pid = int(dead.stdout)
+    left = [tmp_path / f"c_text_document.bin.tmp-{pid}-0", tmp_path / f"c_summary.json.tmp-{pid}-3"]
+    alive = tmp_path / f"c_text_document.idx.tmp-{os.getppid()}-1"
+    unrelated = tmp_path / f"other.bin.tmp-{pid}-0"
+    for p in [*left, alive, unrelated]:
+        p.write_bytes(b"x")
+    tokshuf.preprocess(corpus(tmp_path / "in.jsonl", 3), tmp_path / "c", json_keys=("text",))
+    assert not any(p.exists() for p in left)
+    assert alive.exists()
+    assert unrelated.exists()
+
+
+def can_mount_tmpfs() -> bool:
+    return sys.platform == "linux" and os.geteuid() == 0 and Path("/bin/mount").exists()
+
+
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="mounting a tmpfs needs root on Linux")
+def test_preprocess_on_a_full_tmpfs_leaves_the_old_set(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], check=False).returncode:
+        pytest.skip("mount -t tmpfs was refused")
+    try:
+        out = mnt / "out"
+        out.mkdir()
+        # Two inputs in turn, so that every run replaces a set by a different one.
+        inputs = [corpus(tmp_path / f"big{i}.jsonl", 5 + i, n=600) for i in range(2)]
+        tokshuf.preprocess(inputs[0], out / "c", json_keys=KEYS)
+        old, current = snapshot(out), 0
+        failed = 0
+        # Leave less and less room, a page at a time, down from what the run needs at its peak
+        # (old and new sets side by side): the disk fills at every write of the run in turn.
+        peak = 2 * sum(len(b) for b in old.values()) + 2 * inputs[1].stat().st_size + (64 << 10)
+        for room in range(peak, 0, -4096):
+            stat = os.statvfs(mnt)
+            filler = mnt / "filler"
+            filler.write_bytes(b"\0" * max(stat.f_bavail * stat.f_frsize - room, 0))
+            try:
+                tokshuf.preprocess(inputs[1 - current], out / "c", json_keys=KEYS)
+            except OSError:
+                failed += 1
+                assert snapshot(out) == old, f"{room} bytes free"
+            else:
+                old, current = snapshot(out), 1 - current
+            filler.unlink()
+        assert failed > 0
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
