@@ -247,7 +247,7 @@ def test_directory_loops_are_walked_once(tmp_path: Path) -> None:
     write_jsonl(data / "sub" / "b.jsonl", [{"text": "two"}])
     (data / "self").symlink_to(".")
     (data / "sub" / "up").symlink_to("..")
-    summary = tokshuf.preprocess(data, tmp_path / "o")
+    summary = tokshuf.preprocess(data, tmp_path / "o", "byte")
     assert summary["documents"] == 2
     assert _core.expand_input_paths([str(data)]) == [data / "a.jsonl", data / "sub" / "b.jsonl"]
 
@@ -264,6 +264,6 @@ def test_a_file_reached_twice_is_refused_naming_both_paths(tmp_path: Path, how: 
         "file_link": [a, tmp_path / "link.jsonl"],
     }[how]
     with pytest.raises(tokshuf.ConfigError, match="same file") as info:
-        tokshuf.preprocess(inputs, tmp_path / "o")
+        tokshuf.preprocess(inputs, tmp_path / "o", "byte")
     assert str(a) in str(info.value)
     assert not list(tmp_path.glob("o_*"))

@@ -78,10 +78,10 @@ def sets(tmp_path: Path) -> tuple[Path, Path, dict[str, bytes], dict[str, bytes]
     old_in, new_in = corpus(tmp_path / "old.jsonl", 1), corpus(tmp_path / "new.jsonl", 2, n=70)
     out = tmp_path / "out"
     out.mkdir()
-    tokshuf.preprocess(new_in, out / "c", json_keys=KEYS)
+    tokshuf.preprocess(new_in, out / "c", "byte", json_keys=KEYS)
     new = snapshot(out)
     restore(out, {})
-    tokshuf.preprocess(old_in, out / "c", json_keys=KEYS)
+    tokshuf.preprocess(old_in, out / "c", "byte", json_keys=KEYS)
     old = snapshot(out)
     assert (
         set(old)
@@ -110,15 +110,15 @@ def test_preprocess_fails_at_every_write_point_leaving_the_old_set(
     sets: tuple[Path, Path, dict[str, bytes], dict[str, bytes]],
 ) -> None:
     out, new_in, old, new = sets
-    points = count_points(lambda: tokshuf.preprocess(new_in, out / "c", json_keys=KEYS))
+    points = count_points(lambda: tokshuf.preprocess(new_in, out / "c", "byte", json_keys=KEYS))
     restore(out, old)
     for n in range(points):
         with failing_after(n), pytest.raises(OSError, match="No space left on device") as info:
-            tokshuf.preprocess(new_in, out / "c", json_keys=KEYS)
+            tokshuf.preprocess(new_in, out / "c", "byte", json_keys=KEYS)
         assert info.value.errno == 28, (n, info.value)
         assert snapshot(out) == old, f"failure at write point {n} of {points} changed the outputs"
     with failing_after(points):
-        tokshuf.preprocess(new_in, out / "c", json_keys=KEYS)
+        tokshuf.preprocess(new_in, out / "c", "byte", json_keys=KEYS)
     assert without_timing(snapshot(out)) == without_timing(new)
 
 
@@ -127,7 +127,7 @@ import sys
 import tokshuf
 from tokshuf import _core
 _core._fail_writes_after(int(sys.argv[1]), True)
-tokshuf.preprocess(sys.argv[2], sys.argv[3], json_keys=("text", "title"))
+tokshuf.preprocess(sys.argv[2], sys.argv[3], "byte", json_keys=("text", "title"))
 """
 
 
@@ -148,7 +148,7 @@ def test_preprocess_killed_at_every_write_point_leaves_no_mixed_set(
     sets: tuple[Path, Path, dict[str, bytes], dict[str, bytes]],
 ) -> None:
     out, new_in, old, new = sets
-    points = count_points(lambda: tokshuf.preprocess(new_in, out / "c", json_keys=KEYS))
+    points = count_points(lambda: tokshuf.preprocess(new_in, out / "c", "byte", json_keys=KEYS))
     restore(out, old)
     for n in range(points):
         restore(out, old)
@@ -177,7 +177,7 @@ def test_merge_and_olmo_convert_fail_at_every_point_leaving_the_old_outputs(tmp_
     src = tmp_path / "src"
     src.mkdir()
     for name, seed in (("a", 1), ("b", 2)):
-        tokshuf.preprocess(corpus(tmp_path / f"{name}.jsonl", seed), src / name, json_keys=("text",))
+        tokshuf.preprocess(corpus(tmp_path / f"{name}.jsonl", seed), src / name, "byte", json_keys=("text",))
     out = tmp_path / "out"
     out.mkdir()
     a, b = src / "a_text_document", src / "b_text_document"
@@ -216,7 +216,7 @@ def test_temporaries_of_dead_processes_are_removed_on_the_next_commit(tmp_path: 
     unrelated = tmp_path / f"other.bin.tmp-{pid}-0"
     for p in [*left, alive, unrelated]:
         p.write_bytes(b"x")
-    tokshuf.preprocess(corpus(tmp_path / "in.jsonl", 3), tmp_path / "c", json_keys=("text",))
+    tokshuf.preprocess(corpus(tmp_path / "in.jsonl", 3), tmp_path / "c", "byte", json_keys=("text",))
     assert not any(p.exists() for p in left)
     assert alive.exists()
     assert unrelated.exists()
@@ -237,7 +237,7 @@ def test_preprocess_on_a_full_tmpfs_leaves_the_old_set(tmp_path: Path) -> None:
         out.mkdir()
         # Two inputs in turn, so that every run replaces a set by a different one.
         inputs = [corpus(tmp_path / f"big{i}.jsonl", 5 + i, n=600) for i in range(2)]
-        tokshuf.preprocess(inputs[0], out / "c", json_keys=KEYS)
+        tokshuf.preprocess(inputs[0], out / "c", "byte", json_keys=KEYS)
         old, current = snapshot(out), 0
         failed = 0
         # Leave less and less room, a page at a time, down from what the run needs at its peak
@@ -248,7 +248,7 @@ def test_preprocess_on_a_full_tmpfs_leaves_the_old_set(tmp_path: Path) -> None:
             filler = mnt / "filler"
             filler.write_bytes(b"\0" * max(stat.f_bavail * stat.f_frsize - room, 0))
             try:
-                tokshuf.preprocess(inputs[1 - current], out / "c", json_keys=KEYS)
+                tokshuf.preprocess(inputs[1 - current], out / "c", "byte", json_keys=KEYS)
             except OSError:
                 failed += 1
                 assert snapshot(out) == old, f"{room} bytes free"

@@ -98,7 +98,7 @@ def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", special_tokens="neox")
     with pytest.raises(ConfigError, match=r"expected one of: json\.gz, npy"):
         tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", member_format="bin")
-    with pytest.raises(ConfigError, match="seqlen must be at least 1"):
+    with pytest.raises(ConfigError, match=r"sequence_length \(--seqlen\) must be at least 1"):
         tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", sequence_length=0)
     with pytest.raises(FileNotFoundError):
         tokshuf.shuffle([tmp_path / "missing.jsonl"], tmp_path / "c", tmp_path / "o", "byte")
@@ -149,8 +149,8 @@ def test_dclm_dataset_reference_json(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_a_huge_seqlen_is_refused_naming_it(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "in.jsonl", [{"text": "hello world"}] * 10)
-    with pytest.raises(ConfigError, match="seqlen 1099511627776 is too long"):
-        tokshuf.shuffle(data, tmp_path / "cells", tmp_path / "out", seqlen=2**40)
+    with pytest.raises(ConfigError, match=r"sequence_length \(--seqlen\) 1099511627776 is too long"):
+        tokshuf.shuffle(data, tmp_path / "cells", tmp_path / "out", "byte", sequence_length=2**40)
 
 
 def test_a_long_seqlen_over_a_small_input_reserves_no_more_than_the_input_needs(tmp_path: Path) -> None:
@@ -161,7 +161,9 @@ def test_a_long_seqlen_over_a_small_input_reserves_no_more_than_the_input_needs(
     script = (
         "import resource, sys, tokshuf\n"
         "resource.setrlimit(resource.RLIMIT_AS, (5 << 30, 5 << 30))\n"
-        "tokshuf.shuffle(sys.argv[1], sys.argv[2], sys.argv[3], seqlen=10**8, threads=2)\n"
+        "tokshuf.shuffle(\n"
+        "    sys.argv[1], sys.argv[2], sys.argv[3], 'byte', sequence_length=10**8, num_threads=2\n"
+        ")\n"
     )
     run = subprocess.run(
         [sys.executable, "-c", script, str(data), str(tmp_path / "cells"), str(tmp_path / "out")],

@@ -50,7 +50,8 @@ struct Taken {
 
 impl Taken {
     fn add(&mut self, path: PathBuf, files: &mut Vec<PathBuf>) -> Result<()> {
-        let first = if storage::is_remote(&path.to_string_lossy()) {
+        // Standard input and objects have no inode: they are told apart by name.
+        let first = if storage::is_remote(&path.to_string_lossy()) || super::is_stdin(&path) {
             (!self.remote.insert(path.clone())).then(|| path.clone())
         } else {
             self.local.insert(file_id(&path)?, path.clone())
