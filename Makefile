@@ -6,17 +6,20 @@ PYTEST_FLAGS ?=
 
 RUST_SOURCES := Cargo.toml $(wildcard Cargo.lock) pyproject.toml $(shell find rust -name '*.rs' -o -name 'Cargo.toml')
 comma := ,
-STAMP := build/.installed-$(subst $(comma),-,$(EXTRAS))
+# `make dev` builds the `fast` profile (release speed for the hot loops, no fat LTO: minutes
+# less to link); `make bench` and wheels use `release`.
+PROFILE ?= fast
+STAMP := build/.installed-$(PROFILE)-$(subst $(comma),-,$(EXTRAS))
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test test-rust test-python test-tiny lint fmt bench example wheel-check clean
+.PHONY: help dev test test-rust test-python lint fmt bench example wheel-check clean
 
 help:  ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
 
 $(STAMP): $(RUST_SOURCES)
-	$(PY) -m pip install -e ".[$(EXTRAS)]"
-	@mkdir -p build && touch $@
+	MATURIN_PEP517_ARGS="--profile $(PROFILE)" $(PY) -m pip install -e ".[$(EXTRAS)]"
+	@rm -f build/.installed-* && mkdir -p build && touch $@
 
 dev: $(STAMP)  ## build the extension (release) and install the package in editable mode with its extras
 
@@ -25,7 +28,7 @@ test: dev test-rust test-python  ## the whole suite: Rust unit/property tests, t
 test-rust:  ## cargo test for the workspace (the core needs no Python)
 	cargo test --workspace $(CARGO_TEST_FLAGS)
 
-test-python: dev  ## pytest (add PYTEST_FLAGS="-m 'not slow'" for a quick run)
+test-python: dev  ## pytest (PYTEST_FLAGS="-k storage" to pick tests)
 	$(PY) -m pytest $(PYTEST_FLAGS)
 
 lint:  ## rustfmt, clippy, ruff, mypy
@@ -40,7 +43,8 @@ fmt:  ## format Rust and Python sources
 	$(PY) -m ruff format python tests benches examples
 	$(PY) -m ruff check --fix python tests benches examples
 
-bench: dev  ## run the benchmarks in benches/ (minutes; prints ratios against the peers)
+bench:  ## run the benchmarks in benches/ on a release build (minutes; prints ratios against the peers)
+	$(MAKE) dev PROFILE=release
 	$(PY) benches/run_all.py
 
 # The example's build: release speed for the hot loops without fat LTO's link time.

@@ -70,7 +70,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=REPO / "bench-out" / "remote")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 20 MB, one round")
     args = ap.parse_args()
+    if args.quick:
+        args.size, args.rounds = "20MB", 1
     args.out.mkdir(parents=True, exist_ok=True)
 
     corpus = args.out / f"corpus-{args.size}.jsonl.zst"
