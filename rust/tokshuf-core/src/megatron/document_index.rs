@@ -3,9 +3,9 @@
 //! epoch, the first `E - 1` epochs and the last one are shuffled by two consecutive calls.
 
 use super::array::{IndexArray, Owned};
-use super::numpy_rng::RandomState;
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::rng::RandomState;
 
 /// A document index and, aligned with it, the length of each entry's sequence.
 #[derive(Debug, Clone)]

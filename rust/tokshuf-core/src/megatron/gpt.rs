@@ -5,11 +5,11 @@
 use super::array::IndexArray;
 use super::document_index::build_document_index;
 use super::epochs::{plan_epochs, EpochPlan};
-use super::numpy_rng::RandomState;
 use super::sample_index::{build_sample_index_from_lengths, num_samples as count_samples};
 use super::shuffle_index::{build_shuffle_index, repeat_shuffle_index};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::rng::RandomState;
 
 /// How the epochs of a dataset are ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -9,7 +9,6 @@ pub mod epochs;
 pub mod gpt;
 pub mod normalize;
 pub mod npy;
-pub mod numpy_rng;
 #[cfg(test)]
 mod proptests;
 pub mod reader;
@@ -17,11 +16,11 @@ pub mod sample_index;
 pub mod shuffle_index;
 pub mod split;
 
+pub use crate::rng::RandomState;
 pub use array::{ElemType, IndexArray, IndexView, Owned};
 pub use blend::{build_blending_indices, build_exhaustive_blending_indices, size_per_split_per_dataset, Blend};
 pub use epochs::{plan_epochs, EpochPlan};
 pub use gpt::{build_gpt_indices, GptConfig, GptIndices, Scheme};
 pub use normalize::{normalize, numpy_sum};
-pub use numpy_rng::RandomState;
 pub use reader::{read_batch, BlendSampleSource, GptSampleSource, SampleSource};
 pub use split::{parse_split, split_matrix, split_ranges, SplitMatrix};

@@ -8,10 +8,10 @@ use super::array::{IndexArray, IndexView, Owned};
 use super::blend::{build_blending_indices, build_exhaustive_blending_indices, samples_per_dataset};
 use super::document_index::build_document_index;
 use super::gpt::{build_gpt_indices, GptConfig, Scheme};
-use super::numpy_rng::RandomState;
 use super::sample_index::{build_sample_index, num_samples};
 use super::{normalize, npy};
 use crate::cancel::Cancel;
+use crate::rng::RandomState;
 
 fn plain_fisher_yates(n: usize, seed: u32) -> Vec<u32> {
     let mut v: Vec<u32> = (0..n as u32).collect();

@@ -3,9 +3,9 @@
 //! themselves and come first, then the final epoch's.
 
 use super::array::{ElemType, IndexArray, Owned};
-use super::numpy_rng::RandomState;
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::rng::RandomState;
 
 /// `shuffle(arange(first))` then, if `first < total`, `shuffle(arange(first, total))`.
 /// uint32 unless `total ≥ 2^32 - 2`, then int64, as in Megatron.

@@ -4,18 +4,9 @@
 //! Every (seed, sub-dataset, logical shard, epoch) gets its own key, so each epoch of each shard
 //! visits its documents in a fresh order, and the order never depends on the topology.
 
+use crate::rng::{mix64, GOLDEN};
+
 const ROUNDS: usize = 6;
-const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
-
-/// The splitmix64 finalizer: a fast, well-mixed 64-bit bijection (the round function and the
-/// counter-based random draws are built on it).
-#[inline]
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// A key derived from an ordered list of words (`[seed, sub, shard, epoch]`, ...).
 pub fn derive_key(words: &[u64]) -> u64 {
     words.iter().fold(GOLDEN, |h, &w| mix64(h ^ mix64(w.wrapping_add(GOLDEN))))

@@ -4,12 +4,13 @@
 use super::config::StreamConfig;
 use super::mixer::Mixer;
 use super::partition::worker_shards;
-use super::permute::{derive_key, mix64};
+use super::permute::derive_key;
 use super::source::DocSource;
 use super::state::WorkerState;
 use super::substream::{Row, Segment, SubStream};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::rng::mix64;
 
 /// One packed line and the document runs it is made of.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
