@@ -16,7 +16,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// missing or the object changed.
 #[pyfunction]
 fn local_copy(py: Python<'_>, url: String) -> PyResult<String> {
-    run_detached(py, move |_| storage::local_copy(&url).map(|p| p.to_string_lossy().into_owned()))
+    run_detached(py, move |cancel| {
+        storage::local_copy_cancellable(&url, cancel).map(|p| p.to_string_lossy().into_owned())
+    })
 }
 
 /// Whether `path` is a storage URL (`s3://`, `gs://`, `az://`, `https://`, ...).

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::read::RemoteReader;
 use super::stores::Remote;
+use crate::cancel::Cancel;
 use crate::error::{Error, IoContext, Result};
 
 /// The cache directory.
@@ -45,6 +46,11 @@ pub fn local_path(url: &str) -> Result<PathBuf> {
 
 /// The local copy of the object `url`, downloaded if it is missing or the object changed.
 pub fn local_copy(url: &str) -> Result<PathBuf> {
+    local_copy_cancellable(url, &Cancel::new())
+}
+
+/// [`local_copy`], stopping (and removing the partial download) when `cancel` is set.
+pub fn local_copy_cancellable(url: &str, cancel: &Cancel) -> Result<PathBuf> {
     let remote = super::resolve(url)?;
     let local = local_path(url)?;
     let meta_path = crate::fsutil::with_suffix(&local, ".source.json");
@@ -60,22 +66,23 @@ pub fn local_copy(url: &str) -> Result<PathBuf> {
     if current() {
         return Ok(local);
     }
-    let _lock = Lock::take(&crate::fsutil::with_suffix(&local, ".lock"))?;
+    let _lock = Lock::take(&crate::fsutil::with_suffix(&local, ".lock"), cancel)?;
     if current() {
         return Ok(local); // another process downloaded it while this one waited
     }
     check_space(dir, reader.size(), url)?;
-    download(reader, &remote, &local)?;
+    download(reader, &remote, &local, cancel)?;
     let meta = serde_json::to_vec(&want).expect("JSON");
     crate::fsutil::write_atomic(&meta_path, &meta)?;
     Ok(local)
 }
 
-fn download(mut reader: RemoteReader, remote: &Remote, local: &Path) -> Result<()> {
+fn download(mut reader: RemoteReader, remote: &Remote, local: &Path, cancel: &Cancel) -> Result<()> {
     let tmp = crate::fsutil::TempFile::new(local);
     let mut out = tmp.create()?;
     let mut buf = vec![0u8; 4 << 20];
     loop {
+        cancel.check()?;
         let n = reader.read(&mut buf).with_path(Path::new(&remote.url))?;
         if n == 0 {
             break;
@@ -113,16 +120,21 @@ fn free_bytes(dir: &Path) -> Option<u64> {
 struct Lock(File);
 
 impl Lock {
-    fn take(path: &Path) -> Result<Lock> {
+    /// Wait for the lock (another process may be downloading), polling so that `cancel` is seen.
+    fn take(path: &Path, cancel: &Cancel) -> Result<Lock> {
         let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).with_path(path)?;
         loop {
             // SAFETY: flock on a descriptor this function owns.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
                 return Ok(Lock(file));
             }
             let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(Error::io(path, e));
+            match e.raw_os_error() {
+                Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => {
+                    cancel.check()?;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                _ => return Err(Error::io(path, e)),
             }
         }
     }

@@ -19,7 +19,7 @@ mod write;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-pub use cache::{cache_root, local_copy, local_path};
+pub use cache::{cache_root, local_copy, local_copy_cancellable, local_path};
 pub use list::{glob, under as list};
 pub use ranges::{Pending, RandomAccess};
 pub use read::RemoteReader;
