@@ -10,9 +10,17 @@ GPTDataset / BlendedDataset indices (built natively, cached on disk).
 """
 
 from tokshuf.nanoset.blended import BlendedNanoset
-from tokshuf.nanoset.builder import build_nanosets
+from tokshuf.nanoset.builder import NanosetSplits, build_nanosets
 from tokshuf.nanoset.config import NanosetConfig
 from tokshuf.nanoset.dataset import Nanoset
 from tokshuf.nanoset.sampler import SkipSampler, resume_sampler
 
-__all__ = ["BlendedNanoset", "Nanoset", "NanosetConfig", "SkipSampler", "build_nanosets", "resume_sampler"]
+__all__ = [
+    "BlendedNanoset",
+    "Nanoset",
+    "NanosetConfig",
+    "NanosetSplits",
+    "SkipSampler",
+    "build_nanosets",
+    "resume_sampler",
+]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal, NamedTuple
 
 from tokshuf import _core
 from tokshuf._storage import local_prefix
@@ -15,11 +16,32 @@ from tokshuf.nanoset.blended import BlendedNanoset
 from tokshuf.nanoset.config import NanosetConfig, SampleCounts, check_counts
 from tokshuf.nanoset.dataset import Nanoset
 
-__all__ = ["build_nanosets"]
+__all__ = ["NanosetSplits", "build_nanosets"]
 
 SPLITS = ("train", "valid", "test")
 
 Dataset = Nanoset | BlendedNanoset
+
+
+class NanosetSplits(NamedTuple):
+    """The train, valid and test datasets of :func:`build_nanosets` (``None`` for a split the
+    split string gives no share); unpacks as ``train, valid, test``."""
+
+    train: Dataset | None
+    valid: Dataset | None
+    test: Dataset | None
+
+    def require(self, split: Literal["train", "valid", "test"]) -> Dataset:
+        """The dataset of ``split``, which the configuration must enable (for type checkers: a
+        requested split is never ``None``)."""
+        ds: Dataset | None = getattr(self, split)
+        if ds is None:
+            raise ConfigError(
+                f"the {split} split has no share in the split string; enable it or do not ask for it"
+            )
+        return ds
+
+
 Job = tuple[str, tuple[int, int], int | None, str]
 
 
@@ -42,9 +64,7 @@ def _ranges(prefix: str, matrix: Sequence[tuple[float, float] | None]) -> list[t
     return list(_core.split_ranges(list(matrix), n))
 
 
-def build_nanosets(
-    config: NanosetConfig, num_samples: Sequence[int | None] | None = None
-) -> tuple[Dataset | None, Dataset | None, Dataset | None]:
+def build_nanosets(config: NanosetConfig, num_samples: Sequence[int | None] | None = None) -> NanosetSplits:
     """Build the train, valid and test datasets of ``config``, as Megatron's builder would.
 
     Parameters
@@ -57,10 +77,11 @@ def build_nanosets(
 
     Returns
     -------
-    (train, valid, test)
-        Each a :class:`Nanoset` (one prefix), a :class:`BlendedNanoset` (a list of prefixes, or a
-        ``{prefix: weight}`` mapping, even of one prefix), or ``None`` when the split string gives
-        the split no share.
+    NanosetSplits
+        ``(train, valid, test)``, each a :class:`Nanoset` (one prefix), a :class:`BlendedNanoset`
+        (a list of prefixes, or a ``{prefix: weight}`` mapping, even of one prefix), or ``None``
+        when the split string gives the split no share; ``.require("train")`` gives a split that
+        must be there, typed without ``None``.
 
     Raises
     ------
@@ -86,7 +107,7 @@ def build_nanosets(
             jobs.append((prefixes[0], r, sizes[i], SPLITS[i]))
         for i, ds in zip(enabled, _build_all(jobs, config), strict=True):
             out[i] = ds
-        return out[0], out[1], out[2]
+        return NanosetSplits(out[0], out[1], out[2])
 
     if weights is not None:
         missing = [SPLITS[i] for i in enabled if sizes[i] is None]
@@ -122,4 +143,4 @@ def build_nanosets(
                 )
             size = None if sizes[i] is None or sum(lengths) == 0 else min(sizes[i] or 0, sum(lengths))
         out[i] = BlendedNanoset(parts, blend_weights, size, SPLITS[i], config)
-    return out[0], out[1], out[2]
+    return NanosetSplits(out[0], out[1], out[2])
