@@ -113,7 +113,14 @@ class SampleDataset:
         """Samples ``ks`` as one ``[len(ks), sample_width]`` int64 array, filled natively with the
         GIL released (in parallel on ``num_threads`` threads; default ``TOKSHUF_NUM_THREADS`` or all
         CPUs). With ``out`` (a writable C-contiguous int64 array of that shape, e.g. a view of
-        pinned memory) the samples are written there and ``out`` is returned."""
+        pinned memory) the samples are written there and ``out`` is returned.
+
+        Why an array and not a dict like the OLMo-style instances' ``get_batch``: a Megatron
+        sample is only its ``sequence_length + 1`` token ids (the trainer shifts them into inputs
+        and labels and builds its masks itself), so there is nothing to key; the array is what
+        ``self[k]["input_ids"]`` holds, row by row, and it can be written into ``out``. The
+        instances carry per-token masks and document lengths, hence their dict (with the same
+        ``input_ids`` name for the ids)."""
         ks_arr = np.asarray(ks)
         if ks_arr.ndim != 1 or (ks_arr.size and ks_arr.dtype.kind not in "iu"):
             raise TypeError(
