@@ -18,7 +18,12 @@ def test_convert_then_prepare_an_index_offline(tmp_path: Path, capsys: pytest.Ca
     with IndexedDatasetWriter(tmp_path / "ds", np.uint16) as w:
         for i in range(60):
             w.add_document([*range(2, 2 + i % 23), 0], [i % 23 + 1])
-    assert main(["olmo-convert", "--input", str(tmp_path / "ds"), "--output", str(tmp_path / "ds.npy")]) == 0
+    assert (
+        main(
+            ["olmo-convert", "--input", str(tmp_path / "ds"), "--output", str(tmp_path / "ds.npy"), "--json"]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["documents"] == 60
     assert out["tokens"] == sum(i % 23 + 1 for i in range(60))
@@ -33,6 +38,7 @@ def test_convert_then_prepare_an_index_offline(tmp_path: Path, capsys: pytest.Ca
         "uint16",
         "--work-dir",
         str(tmp_path / "w"),
+        "--json",
     ]
     assert main(args) == 0
     summary = json.loads(capsys.readouterr().out)

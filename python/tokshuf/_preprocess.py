@@ -11,6 +11,7 @@ from typing import Any, cast
 from tokshuf import _core
 from tokshuf._deprecation import renamed_parameters
 from tokshuf._limits import check_num_threads, check_open_files
+from tokshuf._log import log_run
 from tokshuf._summaries import OnError, PreprocessSummary, Progress
 from tokshuf.errors import ConfigError
 from tokshuf.tokenizer import as_tokenizer
@@ -145,4 +146,5 @@ def preprocess(
             shard=f"{shard[0]}/{shard[1]}" if isinstance(shard, tuple) else shard,
         )
     )
+    log_run("preprocess", result)
     return cast(PreprocessSummary, result)

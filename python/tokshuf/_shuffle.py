@@ -11,6 +11,7 @@ from typing import cast, get_args
 from tokshuf import _core
 from tokshuf._deprecation import renamed_parameters
 from tokshuf._limits import check_num_threads
+from tokshuf._log import log_run
 from tokshuf._summaries import MemberFormat, OnError, Progress, ShuffleSummary, SpecialTokenPreset
 from tokshuf.errors import ConfigError
 from tokshuf.tokenizer import check_local, special_tokens_mapping
@@ -192,6 +193,7 @@ def shuffle(
             task=f"{task[0]}/{task[1]}" if isinstance(task, tuple) else task,
         )
     )
+    log_run("shuffle", summary)
     return cast(ShuffleSummary, summary)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -113,7 +112,7 @@ def _add_preprocess(sub: Any) -> None:
         help="run task I (0-based) of N: a contiguous slice of the inputs, balanced by bytes, into "
         "{prefix}-part-IIIII-of-NNNNN_*; 'auto': this Slurm array task. Then: tokshuf merge --parts PREFIX",
     )
-    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    cli_args.add_output_flags(p)
     cli_args.add_megatron_tokenizer_flags(p)
     p.set_defaults(handler=_preprocess)
 
@@ -146,33 +145,24 @@ def _preprocess(args: argparse.Namespace) -> int:
         summary=summary_arg,
         max_line_bytes=args.max_line_bytes,
     )
-    if not args.quiet:
-        _report_preprocess(summary)
+    cli_args.emit(args, summary, _preprocess_lines(summary))
     return 0
 
 
-def _report_preprocess(summary: PreprocessSummary) -> None:
-    for out in summary["outputs"]:
-        print(
-            f"{out['prefix']}.{{bin,idx}}: {out['documents']:,} documents, "
-            f"{out['sequences']:,} sequences, {out['tokens']:,} tokens ({summary['dtype']})"
-        )
-    skipped = summary.get("skipped") or {}
-    if skipped:
-        total = sum(skipped.values())
-        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items()))
-        print(f"skipped {total:,} bad lines ({reasons})", file=sys.stderr)
-        for rec in summary.get("first_skipped", [])[:5]:
-            print(f"  {rec['path']}:{rec['line']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
-    for file in summary.get("skipped_files", []):
-        print(f"skipped file {file['path']}: {file['reason']}: {file['message']}", file=sys.stderr)
+def _preprocess_lines(summary: PreprocessSummary) -> list[str]:
+    lines = [
+        f"{out['prefix']}.{{bin,idx}}: {out['documents']:,} documents, "
+        f"{out['sequences']:,} sequences, {out['tokens']:,} tokens ({summary['dtype']})"
+        for out in summary["outputs"]
+    ]
     mb = summary["decompressed_bytes"] / 1e6
     secs = max(summary["seconds"], 1e-9)
-    print(
-        f"{summary['lines']:,} lines, {mb:,.1f} MB in {secs:.2f} s "
+    lines.append(
+        f"{summary['lines']:,} lines, {mb:,.1f} MB of text in {secs:.2f} s "
         f"({mb / secs:,.1f} MB/s, {summary['tokens'] / secs / 1e6:,.2f} M tokens/s, "
         f"{summary['workers']} worker{'s' if summary['workers'] != 1 else ''})"
     )
+    return lines
 
 
 def _add_merge(sub: Any) -> None:
@@ -191,7 +181,7 @@ def _add_merge(sub: Any) -> None:
         "PREFIX_{key}_document.bin/.idx and PREFIX_summary.json, as one run over all inputs",
     )
     p.add_argument("--output-prefix")
-    p.add_argument("--quiet", action="store_true")
+    cli_args.add_output_flags(p)
     p.set_defaults(handler=_merge)
 
 
@@ -204,15 +194,26 @@ def _merge(args: argparse.Namespace) -> int:
             print("tokshuf: error: --parts writes to its own PREFIX; drop --output-prefix", file=sys.stderr)
             return 2
         parts = merge_parts(args.parts)
-        if not args.quiet:
-            print(json.dumps({k: parts[k] for k in ("parts", "files", "documents", "tokens", "outputs")}))
+        cli_args.emit(
+            args,
+            parts,
+            [
+                f"{o['prefix']}.{{bin,idx}}: {o['documents']:,} documents, {o['tokens']:,} tokens"
+                for o in parts["outputs"]
+            ]
+            + [
+                f"merged {parts['parts']} parts of {parts['files']:,} input files in {parts['seconds']:.2f} s"
+            ],
+        )
         return 0
     if args.output_prefix is None:
         print("tokshuf: error: merge --input needs --output-prefix", file=sys.stderr)
         return 2
     summary = merge(args.input, args.output_prefix)
-    if not args.quiet:
-        print(json.dumps(summary))
+    line = (
+        f"{args.output_prefix}.{{bin,idx}}: {summary['documents']:,} documents, {summary['tokens']:,} tokens"
+    )
+    cli_args.emit(args, summary, [line])
     return 0
 
 
@@ -315,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tokshuf`` console script; returns the exit status."""
     args = cli_args.parse_args(build_parser(), argv)
+    cli_args.setup_logging(bool(getattr(args, "quiet", False)))
     handler: Handler = args.handler
     try:
         return handler(args)

@@ -7,7 +7,8 @@ import argparse
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +221,37 @@ def tekken_from_megatron(vocab_file: str, num_special_tokens: int, vocab_size: i
         tmp.write_text(text)
         os.replace(tmp, out)
     return out
+
+
+def add_output_flags(p: argparse.ArgumentParser) -> None:
+    """The flags every long command shares: ``--json`` (the run summary as one JSON object on
+    stdout instead of the human lines) and ``--quiet`` (nothing but errors)."""
+    p.add_argument("--json", action="store_true", help="print the run summary as JSON on stdout")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+def emit(args: argparse.Namespace, summary: Mapping[str, Any], lines: Sequence[str]) -> None:
+    """Print a finished run's summary as ``--json``/``--quiet`` say: JSON, or the human
+    ``lines`` (skips and warnings went to the ``tokshuf`` logger, on stderr)."""
+    if args.quiet:
+        return
+    if args.json:
+        print(json.dumps(summary, default=str))
+        return
+    for line in lines:
+        print(line)
+
+
+def setup_logging(quiet: bool) -> None:
+    """The ``tokshuf`` logger on stderr for the command line: warnings (skips, problems), and
+    nothing but errors with ``--quiet``."""
+    import logging
+
+    logger = logging.getLogger("tokshuf")
+    if not any(getattr(h, "_tokshuf_cli", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("tokshuf: %(levelname)s: %(message)s"))
+        handler._tokshuf_cli = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+        logger.propagate = False
+    logger.setLevel(logging.ERROR if quiet else logging.WARNING)

@@ -5,7 +5,6 @@ building an instance index offline (before the training job, like Megatron's
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import Any
 
@@ -37,6 +36,7 @@ def add_commands(sub: Any) -> None:
         help="end every document with ID",
     )
     p.add_argument("--no-metadata", action="store_true", help="do not write <stem>.csv.gz")
+    cli_args.add_output_flags(p)
     p.set_defaults(handler=_convert)
 
     p = sub.add_parser(
@@ -64,6 +64,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--seed", type=cli_args.integer(0, 2**64 - 1), default=0, help="interleaved")
     p.add_argument("--docs-per-instance", type=_POSITIVE, default=2, help="interleaved")
     p.add_argument("--chunks-per-doc", type=_POSITIVE, default=4, help="interleaved")
+    cli_args.add_output_flags(p)
     p.set_defaults(handler=_instances)
 
 
@@ -72,7 +73,8 @@ def _convert(args: argparse.Namespace) -> int:
 
     spans = from_indexed(args.input, args.output, args.dtype, args.append_eos, metadata=not args.no_metadata)
     tokens = int(spans[-1, 1]) if len(spans) else 0
-    print(json.dumps({"output": args.output, "documents": len(spans), "tokens": tokens}))
+    summary = {"output": args.output, "documents": len(spans), "tokens": tokens}
+    cli_args.emit(args, summary, [f"{args.output}: {len(spans):,} documents, {tokens:,} tokens"])
     return 0
 
 
@@ -140,5 +142,7 @@ def _instances(args: argparse.Namespace) -> int:
 
         summary["instances_per_bucket"] = ds.instances_per_bucket
         summary["tokens"] = int(np.sum(ds.instance_lengths, dtype=np.uint64))
-    print(json.dumps(summary))
+    line = f"{args.strategy}: {summary['instances']:,} instances in {summary['seconds']:.2f} s"
+    cache = f" (cache {summary['cache']})" if summary["cache"] else ""
+    cli_args.emit(args, summary, [line + cache])
     return 0

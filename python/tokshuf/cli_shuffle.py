@@ -163,7 +163,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--task", metavar="I/N", help="the task of --stage cells|shards (0-based I); auto: Slurm array"
     )
-    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    cli_args.add_output_flags(p)
     p.set_defaults(handler=run)
 
 
@@ -267,50 +267,41 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if args.input_json:
         update_dataset_json(args.input_json, args.output_json, summary, args.tokenizer)
-    report(summary, quiet=args.quiet)
+    cli_args.emit(args, summary, report_lines(summary))
     return 0
 
 
-def report(summary: ShuffleSummary, quiet: bool = False) -> None:
-    """Print the final summary (stdout) and any skips and warnings (stderr)."""
-    for w in summary.get("warnings", []):
-        print(f"tokshuf: warning: {w}", file=sys.stderr)
-    skipped = summary.get("skipped") or {}
-    if skipped:
-        total = sum(skipped.values())
-        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items()))
-        print(f"tokshuf: skipped {total:,} bad lines ({reasons})", file=sys.stderr)
-        for rec in summary.get("first_skipped", [])[:5]:
-            print(f"  {rec['path']}:{rec['line']}: {rec['reason']}: {rec['message']}", file=sys.stderr)
-    for file in summary.get("skipped_files", []):
-        print(f"tokshuf: skipped file {file['path']}: {file['reason']}: {file['message']}", file=sys.stderr)
-    if quiet:
-        return
+def report_lines(summary: ShuffleSummary) -> list[str]:
+    """The human summary of a run (skips and warnings go to the ``tokshuf`` logger)."""
     task: dict[str, Any] = dict(summary.get("task") or {})
     if task.get("step") == "cells":
-        print(
+        return [
             f"cells task {task['index']}/{task['count']}: {summary['files']:,} files, "
             f"{summary['documents']:,} documents, {summary['contexts']:,} contexts "
             f"in {summary['seconds']:.1f} s"
-        )
-        return
+        ]
     if task.get("step") == "shards":
         start, end = task["shards"]
-        print(f"shards task {task['index']}/{task['count']}: shards {start}..{end} of {summary['shards']:,}")
-        return
+        return [
+            f"shards task {task['index']}/{task['count']}: shards {start}..{end} of {summary['shards']:,}"
+        ]
+    lines = []
     if summary.get("already_complete"):
-        print(f"already complete: {summary['output']} (nothing to do)")
-    print(
+        lines.append(f"already complete: {summary['output']} (nothing to do)")
+    lines.append(
         f"{summary['shards']:,} shards, {summary['contexts']:,} contexts of {summary['seqlen']} tokens "
         f"-> {summary['output']} (manifest.jsonl)"
     )
-    print(
+    lines.append(
         f"{summary['files']:,} files, {summary['documents']:,} documents, {summary['tokens']:,} tokens, "
         f"{summary['pad_tokens']:,} PAD ({100 * summary['padding_fraction']:.2f}% padding)"
     )
     secs = max(summary["seconds"], 1e-9)
     resumed = " (resumed)" if summary.get("resumed") and not summary.get("already_complete") else ""
-    print(
+    mb = summary["decompressed_bytes"] / 1e6
+    lines.append(
         f"stage 1 {summary['stage1_seconds']:.1f} s, stage 2 {summary['stage2_seconds']:.1f} s, "
-        f"total {secs:.1f} s{resumed}"
+        f"total {secs:.1f} s{resumed} ({mb / secs:,.1f} MB/s of text, "
+        f"{summary['contexts'] / secs:,.0f} contexts/s)"
     )
+    return lines

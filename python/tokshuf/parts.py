@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tokshuf import _core
+from tokshuf._log import log_run
 from tokshuf.errors import ConfigError
 from tokshuf.indexed import merge
 
@@ -99,4 +100,5 @@ def merge_parts(output_prefix: str | os.PathLike[str]) -> dict[str, Any]:
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, target)
+    log_run("merge", summary)
     return summary

@@ -1,0 +1,35 @@
+"""The ``tokshuf`` logger: what a run skipped or warns about, for applications and training
+frameworks to route (the command line prints it on stderr). Nothing is configured here: without
+a handler, Python prints warnings and above on stderr."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+log = logging.getLogger("tokshuf")
+
+#: Skipped lines listed one by one (the summary keeps more).
+_LISTED = 5
+
+
+def log_run(command: str, summary: Mapping[str, Any]) -> None:
+    """Log a run's skips and warnings (WARNING) and its outcome (INFO)."""
+    for warning in summary.get("warnings") or []:
+        log.warning("%s: %s", command, warning)
+    skipped: Mapping[str, int] = summary.get("skipped") or {}
+    if skipped:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items()))
+        log.warning("%s: skipped %s bad lines (%s)", command, f"{sum(skipped.values()):,}", reasons)
+        for rec in (summary.get("first_skipped") or [])[:_LISTED]:
+            log.warning("  %s:%s: %s: %s", rec["path"], rec["line"], rec["reason"], rec["message"])
+    for rec in summary.get("skipped_files") or []:
+        log.warning("%s: skipped file %s: %s: %s", command, rec["path"], rec["reason"], rec["message"])
+    log.info(
+        "%s: %s documents, %s tokens in %.2f s",
+        command,
+        f"{summary.get('documents', 0):,}",
+        f"{summary.get('tokens', 0):,}",
+        float(summary.get("seconds", 0.0)),
+    )
