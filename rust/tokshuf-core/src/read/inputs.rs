@@ -50,7 +50,10 @@ struct Taken {
 
 impl Taken {
     fn add(&mut self, path: PathBuf, files: &mut Vec<PathBuf>) -> Result<()> {
-        let first = if storage::is_remote(&path.to_string_lossy()) {
+        // Standard input has no file behind it (it is refused twice in `expand_inputs`).
+        let first = if super::is_stdin(&path) {
+            None
+        } else if storage::is_remote(&path.to_string_lossy()) {
             (!self.remote.insert(path.clone())).then(|| path.clone())
         } else {
             self.local.insert(file_id(&path)?, path.clone())
