@@ -88,7 +88,7 @@ enum MemberState<R: BufRead> {
     /// Between members (or before the first): the next bytes decide what comes.
     Between(Counted<R>),
     /// Inside the gzip member that starts at the given byte.
-    Gzip(flate2::bufread::GzDecoder<Counted<R>>, u64),
+    Gzip(Box<flate2::bufread::GzDecoder<Counted<R>>>, u64),
     /// Inside the zstd frame that starts at the given byte.
     Zstd(zstd::stream::read::Decoder<'static, Counted<R>>, u64),
     /// After the last member, or after an error (which is not repeated as a different one).
@@ -179,7 +179,7 @@ impl<R: BufRead> Members<R> {
         }
         let start = raw.pos;
         self.state = match self.format {
-            Compression::Gzip => MemberState::Gzip(flate2::bufread::GzDecoder::new(raw), start),
+            Compression::Gzip => MemberState::Gzip(Box::new(flate2::bufread::GzDecoder::new(raw)), start),
             _ => MemberState::Zstd(zstd::stream::read::Decoder::with_buffer(raw)?.single_frame(), start),
         };
         Ok(())
@@ -212,7 +212,7 @@ impl<R: BufRead> Read for Members<R> {
                     // The member ended, its trailer checked: go on with what follows it.
                     Ok(0) => {
                         self.members += 1;
-                        self.state = MemberState::Between(d.into_inner());
+                        self.state = MemberState::Between((*d).into_inner());
                     }
                     Ok(n) => {
                         self.state = MemberState::Gzip(d, start);
