@@ -179,7 +179,68 @@ def test_truncated_compressed_file(tmp_path: Path, make_corpus: Any, fmt: str) -
     assert record["reason"] == "truncated_file"
     assert record["first_lost_line"] == complete + 1
     assert record["decompressed_bytes_read"] == len(decoded)
-    assert "truncated or corrupt" in record["message"]
+    assert "the file is truncated: it ends inside the" in record["message"]
+
+
+def compressed(data: bytes, fmt: str) -> bytes:
+    return gzip.compress(data, mtime=0) if fmt == "gz" else zstandard.ZstdCompressor().compress(data)
+
+
+@pytest.mark.parametrize("fmt", ["gz", "zst"])
+def test_a_plain_file_with_a_compressed_name_is_called_not_compressed(tmp_path: Path, fmt: str) -> None:
+    plain = write_jsonl(tmp_path / f"plain.jsonl.{fmt}", [{"text": "x"}])
+    name = {"gz": "gzip", "zst": "zstd"}[fmt]
+    with pytest.raises(tokshuf.BadInputError) as info:
+        tokshuf.preprocess(plain, tmp_path / "f", "byte")
+    message = str(info.value)
+    assert f"not a {name} file" in message, message
+    assert "7b 22" in message  # the bytes it starts with: '{"'
+    assert "after 0 bytes" not in message
+    summary = tokshuf.preprocess(plain, tmp_path / "s", "byte", on_error="skip")
+    assert f"not a {name} file" in summary["skipped_files"][0]["message"]
+
+
+@pytest.mark.parametrize("fmt", ["gz", "zst"])
+def test_a_garbage_tail_is_named_with_its_offset(tmp_path: Path, fmt: str) -> None:
+    good = compressed(b'{"text": "a"}\n{"text": "b"}\n', fmt)
+    path = tmp_path / f"tail.jsonl.{fmt}"
+    path.write_bytes(good + b"garbage!")
+    with pytest.raises(tokshuf.BadInputError) as info:
+        tokshuf.preprocess(path, tmp_path / "f", "byte")
+    message = str(info.value)
+    assert f"trailing data at byte {len(good)}" in message, message
+    assert "unexpected end of file" not in message
+    summary = tokshuf.preprocess(path, tmp_path / "s", "byte", on_error="skip")
+    assert summary["documents"] == 2  # everything before the tail is kept
+    assert f"trailing data at byte {len(good)}" in summary["skipped_files"][0]["message"]
+
+
+def test_gzip_zero_padding_is_accepted_as_gzip_and_python_do(tmp_path: Path) -> None:
+    data = b'{"text": "a"}\n{"text": "b"}\n'
+    # Two members, zeros between them and after the last (tape-block padding): `gzip -d` and
+    # Python's gzip read both members and ignore the zeros.
+    blob = gzip.compress(data[:14], mtime=0) + bytes(100) + gzip.compress(data[14:], mtime=0) + bytes(512)
+    assert gzip.decompress(blob) == data
+    path = tmp_path / "padded.jsonl.gz"
+    path.write_bytes(blob)
+    summary = tokshuf.preprocess(path, tmp_path / "p", "byte")
+    assert summary["documents"] == 2
+    assert summary["skipped_files"] == []
+
+
+@pytest.mark.parametrize("where", ["shuffle", "preprocess"])
+def test_shuffle_and_preprocess_say_the_same(tmp_path: Path, where: str) -> None:
+    plain = write_jsonl(tmp_path / "in" / "plain.jsonl.gz", [{"text": "x"}])
+
+    def run() -> None:
+        if where == "shuffle":
+            tokshuf.shuffle(plain, tmp_path / "cells", tmp_path / "out", "byte", num_threads=1)
+        else:
+            tokshuf.preprocess(plain, tmp_path / "out" / "p", "byte")
+
+    with pytest.raises(tokshuf.BadInputError) as info:
+        run()
+    assert "not a gzip file" in str(info.value)
 
 
 def test_empty_files(tmp_path: Path) -> None:

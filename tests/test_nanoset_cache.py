@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from nanoset_helpers import lognormal_lengths, write_dataset
 
+import tokshuf
 from tokshuf import Nanoset, NanosetConfig, _core, build_nanosets
 
 
@@ -199,3 +200,28 @@ def test_eight_processes_on_a_cold_cache(tmp_path: Path) -> None:
     assert len(list(cache.glob("*-description.json"))) == 9
     assert len(list(cache.glob("*.npy"))) == 6 * 3 + 3 * 2
     assert not list(cache.glob("*.tmp-*"))
+
+
+def test_corrupt_cached_values_name_the_cache_and_how_to_rebuild(tmp_path: Path) -> None:
+    write_dataset(tmp_path / "d", lognormal_lengths(200))
+    cache = tmp_path / "cache"
+    c = config(tmp_path / "d", cache, split="1,0,0")
+    ds = build_nanosets(c, num_samples=(100, None, None))[0]
+    assert isinstance(ds, Nanoset)
+    assert ds.cache_paths is not None
+    path = Path(ds.cache_paths["sample_index"])
+    del ds
+    # Well-formed .npy, wrong values: every sample starts at a huge offset into its document.
+    arr = np.load(path)
+    arr[:, 1] += 10_000
+    np.save(path, arr)
+    damaged = build_nanosets(c, num_samples=(100, None, None))[0]
+    assert isinstance(damaged, Nanoset)
+    with pytest.raises(tokshuf.ConfigError) as info:
+        damaged.get(0)
+    message = str(info.value)
+    entry = path.name.split("-")[0]
+    assert str(cache) in message, message
+    assert entry in message, message
+    assert "delete" in message, message
+    assert "rebuilt" in message, message

@@ -172,3 +172,99 @@ def test_inspect_summarizes_without_the_data(stream: Any, tmp_path: Path, capsys
     (ck / "COMMITTED").unlink()
     assert main(["inspect", str(ck)]) == 1
     assert "COMMITTED" in capsys.readouterr().err
+
+
+def _saved(stream: Any, tmp_path: Path) -> Path:
+    p0, p1 = _two_rank_state(stream)
+    good = tmp_path / "good"
+    save_state(good, p1)
+    save_state(good, p0)
+    return good
+
+
+@pytest.mark.parametrize(
+    ("file", "content"),
+    [
+        ("COMMITTED", b'{"manifest_sha'),  # truncated
+        ("COMMITTED", b"{}"),
+        ("COMMITTED", b"[1, 2]"),
+        ("COMMITTED", b"\xff\xfe"),
+        ("part-00001.json", None),  # a part without its manifest key (its sha256 re-recorded)
+    ],
+)
+def test_malformed_markers_and_parts_are_format_errors_naming_the_file(
+    stream: Any, tmp_path: Path, capsys: Any, file: str, content: bytes | None
+) -> None:
+    ck = _saved(stream, tmp_path)
+    if content is None:
+        part = json.loads((ck / file).read_text())
+        del part["manifest"]
+        (ck / file).write_text(json.dumps(part))
+        # Re-record its hash, so only the missing key is wrong (a careless hand edit, say).
+        commit(ck, 2, timeout=1)
+    else:
+        (ck / file).write_bytes(content)
+    with pytest.raises(FormatError, match=str(ck / file).replace(".", r"\.")):
+        load_state(ck)
+    assert main(["inspect", str(ck)]) == 1
+    err = capsys.readouterr().err
+    assert file in err
+    assert "Traceback" not in err
+
+
+def _doctored(stream: Any, tmp_path: Path, change: Any) -> dict[str, Any]:
+    state = merge_states(_two_rank_state(stream))
+    change(state)
+    return state
+
+
+@pytest.mark.parametrize(
+    ("what", "change", "msg"),
+    [
+        ("sub-dataset 5 of 2", lambda s: s["rows"].__setitem__((0, 0), 5), "sub-dataset 5.*2 sub-datasets"),
+        ("shard 9 of 4", lambda s: s["rows"].__setitem__((0, 1), 9), "logical shard 9.*4"),
+        ("no rows", lambda s: s.__setitem__("rows", np.zeros((0, 7), np.uint64)), "no row for"),
+        ("a row twice", lambda s: s["rows"].__setitem__(1, s["rows"][0]), "twice"),
+        ("negative consumed", lambda s: s["buffer"].__setitem__((slice(None), 7), 10**6), "buffers hold"),
+    ],
+)
+def test_impossible_states_are_refused_on_load_and_by_inspect(
+    stream: Any, tmp_path: Path, capsys: Any, what: str, change: Any, msg: str
+) -> None:
+    state = _doctored(stream, tmp_path, change)
+    if what == "negative consumed":
+        assert len(state["buffer"])  # the case needs buffered lines
+    with pytest.raises(FormatError, match=msg):
+        stream.worker(0, 2, state)
+    # Written as a checkpoint by hand (save_state refuses it too), then inspected.
+    with pytest.raises(FormatError, match=msg):
+        save_state(tmp_path / "refused", state)
+    from tokshuf.stream import checkpoint
+
+    ck = tmp_path / "ck"
+    monkey = checkpoint.validate_state
+    checkpoint.validate_state = lambda s: None  # type: ignore[assignment]
+    try:
+        save_state(ck, state)
+    finally:
+        checkpoint.validate_state = monkey
+    with pytest.raises(FormatError, match=msg):
+        load_state(ck)
+    assert main(["inspect", str(ck)]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_commit_waiting_for_other_ranks_says_so(
+    stream: Any, tmp_path: Path, caplog: Any, monkeypatch: Any
+) -> None:
+    from tokshuf.stream import checkpoint
+
+    _, p1 = _two_rank_state(stream)
+    lone = tmp_path / "lone"
+    save_state(lone, p1)
+    monkeypatch.setattr(checkpoint, "_WAIT_LOG_FIRST_S", 0.0)
+    with caplog.at_level("INFO", logger="tokshuf"), pytest.raises(FormatError, match="did not write"):
+        commit(lone, 4, timeout=0.3)
+    waits = [r for r in caplog.records if r.name == "tokshuf" and "waiting for ranks" in r.getMessage()]
+    assert waits, caplog.records
+    assert "waiting for ranks 0, 2-3 to write their parts" in waits[0].getMessage()

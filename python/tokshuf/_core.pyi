@@ -284,6 +284,7 @@ class SampleReader:
         sequence_length: int,
         add_extra_token: bool,
         pad: int,
+        origin: str | None = None,
     ) -> SampleReader: ...
     @staticmethod
     def blend(

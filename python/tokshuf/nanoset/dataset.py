@@ -229,10 +229,23 @@ class Nanoset(SampleDataset):
             sequence_length=c.sequence_length,
             add_extra_token=c.add_extra_token_to_sequence,
             pad=c.pad_token_id,
+            origin=self._origin(),
         )
         self.document_index = as_numpy(a["document_index"])
         self.sample_index = as_numpy(a["sample_index"])
         self.shuffle_index = as_numpy(a["shuffle_index"])
+
+    def _origin(self) -> str | None:
+        """Where cached arrays came from and how to rebuild them: said by the reader when they
+        do not fit the data (an edited or damaged entry that still passed its header checks)."""
+        if not self._paths:
+            return None
+        # Every array of an entry is named "<digest>-<kind>-<split>-<array>.npy".
+        base = next(iter(self._paths.values())).rsplit("-", 1)[0]
+        return (
+            f"they come from the Nanoset cache entry {base}-*.npy, which does not fit the data; delete "
+            f"its files ({base}-*) and it is rebuilt on the next open"
+        )
 
     @property
     def num_epochs(self) -> int:

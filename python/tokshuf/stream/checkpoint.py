@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
 import time
 from collections.abc import Mapping
@@ -38,10 +39,46 @@ CHECKPOINT_FORMAT = "tokshuf.stream.checkpoint"
 COMMITTED = "COMMITTED"
 MANIFEST = "manifest.json"
 _TABLES = {"rows": 7, "workers": None, "buffer": 8}
+# When a commit waiting for other ranks' parts first says so, then how often it repeats.
+_WAIT_LOG_FIRST_S = 1.0
+_WAIT_LOG_EVERY_S = 30.0
+_log = logging.getLogger("tokshuf")
+
+
+def _ranges(ranks: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``0-2, 5`` (a world of thousands of ranks stays one line)."""
+    out: list[str] = []
+    for r in ranks:
+        if out and out[-1].split("-")[-1] == str(r - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{r}"
+        else:
+            out.append(str(r))
+    return ", ".join(out)
 
 
 def _sha(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
+
+
+def _read_json(path: Path, what: str, kind: type, keys: tuple[str, ...] = ()) -> Any:
+    """``path``'s JSON, which must be a ``kind`` holding ``keys``: anything else (unreadable,
+    truncated, another shape, a key missing) is a :class:`FormatError` naming the file, never a
+    raw JSON or key error from deep inside a load."""
+    try:
+        obj = json.loads(path.read_bytes())
+    except FileNotFoundError as e:
+        raise FormatError(f"{path}: the {what} is missing") from e
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read the {what} ({e.strerror or e})") from e
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise FormatError(f"{path}: the {what} is not valid JSON (truncated or damaged: {e})") from e
+    if not isinstance(obj, kind):
+        raise FormatError(f"{path}: the {what} must be a JSON {kind.__name__}, got {type(obj).__name__}")
+    if isinstance(obj, dict):
+        absent = [k for k in keys if k not in obj]
+        if absent:
+            raise FormatError(f"{path}: the {what} lacks {', '.join(map(repr, absent))}")
+    return obj
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -91,6 +128,14 @@ def save_state(
     return os.fspath(d)
 
 
+def _part_ranks(p: Path) -> list[int]:
+    topology = _read_json(p, "checkpoint part", dict, ("topology",))["topology"]
+    ranks = topology.get("ranks") if isinstance(topology, dict) else None
+    if not isinstance(ranks, list) or not all(isinstance(r, int) for r in ranks):
+        raise FormatError(f"{p}: the part's topology must list its ranks (a list of integers), got {ranks!r}")
+    return ranks
+
+
 def _parts(d: Path) -> list[Path]:
     return sorted(p for p in d.glob("part-*.json") if not p.name.startswith("."))
 
@@ -99,21 +144,37 @@ def commit(directory: str | os.PathLike[str], world_size: int, timeout: float = 
     """Wait until the parts cover ranks ``0..world_size-1``, then write the manifest and the
     commit marker (what a loader looks for)."""
     d = Path(directory)
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
+    next_log = start + _WAIT_LOG_FIRST_S
     while True:
         covered: set[int] = set()
         parts = _parts(d)
         for p in parts:
-            covered.update(json.loads(p.read_bytes())["topology"]["ranks"])
+            covered.update(_part_ranks(p))
         if covered >= set(range(world_size)):
             break
-        if time.monotonic() > deadline:
-            missing = sorted(set(range(world_size)) - covered)
+        now = time.monotonic()
+        missing = sorted(set(range(world_size)) - covered)
+        if now > deadline:
             raise FormatError(
                 f"{d}: ranks {missing} did not write their part within {timeout} s; not committed"
             )
+        if now >= next_log:
+            # A save by rank 0 blocks until every rank has saved: say so, or a rank that never
+            # calls save() (or crashed) looks like a hung training loop.
+            # INFO at first (a second's wait is normal), WARNING once it lasts.
+            _log.log(
+                logging.INFO if now - start < _WAIT_LOG_EVERY_S else logging.WARNING,
+                "checkpoint %s: waiting for ranks %s to write their parts (%.0f s so far, up to %s s)",
+                d,
+                _ranges(missing),
+                now - start,
+                timeout,
+            )
+            next_log = now + _WAIT_LOG_EVERY_S
         time.sleep(0.05)
-    first = json.loads(parts[0].read_bytes())
+    first = _read_json(parts[0], "checkpoint part", dict, ("manifest", "topology"))
     manifest = {
         "format": CHECKPOINT_FORMAT,
         "version": VERSION,
@@ -151,17 +212,20 @@ def _table(d: Path, spec: Any, key: str, part: str) -> np.ndarray[Any, Any]:
 
 
 def _read_part(d: Path, path: Path) -> dict[str, Any]:
+    part = _read_json(path, "checkpoint part", dict, ("format", "version", "manifest", "topology", "arrays"))
     try:
-        part = json.loads(path.read_bytes())
-    except (OSError, ValueError) as e:
-        raise FormatError(f"{path}: unreadable part ({e})") from e
-    n_sub = len(part["manifest"]["datasets"])
-    state = {k: part[k] for k in ("format", "version", "manifest", "topology")}
-    for key, cols in _TABLES.items():
-        arr = _table(d, part["arrays"][key], key, path.name)
-        width = cols if cols is not None else 3 + n_sub
-        state[key] = arr.reshape(0, width) if arr.size == 0 else arr
-    validate_state(state)
+        n_sub = len(part["manifest"]["datasets"])
+        state = {k: part[k] for k in ("format", "version", "manifest", "topology")}
+        for key, cols in _TABLES.items():
+            arr = _table(d, part["arrays"][key], key, path.name)
+            width = cols if cols is not None else 3 + n_sub
+            state[key] = arr.reshape(0, width) if arr.size == 0 else arr
+    except (KeyError, TypeError, ValueError) as e:
+        raise FormatError(f"{path}: malformed checkpoint part ({type(e).__name__}: {e})") from e
+    try:
+        validate_state(state)
+    except FormatError as e:
+        raise FormatError(f"{path}: {e}") from e
     return state
 
 
@@ -180,17 +244,26 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"{p}: no {COMMITTED} marker, so the save did not finish (parts present: {parts or 'none'}); "
             "resume from an earlier checkpoint"
         )
+    recorded = _read_json(marker, f"{COMMITTED} marker", dict, ("manifest_sha256",))["manifest_sha256"]
     data = (p / MANIFEST).read_bytes() if (p / MANIFEST).exists() else b""
-    if _sha(data) != json.loads(marker.read_bytes())["manifest_sha256"]:
+    if _sha(data) != recorded:
         raise FormatError(f"{p}: {MANIFEST} is missing or does not match {COMMITTED}")
-    manifest = json.loads(data)
+    manifest = _read_json(p / MANIFEST, "checkpoint manifest", dict, ("parts", "topology"))
     if manifest.get("format") != CHECKPOINT_FORMAT or manifest.get("version") != VERSION:
         raise FormatError(
             f"{p}: unsupported checkpoint {manifest.get('format')!r} v{manifest.get('version')!r}"
         )
+    entries = manifest["parts"]
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("file"), str) and "sha256" in e for e in entries
+    ):
+        raise FormatError(f"{p / MANIFEST}: 'parts' must be a list of {{file, sha256}}")
+    world = manifest["topology"].get("world_size") if isinstance(manifest["topology"], dict) else None
+    if not isinstance(world, int):
+        raise FormatError(f"{p / MANIFEST}: the topology lacks an integer world_size")
     states = []
     missing = []
-    for entry in manifest["parts"]:
+    for entry in entries:
         q = p / entry["file"]
         if not q.exists():
             missing.append(entry["file"])
@@ -202,8 +275,14 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise FormatError(
             f"{p}: parts {missing} listed in {MANIFEST} are missing; the checkpoint is incomplete"
         )
-    state = merge_states(states)
-    world = manifest["topology"]["world_size"]
+    try:
+        state = merge_states(states)
+    except FormatError as e:
+        raise FormatError(f"{p}: {e}") from e
+    try:
+        validate_state(state)  # the whole: every worker's rows, buffers no larger than what was read
+    except FormatError as e:
+        raise FormatError(f"{p}: {e}") from e
     if set(state["topology"]["ranks"]) != set(range(world)):
         raise FormatError(f"{p}: the parts cover ranks {state['topology']['ranks']} of a world of {world}")
     return state

@@ -125,7 +125,9 @@ class SubDataset:
     @property
     def files_sha256(self) -> str:
         """Fingerprint of the file list: relative names, sizes and document counts (moving the
-        data elsewhere keeps it; adding, removing or rewriting a file changes it)."""
+        data elsewhere keeps it; adding, removing or resizing a file changes it). No content is
+        read, so a same-size in-place rewrite with the same document count is not detected
+        (documented in ``docs/stream-checkpoint.md``)."""
         h = hashlib.sha256()
         for f, n in zip(self.files, self.counts, strict=True):
             rel = os.path.relpath(f, self.root) if self.root else os.path.basename(f)

@@ -102,10 +102,89 @@ def validate_state(state: Mapping[str, Any]) -> None:
     for key in ("manifest", "topology", "rows", "workers", "buffer"):
         if key not in state:
             raise FormatError(f"stream state lacks {key!r}")
-    n_sub = len(state["manifest"]["datasets"])
-    _table(state["rows"], 7, "rows")
-    _table(state["workers"], 3 + n_sub, "workers")
-    _table(state["buffer"], 8, "buffer")
+    try:
+        man, topo = state["manifest"], state["topology"]
+        n_sub, n_shards, n_workers = len(man["datasets"]), int(man["logical_shards"]), int(topo["workers"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise FormatError(f"stream state: malformed manifest or topology ({type(e).__name__}: {e})") from e
+    rows = _table(state["rows"], 7, "rows")
+    workers = _table(state["workers"], 3 + n_sub, "workers")
+    buffer = _table(state["buffer"], 8, "buffer")
+    _check_tables(rows, workers, buffer, man, n_sub, n_shards, n_workers)
+
+
+def _check_tables(
+    rows: U64, workers: U64, buffer: U64, man: Any, n_sub: int, n_shards: int, n_workers: int
+) -> None:
+    """The tables against the manifest: each global worker saved has exactly one row per
+    (sub-dataset, logical shard) it owns, and nothing else; buffered lines name real
+    sub-datasets and shards. A state that breaks these was not written by a loader (edited,
+    or pieced together), and resuming from it would silently give other batches."""
+    ids = workers[:, 0]
+    if len(ids) == 0:
+        raise FormatError("the stream state holds no worker: it is empty, not a state to resume from")
+    if int(ids.max()) >= n_workers or len(np.unique(ids)) != len(ids):
+        raise FormatError(
+            f"the stream state's workers table lists workers {sorted(int(x) for x in ids)}; the topology "
+            f"has {n_workers} global workers (0..{n_workers - 1}), each at most once"
+        )
+    for col, limit, what in ((0, n_sub, "sub-dataset"), (1, n_shards, "logical shard")):
+        bad = np.flatnonzero(rows[:, col] >= limit)
+        if len(bad):
+            unit = f"{n_sub} sub-datasets" if col == 0 else f"{n_shards} logical shards"
+            raise FormatError(
+                f"the stream state has a row for {what} {int(rows[bad[0], col])}, but the manifest has {unit}"
+            )
+    keys = rows[:, 0] * np.uint64(n_shards) + rows[:, 1]
+    uniq, counts = np.unique(keys, return_counts=True)
+    if len(uniq) != len(keys):
+        twice = int(uniq[counts > 1][0])
+        raise FormatError(
+            f"the stream state lists sub-dataset {twice // n_shards}, logical shard {twice % n_shards} twice"
+        )
+    owned = np.concatenate(
+        [
+            np.arange(r.start, r.stop, dtype=np.uint64)
+            for g in ids
+            for r in [worker_shards(n_shards, n_workers, int(g))]
+        ]
+    )
+    expected = (np.arange(n_sub, dtype=np.uint64)[:, None] * np.uint64(n_shards) + owned[None, :]).ravel()
+    missing = np.setdiff1d(expected, uniq)
+    if len(missing):
+        k = int(missing[0])
+        raise FormatError(
+            f"the stream state has no row for sub-dataset {k // n_shards}, logical shard {k % n_shards} "
+            f"({len(missing)} of the {len(expected)} rows its {len(ids)} worker(s) own are missing)"
+        )
+    extra = np.setdiff1d(uniq, expected)
+    if len(extra):
+        k = int(extra[0])
+        raise FormatError(
+            f"the stream state has a row for sub-dataset {k // n_shards}, logical shard {k % n_shards}, "
+            "which none of its workers owns"
+        )
+    for col, limit, what in ((2, n_sub, "sub-dataset"), (3, n_shards, "logical shard")):
+        bad = np.flatnonzero(buffer[:, col] >= limit)
+        if len(bad):
+            raise FormatError(
+                f"the stream state's shuffle buffer holds a line of {what} {int(buffer[bad[0], col])}, "
+                f"but the manifest has {n_sub if col == 2 else n_shards}"
+            )
+    # Tokens still buffered were read first: per sub-dataset, buffered <= read (else inspect
+    # would report negative consumption). Only a whole state holds both sides of the count: a
+    # rank's part after a rescale may buffer lines of shards another rank owns.
+    if len(ids) == n_workers:
+        read, held = np.zeros(n_sub, np.uint64), np.zeros(n_sub, np.uint64)
+        np.add.at(read, rows[:, 0].astype(np.intp), rows[:, 5])
+        np.add.at(held, buffer[:, 2].astype(np.intp), buffer[:, 7])
+        over = np.flatnonzero(held > read)
+        if len(over):
+            i = int(over[0])
+            raise FormatError(
+                f"the stream state's shuffle buffers hold {int(held[i])} tokens of sub-dataset {i} "
+                f"({man['datasets'][i].get('name', i)!r}) but only {int(read[i])} were read from it"
+            )
 
 
 def merge_states(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -193,7 +193,7 @@ fn indices(obj: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
 impl PySampleReader {
     /// A GPTDataset's samples: `sequence_length + add_extra_token` tokens, padded with `pad`.
     #[staticmethod]
-    #[pyo3(signature = (prefix, document_index, sample_index, shuffle_index, *, sequence_length, add_extra_token, pad))]
+    #[pyo3(signature = (prefix, document_index, sample_index, shuffle_index, *, sequence_length, add_extra_token, pad, origin=None))]
     #[allow(clippy::too_many_arguments)]
     fn gpt(
         py: Python<'_>,
@@ -204,6 +204,7 @@ impl PySampleReader {
         sequence_length: u64,
         add_extra_token: bool,
         pad: i64,
+        origin: Option<String>,
     ) -> PyResult<Self> {
         let arrays: [IndexArray; 3] =
             [document_index.inner.clone(), sample_index.inner.clone(), shuffle_index.inner.clone()];
@@ -211,7 +212,11 @@ impl PySampleReader {
             .detach(|| {
                 let ds = IndexedDataset::open(&prefix, None, Validate::Header)?;
                 let [d, s, sh] = arrays;
-                GptSampleSource::new(ds, d, s, sh, sequence_length, add_extra_token, pad)
+                let src = GptSampleSource::new(ds, d, s, sh, sequence_length, add_extra_token, pad)?;
+                Ok::<_, Error>(match origin {
+                    Some(o) => src.with_origin(o),
+                    None => src,
+                })
             })
             .into_py(py)?;
         Ok(Self { inner: Arc::new(src) })

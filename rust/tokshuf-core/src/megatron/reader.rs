@@ -38,6 +38,9 @@ pub struct GptSampleSource {
     width: usize,
     extra: u64,
     pad: i64,
+    /// Where the index arrays came from and how to replace them (a cache entry), for messages
+    /// about arrays that do not fit the data.
+    origin: Option<String>,
 }
 
 impl GptSampleSource {
@@ -62,11 +65,19 @@ impl GptSampleSource {
             .ok()
             .filter(|&w| sequence_length > 0 && w < 1 << 40)
             .ok_or_else(|| Error::invalid(format!("invalid sequence_length {sequence_length}")))?;
-        Ok(Self { dataset, document_index, sample_index, shuffle_index, width, extra, pad })
+        Ok(Self { dataset, document_index, sample_index, shuffle_index, width, extra, pad, origin: None })
+    }
+
+    /// Name where the index arrays came from (e.g. "the cache entry X: delete ... to rebuild"),
+    /// said in every error about arrays that do not fit the data.
+    pub fn with_origin(mut self, origin: impl Into<String>) -> Self {
+        self.origin = Some(origin.into());
+        self
     }
 
     fn corrupt(&self, what: String) -> Error {
-        Error::invalid(format!("corrupt index arrays for {}: {what}", self.dataset.prefix().display()))
+        let origin = self.origin.as_deref().map(|o| format!("; {o}")).unwrap_or_default();
+        Error::invalid(format!("corrupt index arrays for {}: {what}{origin}", self.dataset.prefix().display()))
     }
 
     fn entry(&self, view: IndexView<'_>, i: u64, name: &str) -> Result<u64> {
@@ -119,7 +130,12 @@ impl SampleSource for GptSampleSource {
         let mut filled = 0usize;
         let mut copy = |pos: u64, offset: u64, length: Option<u64>| -> Result<()> {
             let seq = self.entry(docs, pos, "document_index")? as usize;
-            let bytes = self.dataset.sequence_bytes(seq, offset, length)?;
+            // The arrays point past a document (or past the dataset): they were not built from
+            // this data, so the error names the arrays' origin, not only the offsets.
+            let bytes = self.dataset.sequence_bytes(seq, offset, length).map_err(|e| match e {
+                Error::InvalidArgument(msg) => self.corrupt(msg),
+                other => other,
+            })?;
             let n = bytes.len() / item;
             let dst = out
                 .get_mut(filled..filled + n)

@@ -51,6 +51,26 @@ pub struct Truncation {
     pub message: String,
 }
 
+impl Truncation {
+    /// What went wrong and what was lost, for a skipped-file record or an error: the decoder's
+    /// message says what is wrong with the file (not compressed at all, trailing data, a member
+    /// cut short or corrupt) and where.
+    pub fn describe(&self) -> String {
+        let lost = if self.fragment_bytes > 0 {
+            format!("line {} ({} bytes of it were read) and anything after it are lost", self.line, self.fragment_bytes)
+        } else if self.line <= 1 {
+            "nothing was read from it".to_string()
+        } else {
+            format!("anything after line {} is lost", self.line - 1)
+        };
+        if self.offset == 0 {
+            format!("cannot decompress: {}; {lost}", self.message)
+        } else {
+            format!("decompression failed after {} bytes of output: {}; {lost}", self.offset, self.message)
+        }
+    }
+}
+
 /// Reads a stream in batches of whole lines of about `batch_bytes` bytes.
 pub struct LineReader<R> {
     path: PathBuf,
@@ -122,7 +142,7 @@ impl<R: Read> LineReader<R> {
             _ if Self::is_decoding_error(&e) => Error::format(
                 &self.path,
                 format!(
-                    "cannot decompress past byte {} (after line {}): the file is truncated or corrupt ({e})",
+                    "cannot decompress past byte {} of output (after line {}): {e}",
                     self.offset,
                     self.next_line.saturating_sub(1) + self.scanned
                 ),

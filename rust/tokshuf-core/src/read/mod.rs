@@ -10,7 +10,7 @@ pub mod json;
 pub mod lines;
 pub mod source;
 
-pub use decompress::{decompress, open_decompressed, Compression, CountingReader};
+pub use decompress::{decompress, decompress_buffered, open_decompressed, Compression, CountingReader};
 pub use inputs::{expand_inputs, INPUT_EXTENSIONS};
 pub use json::{extract_fields, extract_fields_reference, extract_fields_with, Field, FieldOptions, Rejection};
 pub use lines::{LineBatch, LineReader, Truncation};

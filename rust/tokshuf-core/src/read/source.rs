@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use super::columnar::{self, Columnar};
-use super::decompress::{decompress, CountingReader};
+use super::decompress::{decompress, decompress_buffered, Compression, CountingReader};
 use crate::error::{IoContext, Result};
 
 /// The path that stands for standard input.
@@ -46,9 +46,9 @@ fn stdin(counter: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>> {
     let mut raw = BufReader::with_capacity(1 << 20, CountingReader::new(std::io::stdin(), counter));
     let head = raw.fill_buf().with_path(path)?;
     Ok(if head.starts_with(&[0x1f, 0x8b]) {
-        Box::new(flate2::bufread::MultiGzDecoder::new(raw))
+        decompress_buffered(Compression::Gzip, raw)
     } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Box::new(zstd::stream::read::Decoder::with_buffer(raw).with_path(path)?)
+        decompress_buffered(Compression::Zstd, raw)
     } else {
         Box::new(raw)
     })

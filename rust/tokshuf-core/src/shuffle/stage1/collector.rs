@@ -184,18 +184,7 @@ impl<'a> Collector<'a> {
                 (BadInputReason::EmptyFile, 0, record)
             }
             Problem::Truncated(t) => {
-                let lost = if t.fragment_bytes > 0 {
-                    format!(
-                        "line {} ({} bytes of it were read) and anything after it are lost",
-                        t.line, t.fragment_bytes
-                    )
-                } else {
-                    format!("anything after line {} is lost", t.line - 1)
-                };
-                let message = format!(
-                    "decompression failed after {} bytes: the file is truncated or corrupt ({}); {lost}",
-                    t.offset, t.message
-                );
+                let message = t.describe();
                 if t.fragment_bytes > 0 && self.cfg.on_error == ErrorPolicy::Skip {
                     self.count_skip(&path, t.line, BadInputReason::TruncatedFile, &message);
                 }
