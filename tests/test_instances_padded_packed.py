@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from instance_data import BOS, EOS, PAD, common, files, write_files
+from instance_data import BOS, EOS, PAD, common, files, files_with_documents, write_files
 from olmo_model import eos_documents, limit, obfd, olmo_doc_lens
 
 from tokshuf import ConfigError
@@ -24,7 +24,11 @@ def global_docs(tokens: list[list[int]]) -> list[tuple[int, int]]:
     return out
 
 
-@given(corpus=files, seq=st.integers(1, 24), strategy=st.sampled_from(["truncate", "fragment"]))
+@given(
+    corpus=files_with_documents,
+    seq=st.integers(1, 24),
+    strategy=st.sampled_from(["truncate", "fragment"]),
+)
 def test_padded_matches_the_model(
     tmp_path_factory: pytest.TempPathFactory, corpus: list, seq: int, strategy: str
 ) -> None:
@@ -186,3 +190,11 @@ def test_packed_doc_lens_equal_olmos_rule_on_every_instance(
         assert not row[len(lens) :].any()
         assert b["max_doc_lens"][i] == max(lens)
         assert ds[i]["doc_lens"].tolist() == lens
+
+
+def test_padded_refuses_a_file_without_eos(tmp_path) -> None:
+    # OLMo-core raises "Failed to produce any documents"; 0 instances would go unnoticed.
+    paths, _ = write_files(tmp_path, [[[3, 4]], []], tail=[5, 6, 7, 8])
+    with pytest.raises(ConfigError, match=r"part-1.npy: no document .* no eos_token_id 0 among its 4 tokens"):
+        PaddedFSLDataset(*paths, sequence_length=8, **common(tmp_path / "w"))
+    assert len(PaddedFSLDataset(paths[0], sequence_length=8, **common(tmp_path / "w"))) == 1
