@@ -39,8 +39,9 @@ class InterleavedFSLDataset(InstanceDataset):
     BOS = EOS (``dolma2_sigdig``) OLMo-core cuts at every BOS, so each document's leading BOS
     becomes a one-token document that is empty once special tokens are dropped, yet takes one of
     an instance's ``docs_per_instance`` slots (and about twice as many documents get permuted).
-    Here a document ends only at an EOS followed by BOS, so such data interleaves real documents;
-    without a BOS, or with a BOS distinct from EOS, the documents and instances equal OLMo-core's.
+    Here a document ends only at an EOS followed by BOS (or at the file's last token, an EOS), so
+    such data interleaves real documents. Without a BOS, or with a BOS distinct from EOS in files
+    that end with EOS, the documents and instances equal OLMo-core's.
 
     Raises :class:`~tokshuf.ConfigError`, as OLMo-core does, when ``sequence_length`` is not a
     multiple of ``docs_per_instance`` or of ``chunks_per_doc``, or when a file has no document.

@@ -51,7 +51,8 @@ class PaddedFSLDataset(InstanceDataset):
     documentation says they are fragmented); ``long_doc_strategy="fragment"`` splits them into
     several instances instead. Empty documents make no instance. Documents come from the same
     boundaries as every other dataset here (OLMo-core's padded dataset ignores ``bos_token_id``
-    and therefore cuts ``dolma2_sigdig`` data at every BOS). A file without a document (no EOS)
+    and therefore cuts ``dolma2_sigdig`` data at every BOS, and keeps the last document of a file
+    that ends without EOS, which the BOS rule leaves out). A file without a document (no EOS)
     raises :class:`~tokshuf.ConfigError`, as in OLMo-core.
 
     Other parameters as in :class:`~tokshuf.instances.FSLDataset`.
