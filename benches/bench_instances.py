@@ -12,10 +12,10 @@ The corpus is OLMo token files (uint32, dolma2 ids: EOS 100257) with log-normal 
 (document scan + index + cache write, fresh work_dir), the warm open (cache hit), `get_batch`
 throughput and `ds[i]` throughput, in real tokens (padding not counted). FSL, padded and packed
 batches are random instances; VSL batches are the curriculum's own (OLMo-core's loader order, one
-bucket per batch, so unpadded), and VSL items are drawn from them (weighted by tokens, as training
-reads them). OLMo-core (`--olmo-python`, an interpreter where `pip install ai2-olmo-core` worked)
-is timed building the same datasets (`prepare()`) and reading the same items with `ds[i]` (it has
-no batched read). Prints one JSON line with ratios.
+bucket per batch, so unpadded), and VSL items are drawn from those batches' instances (so
+lengths come as training reads them). OLMo-core (`--olmo-python`, an interpreter where
+`pip install ai2-olmo-core` worked) is timed building the same datasets (`prepare()`) and reading
+the same items with `ds[i]` (it has no batched read). Prints one JSON line with ratios.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def bench_one(name: str, make: Any, work: str, args: argparse.Namespace) -> tupl
         padded += got["input_ids"].size
     out[f"{name}_batch_tokens_per_s"] = tokens / (time.perf_counter() - t)
     out[f"{name}_batch_real_fraction"] = tokens / padded
-    # Items drawn from the timed batches: for VSL, weighted by tokens as the curriculum is.
+    # Items drawn from the timed batches' instances: for VSL, lengths as the curriculum reads them.
     idx = rng.choice(np.concatenate(batches), args.items)
     t = time.perf_counter()
     tokens = sum(real_tokens(ds[int(i)]) for i in idx)

@@ -333,7 +333,7 @@ impl Reader {
                 }
                 if let Some(l) = lens {
                     if at < row.len() {
-                        l.push((row.len() - at) as i32); // padding counts as one more "document", as in OLMo
+                        l.push((row.len() - at) as i32); // the padding as one last entry
                     }
                 }
                 at
