@@ -10,9 +10,12 @@ interpreter of a separate venv where `pip install ai2-olmo-core` worked to time 
 The corpus is OLMo token files (uint32, dolma2 ids: EOS 100257) with log-normal document lengths
 (median ~600 tokens), written once to --data-dir and reused. For each strategy: the cold build
 (document scan + index + cache write, fresh work_dir), the warm open (cache hit), `get_batch`
-throughput on random batches and `ds[i]` throughput. OLMo-core (`--olmo-python`, an interpreter
-where `pip install ai2-olmo-core` worked) is timed building the same datasets (`prepare()`) and
-reading random items with `ds[i]` (it has no batched read). Prints one JSON line with ratios.
+throughput and `ds[i]` throughput, in real tokens (padding not counted). FSL, padded and packed
+batches are random instances; VSL batches are the curriculum's own (OLMo-core's loader order, one
+bucket per batch, so unpadded), and VSL items are drawn from those batches' instances (so
+lengths come as training reads them). OLMo-core (`--olmo-python`, an interpreter where
+`pip install ai2-olmo-core` worked) is timed building the same datasets (`prepare()`) and reading
+the same items with `ds[i]` (it has no batched read). Prints one JSON line with ratios.
 """
 
 from __future__ import annotations
@@ -60,8 +63,25 @@ def make_corpus(d: Path, tokens: int, files: int, seed: int = 0) -> list[Path]:
     return paths
 
 
-def bench_one(name: str, make: Any, work: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Cold build, cached open, batch and item throughput of one strategy."""
+def real_tokens(instance_or_batch: dict[str, Any]) -> int:
+    """Tokens that are not padding: the ``label_mask`` count where there is one (padded, packed,
+    a VSL batch of mixed lengths), else every token (FSL and VSL instances are never padded)."""
+    mask = instance_or_batch.get("label_mask")
+    return int(instance_or_batch["input_ids"].size if mask is None else np.count_nonzero(mask))
+
+
+def batch_indices(name: str, ds: Any, args: argparse.Namespace, rng: np.random.Generator) -> list[Any]:
+    """The batches to time: VSL's as its curriculum forms them (one bucket per batch, so no
+    padding; OLMo-core's loader order, ``seed_mode="olmo"``), random instances for the others."""
+    if name != "vsl":
+        return [rng.integers(0, len(ds), args.batch_size) for _ in range(args.batches)]
+    epoch = ds.epoch(args.batch_size * args.sequence_length, seed=0, seed_mode="olmo")
+    return [epoch.batch(step) for step in range(min(args.batches, len(epoch)))]
+
+
+def bench_one(name: str, make: Any, work: str, args: argparse.Namespace) -> tuple[dict[str, Any], list[int]]:
+    """Cold build, cached open, batch and item throughput of one strategy (real tokens only);
+    returns the figures and the item indices timed, for OLMo-core to read the same ones."""
     rng = np.random.default_rng(0)
     out: dict[str, Any] = {}
     t = time.perf_counter()
@@ -73,21 +93,27 @@ def bench_one(name: str, make: Any, work: str, args: argparse.Namespace) -> dict
     out[f"{name}_instances"] = len(ds)
     if name == "packed":
         out["packed_fill"] = float(ds.get_batch(rng.integers(0, len(ds), 256))["label_mask"].mean())
-    batches = [rng.integers(0, len(ds), args.batch_size) for _ in range(args.batches)]
+    batches = batch_indices(name, ds, args, rng)
     ds.get_batch(batches[0])
     t = time.perf_counter()
-    tokens = sum(ds.get_batch(b)["input_ids"].size for b in batches)
+    tokens = padded = 0
+    for b in batches:
+        got = ds.get_batch(b)
+        tokens += real_tokens(got)
+        padded += got["input_ids"].size
     out[f"{name}_batch_tokens_per_s"] = tokens / (time.perf_counter() - t)
-    idx = rng.integers(0, len(ds), args.items)
+    out[f"{name}_batch_real_fraction"] = tokens / padded
+    # Items drawn from the timed batches' instances: for VSL, lengths as the curriculum reads them.
+    idx = rng.choice(np.concatenate(batches), args.items)
     t = time.perf_counter()
-    tokens = sum(ds[int(i)]["input_ids"].size for i in idx)
+    tokens = sum(real_tokens(ds[int(i)]) for i in idx)
     dt = time.perf_counter() - t
     out[f"{name}_items_per_s"] = len(idx) / dt
     out[f"{name}_item_tokens_per_s"] = tokens / dt
-    return out
+    return out, [int(i) for i in idx]
 
 
-def bench_ours(paths: list[Path], args: argparse.Namespace) -> dict[str, Any]:
+def bench_ours(paths: list[Path], args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]:
     seq = args.sequence_length
     common = {"pad_token_id": PAD, "eos_token_id": EOS, "vocab_size": VOCAB, "document_boundaries": "eos"}
     makers = {
@@ -103,15 +129,17 @@ def bench_ours(paths: list[Path], args: argparse.Namespace) -> dict[str, Any]:
         ),
     }
     out: dict[str, Any] = {}
+    items: dict[str, list[int]] = {}
     for name in args.strategies:
         with tempfile.TemporaryDirectory(dir=args.work_root) as work:
-            out.update(bench_one(name, makers[name], work, args))
-    return out
+            figures, items[name] = bench_one(name, makers[name], work, args)
+            out.update(figures)
+    return out, items
 
 
-def bench_olmo(paths: list[Path], args: argparse.Namespace) -> dict[str, Any]:
+def bench_olmo(paths: list[Path], args: argparse.Namespace, items: dict[str, list[int]]) -> dict[str, Any]:
     python = args.olmo_python
-    if python is None:
+    if not python:  # None, or "" to skip OLMo-core
         return {"olmo_core": None}
     cfg = {
         "paths": [os.fspath(p) for p in paths],
@@ -122,6 +150,7 @@ def bench_olmo(paths: list[Path], args: argparse.Namespace) -> dict[str, Any]:
         "sequence_length": args.sequence_length,
         "vsl_min": args.vsl_min,
         "items": args.items,
+        "item_indices": items,
         "strategies": args.strategies,
     }
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -173,8 +202,9 @@ def main() -> None:
         "batch_size": args.batch_size,
         "threads": os.environ.get("TOKSHUF_NUM_THREADS") or os.cpu_count(),
     }
-    result.update({f"tokshuf_{k}": v for k, v in bench_ours(paths, args).items()})
-    peer = bench_olmo(paths, args)
+    ours, items = bench_ours(paths, args)
+    result.update({f"tokshuf_{k}": v for k, v in ours.items()})
+    peer = bench_olmo(paths, args, items)
     result.update({f"olmo_{k}" if k not in ("olmo_core", "olmo_error") else k: v for k, v in peer.items()})
     for name in args.strategies:
         ours, theirs = result.get(f"tokshuf_{name}_build_s"), result.get(f"olmo_{name}_build_s")

@@ -54,11 +54,15 @@ def main() -> None:
             t = time.perf_counter()
             ds.prepare()
             out[f"{name}_build_s"] = time.perf_counter() - t
-            idx = rng.integers(0, len(ds), cfg["items"])
+            # The items tokshuf timed (the instances are the same), else random ones.
+            given = cfg.get("item_indices", {}).get(name)
+            idx = given if given and max(given) < len(ds) else rng.integers(0, len(ds), cfg["items"])
             t = time.perf_counter()
             tokens = 0
             for i in idx:
-                tokens += int(ds[int(i)]["input_ids"].numel())
+                item = ds[int(i)]
+                mask = item.get("label_mask")  # real tokens only: padding not counted
+                tokens += int(item["input_ids"].numel() if mask is None else mask.sum())
             dt = time.perf_counter() - t
             out[f"{name}_items_per_s"] = len(idx) / dt
             out[f"{name}_tokens_per_s"] = tokens / dt

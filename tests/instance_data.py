@@ -16,6 +16,8 @@ EOS, PAD, BOS = 0, 999, 1
 #: Documents: bodies of ids 2..40 (never EOS, BOS or PAD), EOS appended when written.
 bodies = st.lists(st.integers(2, 40), max_size=40)
 files = st.lists(st.lists(bodies, max_size=12), min_size=1, max_size=3)
+#: Files with at least one document each (padded and interleaved datasets reject a file without).
+files_with_documents = st.lists(st.lists(bodies, min_size=1, max_size=12), min_size=1, max_size=3)
 
 
 def flatten(docs: list[list[int]], tail: list[int] | None = None) -> list[int]:

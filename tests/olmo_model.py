@@ -24,6 +24,20 @@ def eos_documents(tokens: list[int], eos: int, bos: int | None = None) -> list[t
     return out
 
 
+def olmo_doc_lens(ids: list[int], eos: int, bos: int | None = None) -> list[int]:
+    """OLMo-core's `get_document_lengths` (`olmo_core/data/utils.py`) on one instance: boundaries
+    at -1, at every EOS (with `bos`: every EOS followed by BOS) and at the last token (without
+    `bos`: unless it is an EOS, which is already one); lengths are the gaps."""
+    a = np.asarray(ids)
+    if bos is None:
+        ends = np.flatnonzero(a == eos)
+        if a[-1] != eos:
+            ends = np.append(ends, a.size - 1)
+    else:
+        ends = np.append(np.flatnonzero((a[:-1] == eos) & (a[1:] == bos)), a.size - 1)
+    return np.diff(np.concatenate([[-1], ends])).tolist()
+
+
 def fsl_windows(file_sizes: list[int], seq: int, max_target: int | None = None) -> list[tuple[int, int]]:
     """Global (start, end) of each instance: windows per file, remainder dropped."""
     unit = max_target or seq

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from instance_data import EOS, PAD, common, files, write_files
+from instance_data import EOS, PAD, common, files_with_documents, write_files
 
 from tokshuf import ConfigError, FormatError
 from tokshuf.instances import (
@@ -33,7 +33,7 @@ def write_masks(d: Path, tokens: list[list[int]], seed: int) -> tuple[list[Path]
     return paths, np.concatenate(flags) if flags else np.zeros(0, bool)
 
 
-@given(corpus=files, seq=st.integers(1, 16), seed=st.integers(0, 1000))
+@given(corpus=files_with_documents, seq=st.integers(1, 16), seed=st.integers(0, 1000))
 def test_masks_follow_tokens(
     tmp_path_factory: pytest.TempPathFactory, corpus: list, seq: int, seed: int
 ) -> None:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from instance_data import EOS, PAD, common, files, write_files
-from olmo_model import eos_documents, limit, obfd
+from instance_data import BOS, EOS, PAD, common, files, files_with_documents, write_files
+from olmo_model import eos_documents, limit, obfd, olmo_doc_lens
 
 from tokshuf import ConfigError
 from tokshuf.instances import PackedFSLDataset, PaddedFSLDataset
@@ -24,7 +24,11 @@ def global_docs(tokens: list[list[int]]) -> list[tuple[int, int]]:
     return out
 
 
-@given(corpus=files, seq=st.integers(1, 24), strategy=st.sampled_from(["truncate", "fragment"]))
+@given(
+    corpus=files_with_documents,
+    seq=st.integers(1, 24),
+    strategy=st.sampled_from(["truncate", "fragment"]),
+)
 def test_padded_matches_the_model(
     tmp_path_factory: pytest.TempPathFactory, corpus: list, seq: int, strategy: str
 ) -> None:
@@ -59,6 +63,7 @@ def test_packing_is_valid_and_equals_best_fit_decreasing(
         long_doc_strategy=strategy,
         source_group_size=group,
         generate_doc_lengths=True,
+        doc_lens_rule="packing",
         **common(d / "w"),
     )
     # The model, group by group.
@@ -122,3 +127,74 @@ def test_small_known_packing(tmp_path) -> None:
     assert ds[2]["doc_lens"].tolist() == [4, 1, 3]
     with pytest.raises(ConfigError):
         PackedFSLDataset(*paths, sequence_length=8, source_group_size=0, **common(tmp_path / "w"))
+
+
+def write(path, tokens: list[int]) -> str:
+    from tokshuf import olmo_tokens as ot
+
+    ot.write_tokens(path, [np.array(tokens, dtype=np.int64)], np.uint16)
+    return str(path)
+
+
+def test_packed_doc_lens_follow_olmo_in_issue_33s_examples(tmp_path) -> None:
+    # With a BOS, OLMo-core ends documents only at EOS followed by BOS: the padding joins the last.
+    p = write(tmp_path / "bos.npy", [2, 5, 6, 1, 2, 7, 1])
+    kw = {"sequence_length": 8, "generate_doc_lengths": True, "dtype": np.uint16, "eos_token_id": 1}
+    ds = PackedFSLDataset(p, pad_token_id=0, bos_token_id=2, cache_dir=tmp_path / "w", **kw)
+    assert ds[0]["input_ids"].tolist() == [2, 5, 6, 1, 2, 7, 1, 0]
+    assert ds[0]["doc_lens"].tolist() == [4, 4]
+    assert ds.get_batch([0])["max_doc_lens"] == [4]
+    # With pad = EOS, each padding token is an EOS and so a one-token document.
+    p = write(tmp_path / "pad.npy", [5, 6, 1, 7, 1])
+    ds = PackedFSLDataset(p, pad_token_id=1, cache_dir=tmp_path / "w", **kw)
+    assert ds[0]["doc_lens"].tolist() == [3, 2, 1, 1, 1]
+    # The packing's own lengths, on request.
+    ds = PackedFSLDataset(p, pad_token_id=1, doc_lens_rule="packing", cache_dir=tmp_path / "w", **kw)
+    assert ds[0]["doc_lens"].tolist() == [3, 2, 3]
+    with pytest.raises(ConfigError, match="doc_lens_rule must be 'olmo' or 'packing', got 'eos'"):
+        PackedFSLDataset(p, pad_token_id=1, doc_lens_rule="eos", cache_dir=tmp_path / "w", **kw)  # type: ignore[arg-type]
+
+
+@given(
+    corpus=files,
+    seq=st.integers(1, 40),
+    strategy=st.sampled_from(["truncate", "fragment"]),
+    bos=st.sampled_from([None, BOS]),
+    pad_is_eos=st.booleans(),
+)
+def test_packed_doc_lens_equal_olmos_rule_on_every_instance(
+    tmp_path_factory: pytest.TempPathFactory,
+    corpus: list,
+    seq: int,
+    strategy: str,
+    bos: int | None,
+    pad_is_eos: bool,
+) -> None:
+    d = tmp_path_factory.mktemp("lens")
+    if bos is not None:  # documents as OLMo writes them with a BOS: [BOS, *body, EOS]
+        corpus = [[[BOS, *body] for body in f] for f in corpus]
+    paths, _ = write_files(d, corpus)
+    pad = EOS if pad_is_eos else PAD
+    ds = PackedFSLDataset(
+        *paths,
+        sequence_length=seq,
+        long_doc_strategy=strategy,
+        generate_doc_lengths=True,
+        **common(d / "w", bos_token_id=bos, pad_token_id=pad),
+    )
+    b = ds.get_batch(np.arange(len(ds)))
+    for i in range(len(ds)):
+        lens = olmo_doc_lens(b["input_ids"][i].tolist(), EOS, bos)
+        row = b["doc_lens"][i]
+        assert row[: len(lens)].tolist() == lens
+        assert not row[len(lens) :].any()
+        assert b["max_doc_lens"][i] == max(lens)
+        assert ds[i]["doc_lens"].tolist() == lens
+
+
+def test_padded_refuses_a_file_without_eos(tmp_path) -> None:
+    # OLMo-core raises "Failed to produce any documents"; 0 instances would go unnoticed.
+    paths, _ = write_files(tmp_path, [[[3, 4]], []], tail=[5, 6, 7, 8])
+    with pytest.raises(ConfigError, match=r"part-1.npy: no document .* no eos_token_id 0 among its 4 tokens"):
+        PaddedFSLDataset(*paths, sequence_length=8, **common(tmp_path / "w"))
+    assert len(PaddedFSLDataset(paths[0], sequence_length=8, **common(tmp_path / "w"))) == 1

@@ -215,6 +215,7 @@ class InstanceReader:
         docs_per_instance: int = 1,
         chunks_per_doc: int = 1,
         label_masks: Sequence[str | PathLike[str]] = ...,
+        olmo_doc_lens: bool = True,
     ) -> InstanceReader: ...
     def __len__(self) -> int: ...
     @property

@@ -33,6 +33,18 @@ class InterleavedFSLDataset(InstanceDataset):
     on; BOS is prepended and EOS appended when there is room, and the rest is padding
     (``label_mask`` False). Documents from ``interleaving_exempt_paths`` come first, un-interleaved,
     as padded instances. ``doc_lens`` is not available (it would defeat the interleaving).
+
+    Documents come from the same boundaries as every other dataset here. OLMo-core's interleaved
+    dataset takes its documents from its padded one, which ignores ``bos_token_id``: with
+    BOS = EOS (``dolma2_sigdig``) OLMo-core cuts at every BOS, so each document's leading BOS
+    becomes a one-token document that is empty once special tokens are dropped, yet takes one of
+    an instance's ``docs_per_instance`` slots (and about twice as many documents get permuted).
+    Here a document ends only at an EOS followed by BOS (or at the file's last token, an EOS), so
+    such data interleaves real documents. Without a BOS, or with a BOS distinct from EOS in files
+    that end with EOS, the documents and instances equal OLMo-core's.
+
+    Raises :class:`~tokshuf.ConfigError`, as OLMo-core does, when ``sequence_length`` is not a
+    multiple of ``docs_per_instance`` or of ``chunks_per_doc``, or when a file has no document.
     """
 
     @renamed_parameters(work_dir="cache_dir", threads="num_threads")
@@ -56,11 +68,19 @@ class InterleavedFSLDataset(InstanceDataset):
         num_threads: int | None = None,
     ) -> None:
         if docs_per_instance < 1 or chunks_per_doc < 1:
-            raise ConfigError("docs_per_instance and chunks_per_doc must be positive")
+            raise ConfigError(
+                f"docs_per_instance ({docs_per_instance}) and chunks_per_doc ({chunks_per_doc}) "
+                "must be positive"
+            )
         if sequence_length % docs_per_instance:
             raise ConfigError(
                 f"sequence_length ({sequence_length}) must be a multiple of "
                 f"docs_per_instance ({docs_per_instance})"
+            )
+        if sequence_length % chunks_per_doc:
+            # OLMo-core refuses this too; accepting it would build instances OLMo-core never does.
+            raise ConfigError(
+                f"sequence_length ({sequence_length}) must be a multiple of chunks_per_doc ({chunks_per_doc})"
             )
         if seed < 0:
             raise ConfigError(f"seed must be non-negative, got {seed}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +20,8 @@ from tokshuf.instances.padded import LongDocStrategy
 from tokshuf.olmo_tokens import Boundaries
 
 __all__ = ["PackedFSLDataset"]
+
+DocLensRule = Literal["olmo", "packing"]
 
 
 class PackedFSLDataset(InstanceDataset):
@@ -36,9 +38,18 @@ class PackedFSLDataset(InstanceDataset):
     (``long_doc_strategy``). Instances keep bin-creation order (long documents first within a
     group), as in OLMo-core; shuffle them in the loader.
 
-    With ``generate_doc_lengths``, ``doc_lens`` holds each packed document's length and the
-    padding as a last entry; they come from the packing itself, so a truncated document without
-    EOS is not merged with the next one as OLMo-core's EOS-based lengths would.
+    With ``generate_doc_lengths``, ``doc_lens`` follows ``doc_lens_rule``:
+
+    - ``"olmo"`` (default): OLMo-core's ``get_document_lengths`` on the padded instance, so that
+      attention masks built from ``doc_lens`` equal an OLMo-core run's. A document ends at each
+      EOS and at the instance's last token; with ``bos_token_id`` set, only at an EOS followed by
+      BOS. Hence with a BOS the padding joins the last document (``[2,5,6,1,2,7,1,0]``, EOS 1,
+      BOS 2: ``[4, 4]``), with ``pad_token_id == eos_token_id`` every padding token is a
+      one-token document (``[5,6,1,7,1,1,1,1]``: ``[3, 2, 1, 1, 1]``), and a truncated document
+      without EOS runs into the next one.
+    - ``"packing"``: each packed document's length from the packing itself, then the padding as
+      one last entry (``[4, 3, 1]`` and ``[3, 2, 3]`` above): documents are never merged, nor
+      split at EOS tokens inside them, whatever the special tokens are.
     """
 
     @renamed_parameters(work_dir="cache_dir", threads="num_threads")
@@ -52,6 +63,7 @@ class PackedFSLDataset(InstanceDataset):
         vocab_size: int | None = None,
         dtype: npt.DTypeLike | None = None,
         generate_doc_lengths: bool = False,
+        doc_lens_rule: DocLensRule = "olmo",
         long_doc_strategy: LongDocStrategy = "truncate",
         source_group_size: int = 1,
         document_boundaries: Boundaries = "auto",
@@ -62,7 +74,10 @@ class PackedFSLDataset(InstanceDataset):
     ) -> None:
         if source_group_size < 1:
             raise ConfigError(f"source_group_size must be at least 1, got {source_group_size}")
+        if doc_lens_rule not in ("olmo", "packing"):
+            raise ConfigError(f"doc_lens_rule must be 'olmo' or 'packing', got {doc_lens_rule!r}")
         self.generate_doc_lengths = generate_doc_lengths
+        self.doc_lens_rule: DocLensRule = doc_lens_rule
         self.long_doc_strategy: LongDocStrategy = long_doc_strategy
         self.source_group_size = source_group_size
         super().__init__(
@@ -79,6 +94,7 @@ class PackedFSLDataset(InstanceDataset):
             cache_dir=cache_dir,
             num_threads=num_threads,
             generate_doc_lengths=generate_doc_lengths,
+            doc_lens_rule=doc_lens_rule,
             long_doc_strategy=long_doc_strategy,
             source_group_size=source_group_size,
         )
@@ -123,7 +139,7 @@ class PackedFSLDataset(InstanceDataset):
         self.instance_offsets = entry.array("offsets")
         self.documents_by_instance = entry.array("doc_ids")
         files = {name: os.fspath(entry.file(name)) for name in ("docs", "offsets", "doc_ids")}
-        return self._make_reader("packed", files=files)
+        return self._make_reader("packed", files=files, olmo_doc_lens=self.doc_lens_rule == "olmo")
 
     def instance_documents(self, index: int) -> npt.NDArray[np.uint64]:
         """The ``(k, 2)`` global token spans of the documents packed into instance ``index``."""

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from tokshuf import _arrays, _core
 from tokshuf._deprecation import renamed_parameters
+from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
 from tokshuf.instances._cache import cached
 from tokshuf.olmo_tokens import Boundaries
@@ -23,11 +24,21 @@ LongDocStrategy = Literal["truncate", "fragment"]
 def padded_spans(
     dataset: InstanceDataset, strategy: LongDocStrategy
 ) -> tuple[npt.NDArray[np.uint64], list[int]]:
-    """All instances' spans and the number of instances from each source."""
+    """All instances' spans and the number of instances from each source.
+
+    A source without a single (non-empty) document is an error, as in OLMo-core: it is almost
+    always a wrong ``eos_token_id`` or dtype, and 0 instances from it would go unnoticed."""
     per_source = [
         _arrays.spans(_core.padded_instances(s, dataset.sequence_length, strategy))
         for s in dataset._global_spans()
     ]
+    for source, p in zip(dataset.sources, per_source, strict=True):
+        if len(p) == 0:
+            raise ConfigError(
+                f"{source.path}: no document to make an instance from: no eos_token_id "
+                f"{dataset.eos_token_id} among its {source.num_tokens} tokens (or no rows in its "
+                "metadata or index)"
+            )
     spans = np.concatenate(per_source) if per_source else np.empty((0, 2), np.uint64)
     return spans, [len(p) for p in per_source]
 
@@ -40,7 +51,9 @@ class PaddedFSLDataset(InstanceDataset):
     documentation says they are fragmented); ``long_doc_strategy="fragment"`` splits them into
     several instances instead. Empty documents make no instance. Documents come from the same
     boundaries as every other dataset here (OLMo-core's padded dataset ignores ``bos_token_id``
-    and therefore cuts ``dolma2_sigdig`` data at every BOS).
+    and therefore cuts ``dolma2_sigdig`` data at every BOS, and keeps the last document of a file
+    that ends without EOS, which the BOS rule leaves out). A file without a document (no EOS)
+    raises :class:`~tokshuf.ConfigError`, as in OLMo-core.
 
     Other parameters as in :class:`~tokshuf.instances.FSLDataset`.
     """

@@ -197,12 +197,12 @@ impl PyInstanceReader {
     /// `sources`: `(path, dtype)` of OLMo token files, or `(prefix, None)` of indexed datasets;
     /// `label_masks`: optional per-source bool arrays (one byte per token).
     /// `kind`: `chunks` (with `instances_per_file` and optional per-file `doc_files`), `spans`
-    /// (`files["spans"]`), `packed` (`docs`, `offsets`, `doc_ids`) or `interleaved` (`base`,
-    /// `exempt`, `order`).
+    /// (`files["spans"]`), `packed` (`docs`, `offsets`, `doc_ids`; `olmo_doc_lens` picks OLMo-core's
+    /// token-based `doc_lens` over the packing's) or `interleaved` (`base`, `exempt`, `order`).
     #[new]
     #[pyo3(signature = (sources, kind, sequence_length, pad_token_id, eos_token_id, bos_token_id=None, *,
                         files=HashMap::new(), instances_per_file=Vec::new(), doc_files=Vec::new(),
-                        docs_per_instance=1, chunks_per_doc=1, label_masks=Vec::new()))]
+                        docs_per_instance=1, chunks_per_doc=1, label_masks=Vec::new(), olmo_doc_lens=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -218,6 +218,7 @@ impl PyInstanceReader {
         docs_per_instance: u64,
         chunks_per_doc: u64,
         label_masks: Vec<PathBuf>,
+        olmo_doc_lens: bool,
     ) -> PyResult<Self> {
         let kind = kind.to_string();
         let inner = py
@@ -237,6 +238,7 @@ impl PyInstanceReader {
                         docs: array(&files, "docs")?,
                         offsets: array(&files, "offsets")?,
                         doc_ids: array(&files, "doc_ids")?,
+                        olmo_doc_lens,
                     },
                     "interleaved" => Layout::Interleaved {
                         base: array(&files, "base")?,

@@ -103,6 +103,9 @@ pub enum Layout {
         offsets: U64s,
         /// Document ids, instance by instance.
         doc_ids: U64s,
+        /// `doc_lens` by OLMo-core's rule on the row's tokens ([`olmo_doc_lens`]) rather than one
+        /// entry per packed document plus one for the padding.
+        olmo_doc_lens: bool,
     },
     /// Interleaved instances over padded base spans.
     Interleaved {
@@ -284,6 +287,7 @@ impl Reader {
 
     fn fill_row(&self, i: u64, row: &mut [i64], mask: &mut [u8], lens: Option<&mut Vec<i32>>) -> Result<()> {
         self.check(i)?;
+        let mut after_padding = None;
         let used = match &self.layout {
             Layout::Chunks { first, docs } => {
                 let f = first.partition_point(|&x| x <= i) - 1;
@@ -302,10 +306,16 @@ impl Reader {
                 }
                 n
             }
-            Layout::Packed { docs, offsets, doc_ids } => {
+            Layout::Packed { docs, offsets, doc_ids, olmo_doc_lens } => {
                 let (a, b) = (offsets.at(i)?, offsets.at(i + 1)?);
                 let mut at = 0;
-                let mut lens = lens;
+                // OLMo's lengths need the padded row: computed below, after the padding.
+                let mut lens = if *olmo_doc_lens {
+                    after_padding = lens;
+                    None
+                } else {
+                    lens
+                };
                 for k in a..b {
                     let span = docs.span_at(doc_ids.at(k)?)?;
                     let n = span[1].saturating_sub(span[0]) as usize;
@@ -323,7 +333,7 @@ impl Reader {
                 }
                 if let Some(l) = lens {
                     if at < row.len() {
-                        l.push((row.len() - at) as i32); // padding counts as one more "document", as in OLMo
+                        l.push((row.len() - at) as i32); // the padding as one last entry
                     }
                 }
                 at
@@ -342,6 +352,9 @@ impl Reader {
         };
         row[used..].fill(self.pad);
         mask[used..].fill(0);
+        if let Some(l) = after_padding {
+            olmo_doc_lens(row, self.eos, self.bos, l);
+        }
         Ok(())
     }
 
@@ -397,6 +410,24 @@ impl Reader {
     }
 }
 
+/// OLMo-core's `get_document_lengths` on one padded row: without `bos`, a document ends at every
+/// EOS and at the last token; with `bos`, only at an EOS followed by BOS and at the last token.
+/// So with `bos` the padding joins the last document, and with `pad == eos` (no `bos`) every
+/// padding token is a one-token document. Appends the lengths to `out`.
+pub fn olmo_doc_lens(row: &[i64], eos: i64, bos: Option<i64>, out: &mut Vec<i32>) {
+    let mut start = 0;
+    for k in 0..row.len() {
+        let end = match bos {
+            None => row[k] == eos || k + 1 == row.len(),
+            Some(b) => k + 1 == row.len() || (row[k] == eos && row[k + 1] == b),
+        };
+        if end {
+            out.push((k + 1 - start) as i32);
+            start = k + 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,11 +479,43 @@ mod tests {
             docs: U64s::from_vec(&[0, 3, 5, 9, 3, 5]),
             offsets: U64s::from_vec(&[0, 1, 3]),
             doc_ids: U64s::from_vec(&[1, 0, 2]),
+            olmo_doc_lens: false,
         };
         let r = Reader::new(s, packed, 6, 99, 0, None).unwrap();
         let (ids, _, d) = fill(&r, &[0, 1], 6, true);
         assert_eq!(ids, [8, 9, 10, 0, 99, 99, 5, 6, 0, 7, 0, 99]);
         assert_eq!(d, DocLens { lens: vec![4, 2, 3, 2, 1], counts: vec![2, 3] });
+    }
+
+    #[test]
+    fn packed_olmo_doc_lens_merge_padding_with_bos_and_split_it_when_pad_is_eos() {
+        // Issue 33's examples, worked by hand from OLMo-core's `get_document_lengths`.
+        let packed = |n: u64| Layout::Packed {
+            docs: U64s::from_vec(&[0, 4, 4, n]),
+            offsets: U64s::from_vec(&[0, 2]),
+            doc_ids: U64s::from_vec(&[0, 1]),
+            olmo_doc_lens: true,
+        };
+        // [2 5 6 1][2 7 1] + pad 0; EOS 1 followed by BOS 2 ends a document, else the row's end.
+        let r = Reader::new(store(&[&[2, 5, 6, 1, 2, 7, 1]]), packed(7), 8, 0, 1, Some(2)).unwrap();
+        let (ids, _, d) = fill(&r, &[0], 8, true);
+        assert_eq!(ids, [2, 5, 6, 1, 2, 7, 1, 0]);
+        assert_eq!(d, DocLens { lens: vec![4, 4], counts: vec![2] });
+        // [5 6 1][7 1] padded with pad = EOS = 1: every padding token is a document.
+        let packed3 = Layout::Packed {
+            docs: U64s::from_vec(&[0, 3, 3, 5]),
+            offsets: U64s::from_vec(&[0, 2]),
+            doc_ids: U64s::from_vec(&[0, 1]),
+            olmo_doc_lens: true,
+        };
+        let r = Reader::new(store(&[&[5, 6, 1, 7, 1]]), packed3, 8, 1, 1, None).unwrap();
+        let (ids, _, d) = fill(&r, &[0], 8, true);
+        assert_eq!(ids, [5, 6, 1, 7, 1, 1, 1, 1]);
+        assert_eq!(d, DocLens { lens: vec![3, 2, 1, 1, 1], counts: vec![5] });
+        // A full row ending without EOS is one document to its end; BOS not after EOS is no cut.
+        let mut out = Vec::new();
+        olmo_doc_lens(&[2, 5, 1, 9, 2, 1, 2], 1, Some(2), &mut out);
+        assert_eq!(out, [6, 1]);
     }
 
     #[test]
