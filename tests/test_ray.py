@@ -101,3 +101,30 @@ def test_inputs_from_s3(cluster: Path, s3: Any, tmp_path: Path) -> None:
         "s3://ray-in/corpus/", tmp_path / "r" / "ds", CL100K, ("text", "title"), tasks=3, progress=False, **kw
     )
     assert outputs(tmp_path / "r" / "ds") == outputs(tmp_path / "whole")
+
+
+def test_the_ray_command_line(cluster: Path, tmp_path: Path) -> None:
+    from tokshuf.cli import main
+
+    data = corpus(tmp_path)
+    kw: dict[str, Any] = {"append_eod": True, "on_error": "skip"}
+    tokshuf.preprocess(data, tmp_path / "whole", CL100K, ("text", "title"), **kw)
+    common = [
+        "--input",
+        str(data),
+        "--tokenizer",
+        CL100K,
+        "--on-error",
+        "skip",
+        "--progress",
+        "none",
+        "--quiet",
+    ]
+    args = ["ray", "preprocess", *common, "--output-prefix", str(tmp_path / "r" / "ds"), "--append-eod"]
+    assert main([*args, "--json-keys", "text", "title", "--tasks", "3"]) == 0
+    assert outputs(tmp_path / "r" / "ds") == outputs(tmp_path / "whole")
+    tokshuf.shuffle(data, tmp_path / "c1", tmp_path / "o1", CL100K, **SHUFFLE)
+    shuffle_args = ["--local-cell-dir", str(tmp_path / "cr"), "--output", str(tmp_path / "or")]
+    shuffle_args += ["--seqlen", "129", "--wds-chunk-size", "40", "--num-local-cells", "5"]
+    assert main(["ray", "shuffle", *common, *shuffle_args, "--cells-tasks", "4", "--shards-tasks", "2"]) == 0
+    assert shards(tmp_path / "or") == shards(tmp_path / "o1")

@@ -14,8 +14,8 @@ from tokshuf.errors import BadInputError, TokshufError
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _add_preprocess(sub: Any) -> None:
-    p = sub.add_parser(
+def _add_preprocess(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
         "preprocess",
         help="tokenize JSON lines into Megatron .bin/.idx datasets",
         description="Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet/Arrow files (files, "
@@ -115,6 +115,7 @@ def _add_preprocess(sub: Any) -> None:
     cli_args.add_output_flags(p)
     cli_args.add_megatron_tokenizer_flags(p)
     p.set_defaults(handler=_preprocess)
+    return p
 
 
 def _preprocess(args: argparse.Namespace) -> int:
@@ -127,23 +128,44 @@ def _preprocess(args: argparse.Namespace) -> int:
     elif progress == "auto":
         progress = "bar" if sys.stderr.isatty() else "json"
     summary_arg: Any = True if args.summary is None else (False if args.summary == "none" else args.summary)
+    options: dict[str, Any] = {
+        "append_eod": args.append_eod,
+        "eos_token_id": args.eod_id,
+        "special_tokens": args.special_tokens_file,
+        "dtype": args.dtype,
+        "on_error": args.on_error,
+        "partitions": args.partitions,
+        "sentence_lists": args.sentence_lists,
+        "summary": summary_arg,
+        "max_line_bytes": args.max_line_bytes,
+    }
+    if getattr(args, "ray", False):
+        if args.shard:
+            args.subparser.error("tokshuf ray preprocess cuts the job into tasks itself: drop --shard")
+        import tokshuf.ray as tray
+
+        merged = tray.preprocess(
+            args.input,
+            args.output_prefix,
+            tokenizer,
+            args.json_keys,
+            tasks=args.tasks,
+            cpus_per_task=args.cpus_per_task,
+            address=args.address,
+            progress=progress != "none",
+            **options,
+        )
+        cli_args.emit(args, merged, [f"merged {merged['parts']} task parts into {args.output_prefix}_*"])
+        return 0
     summary = preprocess(
         args.input,
         args.output_prefix,
         tokenizer,
         args.json_keys,
-        append_eod=args.append_eod,
-        eos_token_id=args.eod_id,
-        special_tokens=args.special_tokens_file,
-        dtype=args.dtype,
         num_threads=args.workers,
-        on_error=args.on_error,
-        partitions=args.partitions,
-        sentence_lists=args.sentence_lists,
         progress=progress,
         shard=args.shard,
-        summary=summary_arg,
-        max_line_bytes=args.max_line_bytes,
+        **options,
     )
     cli_args.emit(args, summary, _preprocess_lines(summary))
     return 0
@@ -299,6 +321,31 @@ def _inspect(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _add_ray(sub: Any) -> None:
+    p = sub.add_parser(
+        "ray",
+        help="preprocess or shuffle as tasks on a Ray cluster (pip install 'tokshuf[ray]')",
+        description="The same commands, cut into deterministic tasks that a Ray cluster runs: the "
+        "outputs are byte-identical to the one-node command. Paths must be shared by the nodes.",
+    )
+    jobs = p.add_subparsers(title="jobs", metavar="JOB", required=True)
+    for job in (_add_preprocess(jobs), cli_shuffle.add_parser(jobs)):
+        g = job.add_argument_group("Ray")
+        g.add_argument(
+            "--address", help="the cluster to connect to (ray.init's address; default: auto/local)"
+        )
+        g.add_argument(
+            "--cpus-per-task", type=cli_args.integer(1, cli_args.MAX_THREADS), default=1, help="CPUs per task"
+        )
+        job.set_defaults(ray=True)
+    preprocess_job, shuffle_job = jobs.choices["preprocess"], jobs.choices["shuffle"]
+    preprocess_job.add_argument(
+        "--tasks", type=cli_args.integer(1), help="tasks (default: the cluster's CPUs / --cpus-per-task)"
+    )
+    shuffle_job.add_argument("--cells-tasks", type=cli_args.integer(1), help="stage 1 tasks (default: CPUs)")
+    shuffle_job.add_argument("--shards-tasks", type=cli_args.integer(1), help="stage 2 tasks (default: CPUs)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tokshuf", description=__doc__)
     parser.add_argument("--version", action="version", version=f"tokshuf {__version__}")
@@ -309,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_shuffle.add_parser(sub)
     cli_tokenizer.add_parser(sub)
     _add_inspect(sub)
+    _add_ray(sub)
     cli_args.name_subparsers(parser)
     return parser
 

@@ -25,8 +25,8 @@ to resume it (same output); a --local-cell-dir left by a different command is re
 """
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
         "shuffle",
         help="tokenize, cut into contexts and globally shuffle into webdataset shards (DCLM/open_lm)",
         description=DESCRIPTION,
@@ -165,6 +165,7 @@ def add_parser(sub: Any) -> None:
     )
     cli_args.add_output_flags(p)
     p.set_defaults(handler=run)
+    return p
 
 
 #: tokshuf-rust's tokenizers with --use-tiktoken: the rank file it compiles in, its split pattern
@@ -234,8 +235,23 @@ def run(args: argparse.Namespace) -> int:
         progress = "none"
     elif progress == "auto":
         progress = "bar" if sys.stderr.isatty() else "json"
+    run_job: Any = shuffle
+    extra: dict[str, Any] = {"num_threads": args.threads or None, "stage": args.stage, "task": args.task}
+    if getattr(args, "ray", False):
+        if args.stage or args.task:
+            args.subparser.error("tokshuf ray shuffle schedules the stages itself: drop --stage and --task")
+        import tokshuf.ray as tray
+
+        run_job = tray.shuffle
+        extra = {
+            "cells_tasks": args.cells_tasks,
+            "shards_tasks": args.shards_tasks,
+            "cpus_per_task": args.cpus_per_task,
+            "address": args.address,
+            "progress": progress != "none",
+        }
     try:
-        summary = shuffle(
+        summary = run_job(
             args.input,
             args.local_cell_dir,
             args.output,
@@ -244,7 +260,6 @@ def run(args: argparse.Namespace) -> int:
             wds_chunk_size=args.wds_chunk_size,
             num_local_cells=args.num_local_cells,
             seed=args.seed,
-            num_threads=args.threads or None,
             ext=args.ext,
             shuffle_only=args.shuffle_only,
             special_tokens=args.special_tokens,
@@ -257,10 +272,9 @@ def run(args: argparse.Namespace) -> int:
             gzip_level=args.gzip_level,
             all_pad_context=args.all_pad_context,
             buffer_bytes=args.buffer_mb << 20,
-            progress=progress,
             tokenizer_special_tokens=args.special_tokens_file,
-            stage=args.stage,
-            task=args.task,
+            **({"progress": progress} if run_job is shuffle else {}),
+            **extra,
         )
     except KeyboardInterrupt:
         print("tokshuf: interrupted; run the same command again to resume", file=sys.stderr)
