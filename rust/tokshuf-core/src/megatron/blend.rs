@@ -42,8 +42,8 @@ pub fn build_blending_indices(weights: &[f64], size: u64, cancel: &Cancel) -> Re
     let size =
         usize::try_from(size).map_err(|_| Error::invalid(format!("blend size {size} does not fit in memory")))?;
     let mut counts = vec![0i64; weights.len()];
-    let mut index = Vec::with_capacity(size);
-    let mut sample = Vec::with_capacity(size);
+    let mut index = crate::alloc::try_with_capacity(size, "the blend's dataset index")?;
+    let mut sample = crate::alloc::try_with_capacity(size, "the blend's sample index")?;
     let active: Vec<usize> = (0..weights.len()).filter(|&d| weights[d] > 0.0).collect();
     let Some(&first) = active.first() else {
         return Err(Error::invalid("every blend weight is zero"));
@@ -79,8 +79,8 @@ pub fn build_exhaustive_blending_indices(sizes: &[u64], cancel: &Cancel) -> Resu
     let weights: Vec<f64> = sizes.iter().map(|&s| s as f64 / total as f64).collect();
     let mut unspent: Vec<usize> = (0..sizes.len()).filter(|&d| sizes[d] > 0).collect();
     let mut counts = vec![0u64; sizes.len()];
-    let mut index = Vec::with_capacity(n);
-    let mut sample = Vec::with_capacity(n);
+    let mut index = crate::alloc::try_with_capacity(n, "the blend's dataset index")?;
+    let mut sample = crate::alloc::try_with_capacity(n, "the blend's sample index")?;
     let mut s = 0u64;
     while !unspent.is_empty() {
         if s % (1 << 20) == 0 {

@@ -40,7 +40,7 @@ pub fn build_document_index(
         .ok_or_else(|| Error::invalid(format!("{num_epochs} epochs of {per_epoch} sequences do not fit in memory")))?;
     let first = if separate_final_epoch && num_epochs > 1 { total - per_epoch as usize } else { total };
     if end <= 1 << 31 {
-        let mut v: Vec<(i32, i32)> = Vec::with_capacity(total);
+        let mut v: Vec<(i32, i32)> = crate::alloc::try_with_capacity(total, "the document index")?;
         for _ in 0..num_epochs {
             v.extend((beg..end).map(|i| i as i32).zip(lens.iter().copied()));
         }
@@ -48,7 +48,7 @@ pub fn build_document_index(
         let (ids, lengths) = v.into_iter().unzip();
         Ok(DocumentIndex { index: IndexArray::from_owned(Owned::I32(ids)), lengths })
     } else {
-        let mut v: Vec<(i64, i32)> = Vec::with_capacity(total);
+        let mut v: Vec<(i64, i32)> = crate::alloc::try_with_capacity(total, "the document index")?;
         for _ in 0..num_epochs {
             v.extend((beg..end).map(|i| i as i64).zip(lens.iter().copied()));
         }

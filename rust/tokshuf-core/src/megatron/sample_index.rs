@@ -59,7 +59,7 @@ pub fn build_sample_index_from_lengths(
         return Err(Error::invalid(format!("{num_samples} samples requested from an empty document index")));
     }
     let wide = document_index_len > i32::MAX as usize;
-    let mut out = Writer::new(wide, rows);
+    let mut out = Writer::new(wide, rows)?;
     walk(lengths, seq as i64, extra as i64, num_samples, cancel, |d, off| out.push(d, off))?;
     Ok(IndexArray::pairs(out.finish()))
 }
@@ -70,12 +70,13 @@ enum Writer {
 }
 
 impl Writer {
-    fn new(wide: bool, capacity: usize) -> Self {
-        if wide {
-            Writer::Wide(Vec::with_capacity(capacity))
+    fn new(wide: bool, capacity: usize) -> Result<Self> {
+        const WHAT: &str = "the sample index";
+        Ok(if wide {
+            Writer::Wide(crate::alloc::try_with_capacity(capacity, WHAT)?)
         } else {
-            Writer::Narrow(Vec::with_capacity(capacity))
-        }
+            Writer::Narrow(crate::alloc::try_with_capacity(capacity, WHAT)?)
+        })
     }
 
     #[inline]

@@ -15,7 +15,8 @@ pub fn build_shuffle_index(first: u64, total: u64, rng: &mut RandomState, cancel
     }
     usize::try_from(total).map_err(|_| Error::invalid(format!("{total} samples do not fit in memory")))?;
     if total >= u64::from(u32::MAX) - 1 {
-        let mut v: Vec<i64> = (0..total as i64).collect();
+        let mut v: Vec<i64> = crate::alloc::try_with_capacity(total as usize, "the shuffle index")?;
+        v.extend(0..total as i64);
         let (a, b) = v.split_at_mut(first as usize);
         rng.shuffle_cancellable(a, cancel)?;
         if !b.is_empty() {
@@ -23,7 +24,8 @@ pub fn build_shuffle_index(first: u64, total: u64, rng: &mut RandomState, cancel
         }
         Ok(IndexArray::from_owned(Owned::I64(v)))
     } else {
-        let mut v: Vec<u32> = (0..total as u32).collect();
+        let mut v: Vec<u32> = crate::alloc::try_with_capacity(total as usize, "the shuffle index")?;
+        v.extend(0..total as u32);
         let (a, b) = v.split_at_mut(first as usize);
         rng.shuffle_cancellable(a, cancel)?;
         if !b.is_empty() {
