@@ -286,6 +286,21 @@ unsafe impl GlobalAlloc for LargeFromOs {
     }
 }
 
+/// An empty vector with room for `n` items, or an error naming `what` and the size when the
+/// machine cannot give that much (a size from a user's request: never an abort).
+pub fn try_with_capacity<T>(n: usize, what: &str) -> crate::error::Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        let bytes = (n as u128) * std::mem::size_of::<T>() as u128;
+        crate::error::Error::invalid(format!(
+            "{what} would hold {n} entries ({:.1} GB), more than this machine can allocate; ask for fewer \
+             samples or a shorter sequence_length",
+            bytes as f64 / 1e9
+        ))
+    })?;
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,19 +444,4 @@ mod tests {
             a.dealloc(p.cast(), Layout::array::<u64>(10).unwrap());
         }
     }
-}
-
-/// An empty vector with room for `n` items, or an error naming `what` and the size when the
-/// machine cannot give that much (a size from a user's request: never an abort).
-pub fn try_with_capacity<T>(n: usize, what: &str) -> crate::error::Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| {
-        let bytes = (n as u128) * std::mem::size_of::<T>() as u128;
-        crate::error::Error::invalid(format!(
-            "{what} would hold {n} entries ({:.1} GB), more than this machine can allocate; ask for fewer \
-             samples or a shorter sequence_length",
-            bytes as f64 / 1e9
-        ))
-    })?;
-    Ok(v)
 }
