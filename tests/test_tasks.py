@@ -165,3 +165,34 @@ def test_shuffle_stages_from_a_slurm_array(tmp_path: Path) -> None:
             )
     subprocess.run([*base, "--stage", "manifest"], check=True, capture_output=True)
     assert shards(tmp_path / "on") == shards(tmp_path / "o1")
+
+
+# -- task outputs in object storage ------------------------------------------------------------
+def test_parts_and_shards_in_s3(s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOKSHUF_CACHE_DIR", str(tmp_path / "cache"))
+    data = corpus(tmp_path)
+    bucket = s3.bucket("tasks-out")
+    run(data, tmp_path / "whole")
+    for i in range(3):
+        run(data, "s3://tasks-out/tok/ds", shard=(i, 3))
+    merged = tokshuf.merge_parts("s3://tasks-out/tok/ds")
+    assert merged["parts"] == 3
+    for key in ("text", "title"):
+        for ext in ("bin", "idx"):
+            expected = Path(f"{tmp_path / 'whole'}_{key}_document.{ext}").read_bytes()
+            assert s3.get(bucket, f"tok/ds_{key}_document.{ext}") == expected, (key, ext)
+    assert json.loads(s3.get(bucket, "tok/ds_summary.json"))["documents"] == merged["documents"]
+
+    tokshuf.shuffle(data, tmp_path / "c1", tmp_path / "o1", CL100K, **SHUFFLE)
+    cells, out = tmp_path / "shared-cells", "s3://tasks-out/shards"
+    for i in range(2):
+        tokshuf.shuffle(data, cells, out, CL100K, stage="cells", task=(i, 2), **SHUFFLE)
+    tokshuf.shuffle(data, cells, out, CL100K, stage="shards", task=(0, 2), **SHUFFLE)
+    with pytest.raises(tokshuf.ConfigError, match="run every shards task first"):
+        tokshuf.shuffle(data, cells, out, CL100K, stage="manifest", **SHUFFLE)
+    assert "shards/manifest.jsonl" not in s3.keys(bucket, "shards")
+    tokshuf.shuffle(data, cells, out, CL100K, stage="shards", task=(1, 2), **SHUFFLE)
+    done = tokshuf.shuffle(data, cells, out, CL100K, stage="manifest", **SHUFFLE)
+    assert done["output"] == out
+    expected = shards(tmp_path / "o1")
+    assert {k.removeprefix("shards/"): s3.get(bucket, k) for k in s3.keys(bucket, "shards")} == expected

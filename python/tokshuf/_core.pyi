@@ -35,6 +35,7 @@ __all__ = [
     "interleave_plan",
     "is_remote",
     "limit_documents",
+    "list_objects",
     "list_prefixes",
     "local_copy",
     "merge",
@@ -55,6 +56,7 @@ __all__ = [
     "split_pattern_regex",
     "split_ranges",
     "tiktoken_encoding_data",
+    "upload",
     "vsl_batch_order",
     "vsl_batches_per_bucket",
     "vsl_buckets",
@@ -116,6 +118,8 @@ def list_prefixes(directory: str | PathLike[str]) -> list[Path]: ...
 def local_copy(url: str) -> str: ...
 def is_remote(path: str) -> bool: ...
 def remote_exists(url: str) -> bool: ...
+def list_objects(url: str, suffixes: list[str]) -> list[str]: ...
+def upload(path: str | PathLike[str], url: str) -> None: ...
 def expand_input_paths(inputs: list[str]) -> list[Path]: ...
 def preprocess(
     inputs: list[str],

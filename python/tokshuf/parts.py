@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from tokshuf import _core
+from tokshuf import _core, _storage
 from tokshuf._log import log_run
 from tokshuf.errors import ConfigError
 from tokshuf.indexed import merge
@@ -26,12 +27,21 @@ _FIRST_SKIPPED = 20
 
 def _parts(prefix: str) -> list[tuple[str, dict[str, Any]]]:
     """(part prefix, part summary) of every part of ``prefix``, in task order, all present."""
-    directory, stem = os.path.split(prefix)
+    remote = _core.is_remote(prefix)
+    directory, stem = prefix.rsplit("/", 1) if remote else os.path.split(prefix)
+    if remote:
+        names = [u.rsplit("/", 1)[1] for u in _core.list_objects(directory + "/", ["_summary.json"])]
+    else:
+        names = os.listdir(directory or ".")
     found: dict[int, tuple[int, str]] = {}
-    for name in os.listdir(directory or "."):
+    for name in names:
         m = _PART.search(name)
         if m and name[: m.start()] == stem:
-            found[int(m.group(1))] = (int(m.group(2)), os.path.join(directory, name[: -len("_summary.json")]))
+            part = name[: -len("_summary.json")]
+            found[int(m.group(1))] = (
+                int(m.group(2)),
+                f"{directory}/{part}" if remote else os.path.join(directory, part),
+            )
     if not found:
         raise ConfigError(f"no parts of {prefix!r}: expected {prefix}-part-IIIII-of-NNNNN_summary.json files")
     counts = {n for n, _ in found.values()}
@@ -48,7 +58,7 @@ def _parts(prefix: str) -> list[tuple[str, dict[str, Any]]]:
     parts = []
     for i in range(n):
         part = found[i][1]
-        with open(part + "_summary.json", encoding="utf-8") as f:
+        with open(_storage.local_path(part + "_summary.json"), encoding="utf-8") as f:
             parts.append((part, json.load(f)))
     first = parts[0][1]
     for part, s in parts[1:]:
@@ -70,11 +80,47 @@ def merge_parts(output_prefix: str | os.PathLike[str]) -> dict[str, Any]:
     """
     started = time.perf_counter()
     prefix = os.fspath(output_prefix)
-    if _core.is_remote(prefix):
-        raise ConfigError(
-            f"{prefix}: merging parts in object storage is not supported; use a shared filesystem"
-        )
     parts = _parts(prefix)
+    if _core.is_remote(prefix):
+        # Parts in object storage: local copies (the cache), merged in a staging directory, then
+        # every .bin, every .idx and the summary uploaded in that order.
+        with tempfile.TemporaryDirectory(
+            prefix="tokshuf-merge-", dir=os.environ.get("TOKSHUF_STAGING_DIR")
+        ) as tmp:
+            local = os.path.join(tmp, prefix.rsplit("/", 1)[1])
+            keys: list[str] = parts[0][1]["config"]["json_keys"]
+            summary = _merge(local, [(_local_part(p, keys), s) for p, s in parts], started)
+            for ext in ("bin", "idx"):
+                for out in summary["outputs"]:
+                    key_prefix = f"{prefix}_{out['key']}_document"
+                    _core.upload(f"{out['prefix']}.{ext}", f"{key_prefix}.{ext}")
+            for out in summary["outputs"]:
+                out["prefix"] = f"{prefix}_{out['key']}_document"
+            _write_summary(Path(local + "_summary.json"), summary)
+            _core.upload(local + "_summary.json", prefix + "_summary.json")
+    else:
+        summary = _merge(prefix, parts, started)
+        _write_summary(Path(prefix + "_summary.json"), summary)
+    log_run("merge", summary)
+    return summary
+
+
+def _local_part(part: str, keys: list[str]) -> str:
+    """The local prefix of the copies of a remote part's datasets (one per key)."""
+    local = ""
+    for key in keys:
+        local = _storage.local_prefix(f"{part}_{key}_document")
+    return local[: -len(f"_{keys[-1]}_document")]
+
+
+def _write_summary(target: Path, summary: dict[str, Any]) -> None:
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+
+
+def _merge(prefix: str, parts: list[tuple[str, dict[str, Any]]], started: float) -> dict[str, Any]:
+    """Merge local parts into ``prefix``'s datasets; the combined summary."""
     first = parts[0][1]
     keys: list[str] = first["config"]["json_keys"]
     outputs = []
@@ -96,9 +142,4 @@ def merge_parts(output_prefix: str | os.PathLike[str]) -> dict[str, Any]:
     summary["parts"] = len(parts)
     summary["task_seconds"] = sum(float(s.get("seconds", 0.0)) for _, s in parts)
     summary["seconds"] = time.perf_counter() - started
-    target = Path(prefix + "_summary.json")
-    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
-    log_run("merge", summary)
     return summary

@@ -3,8 +3,8 @@
 The jobs are cut into the same tasks the command line runs one by one (``preprocess --shard``,
 ``shuffle --stage ... --task``), so the outputs are byte-identical to the one-node run, for any
 number of tasks and nodes. Tasks exchange paths and small summaries only: token data never goes
-through Ray's object store, and every path (inputs, outputs, ``local_cell_dir``) must be one that
-every node reads and writes the same way: a shared filesystem, or object storage for the inputs.
+through Ray's object store, and every path must be one that every node reads and writes the same
+way: ``local_cell_dir`` on a shared filesystem, inputs and outputs there or in object storage.
 Ray retries a task whose worker or node died (``max_retries``); tasks are idempotent, so a retry
 or a duplicate leaves the same files.
 """

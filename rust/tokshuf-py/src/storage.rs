@@ -9,6 +9,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(local_copy, m)?)?;
     m.add_function(wrap_pyfunction!(is_remote, m)?)?;
     m.add_function(wrap_pyfunction!(remote_exists, m)?)?;
+    m.add_function(wrap_pyfunction!(list_objects, m)?)?;
+    m.add_function(wrap_pyfunction!(upload, m)?)?;
     Ok(())
 }
 
@@ -31,4 +33,20 @@ fn is_remote(path: &str) -> bool {
 #[pyfunction]
 fn remote_exists(py: Python<'_>, url: String) -> PyResult<bool> {
     run_detached(py, move |_| Ok(storage::size(std::path::Path::new(&url)).is_ok()))
+}
+
+/// The URLs of the objects under the prefix `url` whose keys end in one of `suffixes`, sorted.
+#[pyfunction]
+fn list_objects(py: Python<'_>, url: String, suffixes: Vec<String>) -> PyResult<Vec<String>> {
+    run_detached(py, move |_| {
+        let prefix = storage::resolve(&url)?;
+        let suffixes: Vec<&str> = suffixes.iter().map(String::as_str).collect();
+        Ok(storage::list(&prefix, &suffixes)?.into_iter().map(|r| r.url).collect())
+    })
+}
+
+/// Upload the local file `path` to the object `url` (multipart; the object appears complete).
+#[pyfunction]
+fn upload(py: Python<'_>, path: std::path::PathBuf, url: String) -> PyResult<()> {
+    run_detached(py, move |_| storage::upload_file(&path, &storage::resolve(&url)?))
 }

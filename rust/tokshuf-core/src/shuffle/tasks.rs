@@ -10,7 +10,8 @@
 //!    A rerun writes the same shards again (each appears complete or not at all).
 //! 3. `manifest` checks that every shard is there and writes `manifest.jsonl` and the summary.
 //!
-//! `{local_cell_dir}` and the output must be shared by the tasks (a shared filesystem).
+//! `{local_cell_dir}` must be shared by the tasks (a shared filesystem); the output may also be
+//! in an object store (each shards task uploads its shards, the manifest step the manifest).
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -90,11 +91,66 @@ pub fn run_step(
     if cfg.shuffle_only {
         return Err(Error::invalid("a shuffle of tars (shuffle_only) cannot be cut into tasks yet"));
     }
-    if crate::storage::remote(&cfg.output)?.is_some() {
-        return Err(Error::invalid(
-            "a shuffle cut into tasks writes to a shared filesystem; give a local --output (and upload it after)",
-        ));
+    // An output in an object store: the tasks write into `{local_cell_dir}/output` (shared, as
+    // the cells are), each shards task uploads its shards, and the manifest step uploads the
+    // manifest last, once every shard is there.
+    let target = crate::storage::remote(&cfg.output)?;
+    if target.is_some() {
+        let mut local = cfg.clone();
+        local.output = cfg.local_cell_dir.join(super::state::STAGING_DIR);
+        let mut summary = run_local_step(&local, tokenizer, step, warnings, cancel)?;
+        upload_step(&local, target.as_ref().expect("remote"), &mut summary, step, cancel)?;
+        summary.output = cfg.output.clone();
+        return Ok(summary);
     }
+    run_local_step(cfg, tokenizer, step, warnings, cancel)
+}
+
+/// The uploads of a step whose output is in an object store.
+fn upload_step(
+    local: &ShuffleConfig,
+    target: &crate::storage::Remote,
+    summary: &mut Summary,
+    step: Step,
+    cancel: &Cancel,
+) -> Result<()> {
+    let name = |s: u64| format!("shard_{s:08}.tar");
+    match step {
+        Step::Cells(_) => Ok(()),
+        Step::Shards(task) => {
+            let (start, end) = share(summary.shards, task);
+            for s in start..end {
+                cancel.check()?;
+                crate::storage::upload_file(&shard_path(&local.output, s), &target.child(&name(s)))?;
+            }
+            Ok(())
+        }
+        Step::Manifest => {
+            let there: std::collections::HashSet<String> = crate::storage::list(target, &[".tar"])?
+                .into_iter()
+                .map(|r| r.key.as_ref().rsplit('/').next().unwrap_or_default().to_string())
+                .collect();
+            if let Some(missing) = (0..summary.shards).find(|&s| !there.contains(&name(s))) {
+                return Err(Error::invalid(format!(
+                    "shard {missing} is not in {} yet; run every shards task first",
+                    target.url
+                )));
+            }
+            let manifest = target.child("manifest.jsonl");
+            crate::storage::upload_file(&summary.manifest, &manifest)?;
+            summary.manifest = crate::storage::as_path(&manifest);
+            Ok(())
+        }
+    }
+}
+
+fn run_local_step(
+    cfg: &ShuffleConfig,
+    tokenizer: Option<Arc<dyn Tokenizer>>,
+    step: Step,
+    warnings: Vec<String>,
+    cancel: &Cancel,
+) -> Result<Summary> {
     let started = Instant::now();
     std::fs::create_dir_all(&cfg.output).with_path(&cfg.output)?;
     let tokenizer = tokenizer.ok_or_else(|| Error::invalid("a tokenizer is needed to shuffle JSON lines"))?;
