@@ -94,12 +94,11 @@ pub fn run_step(
     // An output in an object store: the tasks write into `{local_cell_dir}/output` (shared, as
     // the cells are), each shards task uploads its shards, and the manifest step uploads the
     // manifest last, once every shard is there.
-    let target = crate::storage::remote(&cfg.output)?;
-    if target.is_some() {
+    if let Some(target) = crate::storage::remote(&cfg.output)? {
         let mut local = cfg.clone();
         local.output = cfg.local_cell_dir.join(super::state::STAGING_DIR);
         let mut summary = run_local_step(&local, tokenizer, step, warnings, cancel)?;
-        upload_step(&local, target.as_ref().expect("remote"), &mut summary, step, cancel)?;
+        upload_step(&local, &target, &mut summary, step, cancel)?;
         summary.output = cfg.output.clone();
         return Ok(summary);
     }
