@@ -1,6 +1,6 @@
 # The habits of this project. `make help` lists them.
 PY ?= python3
-EXTRAS ?= test,torch,ray
+EXTRAS ?= test,torch,ray,plot
 CARGO_TEST_FLAGS ?=
 PYTEST_FLAGS ?=
 
