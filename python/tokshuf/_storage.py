@@ -11,7 +11,7 @@ import os
 
 from tokshuf import _core
 
-__all__ = ["is_remote", "local_path", "local_prefix"]
+__all__ = ["is_remote", "local_path", "local_prefix", "localize"]
 
 
 def is_remote(path: str | os.PathLike[str]) -> bool:
@@ -34,3 +34,17 @@ def local_prefix(prefix: str | os.PathLike[str]) -> str:
     idx = _core.local_copy(s + ".idx")
     _core.local_copy(s + ".bin")
     return idx[: -len(".idx")]
+
+
+def localize(path: str | os.PathLike[str]) -> str:
+    """``path`` itself, or for a storage URL its local copy: of a ``.bin/.idx`` prefix (named by
+    either file, which keeps its suffix, or by the prefix itself), else of the object."""
+    s = os.fspath(path)
+    if not _core.is_remote(s):
+        return s
+    for suffix in (".bin", ".idx"):
+        if s.endswith(suffix):
+            return local_prefix(s[: -len(suffix)]) + suffix
+    if _core.remote_exists(s + ".idx"):
+        return local_prefix(s)
+    return local_path(s)

@@ -77,19 +77,6 @@ class Source:
         return entry.file("spans"), entry.array("spans")
 
 
-def _localize(p: str) -> str:
-    """A storage URL's local copy: of a ``.bin/.idx`` prefix (named by either file or neither),
-    or of a token file."""
-    if not _storage.is_remote(p):
-        return p
-    for suffix in (".bin", ".idx"):
-        if p.endswith(suffix):
-            return _storage.local_prefix(p[: -len(suffix)]) + suffix
-    if _core.remote_exists(p + ".idx"):
-        return _storage.local_prefix(p)
-    return _storage.local_path(p)
-
-
 def _indexed_prefix(p: str) -> str | None:
     for suffix in (".bin", ".idx"):
         if p.endswith(suffix) and os.path.isfile(p[: -len(suffix)] + ".idx"):
@@ -108,7 +95,7 @@ def resolve_sources(
         raise ConfigError("at least one data path is needed")
     out = []
     for raw in paths:
-        p = _localize(os.fspath(raw))
+        p = _storage.localize(raw)
         prefix = _indexed_prefix(p)
         if prefix is not None:
             out.append(_indexed_source(prefix))

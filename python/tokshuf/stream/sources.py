@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tokshuf import _core, _storage
+from tokshuf import _storage
 from tokshuf.errors import ConfigError
 from tokshuf.stream.handlers import HandlerReader, IndexedHandler, NpyHandler, handler_for
 
@@ -23,12 +23,13 @@ _AUTO_KINDS = ("bin", "arrow", "parquet", "tar", "npy")
 
 def _expand(spec: str) -> list[str]:
     if _storage.is_remote(spec):  # an object or a .bin/.idx prefix: its local copy
-        if spec.endswith((".idx", ".bin")):
-            return [_storage.local_prefix(spec[:-4]) + ".idx"]
-        if _core.remote_exists(spec + ".idx"):
-            return [_storage.local_prefix(spec) + ".idx"]
-        if _core.remote_exists(spec):
-            return [_storage.local_path(spec)]
+        local = _storage.localize(spec)
+        if local.endswith(".bin"):  # a dataset is named by its .idx here
+            local = local[: -len(".bin")] + ".idx"
+        if os.path.exists(local + ".idx"):
+            return [local + ".idx"]
+        if os.path.exists(local):
+            return [local]
         raise FileNotFoundError(2, "no such object or .bin/.idx prefix (name objects, not directories)", spec)
     if os.path.isdir(spec):
         out: list[str] = []
