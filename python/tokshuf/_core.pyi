@@ -2,7 +2,7 @@
 from collections.abc import Mapping, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any, TypeAlias, final
+from typing import Any, Literal, TypeAlias, final
 
 import numpy as np
 
@@ -30,6 +30,7 @@ __all__ = [
     "build_sample_index",
     "convert_indexed",
     "expand_input_paths",
+    "identity",
     "indexed_documents",
     "instances_per_file",
     "interleave_plan",
@@ -54,6 +55,7 @@ __all__ = [
     "shuffle",
     "size_per_split_per_dataset",
     "split_pattern_regex",
+    "storage_counters",
     "split_ranges",
     "tiktoken_encoding_data",
     "upload",
@@ -78,7 +80,11 @@ class MappedBuffer:
 @final
 class IndexReader:
     def __new__(
-        cls, prefix: str | PathLike[str], multimodal: bool | None = None, validate: bool = True
+        cls,
+        prefix: str | PathLike[str],
+        multimodal: bool | None = None,
+        validate: bool = True,
+        remote: Literal["ranges", "copy"] = "copy",
     ) -> IndexReader: ...
     @property
     def prefix(self) -> Path: ...
@@ -94,6 +100,11 @@ class IndexReader:
     def multimodal(self) -> bool: ...
     @property
     def offsets(self) -> tuple[int, int, int, int]: ...
+    @property
+    def ranged(self) -> bool: ...
+    @property
+    def bin_len(self) -> int: ...
+    def read_bin(self, start: int, end: int) -> bytes: ...
     def idx_buffer(self) -> MappedBuffer: ...
     def bin_buffer(self) -> MappedBuffer: ...
 
@@ -120,6 +131,8 @@ def is_remote(path: str) -> bool: ...
 def remote_exists(url: str) -> bool: ...
 def list_objects(url: str, suffixes: list[str]) -> list[str]: ...
 def upload(path: str | PathLike[str], url: str) -> None: ...
+def identity(path: str | PathLike[str]) -> str: ...
+def storage_counters() -> tuple[int, int]: ...
 def expand_input_paths(inputs: list[str]) -> list[Path]: ...
 def preprocess(
     inputs: list[str],
@@ -290,6 +303,7 @@ class SampleReader:
         add_extra_token: bool,
         pad: int,
         origin: str | None = None,
+        remote: Literal["ranges", "copy"] = "copy",
     ) -> SampleReader: ...
     @staticmethod
     def blend(

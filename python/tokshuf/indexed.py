@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -21,9 +21,15 @@ from tokshuf._storage import local_prefix
 from tokshuf._summaries import MergeSummary
 from tokshuf.errors import ConfigError, FormatError
 
-__all__ = ["IndexedDataset", "IndexedDatasetWriter", "merge", "write_index"]
+__all__ = ["REMOTE_READS", "IndexedDataset", "IndexedDatasetWriter", "RemoteRead", "merge", "write_index"]
 
 PathLike = str | os.PathLike[str]
+
+#: How the ``.bin`` of a dataset in a store is read: ``"ranges"`` requests the bytes each read
+#: needs (a batch's in few coalesced requests); ``"copy"`` downloads the whole ``.bin`` once into
+#: the cache directory and maps it.
+RemoteRead = Literal["ranges", "copy"]
+REMOTE_READS: tuple[RemoteRead, ...] = ("ranges", "copy")
 
 #: Megatron's dtype codes.
 DTYPE_CODES: dict[int, np.dtype[Any]] = {
@@ -58,10 +64,11 @@ class IndexedDataset:
     Parameters
     ----------
     prefix : str or PathLike
-        ``data/corpus_text_document`` for ``data/corpus_text_document.{bin,idx}``; a storage URL
-        (``s3://bucket/corpus_text_document``) reads local copies of both files, downloaded once
-        into the cache directory (``$TOKSHUF_CACHE_DIR``, default ``~/.cache/tokshuf``) and again
-        only when the objects change.
+        ``data/corpus_text_document`` for ``data/corpus_text_document.{bin,idx}``, or a storage
+        URL (``s3://bucket/corpus_text_document``). Of a dataset in a store, the ``.idx`` is
+        always a local copy, downloaded once into the cache directory (``$TOKSHUF_CACHE_DIR``,
+        default ``~/.cache/tokshuf``) and again only when the object changes; the ``.bin`` is
+        read as ``remote`` says.
     multimodal : bool, optional
         Whether the index carries ``sequence_modes``. ``None`` (default) detects it from the
         file size; Megatron does not record it, so pass it when you know.
@@ -72,6 +79,12 @@ class IndexedDataset:
         checked, in O(1): the header, the array sizes, and that the last sequence ends exactly
         where the ``.bin`` does. Without full validation a read outside the ``.bin`` still raises
         :class:`tokshuf.FormatError`.
+    remote : {"ranges", "copy"}
+        For a ``.bin`` in a store: ``"ranges"`` (default) requests the bytes each read needs
+        (one request per :meth:`get`; a Nanoset's batch in few coalesced requests), so nothing
+        is stored and the first read comes at once; ``"copy"`` downloads the whole ``.bin``
+        into the cache directory once and maps it, the better choice for reading it through
+        many times. Ignored for local files.
 
     Raises
     ------
@@ -89,13 +102,24 @@ class IndexedDataset:
     >>> ds[0], ds.get(0, offset=10, length=5), len(ds)       # doctest: +SKIP
     """
 
-    def __init__(self, prefix: PathLike, multimodal: bool | None = None, validate: bool = True) -> None:
-        self._init(local_prefix(_prefix(prefix)), multimodal, validate)
+    def __init__(
+        self,
+        prefix: PathLike,
+        multimodal: bool | None = None,
+        validate: bool = True,
+        *,
+        remote: RemoteRead = "ranges",
+    ) -> None:
+        if remote not in REMOTE_READS:
+            raise ConfigError(f"remote must be one of {list(REMOTE_READS)}, got {remote!r}")
+        s = _prefix(prefix)
+        self._init(local_prefix(s) if remote == "copy" else s, multimodal, validate, remote)
 
-    def _init(self, prefix: str, multimodal: bool | None, validate: bool) -> None:
-        reader = _core.IndexReader(prefix, multimodal, validate)
+    def _init(self, prefix: str, multimodal: bool | None, validate: bool, remote: RemoteRead) -> None:
+        reader = _core.IndexReader(prefix, multimodal, validate, remote)
         self._reader = reader
         self._prefix = prefix
+        self._remote = remote
         self._multimodal = reader.multimodal
         self._dtype = DTYPE_CODES[reader.dtype_code]
         n, d = reader.sequence_count, reader.document_count
@@ -107,24 +131,28 @@ class IndexedDataset:
         self._modes: npt.NDArray[np.int8] | None = (
             _view(idx, np.int8, n, modes_at) if reader.multimodal else None
         )
-        self._bin = reader.bin_buffer()
-        self._bin_len = len(self._bin)
-        item = self._dtype.itemsize
+        self._bin_len = reader.bin_len
         # One typed view of the whole .bin: reads become slices (no per-call buffer export).
-        self._tokens = _view(self._bin, self._dtype, len(self._bin) // item)
+        # A .bin read by ranges has none.
+        self._bin: _core.MappedBuffer | None = None
+        self._tokens: npt.NDArray[Any] | None = None
+        if not reader.ranged:
+            self._bin = reader.bin_buffer()
+            self._tokens = _view(self._bin, self._dtype, self._bin_len // self._dtype.itemsize)
 
     # -- pickling by path (DataLoader workers reopen the mapping) ---------------------------
     def __getstate__(self) -> dict[str, Any]:
-        return {"prefix": self._prefix, "multimodal": self._multimodal}
+        return {"prefix": self._prefix, "multimodal": self._multimodal, "remote": self._remote}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Already validated in the process that pickled it: check the header and sizes only.
-        self._init(state["prefix"], state["multimodal"], False)
+        self._init(state["prefix"], state["multimodal"], False, state.get("remote", "copy"))
 
     def __repr__(self) -> str:
+        ranged = ", remote='ranges'" if self._tokens is None else ""
         return (
             f"IndexedDataset({self._prefix!r}, sequences={len(self)}, "
-            f"documents={self.num_documents}, dtype={self._dtype.name})"
+            f"documents={self.num_documents}, dtype={self._dtype.name}{ranged})"
         )
 
     # -- sizes and arrays -----------------------------------------------------------------
@@ -195,6 +223,8 @@ class IndexedDataset:
                 f"{self._prefix}.idx: sequence {i} ({size} tokens at byte {ptr}) lies outside the "
                 f"{self._bin_len}-byte .bin; open with validate=True to check the whole index"
             )
+        if self._bin is None or self._tokens is None:
+            return np.frombuffer(self._reader.read_bin(at, at + length * item), self._dtype)
         if ptr % item:
             return _view(self._bin, self._dtype, length, at)
         start = ptr // item + offset

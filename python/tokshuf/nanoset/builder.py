@@ -94,7 +94,8 @@ def build_nanosets(config: NanosetConfig, num_samples: Sequence[int | None] | No
     sizes: SampleCounts = check_counts(tuple(num_samples) if num_samples is not None else config.num_samples)
     _, matrix = _core.parse_split(config.split)
     prefixes, weights = config.blend
-    prefixes = [local_prefix(p) for p in prefixes]  # storage URLs: their local copies
+    if config.remote == "copy":  # storage URLs: their local copies
+        prefixes = [local_prefix(p) for p in prefixes]
     enabled = [i for i in range(3) if matrix[i] is not None]
     out: list[Dataset | None] = [None, None, None]
 

@@ -38,7 +38,10 @@ Arrays = dict[str, _core.IndexArray]
 
 def data_identity(prefix: str) -> dict[str, Any]:
     """What identifies a dataset's contents cheaply: its absolute path, and the size and
-    modification time of its ``.idx`` and ``.bin``."""
+    modification time of its ``.idx`` and ``.bin``; in a store, its URL and the size and ETag
+    of both objects."""
+    if _core.is_remote(prefix):
+        return {"prefix": prefix} | {ext: json.loads(_core.identity(f"{prefix}.{ext}")) for ext in ("idx", "bin")}
     ident: dict[str, Any] = {"prefix": os.path.abspath(prefix)}
     for ext in ("idx", "bin"):
         st = os.stat(f"{prefix}.{ext}")

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from tokshuf import _core
 from tokshuf._deprecation import deprecated_parameters, renamed_attribute, renamed_parameters
 from tokshuf.errors import ConfigError
+from tokshuf.indexed import REMOTE_READS, RemoteRead
 
 __all__ = ["NanosetConfig", "SampleCounts"]
 
@@ -68,6 +69,11 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
     index_scheme
         ``"megatron"``: Megatron-LM's indices (one permutation across epochs). ``"repeat"``: one
         shuffled epoch whose order repeats every epoch (the Nanoset design of seed 000).
+    remote
+        For prefixes in a store (``s3://...``): ``"ranges"`` reads each batch's tokens by ranged
+        requests (few, coalesced), ``"copy"`` downloads every ``.bin`` once into the cache
+        directory and maps it. The ``.idx`` files are always local copies. See
+        :class:`tokshuf.IndexedDataset`.
     """
 
     data_path: DataPath
@@ -86,6 +92,7 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
     pad_token_id: int = -1
     mid_level_dataset_surplus: float = 0.005
     index_scheme: Literal["megatron", "repeat"] = "megatron"
+    remote: RemoteRead = "ranges"
 
     path_to_cache = renamed_attribute[str | None]("cache_dir")
     eod_token_id = renamed_attribute[int | None]("eos_token_id")
@@ -137,6 +144,8 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
             )
         if self.index_scheme not in _SCHEMES:
             raise ConfigError(f"index_scheme must be one of {_SCHEMES}, got {self.index_scheme!r}")
+        if self.remote not in REMOTE_READS:
+            raise ConfigError(f"remote must be one of {list(REMOTE_READS)}, got {self.remote!r}")
         needs_eod = [
             n for n in ("eod_mask_loss", "reset_position_ids", "reset_attention_mask") if getattr(self, n)
         ]

@@ -165,7 +165,7 @@ class Nanoset(SampleDataset):
         arrays: dict[str, _core.IndexArray] | None = None,
         paths: dict[str, str] | None = None,
     ) -> None:
-        self.prefix = local_prefix(prefix)
+        self.prefix = local_prefix(prefix) if config.remote == "copy" else prefix
         self.index_range = (int(index_range[0]), int(index_range[1]))
         self.num_samples = num_samples
         self.split = split
@@ -230,6 +230,7 @@ class Nanoset(SampleDataset):
             add_extra_token=c.add_extra_token_to_sequence,
             pad=c.pad_token_id,
             origin=self._origin(),
+            remote=c.remote,
         )
         self.document_index = as_numpy(a["document_index"])
         self.sample_index = as_numpy(a["sample_index"])

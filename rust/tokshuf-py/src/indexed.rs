@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use tokshuf_core::indexed::{self, IndexedDataset, IndexedDatasetWriter, Validate, WriteSummary};
+use pyo3::types::{PyBytes, PyDict};
+use tokshuf_core::indexed::{self, IndexedDataset, IndexedDatasetWriter, RemoteBin, Validate, WriteSummary};
 use tokshuf_core::{DType, Error};
 
 use crate::buffer::PyMappedBuffer;
@@ -46,11 +46,36 @@ pub struct PyIndexReader {
 #[pymethods]
 impl PyIndexReader {
     #[new]
-    #[pyo3(signature = (prefix, multimodal=None, validate=true))]
-    fn new(py: Python<'_>, prefix: PathBuf, multimodal: Option<bool>, validate: bool) -> PyResult<Self> {
+    #[pyo3(signature = (prefix, multimodal=None, validate=true, remote="copy"))]
+    fn new(py: Python<'_>, prefix: PathBuf, multimodal: Option<bool>, validate: bool, remote: &str) -> PyResult<Self> {
         let level = if validate { Validate::Full } else { Validate::Header };
-        let inner = py.detach(|| IndexedDataset::open(&prefix, multimodal, level)).into_py(py)?;
+        let remote: RemoteBin = remote.parse().into_py(py)?;
+        let inner = run_detached(py, |_| IndexedDataset::open_with(&prefix, multimodal, level, remote))?;
         Ok(Self { inner })
+    }
+
+    /// Whether the `.bin` is an object read by ranged requests (no `bin_buffer`).
+    #[getter]
+    fn ranged(&self) -> bool {
+        self.inner.is_ranged()
+    }
+
+    /// Size of the `.bin` in bytes.
+    #[getter]
+    fn bin_len(&self) -> u64 {
+        self.inner.bin_len()
+    }
+
+    /// Bytes `start..end` of the `.bin` (one ranged request for a `.bin` read by ranges).
+    fn read_bin<'py>(&self, py: Python<'py>, start: u64, end: u64) -> PyResult<Bound<'py, PyBytes>> {
+        let ds = &self.inner;
+        let bytes = run_detached(py, |_| {
+            if start > end {
+                return Err(Error::invalid(format!("bytes {start}..{end}: the start is past the end")));
+            }
+            Ok(ds.read_ranges(&[start..end])?.remove(0))
+        })?;
+        Ok(PyBytes::new(py, &bytes))
     }
 
     #[getter]
@@ -94,8 +119,8 @@ impl PyIndexReader {
         PyMappedBuffer::new(self.inner.idx_mapping().clone())
     }
 
-    fn bin_buffer(&self) -> PyMappedBuffer {
-        PyMappedBuffer::new(self.inner.bin_mapping().clone())
+    fn bin_buffer(&self, py: Python<'_>) -> PyResult<PyMappedBuffer> {
+        Ok(PyMappedBuffer::new(self.inner.bin_mapping().into_py(py)?.clone()))
     }
 }
 

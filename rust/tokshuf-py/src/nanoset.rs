@@ -6,7 +6,7 @@ use std::sync::Arc;
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tokshuf_core::indexed::{IndexedDataset, Validate};
+use tokshuf_core::indexed::{IndexedDataset, RemoteBin, Validate};
 use tokshuf_core::megatron::{
     self, blend, reader, sample_index, BlendSampleSource, GptConfig, GptSampleSource, IndexArray, IndexView,
     RandomState, SampleSource, Scheme,
@@ -152,7 +152,8 @@ fn build_gpt_indices<'py>(
     let scheme: Scheme = scheme.parse().into_py(py)?;
     let cfg = GptConfig { sequence_length, add_extra_token, seed, drop_last_partial_sequence, scheme };
     let g = run_detached(py, |cancel: &Cancel| {
-        let ds = IndexedDataset::open(&prefix, None, Validate::Header)?;
+        // Only the index is read: a .bin in a store is not fetched.
+        let ds = IndexedDataset::open_with(&prefix, None, Validate::Header, RemoteBin::Ranges)?;
         let sizes = ds.sequence_lengths();
         cancel.check()?;
         megatron::build_gpt_indices(&sizes, (beg, end), num_samples, &cfg, cancel).map_err(|e| with_prefix(e, &prefix))
@@ -193,7 +194,7 @@ fn indices(obj: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
 impl PySampleReader {
     /// A GPTDataset's samples: `sequence_length + add_extra_token` tokens, padded with `pad`.
     #[staticmethod]
-    #[pyo3(signature = (prefix, document_index, sample_index, shuffle_index, *, sequence_length, add_extra_token, pad, origin=None))]
+    #[pyo3(signature = (prefix, document_index, sample_index, shuffle_index, *, sequence_length, add_extra_token, pad, origin=None, remote="copy"))]
     #[allow(clippy::too_many_arguments)]
     fn gpt(
         py: Python<'_>,
@@ -205,12 +206,14 @@ impl PySampleReader {
         add_extra_token: bool,
         pad: i64,
         origin: Option<String>,
+        remote: &str,
     ) -> PyResult<Self> {
         let arrays: [IndexArray; 3] =
             [document_index.inner.clone(), sample_index.inner.clone(), shuffle_index.inner.clone()];
+        let remote: RemoteBin = remote.parse().into_py(py)?;
         let src = py
             .detach(|| {
-                let ds = IndexedDataset::open(&prefix, None, Validate::Header)?;
+                let ds = IndexedDataset::open_with(&prefix, None, Validate::Header, remote)?;
                 let [d, s, sh] = arrays;
                 let src = GptSampleSource::new(ds, d, s, sh, sequence_length, add_extra_token, pad)?;
                 Ok::<_, Error>(match origin {

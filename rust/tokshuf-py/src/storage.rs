@@ -11,6 +11,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(remote_exists, m)?)?;
     m.add_function(wrap_pyfunction!(list_objects, m)?)?;
     m.add_function(wrap_pyfunction!(upload, m)?)?;
+    m.add_function(wrap_pyfunction!(identity, m)?)?;
+    m.add_function(wrap_pyfunction!(storage_counters, m)?)?;
     Ok(())
 }
 
@@ -49,4 +51,18 @@ fn list_objects(py: Python<'_>, url: String, suffixes: Vec<String>) -> PyResult<
 #[pyfunction]
 fn upload(py: Python<'_>, path: std::path::PathBuf, url: String) -> PyResult<()> {
     run_detached(py, move |_| storage::upload_file(&path, &storage::resolve(&url)?))
+}
+
+/// What identifies an input's contents, as JSON: a local file's canonical path, size and
+/// modification time; an object's URL, size and ETag (one HEAD request).
+#[pyfunction]
+fn identity(py: Python<'_>, path: std::path::PathBuf) -> PyResult<String> {
+    run_detached(py, move |_| Ok(storage::identity(&path)?.to_string()))
+}
+
+/// The ranged GETs this process has made and the body bytes they brought.
+#[pyfunction]
+fn storage_counters() -> (u64, u64) {
+    let c = storage::counters();
+    (c.requests, c.bytes)
 }

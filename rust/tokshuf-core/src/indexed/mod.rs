@@ -9,7 +9,7 @@ mod writer;
 
 pub use format::{Header, Layout, HEADER_LEN, MAGIC, VERSION};
 pub use merge::{list_prefixes, merge};
-pub use reader::{IndexedDataset, Mapping, Validate};
+pub use reader::{IndexedDataset, Mapping, RemoteBin, Validate};
 pub use writer::{write_index_file, IndexedDatasetWriter, WriteSummary};
 
 use std::path::{Path, PathBuf};

@@ -1,15 +1,18 @@
 //! Memory-mapped, validated reader of `.bin/.idx` pairs.
 
 use std::fs::File;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use memmap2::Mmap;
 
 use super::format::{Header, Layout, HEADER_LEN, MAGIC, VERSION};
 use super::{bin_path, idx_path};
 use crate::dtype::DType;
 use crate::error::{Error, IoContext, Result};
+use crate::storage::RandomAccess;
 
 /// Read-only bytes of a whole file: a memory map, or owned bytes (tests, fuzzing, small files).
 /// Empty files (which cannot be mapped) are empty slices.
@@ -75,6 +78,45 @@ pub enum Validate {
     Full,
 }
 
+/// How the `.bin` of a dataset in a store is read (a local `.bin` is always mapped; the `.idx`
+/// is always a local copy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteBin {
+    /// A batch's token ranges by ranged GETs, nearby ranges in one request
+    /// ([`IndexedDataset::read_ranges`]): nothing is stored, a first batch comes at once.
+    Ranges,
+    /// A local copy of the whole object, mapped ([`crate::storage::local_copy`]).
+    Copy,
+}
+
+impl std::str::FromStr for RemoteBin {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "ranges" => Ok(RemoteBin::Ranges),
+            "copy" => Ok(RemoteBin::Copy),
+            _ => Err(Error::invalid(format!("unknown remote read mode {s:?} (expected \"ranges\" or \"copy\")"))),
+        }
+    }
+}
+
+/// Where the `.bin`'s bytes come from.
+#[derive(Clone)]
+enum Bin {
+    Mapped(Mapping),
+    Ranged(Arc<RandomAccess>),
+}
+
+impl std::fmt::Debug for Bin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bin::Mapped(m) => f.debug_tuple("Mapped").field(m).finish(),
+            Bin::Ranged(r) => f.debug_tuple("Ranged").field(&r.size()).finish(),
+        }
+    }
+}
+
 /// An opened indexed dataset.
 #[derive(Debug, Clone)]
 pub struct IndexedDataset {
@@ -82,7 +124,7 @@ pub struct IndexedDataset {
     idx_path: PathBuf,
     bin_path: PathBuf,
     idx: Mapping,
-    bin: Mapping,
+    bin: Bin,
     header: Header,
     layout: Layout,
     multimodal: bool,
@@ -102,13 +144,30 @@ impl IndexedDataset {
     /// Open `{prefix}.idx` and `{prefix}.bin`.
     ///
     /// `multimodal`: `None` detects `sequence_modes` from the file size, `Some(x)` requires it.
+    /// A prefix in a store (`s3://...`) reads local copies of both files.
     pub fn open(prefix: impl AsRef<Path>, multimodal: Option<bool>, validate: Validate) -> Result<Self> {
+        Self::open_with(prefix, multimodal, validate, RemoteBin::Copy)
+    }
+
+    /// [`IndexedDataset::open`], with the `.bin` of a prefix in a store read as `remote` says.
+    pub fn open_with(
+        prefix: impl AsRef<Path>,
+        multimodal: Option<bool>,
+        validate: Validate,
+        remote: RemoteBin,
+    ) -> Result<Self> {
         let prefix = prefix.as_ref().to_path_buf();
         let idx_path = idx_path(&prefix);
         let bin_path = bin_path(&prefix);
+        // The index first: it is small, and a missing one fails before a large .bin is touched.
         let idx = Mapping::open(&idx_path)?;
-        let bin = Mapping::open(&bin_path)?;
-        Self::from_mappings(prefix, idx, bin, multimodal, validate)
+        let ranged = remote == RemoteBin::Ranges && bin_path.to_str().is_some_and(crate::storage::is_remote);
+        let bin = if ranged {
+            Bin::Ranged(Arc::new(RandomAccess::open(&bin_path)?))
+        } else {
+            Bin::Mapped(Mapping::open(&bin_path)?)
+        };
+        Self::with_bin(prefix, idx, bin, multimodal, validate)
     }
 
     /// A dataset over already-loaded `.idx` and `.bin` bytes; `prefix` is only used in messages.
@@ -116,6 +175,16 @@ impl IndexedDataset {
         prefix: impl AsRef<Path>,
         idx: Mapping,
         bin: Mapping,
+        multimodal: Option<bool>,
+        validate: Validate,
+    ) -> Result<Self> {
+        Self::with_bin(prefix, idx, Bin::Mapped(bin), multimodal, validate)
+    }
+
+    fn with_bin(
+        prefix: impl AsRef<Path>,
+        idx: Mapping,
+        bin: Bin,
         multimodal: Option<bool>,
         validate: Validate,
     ) -> Result<Self> {
@@ -147,7 +216,7 @@ impl IndexedDataset {
             )));
         }
         let item = self.dtype().itemsize() as u64;
-        let bin_len = self.bin.bytes().len() as u64;
+        let bin_len = self.bin_len();
         let size_mismatch = |end: u64| {
             Error::format(
                 &self.bin_path,
@@ -275,9 +344,28 @@ impl IndexedDataset {
         &self.idx
     }
 
-    /// The `.bin` mapping.
-    pub fn bin_mapping(&self) -> &Mapping {
-        &self.bin
+    /// The `.bin` mapping; an error for a `.bin` read by ranges ([`RemoteBin::Ranges`]).
+    pub fn bin_mapping(&self) -> Result<&Mapping> {
+        match &self.bin {
+            Bin::Mapped(m) => Ok(m),
+            Bin::Ranged(_) => Err(Error::invalid(format!(
+                "{} is read by ranged requests, not mapped; open it with a local copy of the .bin",
+                self.bin_path.display()
+            ))),
+        }
+    }
+
+    /// Whether the `.bin` is an object read by ranged requests.
+    pub fn is_ranged(&self) -> bool {
+        matches!(self.bin, Bin::Ranged(_))
+    }
+
+    /// Size of the `.bin` in bytes.
+    pub fn bin_len(&self) -> u64 {
+        match &self.bin {
+            Bin::Mapped(m) => m.bytes().len() as u64,
+            Bin::Ranged(r) => r.size(),
+        }
     }
 
     fn raw_length(&self, i: usize) -> i32 {
@@ -314,8 +402,17 @@ impl IndexedDataset {
     }
 
     /// The raw bytes of `length` tokens of sequence `i` starting at token `offset`
-    /// (`length = None`: to the end of the sequence), bounds-checked against the sequence.
+    /// (`length = None`: to the end of the sequence), bounds-checked against the sequence. Only
+    /// for a mapped `.bin`; [`IndexedDataset::sequence_range`] and
+    /// [`IndexedDataset::read_ranges`] serve both kinds.
     pub fn sequence_bytes(&self, i: usize, offset: u64, length: Option<u64>) -> Result<&[u8]> {
+        let range = self.sequence_range(i, offset, length)?;
+        Ok(&self.bin_mapping()?.bytes()[range.start as usize..range.end as usize])
+    }
+
+    /// The byte range of the `.bin` that [`IndexedDataset::sequence_bytes`] would return,
+    /// checked against the sequence and the `.bin`'s size.
+    pub fn sequence_range(&self, i: usize, offset: u64, length: Option<u64>) -> Result<Range<u64>> {
         if i >= self.len() {
             return Err(Error::invalid(format!("sequence index {i} out of range for {} sequences", self.len())));
         }
@@ -328,9 +425,28 @@ impl IndexedDataset {
         // Saturating: with only the header validated, a pointer may be anything.
         let start = self.sequence_pointer(i).saturating_add(offset * item);
         let end = start.saturating_add(length * item);
-        self.bin.bytes().get(start as usize..end as usize).ok_or_else(|| {
-            Error::format(&self.bin_path, format!("sequence {i} bytes {start}..{end} lie outside the .bin"))
-        })
+        if end > self.bin_len() {
+            return Err(Error::format(&self.bin_path, format!("sequence {i} bytes {start}..{end} lie outside the .bin")));
+        }
+        Ok(start..end)
+    }
+
+    /// The bytes of each of `ranges` of the `.bin` (views of the map, or for a `.bin` read by
+    /// ranges, few coalesced requests in parallel).
+    pub fn read_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let read = match &self.bin {
+            Bin::Ranged(r) => r.read_many(ranges),
+            Bin::Mapped(m) => ranges
+                .iter()
+                .map(|r| {
+                    m.bytes()
+                        .get(r.start as usize..r.end as usize)
+                        .map(Bytes::copy_from_slice)
+                        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "beyond the end"))
+                })
+                .collect(),
+        };
+        read.map_err(|e| Error::io(&self.bin_path, e))
     }
 
     /// Whether sequence pointers are exactly the running sum of lengths (Megatron's writer

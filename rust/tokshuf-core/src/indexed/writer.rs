@@ -230,7 +230,7 @@ impl IndexedDatasetWriter {
             for d in 1..=other.num_documents() {
                 w.push_boundary(offset + other.document_index(d))?;
             }
-            let bytes = other.bin_mapping().bytes();
+            let bytes = other.bin_mapping()?.bytes();
             let out = w.bin_tmp.path().to_path_buf();
             if other.is_contiguous() {
                 let n = other.data_bytes() as usize;

@@ -22,5 +22,5 @@ pub use blend::{build_blending_indices, build_exhaustive_blending_indices, size_
 pub use epochs::{plan_epochs, EpochPlan};
 pub use gpt::{build_gpt_indices, GptConfig, GptIndices, Scheme};
 pub use normalize::{normalize, numpy_sum};
-pub use reader::{read_batch, BlendSampleSource, GptSampleSource, SampleSource};
+pub use reader::{read_batch, read_sample, BlendSampleSource, GptSampleSource, Piece, SampleSource};
 pub use split::{parse_split, split_matrix, split_ranges, SplitMatrix};

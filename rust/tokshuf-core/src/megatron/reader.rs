@@ -2,6 +2,7 @@
 //! → document-index positions → token ranges of the `.bin`, concatenated and padded. Every read is
 //! bounds-checked, so corrupt or foreign index arrays give errors, never out-of-bounds reads.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -11,7 +12,13 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::indexed::IndexedDataset;
 
-/// Anything that can fill samples of a fixed width.
+/// A run of a sample's tokens: bytes of one dataset's `.bin`.
+pub struct Piece<'a> {
+    pub dataset: &'a IndexedDataset,
+    pub bytes: Range<u64>,
+}
+
+/// Anything that can fill samples of a fixed width from the `.bin`s of indexed datasets.
 pub trait SampleSource: Send + Sync {
     /// Number of samples.
     fn len(&self) -> u64;
@@ -24,8 +31,13 @@ pub trait SampleSource: Send + Sync {
     /// Tokens per sample (`sequence_length + extra`).
     fn width(&self) -> usize;
 
-    /// Fill `out` (`width()` long) with sample `k` (`k < len()`).
-    fn read_into(&self, k: u64, out: &mut [i64]) -> Result<()>;
+    /// Whether any of its `.bin`s is read by ranged requests (batches are then planned whole,
+    /// fetched in few requests, and filled).
+    fn is_ranged(&self) -> bool;
+
+    /// Call `each` with the pieces of sample `k` (`k < len()`) in order, together at most
+    /// `width()` tokens; returns the id that pads the rest.
+    fn pieces<'a>(&'a self, k: u64, each: &mut dyn FnMut(Piece<'a>) -> Result<()>) -> Result<i64>;
 }
 
 /// One GPTDataset's samples.
@@ -115,7 +127,11 @@ impl SampleSource for GptSampleSource {
         self.width
     }
 
-    fn read_into(&self, k: u64, out: &mut [i64]) -> Result<()> {
+    fn is_ranged(&self) -> bool {
+        self.dataset.is_ranged()
+    }
+
+    fn pieces<'a>(&'a self, k: u64, each: &mut dyn FnMut(Piece<'a>) -> Result<()>) -> Result<i64> {
         let (shuffle, samples, docs) =
             (self.shuffle_index.view(), self.sample_index.view(), self.document_index.view());
         let j = self.entry(shuffle, k, "shuffle_index")?;
@@ -126,35 +142,32 @@ impl SampleSource for GptSampleSource {
         if e < b || (b == e && eo < bo) {
             return Err(self.corrupt(format!("sample {j} ends before it starts")));
         }
-        let item = self.dataset.dtype().itemsize();
-        let mut filled = 0usize;
-        let mut copy = |pos: u64, offset: u64, length: Option<u64>| -> Result<()> {
+        let item = self.dataset.dtype().itemsize() as u64;
+        let mut filled = 0u64;
+        let mut piece = |pos: u64, offset: u64, length: Option<u64>| -> Result<()> {
             let seq = self.entry(docs, pos, "document_index")? as usize;
             // The arrays point past a document (or past the dataset): they were not built from
             // this data, so the error names the arrays' origin, not only the offsets.
-            let bytes = self.dataset.sequence_bytes(seq, offset, length).map_err(|e| match e {
+            let bytes = self.dataset.sequence_range(seq, offset, length).map_err(|e| match e {
                 Error::InvalidArgument(msg) => self.corrupt(msg),
                 other => other,
             })?;
-            let n = bytes.len() / item;
-            let dst = out
-                .get_mut(filled..filled + n)
-                .ok_or_else(|| self.corrupt(format!("sample {j} holds more than {} tokens", self.width)))?;
-            decode(self.dataset.dtype(), bytes, dst);
-            filled += n;
-            Ok(())
+            filled += (bytes.end - bytes.start) / item;
+            if filled > self.width as u64 {
+                return Err(self.corrupt(format!("sample {j} holds more than {} tokens", self.width)));
+            }
+            each(Piece { dataset: &self.dataset, bytes })
         };
         if b == e {
-            copy(b, bo, Some(eo - bo + self.extra))?;
+            piece(b, bo, Some(eo - bo + self.extra))?;
         } else {
-            copy(b, bo, None)?;
+            piece(b, bo, None)?;
             for pos in b + 1..e {
-                copy(pos, 0, None)?;
+                piece(pos, 0, None)?;
             }
-            copy(e, 0, Some(eo + self.extra))?;
+            piece(e, 0, Some(eo + self.extra))?;
         }
-        out[filled..].fill(self.pad);
-        Ok(())
+        Ok(self.pad)
     }
 }
 
@@ -198,7 +211,11 @@ impl SampleSource for BlendSampleSource {
         self.width
     }
 
-    fn read_into(&self, k: u64, out: &mut [i64]) -> Result<()> {
+    fn is_ranged(&self) -> bool {
+        self.datasets.iter().flatten().any(|d| d.is_ranged())
+    }
+
+    fn pieces<'a>(&'a self, k: u64, each: &mut dyn FnMut(Piece<'a>) -> Result<()>) -> Result<i64> {
         let d = self.dataset_index.view().get(k as usize);
         let s = self.dataset_sample_index.view().get(k as usize);
         let (Some(d), Some(s)) = (d, s) else {
@@ -213,7 +230,7 @@ impl SampleSource for BlendSampleSource {
                 ds.len()
             ))
         })?;
-        ds.read_into(s, out)
+        ds.pieces(s, each)
     }
 }
 
@@ -225,6 +242,27 @@ pub fn resolve_index(k: i64, len: u64) -> Result<u64> {
         .ok_or_else(|| Error::invalid(format!("sample index {k} is out of range for a dataset of {len} samples")))
 }
 
+/// Fill `out` (`width()` long) with sample `k` of a source whose `.bin`s are mapped.
+pub fn read_sample(src: &dyn SampleSource, k: u64, out: &mut [i64]) -> Result<()> {
+    let mut filled = 0;
+    let pad = src.pieces(k, &mut |p| {
+        let bytes = p.dataset.bin_mapping()?.bytes();
+        let bytes = &bytes[p.bytes.start as usize..p.bytes.end as usize];
+        filled += decode_into(p.dataset.dtype(), bytes, &mut out[filled..])?;
+        Ok(())
+    })?;
+    out[filled..].fill(pad);
+    Ok(())
+}
+
+/// Decode `bytes` to the front of `out`; returns the tokens written.
+fn decode_into(dtype: DType, bytes: &[u8], out: &mut [i64]) -> Result<usize> {
+    let n = bytes.len() / dtype.itemsize();
+    let dst = out.get_mut(..n).ok_or_else(|| Error::invalid(format!("a sample of {n}+ tokens does not fit its row")))?;
+    decode(dtype, bytes, dst);
+    Ok(n)
+}
+
 /// Fill `out` (`ks.len() × width`) with the samples `ks`, in parallel on `threads` threads.
 pub fn read_batch(src: &dyn SampleSource, ks: &[i64], out: &mut [i64], threads: Option<usize>) -> Result<()> {
     let w = src.width();
@@ -232,10 +270,55 @@ pub fn read_batch(src: &dyn SampleSource, ks: &[i64], out: &mut [i64], threads: 
         return Err(Error::invalid(format!("output holds {} tokens, expected {} × {w}", out.len(), ks.len())));
     }
     let len = src.len();
-    let one = |(row, &k): (&mut [i64], &i64)| src.read_into(resolve_index(k, len)?, row);
+    if src.is_ranged() {
+        return read_batch_ranged(src, ks, out);
+    }
+    let one = |(row, &k): (&mut [i64], &i64)| read_sample(src, resolve_index(k, len)?, row);
     // Samples are a few KB each: below a few dozen, threads cost more than they save.
     if ks.len() < 32 || threads == Some(1) || w == 0 {
         return out.chunks_mut(w.max(1)).zip(ks).try_for_each(one);
     }
     crate::parallel::pool(threads).install(|| out.par_chunks_mut(w).zip(ks.par_iter()).try_for_each(one))
+}
+
+/// A batch over `.bin`s read by ranges: every piece of every sample is planned first, each
+/// dataset's pieces are fetched together ([`IndexedDataset::read_ranges`]: nearby ones in one
+/// request, many requests at once), then decoded into place. Mapped datasets of a blend are
+/// read from their maps as usual.
+fn read_batch_ranged(src: &dyn SampleSource, ks: &[i64], out: &mut [i64]) -> Result<()> {
+    let (w, len) = (src.width(), src.len());
+    // Per dataset (told apart by address): its pieces' byte ranges and where their tokens go.
+    let mut wanted: Vec<(&IndexedDataset, Vec<Range<u64>>, Vec<usize>)> = Vec::new();
+    for (row, &k) in ks.iter().enumerate() {
+        let k = resolve_index(k, len)?;
+        let start = row * w;
+        let mut at = start;
+        let pad = src.pieces(k, &mut |p| {
+            let n = ((p.bytes.end - p.bytes.start) / p.dataset.dtype().itemsize() as u64) as usize;
+            if p.dataset.is_ranged() {
+                let slot = match wanted.iter().position(|(d, ..)| std::ptr::eq(*d, p.dataset)) {
+                    Some(i) => i,
+                    None => {
+                        wanted.push((p.dataset, Vec::new(), Vec::new()));
+                        wanted.len() - 1
+                    }
+                };
+                wanted[slot].1.push(p.bytes);
+                wanted[slot].2.push(at);
+            } else {
+                let bytes = &p.dataset.bin_mapping()?.bytes()[p.bytes.start as usize..p.bytes.end as usize];
+                decode_into(p.dataset.dtype(), bytes, &mut out[at..start + w])?;
+            }
+            at += n;
+            Ok(())
+        })?;
+        out[at..start + w].fill(pad);
+    }
+    for (dataset, ranges, at) in wanted {
+        for (bytes, at) in dataset.read_ranges(&ranges)?.iter().zip(at) {
+            let row_end = (at / w.max(1) + 1) * w;
+            decode_into(dataset.dtype(), bytes, &mut out[at..row_end])?;
+        }
+    }
+    Ok(())
 }

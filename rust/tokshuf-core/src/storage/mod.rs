@@ -4,11 +4,14 @@
 //! - [`open`] streams an input (an object is read ahead in ranges; see [`read`]) and [`size`]
 //!   gives its size; [`identity`] what a resumed job checks it is still the same input.
 //! - [`list`] and [`glob`] expand a prefix or a pattern into objects sorted by key.
-//! - [`RandomAccess`] reads an input at offsets (Parquet).
+//! - [`RandomAccess`] reads an input at offsets (Parquet; the `.bin` of a remote indexed
+//!   dataset), many ranges at once in few requests.
+//! - [`counters`] tells how many GETs were made and how many bytes they brought.
 //! - [`local_copy`] gives the readers that map their data (`.idx/.bin`, `.npy`) a local copy.
 //! - [`upload_file`] and [`put`] write objects, which appear under their keys only complete.
 
 mod cache;
+mod coalesce;
 mod list;
 mod ranges;
 mod read;
@@ -22,7 +25,7 @@ use std::path::{Path, PathBuf};
 pub use cache::{cache_root, local_copy, local_copy_cancellable, local_path};
 pub use list::{glob, under as list};
 pub use ranges::{Pending, RandomAccess};
-pub use read::RemoteReader;
+pub use read::{counters, Counters, RemoteReader};
 pub use stores::{is_remote, resolve, Remote, SCHEMES};
 pub use write::{put, upload_file};
 

@@ -1,6 +1,7 @@
-//! Reading an input at offsets (a Parquet footer, then the column chunks it points to): a
-//! local file is mapped and its ranges are views of the map, ranged GETs pinned to the object's ETag in a store, resumed where a body
-//! breaks off as in [`super::RemoteReader`].
+//! Reading an input at offsets (a Parquet footer, then the column chunks it points to; the
+//! token ranges of a batch of samples): a local file is mapped and its ranges are views of the
+//! map; an object's ranges are ranged GETs pinned to its ETag, resumed where a body breaks off
+//! as in [`super::RemoteReader`].
 
 use std::io;
 use std::ops::Range;
@@ -8,12 +9,19 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::{StreamExt as _, TryStreamExt as _};
 use object_store::ObjectStoreExt as _;
 
+use super::coalesce::coalesce;
 use super::read::{fetch, to_io};
 use super::runtime::{block_on, runtime};
 use super::stores::Remote;
 use crate::error::{IoContext, Result};
+
+/// Requests of one [`RandomAccess::read_many`] in flight at once.
+const IN_FLIGHT: usize = 32;
+/// The largest block [`RandomAccess::read_many`] makes of nearby ranges (one range may be larger).
+const MAX_BLOCK: u64 = 8 << 20;
 
 /// An input read by ranges.
 pub enum RandomAccess {
@@ -89,6 +97,27 @@ impl RandomAccess {
                 Ok(Pending(runtime().spawn(fetch(remote.clone(), etag.clone(), range))))
             }
         }
+    }
+
+    /// The bytes of every range of `ranges`, in their order: for an object, ranges that touch or
+    /// nearly touch are fetched as one request ([`coalesce`]), and up to `IN_FLIGHT` requests
+    /// run at once.
+    pub fn read_many(&self, ranges: &[Range<u64>]) -> io::Result<Vec<Bytes>> {
+        ranges.iter().try_for_each(|r| self.check(r))?;
+        let RandomAccess::Remote { remote, etag, .. } = self else {
+            return ranges.iter().map(|r| self.read(r.clone())).collect();
+        };
+        let blocks = coalesce(ranges, MAX_BLOCK);
+        let requests = blocks.iter().map(|b| fetch(remote.clone(), etag.clone(), b.range.clone()));
+        let fetched: Vec<Bytes> = block_on(futures::stream::iter(requests).buffered(IN_FLIGHT).try_collect())?;
+        let mut out = vec![Bytes::new(); ranges.len()];
+        for (block, bytes) in blocks.iter().zip(fetched) {
+            for &m in &block.members {
+                let at = (ranges[m].start - block.range.start) as usize;
+                out[m] = bytes.slice(at..at + (ranges[m].end - ranges[m].start) as usize);
+            }
+        }
+        Ok(out)
     }
 
     fn check(&self, range: &Range<u64>) -> io::Result<()> {

@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -23,6 +24,23 @@ const AHEAD: usize = 4;
 /// Attempts at a range whose body breaks off (request errors are retried by the store itself),
 /// within the retry time (`TOKSHUF_STORAGE_RETRY_SECONDS`).
 const ATTEMPTS: u32 = 10;
+
+static REQUESTS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// What this process has read from stores so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counters {
+    /// Ranged GETs made (retries and resumed bodies included).
+    pub requests: u64,
+    /// Body bytes they brought.
+    pub bytes: u64,
+}
+
+/// What this process has read from stores so far (for measuring read amplification).
+pub fn counters() -> Counters {
+    Counters { requests: REQUESTS.load(Ordering::Relaxed), bytes: BYTES.load(Ordering::Relaxed) }
+}
 
 /// An object's bytes, read ahead in ranges.
 pub struct RemoteReader {
@@ -107,13 +125,17 @@ pub(super) async fn fetch(remote: Remote, etag: Option<String>, range: std::ops:
             if_match: etag.clone(),
             ..GetOptions::default()
         };
+        REQUESTS.fetch_add(1, Ordering::Relaxed);
         let error = match remote.store.get_opts(&remote.key, options).await {
             Ok(result) => {
                 let mut body = result.into_stream();
                 let mut broke = None;
                 while let Some(part) = body.next().await {
                     match part {
-                        Ok(bytes) => got.extend_from_slice(&bytes),
+                        Ok(bytes) => {
+                            BYTES.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                            got.extend_from_slice(&bytes)
+                        }
                         Err(e) => {
                             broke = Some(e);
                             break;

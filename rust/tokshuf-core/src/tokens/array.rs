@@ -218,7 +218,7 @@ impl TokenArray {
     /// The `.bin` of an indexed dataset as one token stream (its documents come from the index).
     pub fn from_indexed(ds: &IndexedDataset) -> Result<TokenArray> {
         let ty = TokenType::from_dtype(ds.dtype())?;
-        let map = ds.bin_mapping().clone();
+        let map = ds.bin_mapping()?.clone();
         let len = (map.bytes().len() / ty.itemsize()) as u64;
         Ok(TokenArray { path: ds.bin_path().to_path_buf(), map, ty, len })
     }
