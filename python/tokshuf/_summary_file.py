@@ -29,10 +29,10 @@ def exists(target: str) -> bool:
     return _core.remote_exists(target) if _core.is_remote(target) else os.path.exists(target)
 
 
-def write_summary(summary: Mapping[str, Any], target: PathLike) -> str:
-    """Write ``summary`` as indented JSON to ``target``: a local file is replaced atomically (a
-    reader sees the old file or the new one whole); a storage URL is written to a local
-    temporary file and uploaded. Returns ``target``."""
+def write_summary(summary: Mapping[str, Any] | list[Any], target: PathLike) -> str:
+    """Write ``summary`` (or a list of them) as indented JSON to ``target``: a local file is
+    replaced atomically (a reader sees the old file or the new one whole); a storage URL is
+    written to a local temporary file and uploaded. Returns ``target``."""
     t = os.fspath(target)
     text = json.dumps(summary, indent=2) + "\n"
     if _core.is_remote(t):

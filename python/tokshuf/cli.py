@@ -238,14 +238,18 @@ def _merge(args: argparse.Namespace) -> int:
 def _add_inspect(sub: Any) -> None:
     p = sub.add_parser(
         "inspect",
-        help="summarize any tokshuf artifact: .bin/.idx, .npy token files, shards, a blend, a checkpoint",
+        help="summarize any tokshuf artifact: .bin/.idx, .npy token files, shards, a blend, instances, "
+        "a checkpoint",
         description="Recognize each PATH and summarize it: a Megatron .bin/.idx prefix (or either file), "
         "an OLMo .npy token file, a shuffle output directory (manifest.jsonl + shard_*.tar), a Nanoset / "
-        "blend YAML (nanotron's or Megatron-LM's argument names), or a streaming-loader checkpoint "
-        "(a directory, or one part-*.json).",
+        "blend YAML (nanotron's or Megatron-LM's argument names), OLMo-style instances (the "
+        "instances-STRATEGY-FINGERPRINT_summary.json that `tokshuf instances` writes into its work "
+        "directory, or the index directory beside it), or a streaming-loader checkpoint (a directory, "
+        "or one part-*.json).",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="what to inspect (several: one report each)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (a list for several PATHs)")
+    p.add_argument("--summary", metavar="PATH", help="also write the JSON report to PATH")
     p.add_argument(
         "--plot", metavar="FILE", help="also draw the plots into FILE.png or FILE.html (needs matplotlib)"
     )
