@@ -130,11 +130,12 @@ def open_lm_samples(manifest: Path) -> list[Any]:
 
 
 def tree_digest(root: Path) -> dict[str, str]:
-    """sha256 of every file under ``root`` by relative path."""
+    """sha256 of every file under ``root`` by relative path, but the run summary
+    (``summary.json``, which records timings): the dataset's bytes."""
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
-        if p.is_file()
+        if p.is_file() and p.name != "summary.json"
     }
 
 

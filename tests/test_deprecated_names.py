@@ -78,7 +78,7 @@ def _preprocess(data: Path, tmp: Path, kw: dict[str, Any]) -> Any:
 
 def _shuffle(data: Path, tmp: Path, kw: dict[str, Any]) -> Any:
     kw = _with(tokshuf.shuffle, {"sequence_length": 9, "num_local_cells": 4, "wds_chunk_size": 16}, kw)
-    tokshuf.shuffle(data / "c.jsonl", tmp / "cells", tmp / "out", "byte", **kw)
+    tokshuf.shuffle(data / "c.jsonl", tmp / "cells", tmp / "out", "byte", summary=False, **kw)
     return _tree(tmp / "out")
 
 

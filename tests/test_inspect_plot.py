@@ -114,3 +114,43 @@ def test_plot_errors(artifacts: dict[str, Any], tmp_path: Path) -> None:
     report = tokshuf.inspect(next(iter(artifacts["tokens"])))
     with pytest.raises(ConfigError, match=r"must end with \.png or \.html"):
         plot([report], tmp_path / "x.jpg")
+
+
+def test_packing_efficiency(tmp_path: Path, capsys: Any) -> None:
+    from instance_data import EOS, PAD, write_files
+    from olmo_model import eos_documents, limit, obfd
+
+    rng = np.random.default_rng(2)
+    corpus = [[rng.integers(2, 41, size=int(n)).tolist() for n in rng.integers(1, 40, size=30)]]
+    paths, tokens = write_files(tmp_path, corpus)
+    work = tmp_path / "work"
+    files = {}
+    for strategy in ("padded", "packed"):
+        args = ["instances", str(paths[0]), "--strategy", strategy, "--sequence-length", str(SEQ)]
+        args += ["--eos-token-id", str(EOS), "--pad-token-id", str(PAD), "--dtype", "uint16", "--json"]
+        assert main([*args, "--boundaries", "eos", "--work-dir", str(work)]) == 0
+        fingerprint = json.loads(capsys.readouterr().out)["fingerprint"]
+        files[strategy] = str(work / f"instances-{strategy}-{fingerprint}_summary.json")
+
+    png = tmp_path / "eff.png"
+    assert main(["inspect", *files.values(), "--plot", str(png)]) == 0
+    assert "plots (packing efficiency)" in capsys.readouterr().out
+    assert png.read_bytes()[:8] == PNG_MAGIC
+
+    page = tmp_path / "eff.html"
+    assert main(["inspect", *files.values(), "--plot", str(page), "--json"]) == 0
+    html = page.read_text()
+    panel = _series(html)["packing efficiency"]
+    assert panel["xlabel"] in html
+    assert panel["ylabel"] in html
+    # Data tokens per instance from the model: one truncated document each, or OBFD's bins.
+    lengths = [e - s for s, e in limit(eos_documents(tokens[0], EOS), SEQ, "truncate")]
+    decreasing = sorted(lengths, key=lambda n: -n)  # obfd's bins hold positions in this order
+    per_instance = {"padded": lengths, "packed": [sum(decreasing[t] for t in b) for b in obfd(lengths, SEQ)]}
+    edges = np.linspace(0, 1, 21)
+    for strategy, used in per_instance.items():
+        name = f"{Path(files[strategy]).name}: {strategy}, {sum(used) / (len(used) * SEQ):.1%} efficiency"
+        s = panel["series"][name]
+        assert s["x"] == pytest.approx(edges[:-1].tolist())
+        assert s["y"] == np.histogram(np.array(used) / SEQ, edges)[0].tolist()
+        assert sum(s["y"]) == len(used)

@@ -12,6 +12,7 @@ from tokshuf import IndexedDatasetWriter
 from tokshuf import olmo_tokens as ot
 from tokshuf.cli import main
 from tokshuf.instances import PackedFSLDataset
+from tokshuf.instances._named import open_strategy
 
 
 def test_convert_then_prepare_an_index_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -53,6 +54,13 @@ def test_convert_then_prepare_an_index_offline(tmp_path: Path, capsys: pytest.Ca
     assert summary["instances"] == len(ds)
     assert summary["cache"] == str(ds.cache_path)  # the training job finds the index ready
     assert 0 <= summary["padding_fraction"] < 0.2
+    # The summary file beside the index, from which the same dataset opens again.
+    written = tmp_path / "w" / f"instances-packed-{ds.fingerprint}_summary.json"
+    assert json.loads(written.read_text()) == summary
+    assert summary["paths"] == [str(tmp_path / "ds.npy")]
+    again = open_strategy(summary["strategy"], summary["paths"], summary["arguments"])
+    assert (type(again), len(again), again.fingerprint) == (PackedFSLDataset, len(ds), ds.fingerprint)
+    assert json.loads((tmp_path / "ds_summary.json").read_text())["documents"] == 60  # olmo-convert's
 
 
 def test_missing_dtype_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -85,10 +85,14 @@ def test_shuffle_from_and_to_s3_is_byte_identical(s3: Any, tmp_path: Path) -> No
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert s3.keys(bucket, "shards/") == [f"shards/{n}" for n in names]
     for n in names:
-        assert s3.get(bucket, f"shards/{n}") == (tmp_path / "out" / n).read_bytes(), n
+        if n != "summary.json":  # it records timings
+            assert s3.get(bucket, f"shards/{n}") == (tmp_path / "out" / n).read_bytes(), n
+    # The summary beside the manifest, uploaded after it.
+    assert json.loads(s3.get(bucket, "shards/summary.json")) == remote
     # Rerun: already complete. Another run into the same output: refused.
     again = tokshuf.shuffle("s3://shuf/corpus/", tmp_path / "cells-r", "s3://shuf/shards", CL100K, **args)
     assert again["already_complete"]
+    assert json.loads(s3.get(bucket, "shards/summary.json")) == remote  # the run's, kept
     with pytest.raises(tokshuf.ConfigError, match="already holds a dataset"):
         tokshuf.shuffle("s3://shuf/corpus/", tmp_path / "cells-x", "s3://shuf/shards", CL100K, **args)
 

@@ -124,7 +124,9 @@ def test_shuffle_tasks_match_the_one_process_run(tmp_path: Path, n: int, m: int)
         tokshuf.shuffle(data, cells, out, CL100K, stage="manifest", **SHUFFLE)
     for j in range(m):
         tokshuf.shuffle(data, cells, out, CL100K, stage="shards", task=(j, m), **SHUFFLE)
+    assert not (out / "summary.json").exists()  # a task's summary is not the run's
     done = tokshuf.shuffle(data, cells, out, CL100K, stage="manifest", **SHUFFLE)
+    assert json.loads((out / "summary.json").read_text()) == done
     assert shards(out) == shards(tmp_path / "out-1")
     assert len(shards(out)) == whole["shards"] + 1
     for field in ("contexts", "documents", "tokens", "pad_tokens", "lines", "skipped", "shards"):
@@ -195,4 +197,6 @@ def test_parts_and_shards_in_s3(s3: Any, tmp_path: Path, monkeypatch: pytest.Mon
     done = tokshuf.shuffle(data, cells, out, CL100K, stage="manifest", **SHUFFLE)
     assert done["output"] == out
     expected = shards(tmp_path / "o1")
-    assert {k.removeprefix("shards/"): s3.get(bucket, k) for k in s3.keys(bucket, "shards")} == expected
+    written = {k.removeprefix("shards/"): s3.get(bucket, k) for k in s3.keys(bucket, "shards")}
+    assert json.loads(written.pop("summary.json")) == done
+    assert written == expected

@@ -6,13 +6,14 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import cast, get_args
+from typing import Any, cast, get_args
 
 from tokshuf import _core
 from tokshuf._deprecation import renamed_parameters
 from tokshuf._limits import check_num_threads
 from tokshuf._log import log_run
 from tokshuf._summaries import MemberFormat, OnError, Progress, ShuffleSummary, SpecialTokenPreset
+from tokshuf._summary_file import exists, summary_target, write_summary
 from tokshuf.errors import ConfigError
 from tokshuf.tokenizer import check_local, special_tokens_mapping
 
@@ -60,6 +61,7 @@ def shuffle(
     tokenizer_special_tokens: Mapping[str, int] | PathLike | None = None,
     stage: str | None = None,
     task: str | tuple[int, int] | None = None,
+    summary: bool | PathLike = True,
 ) -> ShuffleSummary:
     """Tokenize JSON lines, cut them into contexts and write a globally shuffled webdataset.
 
@@ -72,8 +74,8 @@ def shuffle(
     padded with PAD. Stage 1 scatters contexts over ``num_local_cells`` cells on disk; stage 2
     shuffles one cell at a time into shards, so memory holds about ``num_threads + 1`` cells.
 
-    The output is a pure function of (inputs, tokenizer, options, seed): the same for any
-    ``num_threads``. If a run is interrupted (Ctrl-C, kill, crash), calling again with the same
+    The shards and manifest are a pure function of (inputs, tokenizer, options, seed): the same
+    for any ``num_threads``. If a run is interrupted (Ctrl-C, kill, crash), calling again with the same
     arguments resumes it and produces the same bytes; a ``local_cell_dir`` holding another run's
     state is refused.
 
@@ -144,6 +146,13 @@ def shuffle(
         ``stage="manifest"`` writes ``manifest.jsonl`` and returns the run's summary. The shards
         and manifest are byte-identical to one call without ``stage``, for any ``n`` and ``m``.
         ``task="auto"``: the task of this Slurm array job (``SLURM_ARRAY_TASK_ID``).
+    summary
+        Write the run's summary as JSON: ``True`` → ``{output}/summary.json`` beside the manifest
+        (uploaded for a storage URL), a path → there, ``False`` → nowhere. It is written after
+        the manifest, which alone marks the dataset complete (readers and the refusal of a fresh
+        run into a used output look at ``manifest.jsonl`` and ``shard_*.tar`` only). Only a whole
+        run writes it (no ``stage``, or ``stage="manifest"``), and a rerun of a complete run
+        keeps the file its first run wrote.
 
     Returns
     -------
@@ -162,7 +171,7 @@ def shuffle(
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     if progress is None:
         progress = "bar" if sys.stderr.isatty() else "none"
-    summary = json.loads(
+    result: dict[str, Any] = json.loads(
         _core.shuffle(
             [os.fspath(i) for i in items],
             os.fspath(local_cell_dir),
@@ -193,8 +202,17 @@ def shuffle(
             task=f"{task[0]}/{task[1]}" if isinstance(task, tuple) else task,
         )
     )
-    log_run("shuffle", summary)
-    return cast(ShuffleSummary, summary)
+    log_run("shuffle", result)
+    if stage in (None, "manifest"):
+        _write(result, summary, os.fspath(output))
+    return cast(ShuffleSummary, result)
+
+
+def _write(result: dict[str, Any], option: bool | PathLike, output: str) -> None:
+    target = summary_target(option, output.rstrip("/") + "/summary.json")
+    if target is None or (result.get("already_complete") and exists(target)):
+        return
+    write_summary(result, target)
 
 
 def _listed(value: Mapping[str, int] | PathLike | None) -> list[tuple[str, int]] | None:

@@ -12,6 +12,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
     "BatchOutput",
+    "InstancesSummary",
     "MemberFormat",
     "MergeSummary",
     "OnError",
@@ -153,3 +154,26 @@ class MergeSummary(TypedDict):
     tokens: int
     bin_bytes: int
     idx_bytes: int
+
+
+class InstancesSummary(TypedDict):
+    """What ``tokshuf instances`` prints with ``--json`` and writes to its summary file
+    (``{work_dir}/instances-{strategy}-{fingerprint}_summary.json``)."""
+
+    #: ``fsl``, ``padded``, ``packed``, ``interleaved`` or ``vsl``.
+    strategy: str
+    #: The data files, absolute (storage URLs as given).
+    paths: list[str]
+    #: The strategy class's keyword arguments: with ``strategy`` and ``paths``, what opens the
+    #: same dataset again (``tokshuf inspect`` of this file does).
+    arguments: dict[str, Any]
+    instances: int
+    fingerprint: str
+    #: The index's cache entry (``None`` for ``fsl``, which needs no index).
+    cache: str | None
+    seconds: float
+    #: Packed: padding tokens / (instances x sequence_length).
+    padding_fraction: NotRequired[float]
+    #: VSL: ``[[length, instances], ...]`` and the tokens of all instances.
+    instances_per_bucket: NotRequired[list[list[int]]]
+    tokens: NotRequired[int]

@@ -100,12 +100,7 @@ def _add_preprocess(sub: Any) -> argparse.ArgumentParser:
         default="auto",
         help="on stderr: a bar, JSON lines or nothing (auto: a bar on a terminal, else JSON lines)",
     )
-    p.add_argument(
-        "--summary",
-        default=None,
-        metavar="PATH",
-        help="where to write the run summary (default {prefix}_summary.json; 'none' to skip)",
-    )
+    cli_args.add_summary_flag(p, "{prefix}_summary.json")
     p.add_argument(
         "--shard",
         metavar="I/N",
@@ -127,7 +122,6 @@ def _preprocess(args: argparse.Namespace) -> int:
         progress = "none"
     elif progress == "auto":
         progress = "bar" if sys.stderr.isatty() else "json"
-    summary_arg: Any = True if args.summary is None else (False if args.summary == "none" else args.summary)
     options: dict[str, Any] = {
         "append_eod": args.append_eod,
         "eos_token_id": args.eod_id,
@@ -136,7 +130,7 @@ def _preprocess(args: argparse.Namespace) -> int:
         "on_error": args.on_error,
         "partitions": args.partitions,
         "sentence_lists": args.sentence_lists,
-        "summary": summary_arg,
+        "summary": cli_args.summary_option(args),
         "max_line_bytes": args.max_line_bytes,
     }
     if getattr(args, "ray", False):
@@ -203,19 +197,20 @@ def _add_merge(sub: Any) -> None:
         "PREFIX_{key}_document.bin/.idx and PREFIX_summary.json, as one run over all inputs",
     )
     p.add_argument("--output-prefix")
+    cli_args.add_summary_flag(p, "{prefix}_summary.json, PREFIX_summary.json with --parts")
     cli_args.add_output_flags(p)
     p.set_defaults(handler=_merge)
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from tokshuf.indexed import merge
+    from tokshuf.indexed import _prefix, merge
     from tokshuf.parts import merge_parts
 
     if args.parts is not None:
         if args.output_prefix is not None:
             print("tokshuf: error: --parts writes to its own PREFIX; drop --output-prefix", file=sys.stderr)
             return 2
-        parts = merge_parts(args.parts)
+        parts = merge_parts(args.parts, summary=cli_args.summary_option(args))
         cli_args.emit(
             args,
             parts,
@@ -232,6 +227,7 @@ def _merge(args: argparse.Namespace) -> int:
         print("tokshuf: error: merge --input needs --output-prefix", file=sys.stderr)
         return 2
     summary = merge(args.input, args.output_prefix)
+    cli_args.write_summary_file(args, summary, f"{_prefix(args.output_prefix)}_summary.json")
     line = (
         f"{args.output_prefix}.{{bin,idx}}: {summary['documents']:,} documents, {summary['tokens']:,} tokens"
     )
@@ -242,14 +238,18 @@ def _merge(args: argparse.Namespace) -> int:
 def _add_inspect(sub: Any) -> None:
     p = sub.add_parser(
         "inspect",
-        help="summarize any tokshuf artifact: .bin/.idx, .npy token files, shards, a blend, a checkpoint",
+        help="summarize any tokshuf artifact: .bin/.idx, .npy token files, shards, a blend, instances, "
+        "a checkpoint",
         description="Recognize each PATH and summarize it: a Megatron .bin/.idx prefix (or either file), "
         "an OLMo .npy token file, a shuffle output directory (manifest.jsonl + shard_*.tar), a Nanoset / "
-        "blend YAML (nanotron's or Megatron-LM's argument names), or a streaming-loader checkpoint "
-        "(a directory, or one part-*.json).",
+        "blend YAML (nanotron's or Megatron-LM's argument names), OLMo-style instances (the "
+        "instances-STRATEGY-FINGERPRINT_summary.json that `tokshuf instances` writes into its work "
+        "directory, or the index directory beside it), or a streaming-loader checkpoint (a directory, "
+        "or one part-*.json).",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="what to inspect (several: one report each)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (a list for several PATHs)")
+    p.add_argument("--summary", metavar="PATH", help="also write the JSON report to PATH")
     p.add_argument(
         "--plot", metavar="FILE", help="also draw the plots into FILE.png or FILE.html (needs matplotlib)"
     )

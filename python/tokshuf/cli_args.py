@@ -19,10 +19,16 @@ __all__ = [
     "ID_MAX",
     "MAX_THREADS",
     "add_megatron_tokenizer_flags",
+    "add_output_flags",
+    "add_summary_flag",
+    "emit",
     "integer",
     "megatron_tokenizer",
     "name_subparsers",
     "parse_args",
+    "setup_logging",
+    "summary_option",
+    "write_summary_file",
 ]
 
 #: Token ids are unsigned 32-bit in every format tokshuf writes.
@@ -228,6 +234,36 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
     stdout instead of the human lines) and ``--quiet`` (nothing but errors)."""
     p.add_argument("--json", action="store_true", help="print the run summary as JSON on stdout")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+def add_summary_flag(p: argparse.ArgumentParser, default: str) -> None:
+    """``--summary PATH``: where the run summary file goes (``default`` describes where it goes
+    without the flag; ``none`` writes none)."""
+    p.add_argument(
+        "--summary",
+        default=None,
+        metavar="PATH",
+        help=f"where to write the run summary as JSON (default: {default}; 'none' to skip)",
+    )
+
+
+def summary_option(args: argparse.Namespace) -> bool | str:
+    """``--summary`` as the ``summary`` argument of the Python functions: ``True`` (the default
+    place beside the outputs), ``False`` (``none``) or the path given."""
+    value: str | None = args.summary
+    if value is None:
+        return True
+    return False if value == "none" else value
+
+
+def write_summary_file(args: argparse.Namespace, summary: Mapping[str, Any], default: str) -> None:
+    """Write a finished run's summary where ``--summary`` says (``default``: beside its outputs),
+    for the commands whose Python function writes none itself."""
+    from tokshuf._summary_file import summary_target, write_summary
+
+    target = summary_target(summary_option(args), default)
+    if target is not None:
+        write_summary(summary, target)
 
 
 def emit(args: argparse.Namespace, summary: Mapping[str, Any], lines: Sequence[str]) -> None:

@@ -5,11 +5,13 @@ building an instance index offline (before the training job, like Megatron's
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from typing import Any
 
 from tokshuf import cli_args
 from tokshuf._limits import MAX_THREADS
+from tokshuf._summaries import InstancesSummary
 
 _ID = cli_args.integer(0, cli_args.ID_MAX)
 _POSITIVE = cli_args.integer(1)
@@ -36,6 +38,7 @@ def add_commands(sub: Any) -> None:
         help="end every document with ID",
     )
     p.add_argument("--no-metadata", action="store_true", help="do not write <stem>.csv.gz")
+    cli_args.add_summary_flag(p, "<stem>_summary.json")
     cli_args.add_output_flags(p)
     p.set_defaults(handler=_convert)
 
@@ -43,7 +46,7 @@ def add_commands(sub: Any) -> None:
         "instances",
         help="build (and cache) an OLMo-style instance index",
         description="Build the index of an instance dataset into its work directory, so that "
-        "training jobs find it cached; prints a JSON summary.",
+        "training jobs find it cached, and write a summary beside it that `tokshuf inspect` reads.",
     )
     p.add_argument("paths", nargs="+", help="OLMo token files or .bin/.idx prefixes")
     p.add_argument("--strategy", required=True, choices=["fsl", "padded", "packed", "interleaved", "vsl"])
@@ -64,6 +67,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--seed", type=cli_args.integer(0, 2**64 - 1), default=0, help="interleaved")
     p.add_argument("--docs-per-instance", type=_POSITIVE, default=2, help="interleaved")
     p.add_argument("--chunks-per-doc", type=_POSITIVE, default=4, help="interleaved")
+    cli_args.add_summary_flag(p, "WORK_DIR/instances-STRATEGY-FINGERPRINT_summary.json, which inspect reads")
     cli_args.add_output_flags(p)
     p.set_defaults(handler=_instances)
 
@@ -74,74 +78,70 @@ def _convert(args: argparse.Namespace) -> int:
     spans = from_indexed(args.input, args.output, args.dtype, args.append_eos, metadata=not args.no_metadata)
     tokens = int(spans[-1, 1]) if len(spans) else 0
     summary = {"output": args.output, "documents": len(spans), "tokens": tokens}
+    stem = args.output[: -len(".npy")] if args.output.endswith(".npy") else args.output
+    cli_args.write_summary_file(args, summary, f"{stem}_summary.json")
     cli_args.emit(args, summary, [f"{args.output}: {len(spans):,} documents, {tokens:,} tokens"])
     return 0
 
 
-def _instances(args: argparse.Namespace) -> int:
-    from tokshuf import instances as inst
-
-    common: dict[str, Any] = {
+def _arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The strategy class's keyword arguments that the flags give (threads aside: they do not
+    change the instances)."""
+    seq = args.sequence_length
+    out: dict[str, Any] = {
         "pad_token_id": args.pad_token_id,
         "eos_token_id": args.eos_token_id,
         "bos_token_id": args.bos_token_id,
         "vocab_size": args.vocab_size,
         "dtype": args.dtype,
         "document_boundaries": args.boundaries,
-        "cache_dir": args.work_dir,
-        "num_threads": args.threads,
+        "cache_dir": os.path.abspath(args.work_dir) if args.work_dir else None,
     }
-    seq = args.sequence_length
+    if args.strategy == "vsl":
+        return {**out, "max_sequence_length": seq, "min_sequence_length": args.min_sequence_length}
+    out["sequence_length"] = seq
+    if args.strategy in ("padded", "packed"):
+        out["long_doc_strategy"] = args.long_doc_strategy
+    if args.strategy == "packed":
+        out["source_group_size"] = args.source_group_size
+    if args.strategy == "interleaved":
+        out["seed"] = args.seed
+        out["docs_per_instance"] = args.docs_per_instance
+        out["chunks_per_doc"] = args.chunks_per_doc
+    return out
+
+
+def _instances(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from tokshuf._storage import is_remote
+    from tokshuf.instances import PackedFSLDataset, VSLDataset
+    from tokshuf.instances._named import open_strategy
+
+    paths = [p if is_remote(p) else os.path.abspath(p) for p in args.paths]
+    arguments = _arguments(args)
     t = time.perf_counter()
-    ds: (
-        inst.FSLDataset
-        | inst.PaddedFSLDataset
-        | inst.PackedFSLDataset
-        | inst.InterleavedFSLDataset
-        | inst.VSLDataset
-    )
-    if args.strategy == "fsl":
-        ds = inst.FSLDataset(*args.paths, sequence_length=seq, **common)
-    elif args.strategy == "padded":
-        ds = inst.PaddedFSLDataset(
-            *args.paths, sequence_length=seq, long_doc_strategy=args.long_doc_strategy, **common
-        )
-    elif args.strategy == "packed":
-        ds = inst.PackedFSLDataset(
-            *args.paths,
-            sequence_length=seq,
-            long_doc_strategy=args.long_doc_strategy,
-            source_group_size=args.source_group_size,
-            **common,
-        )
-    elif args.strategy == "interleaved":
-        ds = inst.InterleavedFSLDataset(
-            *args.paths,
-            sequence_length=seq,
-            seed=args.seed,
-            docs_per_instance=args.docs_per_instance,
-            chunks_per_doc=args.chunks_per_doc,
-            **common,
-        )
-    else:
-        ds = inst.VSLDataset(
-            *args.paths, max_sequence_length=seq, min_sequence_length=args.min_sequence_length, **common
-        )
-    summary: dict[str, Any] = {
+    ds = open_strategy(args.strategy, paths, {**arguments, "num_threads": args.threads})
+    # Recorded with the cache directory it used, so that reopening it finds the same index.
+    arguments["cache_dir"] = os.path.abspath(ds.cache_dir)
+    summary: InstancesSummary = {
         "strategy": args.strategy,
+        "paths": paths,
+        "arguments": arguments,
         "instances": len(ds),
         "fingerprint": ds.fingerprint,
         "cache": None if ds.cache_path is None else str(ds.cache_path),
         "seconds": round(time.perf_counter() - t, 3),
     }
-    if isinstance(ds, inst.PackedFSLDataset) and len(ds):
+    if isinstance(ds, PackedFSLDataset) and len(ds):
         used = int((ds.documents[:, 1] - ds.documents[:, 0]).sum())
-        summary["padding_fraction"] = round(1 - used / (len(ds) * seq), 6)
-    if isinstance(ds, inst.VSLDataset):
-        import numpy as np
-
-        summary["instances_per_bucket"] = ds.instances_per_bucket
+        summary["padding_fraction"] = round(1 - used / (len(ds) * args.sequence_length), 6)
+    if isinstance(ds, VSLDataset):
+        summary["instances_per_bucket"] = [[length, n] for length, n in ds.instances_per_bucket]
         summary["tokens"] = int(np.sum(ds.instance_lengths, dtype=np.uint64))
+    ds.cache_dir.mkdir(parents=True, exist_ok=True)
+    default = ds.cache_dir / f"instances-{args.strategy}-{ds.fingerprint}_summary.json"
+    cli_args.write_summary_file(args, summary, str(default))
     line = f"{args.strategy}: {summary['instances']:,} instances in {summary['seconds']:.2f} s"
     cache = f" (cache {summary['cache']})" if summary["cache"] else ""
     cli_args.emit(args, summary, [line + cache])

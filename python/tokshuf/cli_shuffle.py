@@ -163,6 +163,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--task", metavar="I/N", help="the task of --stage cells|shards (0-based I); auto: Slurm array"
     )
+    cli_args.add_summary_flag(p, "OUTPUT/summary.json, beside manifest.jsonl")
     cli_args.add_output_flags(p)
     p.set_defaults(handler=run)
     return p
@@ -273,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
             all_pad_context=args.all_pad_context,
             buffer_bytes=args.buffer_mb << 20,
             tokenizer_special_tokens=args.special_tokens_file,
+            summary=cli_args.summary_option(args),
             **({"progress": progress} if run_job is shuffle else {}),
             **extra,
         )

@@ -9,11 +9,11 @@ import os
 import re
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from tokshuf import _core, _storage
 from tokshuf._log import log_run
+from tokshuf._summary_file import summary_target, write_summary
 from tokshuf.errors import ConfigError
 from tokshuf.indexed import merge
 
@@ -71,12 +71,15 @@ def _parts(prefix: str) -> list[tuple[str, dict[str, Any]]]:
     return parts
 
 
-def merge_parts(output_prefix: str | os.PathLike[str]) -> dict[str, Any]:
+def merge_parts(
+    output_prefix: str | os.PathLike[str], summary: bool | str | os.PathLike[str] = True
+) -> dict[str, Any]:
     """Merge the parts ``{output_prefix}-part-IIIII-of-NNNNN`` of a preprocess cut into tasks
     into ``{output_prefix}_{key}_document.bin/.idx`` for every key, and write the combined
-    summary to ``{output_prefix}_summary.json``. The outputs are byte-identical to a single
-    ``preprocess`` over all inputs (without ``shard``). Every part must be present and made by
-    the same command (keys, options, tokenizer); the parts are left in place.
+    summary as :func:`tokshuf.preprocess` does (``summary``: ``True`` →
+    ``{output_prefix}_summary.json``, a path → there, ``False`` → nowhere). The outputs are
+    byte-identical to a single ``preprocess`` over all inputs (without ``shard``). Every part must
+    be present and made by the same command (keys, options, tokenizer); the parts are left in place.
     """
     started = time.perf_counter()
     prefix = os.fspath(output_prefix)
@@ -89,20 +92,20 @@ def merge_parts(output_prefix: str | os.PathLike[str]) -> dict[str, Any]:
         ) as tmp:
             local = os.path.join(tmp, prefix.rsplit("/", 1)[1])
             keys: list[str] = parts[0][1]["config"]["json_keys"]
-            summary = _merge(local, [(_local_part(p, keys), s) for p, s in parts], started)
+            merged = _merge(local, [(_local_part(p, keys), s) for p, s in parts], started)
             for ext in ("bin", "idx"):
-                for out in summary["outputs"]:
+                for out in merged["outputs"]:
                     key_prefix = f"{prefix}_{out['key']}_document"
                     _core.upload(f"{out['prefix']}.{ext}", f"{key_prefix}.{ext}")
-            for out in summary["outputs"]:
+            for out in merged["outputs"]:
                 out["prefix"] = f"{prefix}_{out['key']}_document"
-            _write_summary(Path(local + "_summary.json"), summary)
-            _core.upload(local + "_summary.json", prefix + "_summary.json")
     else:
-        summary = _merge(prefix, parts, started)
-        _write_summary(Path(prefix + "_summary.json"), summary)
-    log_run("merge", summary)
-    return summary
+        merged = _merge(prefix, parts, started)
+    target = summary_target(summary, prefix + "_summary.json")
+    if target is not None:
+        write_summary(merged, target)
+    log_run("merge", merged)
+    return merged
 
 
 def _local_part(part: str, keys: list[str]) -> str:
@@ -111,12 +114,6 @@ def _local_part(part: str, keys: list[str]) -> str:
     for key in keys:
         local = _storage.local_prefix(f"{part}_{key}_document")
     return local[: -len(f"_{keys[-1]}_document")]
-
-
-def _write_summary(target: Path, summary: dict[str, Any]) -> None:
-    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
 
 
 def _merge(prefix: str, parts: list[tuple[str, dict[str, Any]]], started: float) -> dict[str, Any]:

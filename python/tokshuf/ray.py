@@ -122,11 +122,12 @@ def preprocess(
         )
     ray = _connect(address)
     n = tasks or _default_tasks(ray, cpus_per_task)
-    kwargs = {**options, "num_threads": cpus_per_task, "progress": "none"}
+    # Every part writes its summary (the merge reads them); ``summary`` is the merged run's.
+    kwargs = {**options, "num_threads": cpus_per_task, "progress": "none", "summary": True}
     run = _remote(ray, _preprocess_task, cpus_per_task, max_retries)
     args = (inputs, output_prefix, tokenizer, tuple(json_keys))
     _run_all(ray, "preprocess", [run.remote(args, kwargs, (i, n)) for i in range(n)], progress)
-    return tokshuf.merge_parts(output_prefix)
+    return tokshuf.merge_parts(output_prefix, summary=options.get("summary", True))
 
 
 def _shuffle_task(

@@ -9,6 +9,8 @@ given                                          report
 an OLMo token file ``*.npy``                   :class:`TokenFileReport` — the same, per file
 a shuffle output dir (``manifest.jsonl``)      :class:`ShardsReport` — manifest vs tars, padding
 a :class:`NanosetConfig` or a ``.yaml``        :class:`BlendReport` — per source and split, a step
+an instance dataset, ``tokshuf instances``'s   :class:`InstancesReport` — packing efficiency,
+summary file or its index directory            documents per instance
 a loader checkpoint dir or ``part-*.json``     :class:`CheckpointReport`
 =============================================  =====================================================
 
@@ -17,6 +19,7 @@ Submodules import numpy and the dataset modules only when called.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 import time
@@ -29,10 +32,13 @@ if TYPE_CHECKING:
     from tokshuf._inspect.blend import BlendReport
     from tokshuf._inspect.checkpoint import CheckpointReport
     from tokshuf._inspect.indexed import IndexedReport
+    from tokshuf._inspect.instances import InstancesReport
     from tokshuf._inspect.olmo import TokenFileReport
     from tokshuf._inspect.shards import ShardsReport
 
-    AnyReport: TypeAlias = IndexedReport | TokenFileReport | ShardsReport | BlendReport | CheckpointReport
+    AnyReport: TypeAlias = (
+        IndexedReport | TokenFileReport | ShardsReport | BlendReport | InstancesReport | CheckpointReport
+    )
 
 __all__ = ["KINDS", "detect", "inspect"]
 
@@ -43,19 +49,25 @@ log = logging.getLogger("tokshuf.inspect")
 log.addHandler(logging.NullHandler())
 
 #: What :func:`detect` can answer.
-KINDS = ("indexed", "olmo", "shards", "blend", "checkpoint")
+KINDS = ("indexed", "olmo", "shards", "blend", "instances", "checkpoint")
 
 
 def detect(path: Any) -> str:
     """Which kind of artifact ``path`` is (one of :data:`KINDS`), from names only."""
+    from tokshuf._inspect.instances import SUMMARY_GLOB, is_cache_entry
+    from tokshuf.instances._base import InstanceDataset
     from tokshuf.nanoset import NanosetConfig
 
     if isinstance(path, NanosetConfig):
         return "blend"
+    if isinstance(path, InstanceDataset):
+        return "instances"
     s = os.fspath(path)
     p = Path(s)
     if s.endswith((".yaml", ".yml")):
         return "blend"
+    if fnmatch.fnmatch(p.name, SUMMARY_GLOB) or (p.is_dir() and is_cache_entry(p)):
+        return "instances"
     if s.endswith(".npy"):
         return "olmo"
     if s.endswith((".bin", ".idx")) or Path(s + ".idx").is_file():
@@ -74,8 +86,9 @@ def detect(path: Any) -> str:
         return "checkpoint"
     raise ConfigError(
         f"cannot tell what {s!r} is: expected a .bin/.idx prefix (or either file), an OLMo .npy token file, "
-        "a shuffle output directory (manifest.jsonl + shard_*.tar), a blend .yaml, or a loader checkpoint "
-        "(a directory with COMMITTED, or a part-*.json)"
+        "a shuffle output directory (manifest.jsonl + shard_*.tar), a blend .yaml, `tokshuf instances`'s "
+        f"{SUMMARY_GLOB} (or the index directory beside it), or a loader checkpoint (a directory with "
+        "COMMITTED, or a part-*.json)"
     )
 
 
@@ -88,7 +101,8 @@ def inspect(path: Any, *, kind: str | None = None, **options: Any) -> AnyReport:
     :func:`~tokshuf._inspect.olmo.inspect_token_file` (also ``dtype``, ``eos_token_id``, ``bos_token_id``,
     ``vocab_size``), :func:`~tokshuf._inspect.shards.inspect_shards` (``verify``, ``eos_token_id``,
     ``pad_token_id``, ``bos_token_id``, ``top``), :func:`~tokshuf._inspect.blend.inspect_blend` (``step``,
-    ``batch_size``, ``dp_rank``, ``dp_size``, ``split``, ``tokenizer``).
+    ``batch_size``, ``dp_rank``, ``dp_size``, ``split``, ``tokenizer``),
+    :func:`~tokshuf._inspect.instances.inspect_instances` (none).
     """
     import inspect as _pyinspect
 
@@ -97,9 +111,7 @@ def inspect(path: Any, *, kind: str | None = None, **options: Any) -> AnyReport:
         raise ConfigError(f"kind must be one of {KINDS}, got {kind!r}")
     fn = _function(kind)
     accepted = set(_pyinspect.signature(fn).parameters)
-    name = (
-        "<NanosetConfig>" if kind == "blend" and not isinstance(path, str | os.PathLike) else os.fspath(path)
-    )
+    name = os.fspath(path) if isinstance(path, str | os.PathLike) else f"<{type(path).__name__}>"
     log.info("inspect: %s is a %s artifact", name, kind)
     start = time.perf_counter()
     report = fn(path, **{k: v for k, v in options.items() if k in accepted and v is not None})
@@ -126,6 +138,10 @@ def _function(kind: str) -> Any:
         from tokshuf._inspect.blend import inspect_blend
 
         return inspect_blend
+    if kind == "instances":
+        from tokshuf._inspect.instances import inspect_instances
+
+        return inspect_instances
     from tokshuf._inspect.checkpoint import inspect_checkpoint
 
     return inspect_checkpoint

@@ -19,7 +19,8 @@ _CHUNK = 1 << 24
 
 @dataclasses.dataclass(frozen=True)
 class LengthStats:
-    """Tokens per document: count, empty ones, total and the distribution."""
+    """A distribution of counts (tokens per document, documents per instance): how many, the
+    zeros among them, their total, mean, extremes and quantiles."""
 
     count: int
     empty: int

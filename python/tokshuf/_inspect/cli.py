@@ -43,9 +43,14 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     opts = options(args)
     reports = [inspect(p, **opts) for p in args.paths]
+    dicts = [r.to_dict() for r in reports]
+    data = dicts[0] if len(dicts) == 1 else dicts
+    if args.summary:
+        from tokshuf._summary_file import write_summary
+
+        write_summary(data, args.summary)
     if args.json:
-        out = [r.to_dict() for r in reports]
-        print(json.dumps(out[0] if len(out) == 1 else out, indent=1))
+        print(json.dumps(data, indent=1))
     else:
         from tokshuf._inspect.render import render
 

@@ -1,5 +1,5 @@
 """``--plot FILE.png|.html``: document lengths per source, the realized mixture of a blend against
-its target weights, and shard sizes. Needs matplotlib (the ``plot`` extra)."""
+its target weights, shard sizes, and how full instances are. Needs matplotlib (the ``plot`` extra)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ __all__ = ["Panel", "PlotResult", "panels", "plot"]
 
 #: Log-spaced length bins per histogram.
 BINS = 40
+#: Bins of the packing-efficiency histogram (5% each).
+FILL_BINS = 20
 #: Points kept per mixture curve (an HTML file stays small for a million-step run).
 MAX_POINTS = 1000
 
@@ -85,6 +87,18 @@ def _shard_panel(report: Any) -> Panel:
     return Panel("shard size", "shard size (bytes)", "shards", series)
 
 
+def _efficiency_panel(reports: Sequence[Any]) -> Panel:
+    """Instances by fill (data tokens / room), in bins of 5%, per dataset."""
+    edges = np.linspace(0.0, 1.0, FILL_BINS + 1)
+    series = {}
+    for r in reports:
+        counts, _ = np.histogram(r.fill, edges)  # the last bin holds full instances (1.0)
+        name = f"{os.path.basename(r.path)}: {r.strategy}, {r.efficiency:.1%} efficiency"
+        series[name] = {"x": edges[:-1].tolist(), "width": np.diff(edges).tolist(), "y": counts.tolist()}
+        series[name]["style"] = "bar"
+    return Panel("packing efficiency", "tokens / room per instance", "instances", series)
+
+
 def panels(reports: Sequence[Any]) -> list[Panel]:
     """What :func:`plot` draws for these reports (also its data, for tests and HTML)."""
     lengths: dict[str, npt.NDArray[Any]] = {}
@@ -99,6 +113,9 @@ def panels(reports: Sequence[Any]) -> list[Panel]:
                 out.append(mix)
         elif r.kind == "shards":
             out.append(_shard_panel(r))
+    filled = [r for r in reports if r.kind == "instances" and r.fill is not None]
+    if filled:
+        out.append(_efficiency_panel(filled))
     if lengths:
         out.insert(0, _length_panel(lengths))
     return out
@@ -123,7 +140,8 @@ def _figure(drawn: list[Panel]) -> Any:
         ax.set_title(p.title)
         ax.set_xlabel(p.xlabel)
         ax.set_ylabel(p.ylabel)
-        ax.legend(fontsize="small")
+        # Out of the layout: long names (paths) would otherwise squeeze the axes to nothing.
+        ax.legend(fontsize="small").set_in_layout(False)
     return fig
 
 
@@ -136,7 +154,9 @@ def plot(reports: Sequence[Any], path: str | os.PathLike[str]) -> PlotResult:
     drawn = panels(reports)
     if not drawn:
         kinds = sorted({r.kind for r in reports})
-        raise ConfigError(f"nothing to plot for {kinds}: plots cover .bin/.idx, .npy, shards and blends")
+        raise ConfigError(
+            f"nothing to plot for {kinds}: plots cover .bin/.idx, .npy, shards, blends and instances"
+        )
     try:
         import matplotlib
     except ImportError:

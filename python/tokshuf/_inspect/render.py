@@ -10,12 +10,16 @@ from tokshuf._inspect._stats import IdStats, LengthStats
 __all__ = ["render"]
 
 
-def _lengths(s: LengthStats) -> str:
+def _distribution(what: str, s: LengthStats) -> str:
     q = s.quantiles
     return (
-        f"document length: mean {s.mean:,.1f}, min {s.min:,}, p10 {q['p10']:,.0f}, median {q['p50']:,.0f}, "
+        f"{what}: mean {s.mean:,.1f}, min {s.min:,}, p10 {q['p10']:,.0f}, median {q['p50']:,.0f}, "
         f"p90 {q['p90']:,.0f}, p99 {q['p99']:,.0f}, max {s.max:,}"
     )
+
+
+def _lengths(s: LengthStats) -> str:
+    return _distribution("document length", s)
 
 
 def _ids(ids: IdStats | None) -> str:
@@ -122,6 +126,38 @@ def _blend(r: Any) -> list[str]:
     return lines
 
 
+#: How each instance strategy fills its instances, in words.
+_STRATEGIES = {
+    "fsl": "concatenated and chunked",
+    "padded": "one document per instance, padded",
+    "packed": "documents packed by best-fit decreasing, padded",
+    "interleaved": "chunks of several documents interleaved, padded",
+    "vsl": "variable sequence length (power-of-two pieces of documents)",
+}
+
+
+def _instances(r: Any) -> list[str]:
+    options = "".join(f", {k} {v}" for k, v in r.options.items() if v is not None)
+    limit = "max sequence_length" if r.strategy == "vsl" else "sequence_length"
+    lines = [
+        f"{r.path}: OLMo-style instances, {r.strategy}: {_STRATEGIES[r.strategy]}",
+        f"{limit} {r.sequence_length:,}{options}",
+        f"{r.sources:,} source files: {r.source_tokens:,} tokens, {r.documents:,} documents "
+        f"({r.long_documents:,} longer than {r.sequence_length:,} tokens)",
+        f"{r.instances:,} instances: {r.tokens:,} tokens in room for {r.capacity:,}, "
+        f"{r.padding_tokens:,} padding ({r.efficiency:.2%} efficiency, {r.padding_fraction:.2%} padding); "
+        f"{r.data_fraction:.2%} of the source tokens",
+        _distribution("documents per instance", r.documents_per_instance),
+        _distribution("tokens per document in an instance", r.document_lengths),
+    ]
+    if r.instances_per_bucket is not None:
+        lines.append(
+            "instances per bucket: " + ", ".join(f"{n}: {c:,}" for n, c in r.instances_per_bucket.items())
+        )
+    lines.append(f"index: {r.cache or 'none (no index needed)'}")
+    return lines
+
+
 def render(report: Any) -> str:
     """One report as text."""
     if report.kind == "checkpoint":
@@ -129,5 +165,7 @@ def render(report: Any) -> str:
 
         return render_checkpoint(report.summary)
     return "\n".join(
-        {"indexed": _indexed, "olmo": _olmo, "shards": _shards, "blend": _blend}[report.kind](report)
+        {"indexed": _indexed, "olmo": _olmo, "shards": _shards, "blend": _blend, "instances": _instances}[
+            report.kind
+        ](report)
     )

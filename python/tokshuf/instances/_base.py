@@ -156,7 +156,8 @@ class InstanceDataset:
         offsets = np.cumsum([0] + [s.num_tokens for s in self.sources], dtype=np.uint64)
         return [spans + offsets[i] for i, (_, spans) in enumerate(self._documents())]
 
-    def _make_reader(self, kind: str, **layout: Any) -> _core.InstanceReader:
+    def _make_reader(self, kind: str, *, label_masks: bool = True, **layout: Any) -> _core.InstanceReader:
+        """The Rust reader; without ``label_masks`` its masks are False on padding only."""
         return _core.InstanceReader(
             [s.reader_spec() for s in self.sources],
             kind,
@@ -164,7 +165,7 @@ class InstanceDataset:
             self.pad_token_id,
             self.eos_token_id,
             self.bos_token_id,
-            label_masks=self.label_mask_paths,
+            label_masks=self.label_mask_paths if label_masks else [],
             **layout,
         )
 

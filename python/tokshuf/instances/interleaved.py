@@ -145,10 +145,24 @@ class InterleavedFSLDataset(InstanceDataset):
         entry = cached(self.cache_dir, "interleaved", self._fields(), self._build)
         self.cache_path = entry.path
         self._base, self._exempt, self._order = (entry.array(n) for n in ("base", "exempt", "order"))
-        files = {name: os.fspath(entry.file(name)) for name in ("base", "exempt", "order")}
-        return self._make_reader(
-            "interleaved",
-            files=files,
-            docs_per_instance=self.docs_per_instance,
-            chunks_per_doc=self.chunks_per_doc,
-        )
+        self._layout: dict[str, Any] = {
+            "files": {name: os.fspath(entry.file(name)) for name in ("base", "exempt", "order")},
+            "docs_per_instance": self.docs_per_instance,
+            "chunks_per_doc": self.chunks_per_doc,
+        }
+        return self._make_reader("interleaved", **self._layout)
+
+    def instance_token_counts(self, batch_size: int = 256) -> npt.NDArray[np.int64]:
+        """Tokens before the padding of every instance. Every instance is read: how many of its
+        documents' tokens are special (and dropped) decides it."""
+        reader = self._make_reader("interleaved", label_masks=False, **self._layout)
+        n, seq = len(self), self.sequence_length
+        out = np.empty(n, np.int64)
+        ids = np.empty((min(batch_size, n), seq), np.int64)
+        mask = np.empty((min(batch_size, n), seq), np.uint8)
+        for start in range(0, n, batch_size):
+            idx = np.arange(start, min(start + batch_size, n), dtype=np.uint64)
+            b = idx.size
+            reader.fill(idx, ids[:b], mask[:b], False, self.num_threads)
+            out[start : start + b] = mask[:b].sum(axis=1)
+        return out

@@ -1,0 +1,51 @@
+"""A run's summary as a JSON file beside its outputs, local or in object storage."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+from tokshuf import _core
+
+__all__ = ["exists", "summary_target", "write_summary"]
+
+PathLike = str | os.PathLike[str]
+
+
+def summary_target(option: bool | PathLike, default: str) -> str | None:
+    """Where a run's ``summary`` option says to write: ``True`` → ``default`` (beside the
+    outputs), a path → there, ``False`` → nowhere (``None``)."""
+    if option is True:
+        return default
+    if option is False:
+        return None
+    return os.fspath(option)
+
+
+def exists(target: str) -> bool:
+    return _core.remote_exists(target) if _core.is_remote(target) else os.path.exists(target)
+
+
+def write_summary(summary: Mapping[str, Any] | list[Any], target: PathLike) -> str:
+    """Write ``summary`` (or a list of them) as indented JSON to ``target``: a local file is
+    replaced atomically (a reader sees the old file or the new one whole); a storage URL is
+    written to a local temporary file and uploaded. Returns ``target``."""
+    t = os.fspath(target)
+    text = json.dumps(summary, indent=2) + "\n"
+    if _core.is_remote(t):
+        with tempfile.TemporaryDirectory(
+            prefix="tokshuf-summary-", dir=os.environ.get("TOKSHUF_STAGING_DIR")
+        ) as tmp:
+            local = os.path.join(tmp, "summary.json")
+            with open(local, "w", encoding="utf-8") as f:
+                f.write(text)
+            _core.upload(local, t)
+        return t
+    tmp_path = f"{t}.tmp-{os.getpid()}"
+    with open(tmp_path, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp_path, t)
+    return t

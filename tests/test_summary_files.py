@@ -1,0 +1,122 @@
+"""The summary file every long command writes beside its outputs (``--summary PATH`` elsewhere,
+``none`` for none): it exists, parses, and equals the summary the run returned or printed."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from shuffle_helpers import open_lm_samples, random_docs, read_manifest, write_corpus
+
+import tokshuf
+from tokshuf import IndexedDatasetWriter
+from tokshuf._inspect.shards import inspect_shards
+from tokshuf.cli import main
+
+SEQLEN = 17
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    rng = random.Random(11)
+    return write_corpus(tmp_path_factory.mktemp("corpus"), [random_docs(rng, n) for n in (30, 20)])
+
+
+def _shuffle(corpus: list[Path], root: Path, **kw: Any) -> tokshuf.ShuffleSummary:
+    return tokshuf.shuffle(
+        corpus, root / "cells", root / "out", "byte", sequence_length=SEQLEN, wds_chunk_size=9, **kw
+    )
+
+
+def _printed(capsys: pytest.CaptureFixture[str]) -> Any:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_shuffle_writes_its_summary_beside_the_manifest(corpus: list[Path], tmp_path: Path) -> None:
+    summary = _shuffle(corpus, tmp_path)
+    out = tmp_path / "out"
+    written = (out / "summary.json").read_text()
+    assert json.loads(written) == summary
+    # Readers of the directory see the dataset as before: open_lm reads the manifest's shards,
+    # and inspect finds manifest and tars in agreement.
+    rows = read_manifest(out)
+    assert len(open_lm_samples(out / "manifest.jsonl")) == sum(r["num_sequences"] for r in rows)
+    assert inspect_shards(out).problems == []
+    # A rerun of the complete run returns already_complete and keeps the first run's file.
+    again = _shuffle(corpus, tmp_path)
+    assert again["already_complete"]
+    assert (out / "summary.json").read_text() == written
+
+
+def test_a_summary_alone_does_not_make_an_output_used(corpus: list[Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text('{"stale": true}\n')
+    summary = _shuffle(corpus, tmp_path)  # a fresh run: only a manifest or shards are refused
+    assert json.loads((out / "summary.json").read_text()) == summary
+    with pytest.raises(tokshuf.ConfigError, match="already holds a dataset"):
+        tokshuf.shuffle(corpus, tmp_path / "other-cells", out, "byte", sequence_length=SEQLEN)
+
+
+def test_shuffle_summary_flag(corpus: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["shuffle", "--input", *map(str, corpus), "--tokenizer", "byte", "--seqlen", str(SEQLEN)]
+    base += ["--progress", "none", "--json"]
+    elsewhere = tmp_path / "runs" / "a.json"
+    elsewhere.parent.mkdir()
+    assert main([*base, "--local-cell-dir", str(tmp_path / "c1"), "--output", str(tmp_path / "o1"),
+                 "--summary", str(elsewhere)]) == 0  # fmt: skip
+    assert json.loads(elsewhere.read_text()) == _printed(capsys)
+    assert not (tmp_path / "o1" / "summary.json").exists()
+    assert main([*base, "--local-cell-dir", str(tmp_path / "c2"), "--output", str(tmp_path / "o2"),
+                 "--summary", "none"]) == 0  # fmt: skip
+    _printed(capsys)
+    assert sorted(p.name for p in (tmp_path / "o2").iterdir()) == sorted(
+        ["manifest.jsonl"] + [f"{r['shard']}.tar" for r in read_manifest(tmp_path / "o2")]
+    )
+
+
+def _indexed(prefix: Path, lengths: list[int]) -> None:
+    with IndexedDatasetWriter(prefix, np.uint16) as w:
+        for n in lengths:
+            w.add_document(list(range(1, n + 1)), [n])
+
+
+def test_merge_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _indexed(tmp_path / "a", [3, 5, 1])
+    _indexed(tmp_path / "b", [4, 4])
+    out = tmp_path / "m"
+    assert main(["merge", "--input", str(tmp_path / "a"), str(tmp_path / "b"), "--output-prefix", str(out),
+                 "--json"]) == 0  # fmt: skip
+    printed = _printed(capsys)
+    assert (printed["documents"], printed["tokens"]) == (5, 17)
+    assert json.loads((tmp_path / "m_summary.json").read_text()) == printed
+    assert main(["merge", "--input", str(tmp_path / "a"), "--output-prefix", str(tmp_path / "n"),
+                 "--summary", "none", "--quiet"]) == 0  # fmt: skip
+    assert not (tmp_path / "n_summary.json").exists()
+
+
+def test_merge_parts_summary_flag(
+    corpus: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = tmp_path / "p" / "ds"
+    for i in range(2):
+        tokshuf.preprocess(corpus, prefix, "byte", append_eod=True, shard=(i, 2))
+    elsewhere = tmp_path / "merged.json"
+    assert main(["merge", "--parts", str(prefix), "--summary", str(elsewhere), "--json"]) == 0
+    printed = _printed(capsys)
+    assert json.loads(elsewhere.read_text()) == printed
+    assert printed["documents"] == 50
+    assert not (tmp_path / "p" / "ds_summary.json").exists()
+
+
+def test_olmo_convert_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _indexed(tmp_path / "ds", [2, 7, 3])
+    out = tmp_path / "tokens.npy"
+    assert main(["olmo-convert", "--input", str(tmp_path / "ds"), "--output", str(out), "--json"]) == 0
+    printed = _printed(capsys)
+    assert (printed["documents"], printed["tokens"]) == (3, 12)
+    assert json.loads((tmp_path / "tokens_summary.json").read_text()) == printed
