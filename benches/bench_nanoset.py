@@ -166,7 +166,7 @@ def bench_build(prefix: Path, n: int, repeats: int, mods: Any, rows: list[dict[s
 
 def bench_reads(prefix: Path, repeats: int, batch: int, mods: Any, rows: list[dict[str, Any]]) -> None:
     n_samples = 20000
-    cfg = NanosetConfig(str(prefix), sequence_length=SEQ, split="1,0,0", seed=1234)
+    cfg = NanosetConfig(str(prefix), sequence_length=SEQ, split="1,0,0", seed=1234, cache_dir=False)
     ds = Nanoset(str(prefix), (0, len(IndexedDataset(str(prefix)))), None, "train", cfg)
     ks = np.arange(min(n_samples, len(ds)))
     chunks = [ks[i : i + batch] for i in range(0, len(ks), batch)]

@@ -6,6 +6,8 @@ import gzip
 import json
 import os
 import signal
+import subprocess
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,19 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cache_root(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The caches a test builds without a cache_dir (Nanosets, instances, remote copies) go to a
+    temporary root, never to the user's."""
+    saved = os.environ.get("TOKSHUF_CACHE_DIR")
+    os.environ["TOKSHUF_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache-root"))
+    yield
+    if saved is None:
+        os.environ.pop("TOKSHUF_CACHE_DIR", None)
+    else:
+        os.environ["TOKSHUF_CACHE_DIR"] = saved
+
+
 @pytest.fixture(scope="session")
 def megatron_manifest() -> dict[str, Any]:
     return json.loads((MEGATRON / "manifest.json").read_text())
@@ -49,6 +64,19 @@ def write_jsonl(path: Path, records: Iterable[Any], compress: str | None = None)
     else:
         path.write_bytes(data)
     return path
+
+
+def release(procs: list[subprocess.Popen[str]], go: Path) -> list[Any]:
+    """Let processes that wait for the file ``go`` start at once; the JSON each prints (each
+    must succeed)."""
+    time.sleep(1.0)  # let them all import and wait at the starting line
+    go.touch()
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(json.loads(out))
+    return results
 
 
 @pytest.fixture(scope="session")

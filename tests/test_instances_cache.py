@@ -15,6 +15,7 @@ import pytest
 from instance_data import common, write_files
 
 from tokshuf import FormatError
+from tokshuf._cache import cached
 from tokshuf.instances import (
     FSLDataset,
     InterleavedFSLDataset,
@@ -23,7 +24,6 @@ from tokshuf.instances import (
     VSLCurriculum,
     VSLDataset,
 )
-from tokshuf.instances._cache import cached
 
 
 def corpus(seed: int = 0, files: int = 2, docs: int = 300) -> list:
@@ -62,9 +62,9 @@ def test_concurrent_builders_build_once_and_agree(tmp_path: Path, monkeypatch: p
         )
     assert len({r for r in results}) == 1  # same entry, same bytes everywhere
     assert len(log.read_text().split()) == 1  # built once; the others waited on the lock
-    entries = [p.name for p in (tmp_path / "w").iterdir() if p.name.startswith("packed-")]
+    entries = [p.name for p in (tmp_path / "w" / "instances").iterdir() if p.name.startswith("packed-")]
     assert len(entries) == 1
-    assert not [p for p in (tmp_path / "w").iterdir() if ".tmp-" in p.name]
+    assert not [p for p in (tmp_path / "w" / "instances").iterdir() if ".tmp-" in p.name]
 
 
 def test_a_failed_build_leaves_no_entry(tmp_path: Path) -> None:
@@ -72,18 +72,18 @@ def test_a_failed_build_leaves_no_entry(tmp_path: Path) -> None:
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError, match="disk full"):
-        cached(tmp_path, "x", {"a": 1}, boom)
-    assert [p.name for p in tmp_path.iterdir()] == [".locks"]
-    entry = cached(tmp_path, "x", {"a": 1}, lambda: {"v": np.arange(3, dtype=np.uint64)})
+        cached(tmp_path, "k", "x", {"a": 1}, boom)
+    assert [p.name for p in (tmp_path / "k").iterdir()] == [".locks"]
+    entry = cached(tmp_path, "k", "x", {"a": 1}, lambda: {"v": np.arange(3, dtype=np.uint64)})
     assert entry.array("v").tolist() == [0, 1, 2]
-    again = cached(tmp_path, "x", {"a": 1}, boom)  # reused, not rebuilt
+    again = cached(tmp_path, "k", "x", {"a": 1}, boom)  # reused, not rebuilt
     assert again.path == entry.path
 
 
 def test_a_damaged_entry_is_rebuilt(tmp_path: Path) -> None:
-    entry = cached(tmp_path, "x", {"a": 1}, lambda: {"v": np.arange(5, dtype=np.uint64)})
-    entry.file("v").write_bytes(b"\0" * 8)  # e.g. a partial copy of the work_dir
-    again = cached(tmp_path, "x", {"a": 1}, lambda: {"v": np.arange(5, dtype=np.uint64)})
+    entry = cached(tmp_path, "k", "x", {"a": 1}, lambda: {"v": np.arange(5, dtype=np.uint64)})
+    entry.file("v").write_bytes(b"\0" * 8)  # e.g. a partial copy of the cache_dir
+    again = cached(tmp_path, "k", "x", {"a": 1}, lambda: {"v": np.arange(5, dtype=np.uint64)})
     assert again.path == entry.path
     assert again.array("v").tolist() == [0, 1, 2, 3, 4]
 

@@ -1,9 +1,11 @@
-"""The index cache: keyed by every parameter and the data's identity, atomic, locked, mapped."""
+"""The index cache: keyed by every parameter and the data's identity, atomic, locked, mapped.
+(What the Nanoset and instance caches share, location and key rule, is in test_cache.py.)"""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import release
 from nanoset_helpers import lognormal_lengths, write_dataset
 
 import tokshuf
@@ -19,7 +22,7 @@ from tokshuf import Nanoset, NanosetConfig, _core, build_nanosets
 
 
 def entries(cache: Path) -> set[str]:
-    return {p.name.split("-")[0] for p in cache.glob("*-description.json")}
+    return {p.name for p in (cache / "nanoset").iterdir() if not p.name.startswith(".")}
 
 
 def config(prefix: Path, cache: Path, **kw: object) -> NanosetConfig:
@@ -36,13 +39,24 @@ def test_layout_hit_and_description(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     write_dataset(tmp_path / "d", lognormal_lengths(200))
     cache = tmp_path / "cache"
     first = build_nanosets(config(tmp_path / "d", cache, split="90,5,5"), num_samples=(300, 10, 5))
-    names = sorted(p.name for p in cache.iterdir())
-    assert not [n for n in names if ".tmp-" in n]
-    assert len([n for n in names if n.endswith(".npy")]) == 9
-    assert len([n for n in names if n.endswith("-description.json")]) == 3
-    desc = json.loads(next(cache.glob("*-Nanoset-train-description.json")).read_text())
-    assert desc["data"]["prefix"] == os.path.abspath(tmp_path / "d")
-    assert {"idx_size", "idx_mtime_ns", "bin_size", "bin_mtime_ns"} <= set(desc["data"])
+    assert sorted(e.rsplit("-", 1)[0] for e in entries(cache)) == [
+        "Nanoset-test",
+        "Nanoset-train",
+        "Nanoset-valid",
+    ]
+    assert not [p for p in (cache / "nanoset").iterdir() if ".tmp-" in p.name]
+    (train_dir,) = (cache / "nanoset").glob("Nanoset-train-*")
+    assert sorted(p.name for p in train_dir.iterdir()) == [
+        "document_index.npy",
+        "meta.json",
+        "sample_index.npy",
+        "shuffle_index.npy",
+    ]
+    desc = json.loads((train_dir / "meta.json").read_text())["fields"]
+    for ext in ("idx", "bin"):
+        st = os.stat(f"{tmp_path / 'd'}.{ext}")
+        assert desc["data"][ext]["size"] == st.st_size
+        assert desc["data"][ext]["mtime_ns"] == st.st_mtime_ns
     assert desc["num_samples"] == 300
     # The .npy files are plain numpy files.
     train = first[0]
@@ -125,11 +139,15 @@ def test_damaged_entries_are_rebuilt(tmp_path: Path) -> None:
     path = Path(ds.cache_paths["sample_index"])
     del ds
     path.write_bytes(path.read_bytes()[:-8])  # truncated
-    (cache / (path.name.split("-")[0] + "-Nanoset-train-document_index.npy.tmp-999-0")).write_bytes(b"junk")
+    # The temporary of a builder that was killed (its pid is gone).
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    left = path.parent.with_name(f".{path.parent.name}.tmp-{socket.gethostname()}-{int(dead.stdout)}-0")
+    left.mkdir()
+    (left / "sample_index.npy").write_bytes(b"junk")
     again = build_nanosets(c, num_samples=(100, None, None))[0]
     for name, arr in want.items():
         np.testing.assert_array_equal(arrays_of(again)[name], arr)
-    assert not list(cache.glob("*.tmp-*"))
+    assert [p.name for p in (cache / "nanoset").glob(".*")] == [".locks"]
 
 
 def test_npy_files_match_numpy_save_byte_for_byte(tmp_path: Path) -> None:
@@ -187,19 +205,13 @@ def test_eight_processes_on_a_cold_cache(tmp_path: Path) -> None:
         )
         for _ in range(8)
     ]
-    time.sleep(1.0)  # let them all import and wait at the starting line
-    go.touch()
-    results = []
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
-        results.append(json.loads(out))
+    results = release(procs, go)
     assert len({r["digest"] for r in results}) == 1
     # 2 prefixes x 3 splits = 6 GPT entries, built once in all, plus 3 blend entries.
     assert sum(r["builds"] for r in results) == 6
-    assert len(list(cache.glob("*-description.json"))) == 9
-    assert len(list(cache.glob("*.npy"))) == 6 * 3 + 3 * 2
-    assert not list(cache.glob("*.tmp-*"))
+    assert len(entries(cache)) == 9
+    assert len(list(cache.rglob("*.npy"))) == 6 * 3 + 3 * 2
+    assert not list(cache.rglob("*.tmp-*"))
 
 
 def test_corrupt_cached_values_name_the_cache_and_how_to_rebuild(tmp_path: Path) -> None:
@@ -220,7 +232,7 @@ def test_corrupt_cached_values_name_the_cache_and_how_to_rebuild(tmp_path: Path)
     with pytest.raises(tokshuf.ConfigError) as info:
         damaged.get(0)
     message = str(info.value)
-    entry = path.name.split("-")[0]
+    entry = path.parent.name
     assert str(cache) in message, message
     assert entry in message, message
     assert "delete" in message, message

@@ -191,8 +191,8 @@ def tekken_from_megatron(vocab_file: str, num_special_tokens: int, vocab_size: i
 
     Written once, under a name given by its content, into the cache directory
     (``$TOKSHUF_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokshuf``, else ``~/.cache/tokshuf``)."""
+    from tokshuf._cache import cache_root
     from tokshuf.errors import ConfigError
-    from tokshuf.instances._cache import default_cache_dir
 
     try:
         raw = Path(vocab_file).read_bytes()
@@ -220,7 +220,7 @@ def tekken_from_megatron(vocab_file: str, num_special_tokens: int, vocab_size: i
     }
     text = json.dumps(tekken)
     key = hashlib.sha256(text.encode()).hexdigest()[:16]
-    out = default_cache_dir() / "megatron-tiktoken" / key / "tekken.json"
+    out = cache_root() / "megatron-tiktoken" / key / "tekken.json"
     if not out.is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f"tekken.json.tmp-{os.getpid()}")

@@ -59,7 +59,12 @@ def add_commands(sub: Any) -> None:
         "--vocab-size", type=cli_args.integer(1, 2**64), default=None, help="picks the dtype of .npy files"
     )
     p.add_argument("--boundaries", choices=["auto", "eos", "metadata"], default="auto")
-    p.add_argument("--work-dir", default=None)
+    p.add_argument(
+        "--work-dir",
+        default=None,
+        help="cache root; the index goes to DIR/instances/ "
+        "(default: $TOKSHUF_CACHE_DIR, else ~/.cache/tokshuf)",
+    )
     p.add_argument("--threads", type=cli_args.integer(1, MAX_THREADS), default=None)
     p.add_argument("--long-doc-strategy", choices=["truncate", "fragment"], default="truncate")
     p.add_argument("--source-group-size", type=_POSITIVE, default=1, help="packed: files packed together")

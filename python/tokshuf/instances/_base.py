@@ -12,10 +12,9 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _arrays, _core
+from tokshuf import _arrays, _cache, _core
 from tokshuf._deprecation import renamed_attribute
 from tokshuf.errors import ConfigError
-from tokshuf.instances._cache import default_cache_dir, file_identity, key_of
 from tokshuf.instances._sources import Source, resolve_sources
 from tokshuf.olmo_tokens import Boundaries
 
@@ -85,7 +84,7 @@ class InstanceDataset:
         self.vocab_size = vocab_size
         self.document_boundaries: Boundaries = document_boundaries
         self.num_threads = num_threads
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.cache_dir = _cache.cache_root(cache_dir)
         self.sources: list[Source] = resolve_sources(tuple(paths), dtype, vocab_size)
         self._identities = [s.identity() for s in self.sources]
         self._origins = [
@@ -135,8 +134,8 @@ class InstanceDataset:
     @property
     def fingerprint(self) -> str:
         """A hash of the data's identity and every parameter that shapes the instances."""
-        masks = [file_identity(p) for p in self.label_mask_paths]
-        return key_of({**self._fields(), "pad": self.pad_token_id, "label_masks": masks})
+        masks = [_cache.file_identity(p) for p in self.label_mask_paths]
+        return _cache.key_of({**self._fields(), "pad": self.pad_token_id, "label_masks": masks})
 
     def _documents(self) -> list[tuple[Path, npt.NDArray[np.uint64]]]:
         """Per source: (cache file, local ``(n, 2)`` document spans)."""

@@ -11,9 +11,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _arrays, _core, _storage
+from tokshuf import _arrays, _cache, _core, _storage
 from tokshuf.errors import ConfigError
-from tokshuf.instances._cache import cached, file_identity
 from tokshuf.olmo_tokens import Boundaries, metadata_path, token_dtype
 
 __all__ = ["Source", "resolve_sources"]
@@ -36,8 +35,8 @@ class Source:
 
     def identity(self) -> dict[str, Any]:
         if self.dtype is None:
-            return {"idx": file_identity(self.path + ".idx"), "bin": file_identity(self.path + ".bin")}
-        return {"npy": file_identity(self.path), "dtype": self.dtype}
+            return _cache.prefix_identity(self.path)
+        return {"npy": _cache.file_identity(self.path), "dtype": self.dtype}
 
     def reader_spec(self) -> tuple[str, str | None]:
         return (self.path, self.dtype)
@@ -49,7 +48,7 @@ class Source:
             return "index"
         meta = metadata_path(self.path)
         if boundaries == "metadata" or (boundaries == "auto" and meta.is_file()):
-            return {"metadata": file_identity(meta)}
+            return {"metadata": _cache.file_identity(meta)}
         return {"eos": eos_token_id, "bos": bos_token_id}
 
     def documents(
@@ -73,7 +72,8 @@ class Source:
                 buf = _core.scan_documents(self.path, dtype, eos_token_id, bos_token_id, num_threads)
             return {"spans": _arrays.spans(buf)}
 
-        entry = cached(cache_dir, "documents", {"source": self.identity(), "boundaries": origin}, build)
+        fields = {"source": self.identity(), "boundaries": origin}
+        entry = _cache.cached(cache_dir, "instances", "documents", fields, build)
         return entry.file("spans"), entry.array("spans")
 
 

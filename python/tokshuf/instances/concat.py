@@ -41,8 +41,8 @@ class FSLDataset(InstanceDataset):
         For token files: ``"auto"`` (Dolma metadata if present, else EOS scan), ``"eos"`` or
         ``"metadata"``. ``.bin/.idx`` documents always come from the index.
     cache_dir
-        Cache directory for document indices (default: ``$TOKSHUF_CACHE_DIR``, else
-        ``$XDG_CACHE_HOME/tokshuf``, else ``~/.cache/tokshuf``).
+        Root of the caches; the index arrays go to ``<cache_dir>/instances/`` (default:
+        ``$TOKSHUF_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokshuf``, else ``~/.cache/tokshuf``).
     num_threads
         Threads for scans and batch reads (default: ``$TOKSHUF_NUM_THREADS`` or all CPUs).
     """

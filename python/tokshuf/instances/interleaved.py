@@ -11,10 +11,10 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core
+from tokshuf._cache import cached
 from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
-from tokshuf.instances._cache import cached
 from tokshuf.instances.padded import padded_spans
 from tokshuf.olmo_tokens import Boundaries
 
@@ -142,7 +142,7 @@ class InterleavedFSLDataset(InstanceDataset):
         }
 
     def _open(self) -> _core.InstanceReader:
-        entry = cached(self.cache_dir, "interleaved", self._fields(), self._build)
+        entry = cached(self.cache_dir, "instances", "interleaved", self._fields(), self._build)
         self.cache_path = entry.path
         self._base, self._exempt, self._order = (entry.array(n) for n in ("base", "exempt", "order"))
         self._layout: dict[str, Any] = {

@@ -12,10 +12,10 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core
+from tokshuf._cache import cached
 from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
-from tokshuf.instances._cache import cached
 from tokshuf.instances.padded import LongDocStrategy
 from tokshuf.olmo_tokens import Boundaries
 
@@ -133,7 +133,7 @@ class PackedFSLDataset(InstanceDataset):
         }
 
     def _open(self) -> _core.InstanceReader:
-        entry = cached(self.cache_dir, "packed", self._fields(), self._build)
+        entry = cached(self.cache_dir, "instances", "packed", self._fields(), self._build)
         self.cache_path = entry.path
         self.documents = entry.array("docs")
         self.instance_offsets = entry.array("offsets")

@@ -10,10 +10,10 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core
+from tokshuf._cache import cached
 from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
-from tokshuf.instances._cache import cached
 from tokshuf.olmo_tokens import Boundaries
 
 __all__ = ["PaddedFSLDataset"]
@@ -101,6 +101,7 @@ class PaddedFSLDataset(InstanceDataset):
     def _open(self) -> _core.InstanceReader:
         entry = cached(
             self.cache_dir,
+            "instances",
             "padded",
             self._fields(),
             lambda: {"spans": padded_spans(self, self.long_doc_strategy)[0]},

@@ -12,10 +12,10 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core
+from tokshuf._cache import cached
 from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
-from tokshuf.instances._cache import cached
 from tokshuf.olmo_tokens import Boundaries
 
 __all__ = ["VSLCurriculum", "VSLDataset", "VSLEpoch"]
@@ -186,7 +186,7 @@ class VSLDataset(InstanceDataset):
         return out
 
     def _open(self) -> _core.InstanceReader:
-        entry = cached(self.cache_dir, "vsl", self._fields(), self._build)
+        entry = cached(self.cache_dir, "instances", "vsl", self._fields(), self._build)
         self.cache_path = entry.path
         self.spans = entry.array("spans")
         self.buckets: list[tuple[int, npt.NDArray[np.uint64]]] = [

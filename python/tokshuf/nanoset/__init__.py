@@ -3,7 +3,7 @@ GPTDataset / BlendedDataset indices (built natively, cached on disk).
 
 >>> from tokshuf import NanosetConfig, build_nanosets                 # doctest: +SKIP
 >>> cfg = NanosetConfig("data/corpus_text_document", sequence_length=2048,
-...                     path_to_cache="cache", seed=1234)            # doctest: +SKIP
+...                     cache_dir="cache", seed=1234)                # doctest: +SKIP
 >>> train, valid, test = build_nanosets(cfg, num_samples=(10_000, 600, 50))  # doctest: +SKIP
 >>> train[0]["input_ids"].shape, train.get_batch(range(8)).shape     # doctest: +SKIP
 ((2049,), (8, 2049))

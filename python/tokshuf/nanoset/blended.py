@@ -8,13 +8,10 @@ import numpy as np
 
 from tokshuf import _core
 from tokshuf.errors import ConfigError
-from tokshuf.nanoset.cache import IndexCache
 from tokshuf.nanoset.config import NanosetConfig
 from tokshuf.nanoset.dataset import Nanoset, SampleDataset, as_numpy
 
 __all__ = ["BlendedNanoset"]
-
-BLEND_ARRAYS = ("dataset_index", "dataset_sample_index")
 
 
 class BlendedNanoset(SampleDataset):
@@ -76,14 +73,6 @@ class BlendedNanoset(SampleDataset):
             di, si = _core.build_blending_indices([float(w) for w in self.weights], self.size)
         return {"dataset_index": di, "dataset_sample_index": si}
 
-    def _build(self) -> tuple[dict[str, _core.IndexArray], dict[str, str] | None]:
-        if self.config.cache_dir is None:
-            return self._build_arrays(), None
-        cache = IndexCache(self.config.cache_dir)
-        return cache.get_or_build(
-            "BlendedNanoset", self.split, self.description(), BLEND_ARRAYS, self._build_arrays
-        )
-
     def _open(self) -> None:
         a = self._arrays
         self._reader = _core.SampleReader.blend(
@@ -114,10 +103,6 @@ class BlendedNanoset(SampleDataset):
         i = 0 if k is None else k
         d = int(self.dataset_index[i])
         return {"dataset_id": d, **super().megatron_item(k)}
-
-    @property
-    def cache_paths(self) -> dict[str, str] | None:
-        return None if self._paths is None else dict(self._paths)
 
     def __repr__(self) -> str:
         names = [None if d is None else d.prefix for d in self.datasets]

@@ -47,8 +47,10 @@ class NanosetConfig:
         Megatron's split string, e.g. ``"949,50,1"``: the share of each prefix's sequences given to
         train, valid and test.
     cache_dir
-        Directory of the index cache (created if missing). ``None``: build in memory every time.
-        (Megatron's ``path_to_cache``; that name still works, deprecated.)
+        Root of the caches (created if missing; the index arrays go to ``<cache_dir>/nanoset/``).
+        ``None``: ``$TOKSHUF_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokshuf``, else
+        ``~/.cache/tokshuf``, as for every cache of tokshuf. ``False``: build in memory every
+        time, write nothing. (Megatron's ``path_to_cache``; that name still works, deprecated.)
     seed
         The index seed (``numpy.random.RandomState``; ``0 <= seed < 2**32``).
     num_samples
@@ -79,7 +81,7 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
     data_path: DataPath
     sequence_length: int
     split: str = "949,50,1"
-    cache_dir: str | None = None
+    cache_dir: str | Literal[False] | None = None
     seed: int = 1234
     num_samples: SampleCounts = (None, None, None)
     add_extra_token_to_sequence: bool = True
@@ -94,10 +96,12 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
     index_scheme: Literal["megatron", "repeat"] = "megatron"
     remote: RemoteRead = "ranges"
 
-    path_to_cache = renamed_attribute[str | None]("cache_dir")
+    path_to_cache = renamed_attribute[str | Literal[False] | None]("cache_dir")
     eod_token_id = renamed_attribute[int | None]("eos_token_id")
 
     def __post_init__(self) -> None:
+        if isinstance(self.cache_dir, os.PathLike):
+            object.__setattr__(self, "cache_dir", os.fspath(self.cache_dir))
         path = self.data_path
         if isinstance(path, os.PathLike):
             object.__setattr__(self, "data_path", os.fspath(path))
@@ -127,6 +131,8 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
                 f"data_path must be a prefix, a list of prefixes or a {{prefix: weight}} mapping, "
                 f"got {type(path).__name__}"
             )
+        if not (self.cache_dir is None or self.cache_dir is False or isinstance(self.cache_dir, str)):
+            raise ConfigError(f"cache_dir must be a directory, None or False, got {self.cache_dir!r}")
         if not _is_int(self.sequence_length) or self.sequence_length <= 0:
             raise ConfigError(f"sequence_length must be a positive integer, got {self.sequence_length!r}")
         if not _is_int(self.seed) or not 0 <= self.seed < 2**32:

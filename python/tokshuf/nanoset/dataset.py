@@ -14,10 +14,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _core
+from tokshuf import _cache, _core
 from tokshuf._deprecation import renamed_parameters
 from tokshuf._storage import local_prefix
-from tokshuf.nanoset.cache import IndexCache, data_identity
 from tokshuf.nanoset.config import NanosetConfig
 from tokshuf.nanoset.megatron_item import megatron_item
 
@@ -60,6 +59,30 @@ class SampleDataset:
 
     def _open(self) -> None:
         raise NotImplementedError
+
+    def description(self) -> dict[str, Any]:
+        """Everything the index arrays depend on (the cache key)."""
+        raise NotImplementedError
+
+    def _build_arrays(self) -> dict[str, _core.IndexArray]:
+        raise NotImplementedError
+
+    def _build(self) -> tuple[dict[str, _core.IndexArray], dict[str, str] | None]:
+        """The index arrays, from the cache (built there if missing) and their files; built in
+        memory with ``cache_dir=False``."""
+        if self.config.cache_dir is False:
+            return self._build_arrays(), None
+        kind = type(self).__name__
+        entry = _cache.cached(
+            self.config.cache_dir, "nanoset", f"{kind}-{self.split}", self.description(), self._build_arrays
+        )
+        paths = {n: os.fspath(entry.file(n)) for n in entry.meta["arrays"]}
+        return {n: _core.IndexArray.load(p) for n, p in paths.items()}, paths
+
+    @property
+    def cache_paths(self) -> dict[str, str] | None:
+        """The cache files of the index arrays (``None`` with ``cache_dir=False``)."""
+        return None if self._paths is None else dict(self._paths)
 
     def __getstate__(self) -> dict[str, Any]:
         state = {name: getattr(self, name) for name in (*self._pickled, "split", "config")}
@@ -153,6 +176,7 @@ class Nanoset(SampleDataset):
     """
 
     _pickled = ("prefix", "index_range", "num_samples")
+    _data: dict[str, Any] | None = None  # the identity of the data files, once read
 
     def __init__(
         self,
@@ -182,11 +206,14 @@ class Nanoset(SampleDataset):
         return self.split != "valid" or self.config.drop_last_partial_validation_sequence
 
     def description(self) -> dict[str, Any]:
-        """Everything the arrays depend on (the cache key)."""
+        """Everything the arrays depend on (the cache key). The data files are read for their
+        identity once per dataset (blends ask again for each of theirs)."""
+        if self._data is None:
+            self._data = _cache.prefix_identity(self.prefix)
         c = self.config
         return {
             "class": "Nanoset",
-            "data": data_identity(self.prefix),
+            "data": self._data,
             "split": self.split,
             "index_range": list(self.index_range),
             "num_samples": self.num_samples,
@@ -212,12 +239,6 @@ class Nanoset(SampleDataset):
         )
         return {n: built[n] for n in GPT_ARRAYS}
 
-    def _build(self) -> tuple[dict[str, _core.IndexArray], dict[str, str] | None]:
-        if self.config.cache_dir is None:
-            return self._build_arrays(), None
-        cache = IndexCache(self.config.cache_dir)
-        return cache.get_or_build("Nanoset", self.split, self.description(), GPT_ARRAYS, self._build_arrays)
-
     def _open(self) -> None:
         c = self.config
         a = self._arrays
@@ -241,11 +262,10 @@ class Nanoset(SampleDataset):
         do not fit the data (an edited or damaged entry that still passed its header checks)."""
         if not self._paths:
             return None
-        # Every array of an entry is named "<digest>-<kind>-<split>-<array>.npy".
-        base = next(iter(self._paths.values())).rsplit("-", 1)[0]
+        entry = os.path.dirname(next(iter(self._paths.values())))
         return (
-            f"they come from the Nanoset cache entry {base}-*.npy, which does not fit the data; delete "
-            f"its files ({base}-*) and it is rebuilt on the next open"
+            f"they come from the Nanoset cache entry {entry}, which does not fit the data; delete "
+            "that directory and it is rebuilt on the next open"
         )
 
     @property
@@ -253,11 +273,6 @@ class Nanoset(SampleDataset):
         """Epochs in the document index."""
         per_epoch = self.index_range[1] - self.index_range[0]
         return len(self.document_index) // per_epoch if per_epoch else 1
-
-    @property
-    def cache_paths(self) -> dict[str, str] | None:
-        """The cache files of the index arrays (``None`` without ``cache_dir``)."""
-        return None if self._paths is None else dict(self._paths)
 
     def __repr__(self) -> str:
         built = f", samples={len(self)}, epochs={self.num_epochs}" if hasattr(self, "_reader") else ""
