@@ -201,7 +201,7 @@ def test_through_the_instances_summary_file(
     args += ["--boundaries", "eos", "--work-dir", str(work), "--json"]
     assert main(args) == 0
     built = json.loads(capsys.readouterr().out)
-    summary_file = work / f"instances-packed-{built['fingerprint']}_summary.json"
+    summary_file = work / "instances" / f"instances-packed-{built['fingerprint']}_summary.json"
     entry = Path(built["cache"])
     assert detect(summary_file) == detect(entry) == "instances"
 

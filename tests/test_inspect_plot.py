@@ -130,7 +130,7 @@ def test_packing_efficiency(tmp_path: Path, capsys: Any) -> None:
         args += ["--eos-token-id", str(EOS), "--pad-token-id", str(PAD), "--dtype", "uint16", "--json"]
         assert main([*args, "--boundaries", "eos", "--work-dir", str(work)]) == 0
         fingerprint = json.loads(capsys.readouterr().out)["fingerprint"]
-        files[strategy] = str(work / f"instances-{strategy}-{fingerprint}_summary.json")
+        files[strategy] = str(work / "instances" / f"instances-{strategy}-{fingerprint}_summary.json")
 
     png = tmp_path / "eff.png"
     assert main(["inspect", *files.values(), "--plot", str(png)]) == 0

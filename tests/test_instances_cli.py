@@ -55,7 +55,7 @@ def test_convert_then_prepare_an_index_offline(tmp_path: Path, capsys: pytest.Ca
     assert summary["cache"] == str(ds.cache_path)  # the training job finds the index ready
     assert 0 <= summary["padding_fraction"] < 0.2
     # The summary file beside the index, from which the same dataset opens again.
-    written = tmp_path / "w" / f"instances-packed-{ds.fingerprint}_summary.json"
+    written = tmp_path / "w" / "instances" / f"instances-packed-{ds.fingerprint}_summary.json"
     assert json.loads(written.read_text()) == summary
     assert summary["paths"] == [str(tmp_path / "ds.npy")]
     again = open_strategy(summary["strategy"], summary["paths"], summary["arguments"])

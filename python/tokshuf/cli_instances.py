@@ -72,7 +72,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--seed", type=cli_args.integer(0, 2**64 - 1), default=0, help="interleaved")
     p.add_argument("--docs-per-instance", type=_POSITIVE, default=2, help="interleaved")
     p.add_argument("--chunks-per-doc", type=_POSITIVE, default=4, help="interleaved")
-    cli_args.add_summary_flag(p, "WORK_DIR/instances-STRATEGY-FINGERPRINT_summary.json, which inspect reads")
+    cli_args.add_summary_flag(p, "WORK_DIR/instances/instances-STRATEGY-FINGERPRINT_summary.json, which inspect reads")
     cli_args.add_output_flags(p)
     p.set_defaults(handler=_instances)
 
@@ -144,8 +144,10 @@ def _instances(args: argparse.Namespace) -> int:
     if isinstance(ds, VSLDataset):
         summary["instances_per_bucket"] = [[length, n] for length, n in ds.instances_per_bucket]
         summary["tokens"] = int(np.sum(ds.instance_lengths, dtype=np.uint64))
-    ds.cache_dir.mkdir(parents=True, exist_ok=True)
-    default = ds.cache_dir / f"instances-{args.strategy}-{ds.fingerprint}_summary.json"
+    # Beside the index entries (inspect finds an entry's summary there).
+    where = ds.cache_dir / "instances"
+    where.mkdir(parents=True, exist_ok=True)
+    default = where / f"instances-{args.strategy}-{ds.fingerprint}_summary.json"
     cli_args.write_summary_file(args, summary, str(default))
     line = f"{args.strategy}: {summary['instances']:,} instances in {summary['seconds']:.2f} s"
     cache = f" (cache {summary['cache']})" if summary["cache"] else ""
