@@ -73,7 +73,7 @@ impl PyIndexReader {
             if start > end {
                 return Err(Error::invalid(format!("bytes {start}..{end}: the start is past the end")));
             }
-            Ok(ds.read_ranges(&[start..end])?.remove(0))
+            ds.read_range(start..end)
         })?;
         Ok(PyBytes::new(py, &bytes))
     }

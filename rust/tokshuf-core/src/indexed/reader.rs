@@ -426,25 +426,32 @@ impl IndexedDataset {
         let start = self.sequence_pointer(i).saturating_add(offset * item);
         let end = start.saturating_add(length * item);
         if end > self.bin_len() {
-            return Err(Error::format(&self.bin_path, format!("sequence {i} bytes {start}..{end} lie outside the .bin")));
+            return Err(Error::format(
+                &self.bin_path,
+                format!("sequence {i} bytes {start}..{end} lie outside the .bin"),
+            ));
         }
         Ok(start..end)
     }
 
-    /// The bytes of each of `ranges` of the `.bin` (views of the map, or for a `.bin` read by
-    /// ranges, few coalesced requests in parallel).
+    /// The bytes of each of `ranges` of the `.bin` (copies out of the map, or for a `.bin` read
+    /// by ranges, few coalesced requests in parallel).
     pub fn read_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        match &self.bin {
+            Bin::Ranged(r) => r.read_many(ranges).map_err(|e| Error::io(&self.bin_path, e)),
+            Bin::Mapped(_) => ranges.iter().map(|r| self.read_range(r.clone())).collect(),
+        }
+    }
+
+    /// The bytes of `range` of the `.bin` (for a `.bin` read by ranges, one request).
+    pub fn read_range(&self, range: Range<u64>) -> Result<Bytes> {
         let read = match &self.bin {
-            Bin::Ranged(r) => r.read_many(ranges),
-            Bin::Mapped(m) => ranges
-                .iter()
-                .map(|r| {
-                    m.bytes()
-                        .get(r.start as usize..r.end as usize)
-                        .map(Bytes::copy_from_slice)
-                        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "beyond the end"))
-                })
-                .collect(),
+            Bin::Ranged(r) => r.read(range),
+            Bin::Mapped(m) => m
+                .bytes()
+                .get(range.start as usize..range.end as usize)
+                .map(Bytes::copy_from_slice)
+                .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "beyond the end")),
         };
         read.map_err(|e| Error::io(&self.bin_path, e))
     }

@@ -258,7 +258,8 @@ pub fn read_sample(src: &dyn SampleSource, k: u64, out: &mut [i64]) -> Result<()
 /// Decode `bytes` to the front of `out`; returns the tokens written.
 fn decode_into(dtype: DType, bytes: &[u8], out: &mut [i64]) -> Result<usize> {
     let n = bytes.len() / dtype.itemsize();
-    let dst = out.get_mut(..n).ok_or_else(|| Error::invalid(format!("a sample of {n}+ tokens does not fit its row")))?;
+    let dst =
+        out.get_mut(..n).ok_or_else(|| Error::invalid(format!("a sample of {n}+ tokens does not fit its row")))?;
     decode(dtype, bytes, dst);
     Ok(n)
 }
@@ -287,8 +288,7 @@ pub fn read_batch(src: &dyn SampleSource, ks: &[i64], out: &mut [i64], threads: 
 /// read from their maps as usual.
 fn read_batch_ranged(src: &dyn SampleSource, ks: &[i64], out: &mut [i64]) -> Result<()> {
     let (w, len) = (src.width(), src.len());
-    // Per dataset (told apart by address): its pieces' byte ranges and where their tokens go.
-    let mut wanted: Vec<(&IndexedDataset, Vec<Range<u64>>, Vec<usize>)> = Vec::new();
+    let mut wanted: Vec<Wanted<'_>> = Vec::new();
     for (row, &k) in ks.iter().enumerate() {
         let k = resolve_index(k, len)?;
         let start = row * w;
@@ -296,15 +296,15 @@ fn read_batch_ranged(src: &dyn SampleSource, ks: &[i64], out: &mut [i64]) -> Res
         let pad = src.pieces(k, &mut |p| {
             let n = ((p.bytes.end - p.bytes.start) / p.dataset.dtype().itemsize() as u64) as usize;
             if p.dataset.is_ranged() {
-                let slot = match wanted.iter().position(|(d, ..)| std::ptr::eq(*d, p.dataset)) {
+                let slot = match wanted.iter().position(|w| std::ptr::eq(w.dataset, p.dataset)) {
                     Some(i) => i,
                     None => {
-                        wanted.push((p.dataset, Vec::new(), Vec::new()));
+                        wanted.push(Wanted { dataset: p.dataset, ranges: Vec::new(), at: Vec::new() });
                         wanted.len() - 1
                     }
                 };
-                wanted[slot].1.push(p.bytes);
-                wanted[slot].2.push(at);
+                wanted[slot].ranges.push(p.bytes);
+                wanted[slot].at.push(at);
             } else {
                 let bytes = &p.dataset.bin_mapping()?.bytes()[p.bytes.start as usize..p.bytes.end as usize];
                 decode_into(p.dataset.dtype(), bytes, &mut out[at..start + w])?;
@@ -314,11 +314,19 @@ fn read_batch_ranged(src: &dyn SampleSource, ks: &[i64], out: &mut [i64]) -> Res
         })?;
         out[at..start + w].fill(pad);
     }
-    for (dataset, ranges, at) in wanted {
+    for Wanted { dataset, ranges, at } in wanted {
         for (bytes, at) in dataset.read_ranges(&ranges)?.iter().zip(at) {
             let row_end = (at / w.max(1) + 1) * w;
             decode_into(dataset.dtype(), bytes, &mut out[at..row_end])?;
         }
     }
     Ok(())
+}
+
+/// The pieces of a batch to fetch from one dataset read by ranges (told apart by address):
+/// their byte ranges, and where in the batch their tokens go.
+struct Wanted<'a> {
+    dataset: &'a IndexedDataset,
+    ranges: Vec<Range<u64>>,
+    at: Vec<usize>,
 }

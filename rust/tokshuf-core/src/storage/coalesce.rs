@@ -75,7 +75,10 @@ mod tests {
     #[test]
     fn blocks_stop_at_max_block_unless_overlapping() {
         let blocks = coalesce(&[0..60, 60..120, 100..200], 100);
-        assert_eq!(blocks, vec![Block { range: 0..60, members: vec![0] }, Block { range: 60..200, members: vec![1, 2] }]);
+        assert_eq!(
+            blocks,
+            vec![Block { range: 0..60, members: vec![0] }, Block { range: 60..200, members: vec![1, 2] }]
+        );
     }
 
     proptest! {
