@@ -145,7 +145,8 @@ def run(config: Any, local: Any, batches: int, label: str) -> dict[str, Any]:
     for b, batch in enumerate([first, *out]):
         if not np.array_equal(batch, local.get_batch(np.arange(b * BATCH, (b + 1) * BATCH))):
             raise AssertionError(f"{label}: batch {b} differs from the local one")
-    return {"samples_per_s": n * BATCH / wall, "first_batch_s": first_s, "requests": requests, "bytes": fetched}
+    rate = n * BATCH / wall
+    return {"samples_per_s": rate, "first_batch_s": first_s, "requests": requests, "bytes": fetched}
 
 
 def main() -> None:
@@ -195,7 +196,8 @@ def main() -> None:
         for _ in range(args.rounds):
             with tempfile.TemporaryDirectory() as cache:
                 os.environ["TOKSHUF_CACHE_DIR"] = cache
-                rows["local"].append(run(tokshuf.NanosetConfig(str(prefix), **cfg), local, args.batches, "local"))
+                reference = tokshuf.NanosetConfig(str(prefix), **cfg)
+                rows["local"].append(run(reference, local, args.batches, "local"))
                 for server, url in urls.items():
                     batches = S3_BATCHES if server == "s3" else args.batches
                     for mode in ("ranges", "copy"):
@@ -212,16 +214,15 @@ def main() -> None:
     best = {k: max(v, key=lambda r: r["samples_per_s"]) for k, v in rows.items()}
     ref = best["local"]["samples_per_s"]
     print(f"{args.tokens:,} tokens, sequence length {SEQ}, batches of {BATCH}, best of {args.rounds} rounds")
-    print(f"{'run':12} {'samples/s':>10} {'vs local':>9} {'first batch':>12} {'requests':>9} {'bytes/used':>11}")
+    head = ["samples/s", "vs local", "first batch", "requests", "bytes/used"]
+    print(f"{'run':12}", *(f"{h:>{w}}" for h, w in zip(head, (10, 9, 12, 9, 11), strict=True)))
     result: dict[str, Any] = {"tokens": args.tokens}
     for name, r in best.items():
         n = S3_BATCHES if name.startswith("s3") else args.batches
         amp = r["bytes"] / used[n] if name.endswith("ranges") else None
         amp_s = f"{amp:11.3f}" if amp is not None else f"{'-':>11}"
-        print(
-            f"{name:12} {r['samples_per_s']:10.0f} {r['samples_per_s'] / ref:8.3f}x {r['first_batch_s']:11.2f}s "
-            f"{r['requests']:9d} {amp_s}"
-        )
+        rate, first = r["samples_per_s"], r["first_batch_s"]
+        print(f"{name:12} {rate:10.0f} {rate / ref:8.3f}x {first:11.2f}s {r['requests']:9d} {amp_s}")
         result[name] = {**r, "ratio": r["samples_per_s"] / ref, "bytes_per_used": amp}
     (args.out / "results.json").write_text(json.dumps(result, indent=2))
 

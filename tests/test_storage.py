@@ -144,7 +144,9 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return d
 
 
-def test_indexed_dataset_from_s3_copy_is_cached_and_refreshed(s3: Any, tmp_path: Path, cache_dir: Path) -> None:
+def test_indexed_dataset_from_s3_copy_is_cached_and_refreshed(
+    s3: Any, tmp_path: Path, cache_dir: Path
+) -> None:
     local = _dataset(tmp_path)
     bucket = s3.bucket("readers")
     url = _upload_prefix(s3, bucket, "tok/c4_text_document", local)
@@ -262,7 +264,8 @@ def _used_bytes(ds: tokshuf.IndexedDataset, nanoset: Any, ks: np.ndarray) -> tup
     pieces = 0
     for k in ks:
         j = int(nanoset.shuffle_index[k])
-        (b, bo), (e, eo) = (int(x) for x in nanoset.sample_index[j]), (int(x) for x in nanoset.sample_index[j + 1])
+        b, bo = (int(x) for x in nanoset.sample_index[j])
+        e, eo = (int(x) for x in nanoset.sample_index[j + 1])
         pieces += e - b + 1
         if b == e:
             mark(b, bo, eo + 1)
@@ -284,11 +287,12 @@ def test_a_ranged_batch_is_few_requests_with_little_amplification(
     cfg: dict[str, Any] = {"sequence_length": 128, "split": "100,0,0"}
     (ref, *_) = tokshuf.build_nanosets(tokshuf.NanosetConfig(str(local), **cfg))
     (ranged, *_) = tokshuf.build_nanosets(tokshuf.NanosetConfig(url, **cfg))
-    assert ref is not None and ranged is not None
+    assert ref is not None
+    assert ranged is not None
     ks = np.random.default_rng(0).choice(len(ref), size=256, replace=False)
-    requests, fetched = tokshuf._core.storage_counters()
+    before = tokshuf._core.storage_counters()
     batch = ranged.get_batch(ks)
-    requests, fetched = (a - b for a, b in zip(tokshuf._core.storage_counters(), (requests, fetched), strict=True))
+    requests, fetched = (a - b for a, b in zip(tokshuf._core.storage_counters(), before, strict=True))
     assert np.array_equal(batch, ref.get_batch(ks))
     used, pieces = _used_bytes(tokshuf.IndexedDataset(local), ref, ks)
     assert used <= fetched <= 1.1 * used
@@ -313,7 +317,8 @@ def test_a_blend_of_local_and_remote_datasets(s3: Any, tmp_path: Path, cache_dir
     mixed = tokshuf.NanosetConfig({str(local): 0.3, url: 0.7}, **cfg)
     (a, *_) = tokshuf.build_nanosets(both_local, num_samples=(300, 0, 0))
     (b, *_) = tokshuf.build_nanosets(mixed, num_samples=(300, 0, 0))
-    assert a is not None and b is not None
+    assert a is not None
+    assert b is not None
     ks = np.arange(len(a))
     with s3.faults(0.2, seed=9):
         assert np.array_equal(b.get_batch(ks), a.get_batch(ks))

@@ -72,7 +72,9 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--seed", type=cli_args.integer(0, 2**64 - 1), default=0, help="interleaved")
     p.add_argument("--docs-per-instance", type=_POSITIVE, default=2, help="interleaved")
     p.add_argument("--chunks-per-doc", type=_POSITIVE, default=4, help="interleaved")
-    cli_args.add_summary_flag(p, "WORK_DIR/instances/instances-STRATEGY-FINGERPRINT_summary.json, which inspect reads")
+    cli_args.add_summary_flag(
+        p, "WORK_DIR/instances/instances-STRATEGY-FINGERPRINT_summary.json, which inspect reads"
+    )
     cli_args.add_output_flags(p)
     p.set_defaults(handler=_instances)
 

@@ -97,5 +97,7 @@ def _all_tokens(ds: IndexedDataset) -> npt.NDArray[Any]:
     ptr, lengths = ds.sequence_pointers, ds.sequence_lengths
     first, n = int(ptr[0]), ds.num_tokens
     if int(ptr[-1]) + int(lengths[-1]) * item == first + n * item and first % item == 0:
+        if ds._tokens is None:  # a .bin in a store, read by ranges: one request
+            return np.frombuffer(ds._reader.read_bin(first, first + n * item), ds.dtype)
         return ds._tokens[first // item : first // item + n]
     return np.concatenate([ds[i] for i in range(len(ds))])  # a hand-made .bin with gaps
