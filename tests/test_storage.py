@@ -12,6 +12,7 @@ import os
 import pickle
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -342,3 +343,26 @@ def test_stream_loader_from_s3(s3: Any, tmp_path: Path, cache_dir: Path) -> None
         worker = stream.worker(0, 1)
         batches.append([worker.next_batch()["input"].copy() for _ in range(20)])
     assert all(np.array_equal(a, b) for a, b in zip(*batches, strict=True))
+
+
+def test_dataloader_workers_read_ranges(s3: Any, tmp_path: Path, cache_dir: Path) -> None:
+    torch = pytest.importorskip("torch")
+    local = _dataset(tmp_path)
+    url = _upload_prefix(s3, s3.bucket("loader"), "l/ds", local)
+    cfg: dict[str, Any] = {"sequence_length": 32, "split": "100,0,0"}
+    (expected, *_) = tokshuf.build_nanosets(tokshuf.NanosetConfig(str(local), **cfg))
+    (ranged, *_) = tokshuf.build_nanosets(tokshuf.NanosetConfig(url, **cfg))
+    assert expected is not None
+    assert ranged is not None
+    ranged.get_batch([0, 1])  # the parent's runtime and connections exist before the workers fork
+    loader = torch.utils.data.DataLoader(
+        ranged, batch_size=16, num_workers=2, multiprocessing_context="fork", shuffle=False
+    )
+    t0 = time.monotonic()
+    got = torch.cat([b["input_ids"] for b in loader]).numpy()
+    # Workers that reused the parent's pooled connections waited minutes for them (170 s here).
+    assert time.monotonic() - t0 < 60
+    ks = np.arange(len(expected))
+    assert np.array_equal(got, expected.get_batch(ks))
+    # What a spawned worker gets: the dataset pickled, reopened by ranges.
+    assert np.array_equal(pickle.loads(pickle.dumps(ranged)).get_batch(ks), got)

@@ -94,7 +94,8 @@ impl RandomAccess {
                 Ok(Pending(runtime().spawn(async move { bytes })))
             }
             RandomAccess::Remote { remote, etag, .. } => {
-                Ok(Pending(runtime().spawn(fetch(remote.clone(), etag.clone(), range))))
+                let remote = remote.here().map_err(io::Error::other)?;
+                Ok(Pending(runtime().spawn(fetch(remote, etag.clone(), range))))
             }
         }
     }
@@ -107,6 +108,7 @@ impl RandomAccess {
         let RandomAccess::Remote { remote, etag, .. } = self else {
             return ranges.iter().map(|r| self.read(r.clone())).collect();
         };
+        let remote = remote.here().map_err(io::Error::other)?;
         let blocks = coalesce(ranges, MAX_BLOCK);
         let requests = blocks.iter().map(|b| fetch(remote.clone(), etag.clone(), b.range.clone()));
         let fetched: Vec<Bytes> = block_on(futures::stream::iter(requests).buffered(IN_FLIGHT).try_collect())?;

@@ -39,6 +39,9 @@ pub struct Remote {
     pub store: Arc<dyn ObjectStore>,
     /// Its key in the store.
     pub key: Key,
+    /// The process whose store this is: a forked child (a DataLoader worker) cannot use its
+    /// parent's, whose pooled connections belong to the parent's runtime ([`Remote::here`]).
+    pid: u32,
 }
 
 impl std::fmt::Debug for Remote {
@@ -58,13 +61,24 @@ impl Remote {
     pub fn with_key(&self, key: Key) -> Remote {
         let base = self.url.split_once("://").map_or("", |(s, _)| s);
         let bucket = self.url.split_once("://").and_then(|(_, r)| r.split('/').next()).unwrap_or("");
-        Remote { url: format!("{base}://{bucket}/{key}"), store: Arc::clone(&self.store), key }
+        Remote { url: format!("{base}://{bucket}/{key}"), store: Arc::clone(&self.store), key, pid: self.pid }
+    }
+
+    /// This object with a store of this process: itself, or in a process forked since it was
+    /// resolved, the same URL resolved again.
+    pub fn here(&self) -> Result<Remote> {
+        if self.pid == std::process::id() {
+            return Ok(self.clone());
+        }
+        resolve(&self.url)
     }
 }
 
-/// The store and key a URL names (stores are made once per bucket and shared).
+type Stores = HashMap<String, Arc<dyn ObjectStore>>;
+
+/// The store and key a URL names (stores are made once per bucket and process, and shared).
 pub fn resolve(url: &str) -> Result<Remote> {
-    static STORES: Mutex<Option<HashMap<String, Arc<dyn ObjectStore>>>> = Mutex::new(None);
+    static STORES: Mutex<Option<(u32, Stores)>> = Mutex::new(None);
     let bad = |why: &str| Error::invalid(format!("{url:?} is not a valid storage URL: {why}"));
     let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
@@ -73,16 +87,25 @@ pub fn resolve(url: &str) -> Result<Remote> {
     }
     let key = Key::from_url_path(key).map_err(|e| bad(&e.to_string()))?;
     let id = format!("{scheme}://{bucket}");
-    let mut stores = STORES.lock().unwrap_or_else(|e| e.into_inner());
-    let store = match stores.get_or_insert_with(HashMap::new).get(&id) {
+    let pid = std::process::id();
+    let mut slot = STORES.lock().unwrap_or_else(|e| e.into_inner());
+    if slot.as_ref().is_none_or(|(owner, _)| *owner != pid) {
+        if let Some((_, parents)) = slot.replace((pid, HashMap::new())) {
+            // The parent's clients: their connections' tasks ran on a runtime this process
+            // does not have; never drop them (as the runtime itself, see runtime.rs).
+            std::mem::forget(parents);
+        }
+    }
+    let stores = &mut slot.as_mut().expect("set above").1;
+    let store = match stores.get(&id) {
         Some(s) => Arc::clone(s),
         None => {
             let s = build(scheme, bucket).map_err(|e| Error::invalid(format!("cannot open {id}: {e}")))?;
-            stores.get_or_insert_with(HashMap::new).insert(id, Arc::clone(&s));
+            stores.insert(id, Arc::clone(&s));
             s
         }
     };
-    Ok(Remote { url: url.to_string(), store, key })
+    Ok(Remote { url: url.to_string(), store, key, pid })
 }
 
 /// How long a failing request is retried: `TOKSHUF_STORAGE_RETRY_SECONDS`, default 180.
