@@ -7,6 +7,9 @@ reasons as bad JSON lines; `--input -` reads a pipe.
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -133,6 +136,80 @@ def test_invalid_utf8_in_binary_is_counted_like_a_json_line(tmp_path: Path) -> N
         tokshuf.preprocess(tmp_path / "b.parquet", tmp_path / "b2", "byte")
 
 
+def json_bytes(value: Any) -> bytes:
+    """`value` (bytes for text, lists, None) as compact JSON, bytes that are no UTF-8 kept as
+    they are: the line a row stands for."""
+    if value is None:
+        return b"null"
+    if isinstance(value, list):
+        return b"[" + b",".join(json_bytes(v) for v in value) + b"]"
+    short = {b'"': b'\\"', b"\\": b"\\\\", b"\n": b"\\n", b"\r": b"\\r", b"\t": b"\\t"}
+    escape = lambda m: short.get(m[0], b"\\u%04x" % m[0][0])  # noqa: E731
+    return b'"' + re.sub(rb'["\\\x00-\x1f]', escape, value) + b'"'
+
+
+def test_rows_are_their_json_lines(tmp_path: Path) -> None:
+    """Several keys, binary text (some not UTF-8), lists of sentences (with nulls, empty), nulls,
+    empty and large values, rows cut into many small batches: the documents, skip reasons, line
+    numbers and decompressed bytes of the JSON lines the rows stand for."""
+    texts: list[bytes | None] = []
+    titles: list[str | None] = []
+    sents: list[list[bytes | None] | None] = []
+    for i in range(1500):
+        text = f'row {i} "q" \\ / \n\r\t\x00\x1f\x7f é😀 '.encode() * (i % 7)
+        texts.append(b"bad \xff byte " + text if i % 101 == 3 else None if i % 97 == 5 else text)
+        titles.append(None if i % 89 == 7 else f"title {i}")
+        sents.append([b"one. ", f"two {i}".encode()] + ([None] if i % 83 == 1 else []) if i % 13 else [])
+    sents[20] = None
+    titles[104] = None  # and its text is not UTF-8: that is what the row is rejected for
+    texts[700] = b"a large document, " * 200_000  # 3.6 MB: several batches' worth
+    columns = {
+        "title": pa.array(titles, pa.string()),
+        "sents": pa.array(sents, pa.list_(pa.binary())),
+        "text": pa.array(texts, pa.binary()),
+    }
+    pq.write_table(pa.table(columns), tmp_path / "c.parquet", row_group_size=250)
+    keys = tuple(columns)
+    lines = []
+    for values in zip([t and t.encode() for t in titles], sents, texts, strict=True):
+        pairs = (b'"%s":%s' % (k.encode(), json_bytes(v)) for k, v in zip(keys, values, strict=True))
+        lines.append(b"{" + b",".join(pairs) + b"}\n")
+    (tmp_path / "c.jsonl").write_bytes(b"".join(lines))
+    skipped = []
+    configs: list[dict[str, Any]] = [{}, {"max_line_bytes": 2_000_000}, {"sentence_lists": False}]
+    for i, config in enumerate(configs):
+        kw = {"json_keys": keys, "on_error": "skip", "batch_bytes": 50_000, **config}
+        got = tokshuf.preprocess(tmp_path / "c.parquet", tmp_path / f"p{i}", CL100K, **kw)
+        want = tokshuf.preprocess(tmp_path / "c.jsonl", tmp_path / f"j{i}", CL100K, **kw)
+        assert outputs(tmp_path / f"p{i}", keys) == outputs(tmp_path / f"j{i}", keys), kw
+        for field in ("lines", "documents", "tokens", "skipped", "decompressed_bytes"):
+            assert got[field] == want[field], (field, kw)
+        skips = [(r["line"], r["reason"]) for r in got["first_skipped"]]
+        assert skips == [(r["line"], r["reason"]) for r in want["first_skipped"]], kw
+        for g, w in zip(got["first_skipped"], want["first_skipped"], strict=True):
+            # The same words, without the place in a JSON line that was never written.
+            assert g["reason"] == "invalid_utf8" or w["message"].startswith(g["message"]), (g, w)
+        skipped.append(got["skipped"])
+    assert skipped[0].keys() == {"invalid_utf8", "not_string"}
+    assert skipped[0]["invalid_utf8"] == len(range(3, 1500, 101))  # row 105's null title too
+    assert skipped[1]["line_too_long"] == 1
+    assert skipped[2]["not_string"] > skipped[0]["not_string"]
+    # Under `fail`, the first bad row is the error, numbered as its line.
+    errors = []
+    for path in (tmp_path / "c.parquet", tmp_path / "c.jsonl"):
+        with pytest.raises(tokshuf.BadInputError) as e:
+            tokshuf.preprocess(path, tmp_path / "f", "byte", json_keys=["text"], batch_bytes=50_000)
+        errors.append((e.value.line, e.value.reason))
+    assert errors[0] == errors[1] == (4, "invalid_utf8")
+
+
+def test_rows_without_rows(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), tmp_path / "e.parquet")
+    summary = run(tmp_path / "e.parquet", tmp_path / "e")
+    assert [f["reason"] for f in summary["skipped_files"]] == ["empty_file"]
+    assert summary["documents"] == 0
+
+
 def test_arrow_stream_and_file_formats(tmp_path: Path) -> None:
     rows = documents(1500)
     twin = jsonl_twin(tmp_path / "c.jsonl", rows)
@@ -178,6 +255,23 @@ def test_directory_of_mixed_formats_and_corrupt_parquet(tmp_path: Path) -> None:
         tokshuf.preprocess(bad, tmp_path / "o", "byte")
 
 
+def test_parquet_corrupt_inside_is_a_truncated_file(tmp_path: Path) -> None:
+    texts = [f"document {i} " * 50 for i in range(3000)]
+    pq.write_table(pa.table({"text": texts}), tmp_path / "g.parquet", row_group_size=1000)
+    chunk = pq.ParquetFile(tmp_path / "g.parquet").metadata.row_group(1).column(0)
+    data = bytearray((tmp_path / "g.parquet").read_bytes())
+    mid = chunk.data_page_offset + chunk.total_compressed_size // 2
+    data[mid : mid + 64] = b"\xff" * 64
+    (tmp_path / "c.parquet").write_bytes(bytes(data))
+    summary = run(tmp_path / "c.parquet", tmp_path / "c")
+    [lost] = summary["skipped_files"]
+    assert lost["reason"] == "truncated_file"
+    assert "snappy" in lost["message"]
+    assert summary["documents"] == summary["lines"] == lost["first_lost_line"] - 1 >= 1000
+    with pytest.raises(tokshuf.BadInputError, match="truncated_file"):
+        tokshuf.preprocess(tmp_path / "c.parquet", tmp_path / "f", "byte")
+
+
 def test_parquet_from_s3(s3: Any, tmp_path: Path) -> None:
     rows = documents(2000)
     path = write_parquet(tmp_path / "c.parquet", rows, row_group_size=300)
@@ -200,6 +294,26 @@ def test_shuffle_of_parquet_equals_shuffle_of_json_lines(tmp_path: Path) -> None
     assert a["shards"] > 1
     for shard in sorted((tmp_path / "out-j").glob("*.tar")):
         assert (tmp_path / "out-p" / shard.name).read_bytes() == shard.read_bytes(), shard.name
+
+
+def test_shuffle_of_parquet_resumes_inside_the_file(tmp_path: Path) -> None:
+    rows = [r for r in documents(1500) if r["text"] is not None]
+    pqf = write_parquet(tmp_path / "c.parquet", rows)
+    args: dict[str, Any] = {"sequence_length": 65, "wds_chunk_size": 100, "num_local_cells": 3}
+    args |= {"buffer_bytes": 0, "batch_bytes": 4000, "tokenizer": "byte"}
+    tokshuf.shuffle(pqf, tmp_path / "cells-a", tmp_path / "out-a", **args)
+    paths = [str(p) for p in (pqf, tmp_path / "cells-b", tmp_path / "out-b")]
+    call = f"tokshuf.shuffle(*{paths!r}, **{args!r})"
+    # Killed after a few checkpoints: the saved position is a row inside the file.
+    env = {**os.environ, "TOKSHUF_TEST_CRASH_AT": "checkpoint-saved:5", "TOKSHUF_TEST_SAVE_EVERY_MS": "0"}
+    crashed = subprocess.run([sys.executable, "-c", f"import tokshuf; {call}"], env=env, capture_output=True)
+    assert crashed.returncode == -signal.SIGABRT, crashed.stderr.decode()
+    resumed = tokshuf.shuffle(pqf, tmp_path / "cells-b", tmp_path / "out-b", **args)
+    assert resumed["resumed"]
+    shards = sorted((tmp_path / "out-a").glob("*.tar"))
+    assert len(shards) > 1
+    for shard in shards:
+        assert (tmp_path / "out-b" / shard.name).read_bytes() == shard.read_bytes(), shard.name
 
 
 @pytest.mark.parametrize("compress", [None, "zst"])

@@ -100,6 +100,7 @@ fn line_fields<'b>(
     match span {
         LineSpan::Text(r) => extract_fields_with(&batch.data[r.clone()], rules.keys, rules.fields),
         LineSpan::TooLong(n) => Err((BadInputReason::LineTooLong, format!("the line has {n} bytes"))),
+        LineSpan::Row(i) => batch.rows.as_ref().expect("a row span has its rows").fields(*i, rules.keys, rules.fields),
     }
 }
 
@@ -163,7 +164,7 @@ fn encode_lines<'b>(
     let keys = rules.keys;
     // Room for the tokens of a batch of text (rarely under 4 bytes a token), so that the buffer is
     // not copied as it grows.
-    let room = batch.data.len() / 4 / keys.len().max(1);
+    let room = batch.bytes() / 4 / keys.len().max(1);
     spare.clear();
     spare.reserve(room);
     let mut spare = Some(spare);

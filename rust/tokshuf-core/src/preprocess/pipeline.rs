@@ -21,8 +21,8 @@ use crate::error::{BadInputReason, Error, Result};
 use crate::fsutil::{with_suffix, Staging};
 use crate::indexed::{IndexedDataset, IndexedDatasetWriter, Validate};
 use crate::progress::{Progress, ProgressSnapshot};
-use crate::read::lines::{LineBatch, LineReader, Truncation};
-use crate::read::{input_size, open_lines, FieldOptions};
+use crate::read::lines::{LineBatch, Truncation};
+use crate::read::{input_size, FieldOptions, Records};
 use crate::storage;
 use crate::tokenize::Tokenizer;
 
@@ -134,11 +134,11 @@ fn read_all(
         }
         // The workers are behind when every one of them has a batch waiting (or no slot is
         // free): then the reader parses the lines, and the workers only tokenize them. When they
-        // keep up (many of them, a slow disk) they parse, in parallel.
+        // keep up (many of them, a slow disk) they parse, in parallel. Rows have no JSON to parse.
         let mut slot = slots.try_recv();
         if jobs.len() >= cfg.workers || matches!(slot, Err(TryRecvError::Empty)) {
             item = match item {
-                Item::Lines(batch) => Item::Parsed(parse_batch(batch, rules)),
+                Item::Lines(batch) if batch.rows.is_none() => Item::Parsed(parse_batch(batch, rules)),
                 other => other,
             };
         }
@@ -167,14 +167,14 @@ fn read_all(
             continue;
         }
         let counter = Arc::new(AtomicU64::new(0));
-        let stream = match open_lines(path, &cfg.json_keys, Arc::clone(&counter)) {
-            Ok(s) => s,
-            Err(e) => {
-                send(file, global_line, before, Item::Problem(Problem::Fatal(e)));
-                return;
-            }
-        };
-        let mut reader = LineReader::new(path, stream, cfg.batch_bytes, cfg.max_line_bytes).tolerate_corruption();
+        let mut reader =
+            match Records::open(path, &cfg.json_keys, Arc::clone(&counter), cfg.batch_bytes, cfg.max_line_bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    send(file, global_line, before, Item::Problem(Problem::Fatal(e)));
+                    return;
+                }
+            };
         loop {
             match reader.next_batch_in(spares.data.take()) {
                 Ok(Some(batch)) => {

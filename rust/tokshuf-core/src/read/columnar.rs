@@ -1,10 +1,8 @@
-//! Parquet and Arrow IPC inputs, read as the JSON lines they stand for.
-//!
-//! Each row becomes one line `{"key": value, ...}` of the columns the run asks for (`--json-keys`),
-//! in the file's row order, and goes through the same line reader, JSON checks and error policy
-//! as a `.jsonl` file: a null or a non-string value is `not_string`, invalid UTF-8 in a binary
-//! column is `invalid_utf8`, and line N of an error is row N of the file. So a corpus gives the
-//! same `.bin/.idx` and the same shards whether it ships as Parquet, Arrow or JSON lines.
+//! Parquet and Arrow IPC inputs, read as batches of rows whose `--json-keys` values go to the
+//! tokenizer straight from the Arrow arrays ([`super::rows`]: the same documents and rejections
+//! as the JSON lines the rows stand for). Row N is line N in messages, and the rows come in the
+//! file's order, so a corpus gives the same `.bin/.idx` and the same shards whether it ships as
+//! Parquet, Arrow or JSON lines.
 //!
 //! Parquet is read by row group, only the asked-for columns: the column chunks of the next row
 //! group are fetched (ranged GETs for an object) while the current one is decoded, so memory is
@@ -12,20 +10,19 @@
 //! and the file format, whose body is a stream) is read front to back like any stream.
 
 use std::io::{self, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arrow_array::cast::AsArray as _;
-use arrow_array::types::{Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
-use arrow_array::{Array, RecordBatch};
+use arrow_array::{ArrayRef, RecordBatch};
 use arrow_ipc::reader::StreamReader;
 use bytes::Bytes;
-use crossbeam_channel::{bounded, Receiver, Sender};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ProjectionMask;
 use parquet::file::reader::{ChunkReader, Length};
 
+use super::lines::{is_decoding_error, LineBatch, LineSpan, Truncation};
+use super::rows::{line_lengths, Rows};
 use crate::error::{Error, Result};
 use crate::storage::{Pending, RandomAccess};
 
@@ -48,67 +45,125 @@ impl Columnar {
     }
 }
 
-/// Batches of lines converted ahead of the reader.
-const AHEAD: usize = 2;
-/// Rows per record batch: at a few KiB per web document, a batch's arrays and lines stay under
-/// the size the allocator keeps for reuse (`alloc::CACHE_MAX_BLOCK`), so no batch pays for fresh
-/// pages.
+/// Rows per record batch: at a few KiB per web document, a batch's arrays stay under the size the
+/// allocator keeps for reuse (`alloc::CACHE_MAX_BLOCK`), so no batch pays for fresh pages.
 const BATCH_ROWS: usize = 512;
 
-/// Open `path` as JSON lines of its `keys` columns. `counter` grows by the file's bytes read.
-pub fn open(path: &Path, format: Columnar, keys: &[String], counter: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>> {
-    let keys = keys.to_vec();
-    let rows: Box<dyn Iterator<Item = io::Result<RecordBatch>> + Send> = match format {
-        Columnar::Parquet => Box::new(parquet_batches(path, &keys, counter)?),
-        Columnar::Arrow => Box::new(arrow_batches(path, counter)?),
-    };
-    let (tx, rx) = bounded::<io::Result<Vec<u8>>>(AHEAD);
-    // Line buffers go back to the converting thread, to be filled again.
-    let (spare_tx, spare_rx) = bounded::<Vec<u8>>(AHEAD + 1);
-    let name = path.display().to_string();
-    std::thread::Builder::new()
-        .name("tokshuf-columnar".into())
-        .spawn(move || {
-            for batch in rows {
-                let mut out = spare_rx.try_recv().unwrap_or_default();
-                out.clear();
-                let lines = batch.and_then(|b| to_json_lines(&b, &keys, &name, out));
-                let failed = lines.is_err();
-                // The reader hung up (the run stopped): nothing more to do.
-                if tx.send(lines).is_err() || failed {
-                    return;
-                }
-            }
+type Batches = Box<dyn Iterator<Item = io::Result<RecordBatch>> + Send>;
+
+/// The rows of a Parquet or Arrow file, in batches of about `batch_bytes` (of the JSON lines they
+/// stand for), as a [`super::LineReader`] gives lines: a row longer than `max_line_bytes` is
+/// [`LineSpan::TooLong`], and a file that cannot be decoded past some row ends there, with its
+/// [`Truncation`].
+pub struct RowReader {
+    path: PathBuf,
+    keys: Vec<String>,
+    batches: Batches,
+    batch_bytes: usize,
+    max_line_bytes: usize,
+    /// The key columns of the record batch being cut, the length of each row, and the next row.
+    current: Option<(Arc<[ArrayRef]>, Vec<usize>, usize)>,
+    next_line: u64,
+    offset: u64,
+    truncation: Option<Truncation>,
+}
+
+impl RowReader {
+    /// The rows of the `keys` columns of `path`; `counter` grows by the file's bytes read.
+    pub fn open(
+        path: &Path,
+        format: Columnar,
+        keys: &[String],
+        counter: Arc<AtomicU64>,
+        batch_bytes: usize,
+        max_line_bytes: usize,
+    ) -> Result<RowReader> {
+        let batches: Batches = match format {
+            Columnar::Parquet => Box::new(parquet_batches(path, keys, counter)?),
+            Columnar::Arrow => Box::new(arrow_batches(path, keys, counter)?),
+        };
+        Ok(RowReader {
+            path: path.to_path_buf(),
+            keys: keys.to_vec(),
+            batches,
+            batch_bytes: batch_bytes.max(1),
+            max_line_bytes,
+            current: None,
+            next_line: 1,
+            offset: 0,
+            truncation: None,
         })
-        .map_err(|e| Error::io(path, e))?;
-    Ok(Box::new(ChannelReader { rx, spare: spare_tx, current: Vec::new(), pos: 0 }))
-}
+    }
 
-/// The lines the converting thread sends, as a byte stream.
-struct ChannelReader {
-    rx: Receiver<io::Result<Vec<u8>>>,
-    spare: Sender<Vec<u8>>,
-    current: Vec<u8>,
-    pos: usize,
-}
+    /// Where the file stopped decoding, if it did.
+    pub fn truncation(&self) -> Option<&Truncation> {
+        self.truncation.as_ref()
+    }
 
-impl Read for ChannelReader {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.pos == self.current.len() {
-            match self.rx.recv() {
-                Ok(lines) => {
-                    let used = std::mem::replace(&mut self.current, lines?);
-                    let _ = self.spare.try_send(used);
-                    self.pos = 0;
+    /// Bytes of the JSON lines the rows read so far stand for.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The next batch, or `None` after the last row.
+    pub fn next_batch(&mut self) -> Result<Option<LineBatch>> {
+        loop {
+            if let Some((columns, lens, next)) = self.current.as_mut().filter(|c| c.2 < c.1.len()) {
+                // `bytes` of lines in all, `kept` of the rows not too long (as a line reader
+                // keeps none of an over-long line).
+                let (mut lines, mut bytes, mut kept) = (Vec::new(), 0, 0);
+                while *next < lens.len() && bytes < self.batch_bytes {
+                    let len = lens[*next];
+                    if len > self.max_line_bytes {
+                        lines.push(LineSpan::TooLong(len as u64));
+                    } else {
+                        lines.push(LineSpan::Row(*next));
+                        kept += len + 1;
+                    }
+                    bytes += len + 1;
+                    *next += 1;
                 }
-                Err(_) => return Ok(0),
+                let batch = LineBatch {
+                    first_line: self.next_line,
+                    data: Vec::new(),
+                    rows: Some(Rows::new(Arc::clone(columns), kept)),
+                    lines,
+                };
+                self.next_line += batch.len() as u64;
+                self.offset += bytes as u64;
+                return Ok(Some(batch));
+            }
+            if self.truncation.is_some() {
+                return Ok(None);
+            }
+            match self.batches.next() {
+                None => return Ok(None),
+                Some(Ok(batch)) => {
+                    let columns = key_columns(&batch, &self.keys, &self.path)?;
+                    let lens = line_lengths(&columns, &self.keys);
+                    self.current = Some((columns, lens, 0));
+                }
+                Some(Err(e)) if is_decoding_error(&e) => {
+                    let message = e.to_string();
+                    self.truncation =
+                        Some(Truncation { offset: self.offset, line: self.next_line, fragment_bytes: 0, message });
+                }
+                Some(Err(e)) => return Err(Error::io(&self.path, e)),
             }
         }
-        let n = buf.len().min(self.current.len() - self.pos);
-        buf[..n].copy_from_slice(&self.current[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
     }
+}
+
+/// The `keys` columns of `batch`, in that order.
+fn key_columns(batch: &RecordBatch, keys: &[String], path: &Path) -> Result<Arc<[ArrayRef]>> {
+    keys.iter()
+        .map(|k| {
+            batch.column_by_name(k).cloned().ok_or_else(|| {
+                let schema = batch.schema();
+                missing_column(path, k, schema.fields().iter().map(|f| f.name()))
+            })
+        })
+        .collect()
 }
 
 fn parquet_error(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -261,8 +316,13 @@ impl ChunkReader for Source {
     }
 }
 
-/// The record batches of an Arrow IPC stream, or of a file (its body is a stream).
-fn arrow_batches(path: &Path, counter: Arc<AtomicU64>) -> Result<impl Iterator<Item = io::Result<RecordBatch>> + Send> {
+/// The record batches of an Arrow IPC stream, or of a file (its body is a stream), which must have
+/// the `keys` columns.
+fn arrow_batches(
+    path: &Path,
+    keys: &[String],
+    counter: Arc<AtomicU64>,
+) -> Result<impl Iterator<Item = io::Result<RecordBatch>> + Send> {
     let mut raw = crate::read::CountingReader::new(crate::storage::open(path)?, counter);
     let mut head = [0u8; 8];
     let n = read_up_to(&mut raw, &mut head).map_err(|e| Error::io(path, e))?;
@@ -275,6 +335,10 @@ fn arrow_batches(path: &Path, counter: Arc<AtomicU64>) -> Result<impl Iterator<I
     let reader = StreamReader::try_new(stream, None).map_err(|e| {
         Error::io(path, io::Error::new(io::ErrorKind::InvalidData, format!("not a readable Arrow IPC file: {e}")))
     })?;
+    let schema = reader.schema();
+    if let Some(k) = keys.iter().find(|k| schema.index_of(k).is_err()) {
+        return Err(missing_column(path, k, schema.fields().iter().map(|f| f.name())));
+    }
     Ok(reader.map(|b| b.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))))
 }
 
@@ -287,193 +351,4 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(n)
-}
-
-/// The rows of `batch` as JSON lines of the `keys` columns (a column missing is an error).
-fn to_json_lines(batch: &RecordBatch, keys: &[String], name: &str, mut out: Vec<u8>) -> io::Result<Vec<u8>> {
-    let columns = keys
-        .iter()
-        .map(|k| {
-            batch.column_by_name(k).cloned().ok_or_else(|| {
-                let schema = batch.schema();
-                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{name}: no column {k:?} (columns: {})", names.join(", ")),
-                )
-            })
-        })
-        .collect::<io::Result<Vec<_>>>()?;
-    let prefixes: Vec<Vec<u8>> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, k)| {
-            let mut p = if i == 0 { b"{".to_vec() } else { b",".to_vec() };
-            write_str(&mut p, k.as_bytes());
-            p.push(b':');
-            p
-        })
-        .collect();
-    out.reserve(batch.get_array_memory_size() + batch.num_rows() * 16);
-    for row in 0..batch.num_rows() {
-        for (prefix, column) in prefixes.iter().zip(&columns) {
-            out.extend_from_slice(prefix);
-            write_value(&mut out, column.as_ref(), row);
-        }
-        out.extend_from_slice(b"}\n");
-    }
-    Ok(out)
-}
-
-/// Row `i` of `array` as a JSON value. Text is written exactly; other values only need to be
-/// recognisably not text (they are `not_string` downstream), so numbers are written as `0`.
-fn write_value(out: &mut Vec<u8>, array: &dyn Array, i: usize) {
-    use arrow_array::types::GenericBinaryType;
-    use arrow_schema::DataType as T;
-    if array.is_null(i) {
-        out.extend_from_slice(b"null");
-        return;
-    }
-    match array.data_type() {
-        T::Utf8 => write_str(out, array.as_string::<i32>().value(i).as_bytes()),
-        T::LargeUtf8 => write_str(out, array.as_string::<i64>().value(i).as_bytes()),
-        T::Utf8View => write_str(out, array.as_string_view().value(i).as_bytes()),
-        T::Binary => write_str(out, array.as_bytes::<GenericBinaryType<i32>>().value(i)),
-        T::LargeBinary => write_str(out, array.as_bytes::<GenericBinaryType<i64>>().value(i)),
-        T::BinaryView => write_str(out, array.as_binary_view().value(i)),
-        T::List(_) => write_list(out, array.as_list::<i32>().value(i).as_ref()),
-        T::LargeList(_) => write_list(out, array.as_list::<i64>().value(i).as_ref()),
-        T::Dictionary(key, _) => {
-            let (values, k) = match key.as_ref() {
-                T::Int8 => dict_key(array.as_dictionary::<Int8Type>(), i),
-                T::Int16 => dict_key(array.as_dictionary::<Int16Type>(), i),
-                T::Int32 => dict_key(array.as_dictionary::<Int32Type>(), i),
-                T::Int64 => dict_key(array.as_dictionary::<Int64Type>(), i),
-                T::UInt8 => dict_key(array.as_dictionary::<UInt8Type>(), i),
-                T::UInt16 => dict_key(array.as_dictionary::<UInt16Type>(), i),
-                T::UInt32 => dict_key(array.as_dictionary::<UInt32Type>(), i),
-                _ => dict_key(array.as_dictionary::<UInt64Type>(), i),
-            };
-            write_value(out, values.as_ref(), k);
-        }
-        T::Boolean => out.extend_from_slice(b"false"),
-        t if t.is_numeric() => out.push(b'0'),
-        _ => out.extend_from_slice(b"{}"),
-    }
-}
-
-fn dict_key<K: arrow_array::types::ArrowDictionaryKeyType>(
-    d: &arrow_array::DictionaryArray<K>,
-    i: usize,
-) -> (arrow_array::ArrayRef, usize) {
-    use arrow_buffer::ArrowNativeType as _;
-    (d.values().clone(), d.keys().value(i).as_usize())
-}
-
-/// A list value: `[...]` of its items.
-fn write_list(out: &mut Vec<u8>, items: &dyn Array) {
-    out.push(b'[');
-    for j in 0..items.len() {
-        if j > 0 {
-            out.push(b',');
-        }
-        write_value(out, items, j);
-    }
-    out.push(b']');
-}
-
-/// A JSON string of `bytes`: quotes, backslashes and control characters escaped, everything
-/// else as is, so that text reads back exactly and invalid UTF-8 reads back as invalid UTF-8.
-fn write_str(out: &mut Vec<u8>, bytes: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.reserve(bytes.len() + 2);
-    out.push(b'"');
-    let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        // Eight bytes at a time while none needs escaping (the common case by far).
-        if i + 8 <= bytes.len() {
-            let word = u64::from_le_bytes(bytes[i..i + 8].try_into().expect("eight bytes"));
-            if !needs_escape(word) {
-                i += 8;
-                continue;
-            }
-        }
-        let b = bytes[i];
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => b"",
-            _ => {
-                i += 1;
-                continue;
-            }
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        if escape.is_empty() {
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
-        } else {
-            out.extend_from_slice(escape);
-        }
-        i += 1;
-        start = i;
-    }
-    out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
-}
-
-/// Whether any byte of `word` is a control character, `"` or `\\` (may say yes for a byte
-/// after one that is; never no for one that is).
-fn needs_escape(word: u64) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
-    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
-    below_space || has_zero(word ^ (ONES * u64::from(b'"'))) || has_zero(word ^ (ONES * u64::from(b'\\')))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(line: &[u8]) -> serde_json::Value {
-        serde_json::from_slice(line).unwrap()
-    }
-
-    #[test]
-    fn strings_read_back_exactly() {
-        for s in ["", "plain", "q\"b\\s/", "nl\nrt\r\ttab\u{0}\u{1f}\u{7f}", "é€😀\u{2028}"] {
-            let mut out = Vec::new();
-            write_str(&mut out, s.as_bytes());
-            assert_eq!(parse(&out), serde_json::Value::String(s.into()), "{s:?}");
-            assert!(!out.contains(&b'\n'));
-        }
-    }
-
-    #[test]
-    fn every_byte_in_every_position() {
-        for b in 0..=255u8 {
-            for pos in 0..12 {
-                let mut bytes = vec![b'a'; 12];
-                bytes[pos] = b;
-                let mut out = Vec::new();
-                write_str(&mut out, &bytes);
-                if let Ok(s) = std::str::from_utf8(&bytes) {
-                    assert_eq!(parse(&out), serde_json::Value::String(s.into()), "{b} at {pos}");
-                } else {
-                    assert_eq!(&out[1..out.len() - 1], &bytes[..], "{b} at {pos}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn invalid_utf8_stays_invalid() {
-        let mut out = Vec::new();
-        write_str(&mut out, b"a\xffb");
-        assert_eq!(out, b"\"a\xffb\"");
-    }
 }

@@ -64,8 +64,14 @@ struct FieldSeed<'r> {
     sentence_lists: bool,
 }
 
-fn describe(kind: &str, key: &str) -> String {
+/// Why the value of `key` is no text: it is `kind` ("null", "a number", ...).
+pub(super) fn describe(kind: &str, key: &str) -> String {
     format!("the value of {key:?} is {kind}, expected a string or a list of strings")
+}
+
+/// Why the list under `key` is no sentences: it holds `kind`.
+pub(super) fn describe_item(kind: &str, key: &str) -> String {
+    format!("the list under {key:?} holds {kind}, expected only strings")
 }
 
 impl<'de> DeserializeSeed<'de> for FieldSeed<'_> {
@@ -100,11 +106,7 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
                 Ok(Some(serde_json::Value::String(s))) => sentences.push(Cow::Owned(s)),
                 Ok(Some(other)) => {
                     self.reason.set(Some(BadInputReason::NotString));
-                    return Err(de::Error::custom(format!(
-                        "the list under {:?} holds {}, expected only strings",
-                        self.key,
-                        kind_of(&other)
-                    )));
+                    return Err(de::Error::custom(describe_item(kind_of(&other), self.key)));
                 }
                 Err(e) => return Err(e),
             }

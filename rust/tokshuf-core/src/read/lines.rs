@@ -4,6 +4,7 @@ use std::io::{ErrorKind, Read};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use super::rows::Rows;
 use crate::error::{Error, Result};
 
 /// One line of a batch.
@@ -13,6 +14,9 @@ pub enum LineSpan {
     Text(Range<usize>),
     /// A line longer than the reader's limit, dropped while reading; holds its length in bytes.
     TooLong(u64),
+    /// Row `.0` of [`LineBatch::rows`] (a Parquet or Arrow input): its values are read from the
+    /// columns, with no JSON in between.
+    Row(usize),
 }
 
 /// Consecutive lines of one file.
@@ -24,6 +28,8 @@ pub struct LineBatch {
     pub data: Vec<u8>,
     /// The lines, in order.
     pub lines: Vec<LineSpan>,
+    /// The rows the [`LineSpan::Row`] lines are of; `None` for JSON lines.
+    pub rows: Option<Rows>,
 }
 
 impl LineBatch {
@@ -36,6 +42,17 @@ impl LineBatch {
     pub fn is_empty(&self) -> bool {
         self.lines.is_empty()
     }
+
+    /// The bytes of its lines held (of the JSON lines its rows stand for).
+    pub fn bytes(&self) -> usize {
+        self.data.len() + self.rows.as_ref().map_or(0, Rows::bytes)
+    }
+}
+
+/// Whether a read error is the input's content being undecodable (a truncated or corrupt
+/// stream or file) rather than the input being unreadable.
+pub(crate) fn is_decoding_error(e: &std::io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::Other)
 }
 
 /// Where a corrupt or truncated stream stopped (see [`LineReader::tolerate_corruption`]).
@@ -130,16 +147,9 @@ impl<R: Read> LineReader<R> {
         self.offset
     }
 
-    fn is_decoding_error(e: &std::io::Error) -> bool {
-        matches!(
-            e.kind(),
-            ErrorKind::UnexpectedEof | ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::Other
-        )
-    }
-
     fn read_error(&self, e: std::io::Error) -> Error {
         match e.kind() {
-            _ if Self::is_decoding_error(&e) => Error::format(
+            _ if is_decoding_error(&e) => Error::format(
                 &self.path,
                 format!(
                     "cannot decompress past byte {} of output (after line {}): {e}",
@@ -173,7 +183,7 @@ impl<R: Read> LineReader<R> {
             match self.inner.read(&mut buf[valid..valid + want]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) if self.tolerate && Self::is_decoding_error(&e) => {
+                Err(e) if self.tolerate && is_decoding_error(&e) => {
                     // `line` and `fragment_bytes` are filled in when the last batch is cut.
                     self.truncation =
                         Some(Truncation { offset: self.offset, line: 0, fragment_bytes: 0, message: e.to_string() });
@@ -298,7 +308,7 @@ impl<R: Read> LineReader<R> {
         if lines.is_empty() {
             return Ok(None);
         }
-        let batch = LineBatch { first_line: self.next_line, data, lines };
+        let batch = LineBatch { first_line: self.next_line, data, lines, rows: None };
         self.next_line += batch.lines.len() as u64;
         Ok(Some(batch))
     }
@@ -339,7 +349,7 @@ mod tests {
                 .iter()
                 .map(|l| match l {
                     LineSpan::Text(r) => Some(b.data[r.clone()].to_vec()),
-                    LineSpan::TooLong(_) => None,
+                    LineSpan::TooLong(_) | LineSpan::Row(_) => None,
                 })
                 .collect();
             out.push((b.first_line, lines));

@@ -1,6 +1,7 @@
-//! Reading inputs: which files (`inputs`), opened as JSON lines whatever they hold (`source`:
-//! compressed JSON lines through `decompress`, Parquet and Arrow rows through `columnar`), their
-//! lines (`lines`) and the text fields of each JSON line (`json`).
+//! Reading inputs: which files (`inputs`), opened as batches of records whatever they hold
+//! (`source`): JSON lines, compressed or not (`decompress`), cut into lines (`lines`) whose text
+//! fields `json` reads, or the rows of Parquet and Arrow files (`columnar`), whose fields `rows`
+//! reads from the columns.
 
 pub mod columnar;
 pub mod decompress;
@@ -8,10 +9,11 @@ mod fast_json;
 pub mod inputs;
 pub mod json;
 pub mod lines;
+pub mod rows;
 pub mod source;
 
 pub use decompress::{decompress, decompress_buffered, open_decompressed, Compression, CountingReader};
 pub use inputs::{expand_inputs, INPUT_EXTENSIONS};
 pub use json::{extract_fields, extract_fields_reference, extract_fields_with, Field, FieldOptions, Rejection};
 pub use lines::{LineBatch, LineReader, Truncation};
-pub use source::{input_size, is_stdin, open_lines, STDIN};
+pub use source::{input_size, is_stdin, Records, STDIN};

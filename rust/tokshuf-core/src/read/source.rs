@@ -1,14 +1,16 @@
 //! One front end for every input of `preprocess` and `shuffle`: a path (a local file, an object
-//! in a store, `-` for standard input) becomes a stream of JSON lines, whatever the file holds:
-//! JSON lines, compressed or not, or the rows of a Parquet or Arrow file.
+//! in a store, `-` for standard input) becomes batches of records, whatever the file holds: JSON
+//! lines, compressed or not, or the rows of a Parquet or Arrow file (read from the columns, with
+//! no JSON in between).
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use super::columnar::{self, Columnar};
+use super::columnar::{Columnar, RowReader};
 use super::decompress::{decompress, decompress_buffered, Compression, CountingReader};
+use super::lines::{LineBatch, LineReader, Truncation};
 use crate::error::{IoContext, Result};
 
 /// The path that stands for standard input.
@@ -27,15 +29,63 @@ pub fn input_size(path: &Path) -> Result<Option<u64>> {
     crate::storage::size(path).map(Some)
 }
 
-/// Open `path` as JSON lines; `keys` are the columns a Parquet or Arrow file is read for, and
-/// `counter` grows by the bytes read as stored (progress).
-pub fn open_lines(path: &Path, keys: &[String], counter: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>> {
-    if is_stdin(path) {
-        return stdin(counter);
+/// The records of one input, batch after batch.
+pub enum Records {
+    /// JSON lines.
+    Lines(LineReader<Box<dyn Read + Send>>),
+    /// The rows of a Parquet or Arrow file.
+    Rows(RowReader),
+}
+
+impl Records {
+    /// Open `path`: `keys` are the columns a Parquet or Arrow file is read for, `counter` grows by
+    /// the bytes read as stored (progress), batches hold about `batch_bytes` and a longer line
+    /// than `max_line_bytes` is [`super::lines::LineSpan::TooLong`]. A file that cannot be
+    /// decoded to its end ends early, with its [`Records::truncation`].
+    pub fn open(
+        path: &Path,
+        keys: &[String],
+        counter: Arc<AtomicU64>,
+        batch_bytes: usize,
+        max_line_bytes: usize,
+    ) -> Result<Records> {
+        let stream = if is_stdin(path) {
+            stdin(counter)?
+        } else if let Some(format) = Columnar::from_path(path) {
+            return Ok(Records::Rows(RowReader::open(path, format, keys, counter, batch_bytes, max_line_bytes)?));
+        } else {
+            decompress(path, CountingReader::new(crate::storage::open(path)?, counter))?
+        };
+        Ok(Records::Lines(LineReader::new(path, stream, batch_bytes, max_line_bytes).tolerate_corruption()))
     }
-    match Columnar::from_path(path) {
-        Some(format) => columnar::open(path, format, keys, counter),
-        None => decompress(path, CountingReader::new(crate::storage::open(path)?, counter)),
+
+    /// The next batch, or `None` at the end; a batch of lines is read into `buf`'s memory.
+    pub fn next_batch_in(&mut self, buf: Vec<u8>) -> Result<Option<LineBatch>> {
+        match self {
+            Records::Lines(r) => r.next_batch_in(buf),
+            Records::Rows(r) => r.next_batch(),
+        }
+    }
+
+    /// The next batch, or `None` at the end.
+    pub fn next_batch(&mut self) -> Result<Option<LineBatch>> {
+        self.next_batch_in(Vec::new())
+    }
+
+    /// Where the input stopped decoding, if it did.
+    pub fn truncation(&self) -> Option<&Truncation> {
+        match self {
+            Records::Lines(r) => r.truncation(),
+            Records::Rows(r) => r.truncation(),
+        }
+    }
+
+    /// Decompressed bytes read so far (for rows, of the JSON lines they stand for).
+    pub fn offset(&self) -> u64 {
+        match self {
+            Records::Lines(r) => r.offset(),
+            Records::Rows(r) => r.offset(),
+        }
     }
 }
 

@@ -12,8 +12,8 @@ use crossbeam_channel::{Receiver, Sender};
 use super::{Msg, Ordered, TokenizeJob, Work};
 use crate::cancel::Cancel;
 use crate::error::Error;
-use crate::read::lines::{LineReader, Truncation};
-use crate::read::open_lines;
+use crate::read::lines::Truncation;
+use crate::read::Records;
 use crate::shuffle::config::ShuffleConfig;
 use crate::shuffle::state::Position;
 
@@ -60,15 +60,15 @@ impl Reader<'_> {
             };
             let counter = Arc::new(AtomicU64::new(0));
             let keys = std::slice::from_ref(&self.cfg.content_key);
-            let stream = match open_lines(path, keys, Arc::clone(&counter)) {
-                Ok(s) => s,
+            let cfg = self.cfg;
+            let mut reader = match Records::open(path, keys, Arc::clone(&counter), cfg.batch_bytes, cfg.max_line_bytes)
+            {
+                Ok(r) => r,
                 Err(e) => {
                     ordered(&mut seq, Ordered::Problem { file, problem: Problem::Fatal(e) });
                     return;
                 }
             };
-            let cfg = self.cfg;
-            let mut reader = LineReader::new(path, stream, cfg.batch_bytes, cfg.max_line_bytes).tolerate_corruption();
             loop {
                 let mut batch = match reader.next_batch() {
                     Ok(Some(batch)) => batch,
