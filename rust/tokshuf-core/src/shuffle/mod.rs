@@ -13,6 +13,7 @@
 pub mod cells;
 mod config;
 mod contexts;
+mod deflate;
 mod encode;
 pub mod json_gz;
 mod rng;
