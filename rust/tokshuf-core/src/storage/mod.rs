@@ -3,7 +3,7 @@
 //!
 //! - [`open`] streams an input (an object is read ahead in ranges; see [`read`]) and [`size`]
 //!   gives its size; [`identity`] what a resumed job checks it is still the same input.
-//! - [`list`] and [`glob`] expand a prefix or a pattern into objects sorted by key.
+//! - [`list`], [`list_all`] and [`glob`] expand a prefix or a pattern into objects sorted by key.
 //! - [`RandomAccess`] reads an input at offsets (Parquet).
 //! - [`local_copy`] gives the readers that map their data (`.idx/.bin`, `.npy`) a local copy.
 //! - [`upload_file`] and [`put`] write objects, which appear under their keys only complete.
@@ -20,7 +20,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use cache::{cache_root, local_copy, local_copy_cancellable, local_path};
-pub use list::{glob, under as list};
+pub use list::{all_under as list_all, glob, under as list};
 pub use ranges::{Pending, RandomAccess};
 pub use read::RemoteReader;
 pub use stores::{is_remote, resolve, Remote, SCHEMES};
