@@ -8,6 +8,7 @@
 use super::deflate::Deflater;
 
 /// Scratch buffers reused across calls (one per thread).
+#[derive(Default)]
 pub struct JsonGz {
     deflater: Deflater,
     /// `units[id]`: the JSON of `id` as it follows another id, and its code.
@@ -30,19 +31,6 @@ struct Unit {
     text: u64,
     /// The Huffman code of those bytes, its length in bits in the top byte.
     code: u64,
-}
-
-impl Default for JsonGz {
-    fn default() -> Self {
-        Self {
-            deflater: Deflater::default(),
-            units: Vec::new(),
-            json: Vec::new(),
-            json_len: 0,
-            starts: Vec::new(),
-            codes: Vec::new(),
-        }
-    }
 }
 
 /// Ids below this have their JSON unit in a table (2 MiB at most; at most 6 digits, so a unit
