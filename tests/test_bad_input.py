@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import subprocess
 import sys
 import zlib
@@ -311,6 +312,43 @@ def test_directory_loops_are_walked_once(tmp_path: Path) -> None:
     summary = tokshuf.preprocess(data, tmp_path / "o", "byte")
     assert summary["documents"] == 2
     assert _core.expand_input_paths([str(data)]) == [data / "a.jsonl", data / "sub" / "b.jsonl"]
+
+
+def test_a_directory_scan_reads_inputs_only_and_reports_the_rest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "d"
+    (data / ".cache").mkdir(parents=True)
+    write_jsonl(data / "a.jsonl", [{"text": "read"}])
+    write_jsonl(data / ".b.jsonl", [{"text": "a hidden file"}])
+    write_jsonl(data / ".cache" / "c.jsonl", [{"text": "in a hidden directory"}])
+    write_jsonl(data / "D.JSONL", [{"text": "an upper-case extension"}])
+    (data / "notes.txt").write_text("not an input\n")
+    (data / "self").symlink_to(".")
+    counts = {"extension": 2, "hidden": 2, "link_loop": 1}
+    listed = [
+        {"path": str(data / ".b.jsonl"), "reason": "hidden"},
+        {"path": str(data / ".cache"), "reason": "hidden"},
+        {"path": str(data / "D.JSONL"), "reason": "extension"},
+        {"path": str(data / "notes.txt"), "reason": "extension"},
+        {"path": str(data / "self"), "reason": "link_loop"},
+    ]
+    with caplog.at_level(logging.WARNING, logger="tokshuf"):
+        pre = tokshuf.preprocess(data, tmp_path / "o", "byte")
+    # Only "read" (4 bytes, 4 byte tokens) was tokenized.
+    assert (pre["inputs"], pre["documents"], pre["tokens"]) == ([str(data / "a.jsonl")], 1, 4)
+    assert (pre["scan_skipped"], pre["first_scan_skipped"]) == (counts, listed)
+    on_disk = json.loads((tmp_path / "o_summary.json").read_text())
+    assert (on_disk["scan_skipped"], on_disk["first_scan_skipped"]) == (counts, listed)
+    assert "5 paths that were not read" in caplog.text
+    assert f"{data / 'notes.txt'}: extension" in caplog.text
+
+    shuffled = tokshuf.shuffle([data], tmp_path / "c", tmp_path / "s", "byte", sequence_length=8)
+    assert (shuffled["files"], shuffled["documents"]) == (1, 1)
+    assert (shuffled["scan_skipped"], shuffled["first_scan_skipped"]) == (counts, listed)
+    # The summaries hold what their types say ("task" only for a task's run).
+    assert set(pre) == set(tokshuf.PreprocessSummary.__annotations__) - {"task"}
+    assert set(shuffled) == set(tokshuf.ShuffleSummary.__annotations__) - {"task"}
 
 
 @pytest.mark.parametrize("how", ["given_twice", "directory_and_file", "file_link"])

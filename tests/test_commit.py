@@ -5,7 +5,7 @@ with ENOSPC as a full disk gives, or by ending the process there as a kill would
 (``_core._fail_writes_after``). After each, the outputs must be the complete old set or the
 complete new set; after a kill, a pair may also be one that the reader refuses, never one that
 reads as other data. Where the test may mount a tmpfs, a really full small filesystem is tried
-at several levels too.
+too, with a page less room each time, so that it fills during every output's write in turn.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -235,26 +236,39 @@ def test_preprocess_on_a_full_tmpfs_leaves_the_old_set(tmp_path: Path) -> None:
     try:
         out = mnt / "out"
         out.mkdir()
-        # Two inputs in turn, so that every run replaces a set by a different one.
-        inputs = [corpus(tmp_path / f"big{i}.jsonl", 5 + i, n=600) for i in range(2)]
-        tokshuf.preprocess(inputs[0], out / "c", "byte", json_keys=KEYS)
-        old, current = snapshot(out), 0
-        failed = 0
-        # Leave less and less room, a page at a time, down from what the run needs at its peak
-        # (old and new sets side by side): the disk fills at every write of the run in turn.
-        peak = 2 * sum(len(b) for b in old.values()) + 2 * inputs[1].stat().st_size + (64 << 10)
+        # A small old set and a large new one: moving one key's new pair into place frees too
+        # little to write the rest, so a run that committed key by key would be caught with a
+        # mixed set when the disk fills after its first commit.
+        small, big = corpus(tmp_path / "small.jsonl", 5, n=20), corpus(tmp_path / "big.jsonl", 6, n=600)
+        tokshuf.preprocess(big, out / "c", "byte", json_keys=KEYS)
+        new_files = snapshot(out)
+        new = without_timing(new_files)
+        restore(out, {})
+        tokshuf.preprocess(small, out / "c", "byte", json_keys=KEYS)
+        old = snapshot(out)
+        # Leave less and less room, a page at a time, down from more than the new set needs
+        # beside the old one: the disk fills at every write of the run in turn.
+        peak = sum(len(b) + 4096 for b in new_files.values()) + (64 << 10)
+        failed_at: set[str] = set()
         for room in range(peak, 0, -4096):
+            restore(out, old)
             stat = os.statvfs(mnt)
             filler = mnt / "filler"
             filler.write_bytes(b"\0" * max(stat.f_bavail * stat.f_frsize - room, 0))
+            error: OSError | None = None
             try:
-                tokshuf.preprocess(inputs[1 - current], out / "c", "byte", json_keys=KEYS)
-            except OSError:
-                failed += 1
-                assert snapshot(out) == old, f"{room} bytes free"
+                tokshuf.preprocess(big, out / "c", "byte", json_keys=KEYS)
+            except OSError as e:
+                error = e
+            if error is None:
+                assert without_timing(snapshot(out)) == new, f"{room} bytes free"
             else:
-                old, current = snapshot(out), 1 - current
+                assert snapshot(out) == old, f"{room} bytes free: {error}"
+                # The file being written: "... No space left on device: '.../c_text_document.bin.tmp-P-N'".
+                failed_at.add(re.sub(r"\.tmp-\d+-\d+$", "", str(error).rstrip("'").rsplit("/", 1)[-1]))
             filler.unlink()
-        assert failed > 0
+        # The disk filled while each output was being written: both keys' data and indexes and
+        # the summary.
+        assert failed_at == set(old), failed_at
     finally:
         subprocess.run(["umount", str(mnt)], check=False)

@@ -67,6 +67,21 @@ def test_preprocess_from_and_to_s3_is_byte_identical(s3: Any, tmp_path: Path) ->
     assert s3.get(bucket, "mixed/ds_text_document.bin") == outputs(tmp_path / "one")["bin"]
 
 
+def test_a_prefix_is_scanned_as_a_directory_is(s3: Any, tmp_path: Path) -> None:
+    bucket = s3.bucket("scan")
+    for key in ["a.jsonl", ".b.jsonl", ".cache/c.jsonl", "D.JSONL", "notes.txt", "sub/e.jsonl"]:
+        s3.put(bucket, f"data/{key}", b'{"text": "read"}\n')
+    summary = tokshuf.preprocess("s3://scan/data/", tmp_path / "o", "byte")
+    assert summary["inputs"] == ["s3://scan/data/a.jsonl", "s3://scan/data/sub/e.jsonl"]
+    assert summary["scan_skipped"] == {"extension": 2, "hidden": 2}
+    assert summary["first_scan_skipped"] == [
+        {"path": "s3://scan/data/.b.jsonl", "reason": "hidden"},
+        {"path": "s3://scan/data/.cache/c.jsonl", "reason": "hidden"},
+        {"path": "s3://scan/data/D.JSONL", "reason": "extension"},
+        {"path": "s3://scan/data/notes.txt", "reason": "extension"},
+    ]
+
+
 def test_missing_inputs_name_the_url(s3: Any, tmp_path: Path) -> None:
     s3.bucket("empty")
     for spec in ["s3://empty/nothing-here", "s3://empty/x/*.jsonl"]:

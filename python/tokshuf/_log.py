@@ -26,6 +26,17 @@ def log_run(command: str, summary: Mapping[str, Any]) -> None:
             log.warning("  %s:%s: %s: %s", rec["path"], rec["line"], rec["reason"], rec["message"])
     for rec in summary.get("skipped_files") or []:
         log.warning("%s: skipped file %s: %s: %s", command, rec["path"], rec["reason"], rec["message"])
+    passed_over: Mapping[str, int] = summary.get("scan_skipped") or {}
+    if passed_over:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(passed_over.items()))
+        log.warning(
+            "%s: the input directories hold %s paths that were not read (%s)",
+            command,
+            f"{sum(passed_over.values()):,}",
+            reasons,
+        )
+        for rec in (summary.get("first_scan_skipped") or [])[:_LISTED]:
+            log.warning("  %s: %s", rec["path"], rec["reason"])
     log.info(
         "%s: %s documents, %s tokens in %.2f s",
         command,

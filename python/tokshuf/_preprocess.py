@@ -56,8 +56,10 @@ def preprocess(
     Parameters
     ----------
     inputs
-        Files, directories (searched recursively for ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``)
-        or globs. Documents are written in input order: file by file, line by line.
+        Files, directories (searched recursively for ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``,
+        ``.jsonl.zstd``, ``.parquet``, ``.arrow``; hidden names and other files are passed over
+        and listed in ``summary["scan_skipped"]`` and ``summary["first_scan_skipped"]``) or
+        globs. Documents are written in input order: file by file, line by line.
     output_prefix
         Outputs are ``{output_prefix}_{key}_document.bin/.idx`` (Megatron's names).
     tokenizer

@@ -82,7 +82,9 @@ def shuffle(
     Parameters
     ----------
     inputs
-        Files, directories (searched for ``ext``) or globs. Their order is part of the result.
+        Files, directories (searched recursively for ``ext``; hidden names and other files are
+        passed over and listed in ``summary["scan_skipped"]`` and ``summary["first_scan_skipped"]``)
+        or globs. Their order is part of the result.
     local_cell_dir
         Scratch directory for the cells and the resume state (needs about the output's size).
     output
@@ -102,8 +104,8 @@ def shuffle(
     num_threads
         Worker threads (default: the CPUs available, or ``TOKSHUF_NUM_THREADS``).
     ext
-        Extensions picked up in directories (default: ``.jsonl .jsonl.gz .jsonl.zst .jsonl.zstd``,
-        or ``.tar`` with ``shuffle_only``).
+        Extensions picked up in directories, case-sensitively (default: ``.jsonl .jsonl.gz
+        .jsonl.zst .jsonl.zstd .parquet .arrow``, or ``.tar`` with ``shuffle_only``).
     shuffle_only
         Inputs are webdataset tars; their samples are re-shuffled verbatim.
     special_tokens

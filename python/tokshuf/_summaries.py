@@ -19,6 +19,7 @@ __all__ = [
     "OutputSummary",
     "PreprocessSummary",
     "Progress",
+    "ScanSkip",
     "ShuffleSummary",
     "SkippedFile",
     "SkippedLine",
@@ -61,6 +62,16 @@ class SkippedFile(TypedDict):
     message: str
 
 
+class ScanSkip(TypedDict):
+    """A path a directory scan of the inputs passed over: ``hidden`` (its name begins with ``.``;
+    nothing below a hidden directory is looked at), ``extension`` (its name ends in none of the
+    input extensions, compared case-sensitively) or ``link_loop`` (a directory link back to a
+    directory being scanned)."""
+
+    path: str
+    reason: Literal["hidden", "extension", "link_loop"]
+
+
 class OutputSummary(TypedDict):
     """One JSON key's ``.bin/.idx`` pair written by :func:`tokshuf.preprocess`."""
 
@@ -89,6 +100,10 @@ class PreprocessSummary(TypedDict):
     skipped: dict[str, int]
     first_skipped: list[SkippedLine]
     skipped_files: list[SkippedFile]
+    #: Paths the scans of input directories passed over, by reason (exact counts).
+    scan_skipped: dict[str, int]
+    #: The first 100 of them, in scan order.
+    first_scan_skipped: list[ScanSkip]
     dtype: str
     #: The tokenizer's identity (kind, source, SHA-256 of its data, eod, vocab size).
     tokenizer: dict[str, Any]
@@ -127,6 +142,10 @@ class ShuffleSummary(TypedDict):
     skipped: dict[str, int]
     first_skipped: list[SkippedLine]
     skipped_files: list[SkippedFile]
+    #: Paths the scans of input directories passed over, by reason (exact counts).
+    scan_skipped: dict[str, int]
+    #: The first 100 of them, in scan order.
+    first_scan_skipped: list[ScanSkip]
     input_bytes: int
     decompressed_bytes: int
     cell_bytes: int

@@ -152,3 +152,16 @@ impl<T> IoContext<T> for std::io::Result<T> {
         self.map_err(|e| Error::io(path, e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_readme_lists_every_skip_reason() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+        for reason in BadInputReason::ALL {
+            assert!(readme.contains(&format!("`{reason}`")), "README does not list `{reason}`");
+        }
+    }
+}

@@ -21,7 +21,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// The files `inputs` (files, directories, globs) expand to, in processing order.
 #[pyfunction]
 fn expand_input_paths(py: Python<'_>, inputs: Vec<String>) -> PyResult<Vec<PathBuf>> {
-    expand_inputs(&inputs, INPUT_EXTENSIONS).into_py(py)
+    expand_inputs(&inputs, INPUT_EXTENSIONS).map(|i| i.files).into_py(py)
 }
 
 /// Tokenize JSON lines into `{output_prefix}_{key}_document.bin/.idx`; returns the run summary as JSON.
@@ -56,8 +56,9 @@ fn preprocess(
     let progress: ProgressStyle = progress.parse().into_py(py)?;
     let tokenizer = tokenizer.shared();
     run_detached(py, move |cancel| {
-        let files = expand_inputs(&inputs, INPUT_EXTENSIONS)?;
-        let mut cfg = PreprocessConfig::new(files, output_prefix, json_keys);
+        let inputs = expand_inputs(&inputs, INPUT_EXTENSIONS)?;
+        let mut cfg = PreprocessConfig::new(inputs.files, output_prefix, json_keys);
+        cfg.scan = inputs.scan;
         cfg.append_eod = append_eod;
         cfg.dtype = dtype;
         cfg.workers = workers.unwrap_or_else(tokshuf_core::parallel::default_threads);

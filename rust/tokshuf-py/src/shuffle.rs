@@ -79,7 +79,7 @@ fn shuffle(
     run_detached(py, move |cancel| {
         let exts = extensions(ext, shuffle_only);
         let ext_refs: Vec<&str> = exts.iter().map(String::as_str).collect();
-        let files = expand_inputs(&inputs, &ext_refs)?;
+        let inputs = expand_inputs(&inputs, &ext_refs)?;
         // Loaded once and shared by every worker.
         let (tok, special, warnings) = if shuffle_only {
             (None, SpecialIds { bos: None, eot: 0, pad: 0 }, Vec::new())
@@ -91,7 +91,8 @@ fn shuffle(
         };
         let max_id = tok.as_ref().map_or(0, |t| t.vocab_size().saturating_sub(1).min(u64::from(u32::MAX)) as u32);
         let max_id = [Some(max_id), special.bos, Some(special.eot), Some(special.pad)].into_iter().flatten().max();
-        let mut cfg = ShuffleConfig::new(files, local_cell_dir, output, special);
+        let mut cfg = ShuffleConfig::new(inputs.files, local_cell_dir, output, special);
+        cfg.scan = inputs.scan;
         cfg.seqlen = seqlen;
         cfg.wds_chunk_size = wds_chunk_size;
         cfg.num_local_cells = num_local_cells;

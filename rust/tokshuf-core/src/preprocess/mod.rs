@@ -21,6 +21,7 @@ use crate::cancel::Cancel;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::progress::ProgressStyle;
+use crate::read::ScanReport;
 use crate::tasks::Task;
 use crate::tokenize::Tokenizer;
 
@@ -77,6 +78,8 @@ pub struct PreprocessConfig {
     pub summary_path: Option<PathBuf>,
     /// The task this run is of a job cut into tasks ([`PreprocessConfig::for_task`]).
     pub task: Option<Task>,
+    /// What the scans that listed `inputs` passed over, for the summary.
+    pub scan: ScanReport,
 }
 
 impl PreprocessConfig {
@@ -98,6 +101,7 @@ impl PreprocessConfig {
             sentence_lists: true,
             progress: ProgressStyle::Off,
             task: None,
+            scan: ScanReport::default(),
         }
     }
 

@@ -305,6 +305,7 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
             tokshuf_version: env!("CARGO_PKG_VERSION").to_string(),
             inputs: cfg.inputs.clone(),
             files: cfg.inputs.len() as u64,
+            scan: cfg.scan.clone(),
             dtype: dtype.name().to_string(),
             tokenizer: tokenizer.identity(),
             config: serde_json::json!({

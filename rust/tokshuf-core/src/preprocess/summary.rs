@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::indexed::WriteSummary;
+use crate::read::ScanReport;
 
 /// A skipped line (the first few are kept for the report).
 #[derive(Debug, Clone, Serialize)]
@@ -95,6 +96,9 @@ pub struct Summary {
     pub first_skipped: Vec<SkipRecord>,
     /// Files skipped whole (empty) or cut short (truncated): what was lost.
     pub skipped_files: Vec<SkippedFile>,
+    /// What the scans of input directories passed over (`scan_skipped`, `first_scan_skipped`).
+    #[serde(flatten)]
+    pub scan: ScanReport,
     /// Output dtype.
     pub dtype: String,
     /// The tokenizer's identity.

@@ -1,7 +1,10 @@
 //! Turning `--input` arguments (files, directories, globs; local or in an object store) into an
 //! ordered list of files.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::storage;
@@ -11,6 +14,65 @@ pub const JSONL_EXTENSIONS: &[&str] = &[".jsonl", ".jsonl.gz", ".jsonl.zst", ".j
 
 /// The extensions picked up when a directory is given: JSON lines, Parquet and Arrow.
 pub const INPUT_EXTENSIONS: &[&str] = &[".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd", ".parquet", ".arrow"];
+
+/// Paths a scan lists one by one in [`ScanReport::first_scan_skipped`]; the counts stay exact.
+const LISTED: usize = 100;
+
+/// A file or directory a directory scan passed over, and why: `hidden` (its name begins with `.`;
+/// nothing below a hidden directory is looked at), `extension` (its name ends in none of the
+/// input extensions, compared case-sensitively) or `link_loop` (a directory link back to a
+/// directory being scanned).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanSkip {
+    /// The file or directory.
+    pub path: PathBuf,
+    /// `hidden`, `extension` or `link_loop`.
+    pub reason: String,
+}
+
+/// What the scans of the directories (and object-store prefixes) among the inputs passed over,
+/// as run summaries report it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanReport {
+    /// Paths passed over, by reason.
+    pub scan_skipped: BTreeMap<String, u64>,
+    /// The first of them (in scan order).
+    pub first_scan_skipped: Vec<ScanSkip>,
+}
+
+impl ScanReport {
+    fn add(&mut self, path: PathBuf, reason: &str) {
+        *self.scan_skipped.entry(reason.to_string()).or_default() += 1;
+        if self.first_scan_skipped.len() < LISTED {
+            self.first_scan_skipped.push(ScanSkip { path, reason: reason.to_string() });
+        }
+    }
+
+    /// Paths passed over.
+    pub fn total(&self) -> u64 {
+        self.scan_skipped.values().sum()
+    }
+}
+
+/// The files the inputs expand to, and what a scan passed over.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    /// The input files, in processing order.
+    pub files: Vec<PathBuf>,
+    /// What directory scans passed over.
+    pub scan: ScanReport,
+}
+
+/// Why a scan passes over an entry named `name` (a file unless `dir`), if it does.
+fn pass_over(name: &str, dir: bool, exts: &[&str]) -> Option<&'static str> {
+    if name.starts_with('.') {
+        Some("hidden")
+    } else if !dir && !exts.iter().any(|e| name.ends_with(e)) {
+        Some("extension")
+    } else {
+        None
+    }
+}
 
 fn has_glob_chars(s: &str) -> bool {
     s.contains(['*', '?', '['])
@@ -69,10 +131,16 @@ impl Taken {
     }
 }
 
-/// Every file below `dir` whose name ends in one of `exts`, sorted by path. A directory link that
-/// leads back to a directory being walked (a loop, `d/self -> .`) is skipped: everything below
-/// it is already being walked.
-fn walk(dir: &Path, exts: &[&str], ancestors: &mut Vec<FileId>, out: &mut Vec<PathBuf>) -> Result<()> {
+/// Every file below `dir` whose name ends in one of `exts`, sorted by path; hidden files and
+/// directories are passed over, and so is a directory link that leads back to a directory being
+/// walked (a loop, `d/self -> .`: everything below it is already being walked).
+fn walk(
+    dir: &Path,
+    exts: &[&str],
+    ancestors: &mut Vec<FileId>,
+    out: &mut Vec<PathBuf>,
+    scan: &mut ScanReport,
+) -> Result<()> {
     let mut entries = std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
         .map(|e| e.map(|e| e.path()).map_err(|e| Error::io(dir, e)))
@@ -80,30 +148,48 @@ fn walk(dir: &Path, exts: &[&str], ancestors: &mut Vec<FileId>, out: &mut Vec<Pa
     // Sorted, so that which of two paths to one file comes first never depends on the listing.
     entries.sort();
     for path in entries {
-        if path.is_dir() {
+        let dir = path.is_dir();
+        // A name that is not UTF-8 ends in none of the extensions.
+        let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        if let Some(reason) = pass_over(&name, dir, exts) {
+            scan.add(path, reason);
+        } else if dir {
             let id = file_id(&path)?;
             if ancestors.contains(&id) {
+                scan.add(path, "link_loop");
                 continue;
             }
             ancestors.push(id);
-            walk(&path, exts, ancestors, out)?;
+            walk(&path, exts, ancestors, out, scan)?;
             ancestors.pop();
-        } else if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| exts.iter().any(|e| n.ends_with(e))) {
+        } else {
             out.push(path);
         }
     }
     Ok(())
 }
 
-/// An object-store input: an object, or a prefix (as a directory), or a glob over keys.
-fn expand_remote(spec: &str, exts: &[&str], files: &mut Vec<PathBuf>) -> Result<()> {
+/// An object-store input: an object, or a prefix (as a directory: keys with a hidden part below
+/// it, or none of `exts`, are passed over), or a glob over keys.
+fn expand_remote(spec: &str, exts: &[&str], files: &mut Vec<PathBuf>, scan: &mut ScanReport) -> Result<()> {
     let remote = storage::resolve(spec)?;
     let found = if has_glob_chars(remote.key.as_ref()) {
         storage::glob(&remote)?
     } else if storage::size(Path::new(spec)).is_ok() {
         vec![remote]
     } else {
-        storage::list(&remote, exts)?
+        let prefix = remote.key.as_ref().len();
+        let mut taken = Vec::new();
+        for object in storage::list_all(&remote)? {
+            let key = object.key.as_ref();
+            let below = key.get(prefix..).unwrap_or(key).trim_start_matches('/');
+            let hidden = below.split('/').any(|part| part.starts_with('.'));
+            match if hidden { Some("hidden") } else { pass_over(below, false, exts) } {
+                Some(reason) => scan.add(storage::as_path(&object), reason),
+                None => taken.push(object),
+            }
+        }
+        taken
     };
     if found.is_empty() {
         return Err(Error::io(
@@ -121,10 +207,13 @@ fn expand_remote(spec: &str, exts: &[&str], files: &mut Vec<PathBuf>) -> Result<
 /// object, every object under a prefix, or every object a glob matches, sorted by key. The
 /// result depends only on the arguments and the files, never on the order they are listed in.
 ///
-/// A file reached twice (by (device, inode), whatever the paths) is refused with an error that
-/// names both paths; a directory loop made by a link is not followed.
-pub fn expand_inputs(specs: &[impl AsRef<str>], exts: &[&str]) -> Result<Vec<PathBuf>> {
+/// A directory scan passes over hidden files and directories (names beginning with `.`) and
+/// files with other extensions, and reports them ([`ScanReport`]). A file reached twice (by
+/// (device, inode), whatever the paths) is refused with an error that names both paths; a
+/// directory loop made by a link is not followed.
+pub fn expand_inputs(specs: &[impl AsRef<str>], exts: &[&str]) -> Result<Inputs> {
     let mut files: Vec<PathBuf> = Vec::new();
+    let mut scan = ScanReport::default();
     for spec in specs {
         let spec = spec.as_ref();
         let path = Path::new(spec);
@@ -134,12 +223,12 @@ pub fn expand_inputs(specs: &[impl AsRef<str>], exts: &[&str]) -> Result<Vec<Pat
             }
             files.push(PathBuf::from(spec));
         } else if storage::is_remote(spec) {
-            expand_remote(spec, exts, &mut files)?;
+            expand_remote(spec, exts, &mut files, &mut scan)?;
         } else if path.is_file() {
             files.push(path.to_path_buf());
         } else if path.is_dir() {
             let mut found = Vec::new();
-            walk(path, exts, &mut vec![file_id(path)?], &mut found)?;
+            walk(path, exts, &mut vec![file_id(path)?], &mut found, &mut scan)?;
             found.sort();
             files.extend(found);
         } else if has_glob_chars(spec) {
@@ -162,12 +251,15 @@ pub fn expand_inputs(specs: &[impl AsRef<str>], exts: &[&str]) -> Result<Vec<Pat
     let files = unique;
     if files.is_empty() {
         let specs: Vec<&str> = specs.iter().map(|s| s.as_ref()).collect();
+        let passed: Vec<String> = scan.scan_skipped.iter().map(|(reason, n)| format!("{n} {reason}")).collect();
         return Err(Error::invalid(format!(
-            "no input files found in {specs:?} (directories are searched for {})",
-            exts.join(", ")
+            "no input files found in {specs:?} (directories are searched for {}, hidden names aside; passed \
+             over: {})",
+            exts.join(", "),
+            if passed.is_empty() { "nothing".to_string() } else { passed.join(", ") }
         )));
     }
-    Ok(files)
+    Ok(Inputs { files, scan })
 }
 
 #[cfg(test)]
@@ -182,9 +274,71 @@ mod tests {
         for f in ["b/sub/z.jsonl", "a.jsonl.zst", "b/a.jsonl.gz", "notes.txt", "c.jsonl"] {
             std::fs::write(d.join(f), "").unwrap();
         }
-        let got = expand_inputs(&[d.to_str().unwrap()], JSONL_EXTENSIONS).unwrap();
+        let got = expand_inputs(&[d.to_str().unwrap()], JSONL_EXTENSIONS).unwrap().files;
         let rel: Vec<_> = got.iter().map(|p| p.strip_prefix(d).unwrap().to_str().unwrap().to_string()).collect();
         assert_eq!(rel, ["a.jsonl.zst", "b/a.jsonl.gz", "b/sub/z.jsonl", "c.jsonl"]);
+    }
+
+    #[test]
+    fn a_scan_reports_what_it_passes_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join(".cache")).unwrap();
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        let files =
+            ["a.jsonl", ".b.jsonl", "C.JSONL", "d.jsonl.zstd", "e.txt", "f.jsonl.bak", ".cache/g.jsonl", "sub/h.arrow"];
+        for f in files {
+            std::fs::write(d.join(f), "").unwrap();
+        }
+        let got = expand_inputs(&[d.to_str().unwrap()], INPUT_EXTENSIONS).unwrap();
+        assert_eq!(got.files, [d.join("a.jsonl"), d.join("d.jsonl.zstd"), d.join("sub/h.arrow")]);
+        let skipped: Vec<(PathBuf, &str)> =
+            got.scan.first_scan_skipped.iter().map(|s| (s.path.clone(), s.reason.as_str())).collect();
+        // In path order; a hidden directory is one entry, not walked.
+        assert_eq!(
+            skipped,
+            [
+                (d.join(".b.jsonl"), "hidden"),
+                (d.join(".cache"), "hidden"),
+                (d.join("C.JSONL"), "extension"),
+                (d.join("e.txt"), "extension"),
+                (d.join("f.jsonl.bak"), "extension"),
+            ]
+        );
+        assert_eq!(got.scan.scan_skipped, BTreeMap::from([("extension".into(), 3), ("hidden".into(), 2)]));
+        // A file given by name is taken whatever its name.
+        let named = expand_inputs(&[d.join(".b.jsonl").to_str().unwrap()], INPUT_EXTENSIONS).unwrap();
+        assert_eq!((named.files, named.scan), (vec![d.join(".b.jsonl")], ScanReport::default()));
+    }
+
+    #[test]
+    fn the_readme_lists_every_reason_a_scan_passes_over() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+        for reason in ["hidden", "extension", "link_loop"] {
+            assert!(readme.contains(&format!("`{reason}`")), "README does not list `{reason}`");
+        }
+    }
+
+    #[test]
+    fn a_scan_lists_the_first_paths_and_counts_them_all() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..LISTED + 5 {
+            std::fs::write(dir.path().join(format!("{i:04}.txt")), "").unwrap();
+        }
+        std::fs::write(dir.path().join("x.jsonl"), "").unwrap();
+        let got = expand_inputs(&[dir.path().to_str().unwrap()], INPUT_EXTENSIONS).unwrap();
+        assert_eq!(got.scan.scan_skipped["extension"], LISTED as u64 + 5);
+        assert_eq!(got.scan.first_scan_skipped.len(), LISTED);
+        assert_eq!(got.scan.first_scan_skipped[0].path, dir.path().join("0000.txt"));
+    }
+
+    #[test]
+    fn a_scan_that_finds_nothing_says_what_it_passed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.JSONL"), "").unwrap();
+        std::fs::write(dir.path().join(".b.jsonl"), "").unwrap();
+        let err = expand_inputs(&[dir.path().to_str().unwrap()], INPUT_EXTENSIONS).unwrap_err().to_string();
+        assert!(err.contains("passed over: 1 extension, 1 hidden"), "{err}");
     }
 
     #[cfg(unix)]
@@ -199,7 +353,9 @@ mod tests {
         std::os::unix::fs::symlink(".", d.join("self")).unwrap();
         std::os::unix::fs::symlink("..", d.join("sub/up")).unwrap();
         let got = expand_inputs(&[d.to_str().unwrap()], JSONL_EXTENSIONS).unwrap();
-        assert_eq!(got, [d.join("a.jsonl"), d.join("sub/b.jsonl")]);
+        assert_eq!(got.files, [d.join("a.jsonl"), d.join("sub/b.jsonl")]);
+        let loops: Vec<_> = got.scan.first_scan_skipped.iter().map(|s| (s.path.clone(), s.reason.as_str())).collect();
+        assert_eq!(loops, [(d.join("self"), "link_loop"), (d.join("sub/up"), "link_loop")]);
     }
 
     #[cfg(unix)]
@@ -235,7 +391,7 @@ mod tests {
             std::fs::write(dir.path().join(f), "").unwrap();
         }
         let pat = format!("{}/x*.jsonl", dir.path().display());
-        let got = expand_inputs(&[pat], JSONL_EXTENSIONS).unwrap();
+        let got = expand_inputs(&[pat], JSONL_EXTENSIONS).unwrap().files;
         let names: Vec<_> = got.iter().map(|p| p.file_name().unwrap().to_str().unwrap()).collect();
         assert_eq!(names, ["x1.jsonl", "x10.jsonl", "x2.jsonl"]);
     }

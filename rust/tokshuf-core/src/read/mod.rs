@@ -13,7 +13,7 @@ pub mod rows;
 pub mod source;
 
 pub use decompress::{decompress, decompress_buffered, open_decompressed, Compression, CountingReader};
-pub use inputs::{expand_inputs, INPUT_EXTENSIONS};
+pub use inputs::{expand_inputs, Inputs, ScanReport, ScanSkip, INPUT_EXTENSIONS};
 pub use json::{extract_fields, extract_fields_reference, extract_fields_with, Field, FieldOptions, Rejection};
 pub use lines::{LineBatch, LineReader, Truncation};
 pub use source::{input_size, is_stdin, Records, STDIN};

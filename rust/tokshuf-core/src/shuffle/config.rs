@@ -7,6 +7,7 @@ use super::encode::MemberFormat;
 use crate::error::{Error, Result};
 use crate::preprocess::ErrorPolicy;
 use crate::progress::ProgressStyle;
+use crate::read::ScanReport;
 use crate::tokenize::Tokenizer;
 
 /// Default tokens per context, counting the +1 target token (open_lm's 2048 + 1).
@@ -67,6 +68,8 @@ pub struct ShuffleConfig {
     /// The inputs stage 1 reads (a task's slice; default all). Contexts keep the ids of their
     /// files' places in `inputs`, so the slices of all tasks make the cells of one run.
     pub files: Option<std::ops::Range<usize>>,
+    /// What the scans that listed `inputs` passed over, for the summary.
+    pub scan: ScanReport,
 }
 
 /// The longest context: 2^30 tokens, 4 GiB as ids.
@@ -95,6 +98,7 @@ impl ShuffleConfig {
             max_line_bytes: 1 << 30,
             progress: ProgressStyle::Off,
             files: None,
+            scan: ScanReport::default(),
         }
     }
 

@@ -13,6 +13,7 @@
 pub mod cells;
 mod config;
 mod contexts;
+mod deflate;
 mod encode;
 pub mod json_gz;
 mod rng;
@@ -141,6 +142,7 @@ fn build_summary(
         skipped: c.skipped.clone(),
         first_skipped: c.first_skipped.clone(),
         skipped_files: c.skipped_files.clone(),
+        scan: cfg.scan.clone(),
         input_bytes: c.input_bytes,
         decompressed_bytes: c.decompressed_bytes,
         cell_bytes: c.cell_bytes,

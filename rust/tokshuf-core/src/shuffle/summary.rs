@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::contexts::SpecialIds;
+use crate::read::ScanReport;
 
 /// A skipped line (the first few are kept for the report).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +66,9 @@ pub struct Summary {
     pub first_skipped: Vec<SkipRecord>,
     /// Files skipped whole (empty) or read only in part (truncated).
     pub skipped_files: Vec<SkippedFile>,
+    /// What the scans of input directories passed over (`scan_skipped`, `first_scan_skipped`).
+    #[serde(flatten)]
+    pub scan: ScanReport,
     /// Bytes of input files (on disk).
     pub input_bytes: u64,
     /// Decompressed bytes of input.

@@ -12,8 +12,12 @@ use crate::error::{Error, Result};
 /// Every object under `prefix` (as a directory: keys below `prefix/`) whose key ends in one of
 /// `exts`, sorted by key.
 pub fn under(prefix: &Remote, exts: &[&str]) -> Result<Vec<Remote>> {
-    let keys = keys(prefix, Some(&prefix.key))?;
-    Ok(keys.into_iter().filter(|k| exts.iter().any(|e| k.as_ref().ends_with(e))).map(|k| prefix.with_key(k)).collect())
+    Ok(all_under(prefix)?.into_iter().filter(|r| exts.iter().any(|e| r.key.as_ref().ends_with(e))).collect())
+}
+
+/// Every object under `prefix` (as a directory: keys below `prefix/`), sorted by key.
+pub fn all_under(prefix: &Remote) -> Result<Vec<Remote>> {
+    Ok(keys(prefix, Some(&prefix.key))?.into_iter().map(|k| prefix.with_key(k)).collect())
 }
 
 /// Every object whose key matches the glob in `pattern`'s key, sorted by key.

@@ -3,7 +3,7 @@
 //!
 //! - [`open`] streams an input (an object is read ahead in ranges; see [`read`]) and [`size`]
 //!   gives its size; [`identity`] what a resumed job checks it is still the same input.
-//! - [`list`] and [`glob`] expand a prefix or a pattern into objects sorted by key.
+//! - [`list`], [`list_all`] and [`glob`] expand a prefix or a pattern into objects sorted by key.
 //! - [`RandomAccess`] reads an input at offsets (Parquet; the `.bin` of a remote indexed
 //!   dataset), many ranges at once in few requests.
 //! - [`counters`] tells how many GETs were made and how many bytes they brought.
@@ -23,7 +23,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use cache::{cache_root, local_copy, local_copy_cancellable, local_path};
-pub use list::{glob, under as list};
+pub use list::{all_under as list_all, glob, under as list};
 pub use ranges::{Pending, RandomAccess};
 pub use read::{counters, Counters, RemoteReader};
 pub use stores::{is_remote, resolve, Remote, SCHEMES};
