@@ -55,20 +55,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def listening(proc: subprocess.Popen[bytes], port: int) -> bool:
+    """Wait up to 10 s for ``proc`` to listen on ``port``; kill it if it does not."""
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    return False
+
+
 def start_server(port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("moto server did not start")
+    if not listening(proc, port):
+        raise RuntimeError("moto server did not start")
+    return proc
 
 
 def start_nginx(root: Path, port: int, work: Path) -> subprocess.Popen[bytes] | None:
@@ -83,14 +90,7 @@ def start_nginx(root: Path, port: int, work: Path) -> subprocess.Popen[bytes] | 
         f"events {{}}\nhttp {{ access_log off; server {{ listen 127.0.0.1:{port}; root {root}; }} }}\n"
     )
     proc = subprocess.Popen([nginx, "-c", str(conf), "-p", str(work)], stderr=subprocess.DEVNULL)
-    for _ in range(50):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    return None
+    return proc if listening(proc, port) else None
 
 
 def write_dataset(prefix: Path, tokens: int) -> None:

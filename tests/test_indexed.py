@@ -333,3 +333,10 @@ def test_write_index_rejects_inconsistent_arrays(tmp_path: Path) -> None:
     with pytest.raises(tokshuf.ConfigError, match="decrease"):
         tokshuf.indexed.write_index(tmp_path / "x", "uint16", [1, 2], [0, 2, 1, 2])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unknown_remote_read_mode_names_the_choices(tmp_path: Path) -> None:
+    with pytest.raises(tokshuf.ConfigError, match=r"remote must be one of \['ranges', 'copy'\], got 'fetch'"):
+        tokshuf.IndexedDataset(tmp_path / "x", remote="fetch")  # type: ignore[arg-type]
+    with pytest.raises(tokshuf.ConfigError, match="remote must be one of"):
+        tokshuf.NanosetConfig(str(tmp_path / "x"), sequence_length=8, remote="fetch")  # type: ignore[arg-type]

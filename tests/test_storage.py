@@ -6,6 +6,7 @@ error naming the object and nothing under the final output keys.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -21,6 +22,7 @@ import pytest
 from conftest import write_jsonl
 
 import tokshuf
+from tokshuf.nanoset.builder import Dataset
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bpe"
 CL100K = "tiktoken:cl100k_base"
@@ -293,6 +295,14 @@ def _used_bytes(ds: tokshuf.IndexedDataset, nanoset: Any, ks: np.ndarray) -> tup
     return int(needed.sum()), pieces
 
 
+def _train_splits(local: Path, url: str, sequence_length: int) -> tuple[Dataset, Dataset]:
+    """One train-only Nanoset over the local dataset and one over its copy in the store."""
+    cfg = tokshuf.NanosetConfig(str(local), sequence_length=sequence_length, split="100,0,0")
+    on_disk = tokshuf.build_nanosets(cfg).require("train")
+    in_store = tokshuf.build_nanosets(dataclasses.replace(cfg, data_path=url)).require("train")
+    return on_disk, in_store
+
+
 def test_a_ranged_batch_is_few_requests_with_little_amplification(
     s3: Any, tmp_path: Path, cache_dir: Path
 ) -> None:
@@ -300,11 +310,7 @@ def test_a_ranged_batch_is_few_requests_with_little_amplification(
     tokshuf.preprocess(write_jsonl(tmp_path / "big.jsonl", docs), tmp_path / "big", CL100K, append_eod=True)
     local = tmp_path / "big_text_document"
     url = _upload_prefix(s3, s3.bucket("amp"), "big", local)
-    cfg: dict[str, Any] = {"sequence_length": 128, "split": "100,0,0"}
-    (ref, *_) = tokshuf.build_nanosets(tokshuf.NanosetConfig(str(local), **cfg))
-    (ranged, *_) = tokshuf.build_nanosets(tokshuf.NanosetConfig(url, **cfg))
-    assert ref is not None
-    assert ranged is not None
+    ref, ranged = _train_splits(local, url, sequence_length=128)
     ks = np.random.default_rng(0).choice(len(ref), size=256, replace=False)
     before = tokshuf._core.storage_counters()
     batch = ranged.get_batch(ks)
@@ -364,11 +370,7 @@ def test_dataloader_workers_read_ranges(s3: Any, tmp_path: Path, cache_dir: Path
     torch = pytest.importorskip("torch")
     local = _dataset(tmp_path)
     url = _upload_prefix(s3, s3.bucket("loader"), "l/ds", local)
-    cfg: dict[str, Any] = {"sequence_length": 32, "split": "100,0,0"}
-    (expected, *_) = tokshuf.build_nanosets(tokshuf.NanosetConfig(str(local), **cfg))
-    (ranged, *_) = tokshuf.build_nanosets(tokshuf.NanosetConfig(url, **cfg))
-    assert expected is not None
-    assert ranged is not None
+    expected, ranged = _train_splits(local, url, sequence_length=32)
     ranged.get_batch([0, 1])  # the parent's runtime and connections exist before the workers fork
     loader = torch.utils.data.DataLoader(
         ranged, batch_size=16, num_workers=2, multiprocessing_context="fork", shuffle=False

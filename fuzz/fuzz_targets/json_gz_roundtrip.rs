@@ -9,28 +9,10 @@ use std::io::Read;
 use libfuzzer_sys::fuzz_target;
 use tokshuf_core::shuffle::json_gz::JsonGz;
 
-/// Ids from operations: an id of any size, a table-sized id, one of a few ids, or a copy of `len`
-/// earlier ids from `back` ids before (long repeats at any distance, which random ids lack).
-fn ids_from_ops(ops: &[(u8, u32)]) -> Vec<u32> {
-    let mut ids: Vec<u32> = Vec::new();
-    for &(kind, v) in ops {
-        match kind % 4 {
-            0 => ids.push(v),
-            1 => ids.push(v % 300_000),
-            2 => ids.push(v % 8),
-            _ => {
-                let (back, len) = ((v & 0xffff) as usize + 1, (v >> 16) as usize % 4096);
-                if back <= ids.len() {
-                    let from = ids.len() - back;
-                    for k in 0..len {
-                        ids.push(ids[from + k]);
-                    }
-                }
-            }
-        }
-    }
-    ids
-}
+// The same operations as the proptest in tokshuf-core's tests.
+#[path = "../../rust/tokshuf-core/tests/support/json_gz_ops.rs"]
+mod json_gz_ops;
+use json_gz_ops::ids_from_ops;
 
 thread_local! {
     // Kept across runs: a fresh encoder builds its table of 65536 ids' codes first.

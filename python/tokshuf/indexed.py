@@ -31,6 +31,12 @@ PathLike = str | os.PathLike[str]
 RemoteRead = Literal["ranges", "copy"]
 REMOTE_READS: tuple[RemoteRead, ...] = ("ranges", "copy")
 
+
+def check_remote(remote: object) -> None:
+    """Raise :class:`ConfigError` unless ``remote`` is one of :data:`REMOTE_READS`."""
+    if remote not in REMOTE_READS:
+        raise ConfigError(f"remote must be one of {list(REMOTE_READS)}, got {remote!r}")
+
 #: Megatron's dtype codes.
 DTYPE_CODES: dict[int, np.dtype[Any]] = {
     1: np.dtype(np.uint8),
@@ -110,8 +116,7 @@ class IndexedDataset:
         *,
         remote: RemoteRead = "ranges",
     ) -> None:
-        if remote not in REMOTE_READS:
-            raise ConfigError(f"remote must be one of {list(REMOTE_READS)}, got {remote!r}")
+        check_remote(remote)
         s = _prefix(prefix)
         self._init(local_prefix(s) if remote == "copy" else s, multimodal, validate, remote)
 

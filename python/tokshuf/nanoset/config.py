@@ -12,7 +12,7 @@ from typing import Any, Literal
 from tokshuf import _core
 from tokshuf._deprecation import deprecated_parameters, renamed_attribute, renamed_parameters
 from tokshuf.errors import ConfigError
-from tokshuf.indexed import REMOTE_READS, RemoteRead
+from tokshuf.indexed import RemoteRead, check_remote
 
 __all__ = ["NanosetConfig", "SampleCounts"]
 
@@ -150,8 +150,7 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
             )
         if self.index_scheme not in _SCHEMES:
             raise ConfigError(f"index_scheme must be one of {_SCHEMES}, got {self.index_scheme!r}")
-        if self.remote not in REMOTE_READS:
-            raise ConfigError(f"remote must be one of {list(REMOTE_READS)}, got {self.remote!r}")
+        check_remote(self.remote)
         needs_eod = [
             n for n in ("eod_mask_loss", "reset_position_ids", "reset_attention_mask") if getattr(self, n)
         ]

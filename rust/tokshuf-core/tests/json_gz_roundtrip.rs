@@ -7,6 +7,11 @@ use std::io::Read;
 use proptest::prelude::*;
 use tokshuf_core::shuffle::json_gz::JsonGz;
 
+// Shared with the fuzz target `json_gz_roundtrip`, which includes the same file.
+#[path = "support/json_gz_ops.rs"]
+mod json_gz_ops;
+use json_gz_ops::ids_from_ops;
+
 /// Inflate one member; nothing may follow it.
 fn gunzip(member: &[u8]) -> String {
     let mut d = flate2::read::GzDecoder::new(member);
@@ -131,30 +136,6 @@ fn long_matches_at_every_distance_round_trip() {
         let ids: Vec<u32> = block.iter().cycle().take(4 * k + 3).copied().collect();
         round_trip(&ids);
     }
-}
-
-/// Ids from a list of operations, as the fuzz target builds them: an id of any size, a
-/// table-sized id, one of a few ids, or a copy of `len` earlier ids from `back` ids before (long
-/// repeats at any distance).
-fn ids_from_ops(ops: &[(u8, u32)]) -> Vec<u32> {
-    let mut ids: Vec<u32> = Vec::new();
-    for &(kind, v) in ops {
-        match kind % 4 {
-            0 => ids.push(v),
-            1 => ids.push(v % 300_000),
-            2 => ids.push(v % 8),
-            _ => {
-                let (back, len) = ((v & 0xffff) as usize + 1, (v >> 16) as usize % 4096);
-                if back <= ids.len() {
-                    let from = ids.len() - back;
-                    for k in 0..len {
-                        ids.push(ids[from + k]);
-                    }
-                }
-            }
-        }
-    }
-    ids
 }
 
 proptest! {
