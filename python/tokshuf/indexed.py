@@ -37,6 +37,7 @@ def check_remote(remote: object) -> None:
     if remote not in REMOTE_READS:
         raise ConfigError(f"remote must be one of {list(REMOTE_READS)}, got {remote!r}")
 
+
 #: Megatron's dtype codes.
 DTYPE_CODES: dict[int, np.dtype[Any]] = {
     1: np.dtype(np.uint8),
