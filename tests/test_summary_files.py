@@ -120,3 +120,27 @@ def test_olmo_convert_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     printed = _printed(capsys)
     assert (printed["documents"], printed["tokens"]) == (3, 12)
     assert json.loads((tmp_path / "tokens_summary.json").read_text()) == printed
+
+
+def test_python_merge_and_convert_write_summaries_as_the_cli_does(tmp_path: Path) -> None:
+    """The library functions write the same files as their commands (the CLI only passes
+    ``--summary`` through), and ``summary=False`` / a path behave as ``preprocess``'s do."""
+    _indexed(tmp_path / "a", [3, 5, 1])
+    _indexed(tmp_path / "b", [4, 4])
+    merged = tokshuf.merge([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
+    assert (merged["documents"], merged["tokens"]) == (5, 17)
+    assert json.loads((tmp_path / "m_summary.json").read_text()) == merged
+    tokshuf.merge([tmp_path / "a"], tmp_path / "n", summary=False)
+    assert not (tmp_path / "n_summary.json").exists()
+
+    from tokshuf.olmo_tokens import from_indexed
+
+    spans = from_indexed(tmp_path / "m", tmp_path / "t.npy")
+    assert spans.tolist() == [[0, 3], [3, 8], [8, 9], [9, 13], [13, 17]]
+    expected = {"output": str(tmp_path / "t.npy"), "documents": 5, "tokens": 17}
+    assert json.loads((tmp_path / "t_summary.json").read_text()) == expected
+    elsewhere = tmp_path / "runs" / "convert.json"
+    elsewhere.parent.mkdir()
+    from_indexed(tmp_path / "a", tmp_path / "u.npy", summary=elsewhere)
+    assert json.loads(elsewhere.read_text())["tokens"] == 9
+    assert not (tmp_path / "u_summary.json").exists()

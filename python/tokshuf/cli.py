@@ -203,7 +203,7 @@ def _add_merge(sub: Any) -> None:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from tokshuf.indexed import _prefix, merge
+    from tokshuf.indexed import merge
     from tokshuf.parts import merge_parts
 
     if args.parts is not None:
@@ -226,8 +226,7 @@ def _merge(args: argparse.Namespace) -> int:
     if args.output_prefix is None:
         print("tokshuf: error: merge --input needs --output-prefix", file=sys.stderr)
         return 2
-    summary = merge(args.input, args.output_prefix)
-    cli_args.write_summary_file(args, summary, f"{_prefix(args.output_prefix)}_summary.json")
+    summary = merge(args.input, args.output_prefix, summary=cli_args.summary_option(args))
     line = (
         f"{args.output_prefix}.{{bin,idx}}: {summary['documents']:,} documents, {summary['tokens']:,} tokens"
     )

@@ -82,11 +82,16 @@ def add_commands(sub: Any) -> None:
 def _convert(args: argparse.Namespace) -> int:
     from tokshuf.olmo_tokens import from_indexed
 
-    spans = from_indexed(args.input, args.output, args.dtype, args.append_eos, metadata=not args.no_metadata)
+    spans = from_indexed(
+        args.input,
+        args.output,
+        args.dtype,
+        args.append_eos,
+        metadata=not args.no_metadata,
+        summary=cli_args.summary_option(args),
+    )
     tokens = int(spans[-1, 1]) if len(spans) else 0
     summary = {"output": args.output, "documents": len(spans), "tokens": tokens}
-    stem = args.output[: -len(".npy")] if args.output.endswith(".npy") else args.output
-    cli_args.write_summary_file(args, summary, f"{stem}_summary.json")
     cli_args.emit(args, summary, [f"{args.output}: {len(spans):,} documents, {tokens:,} tokens"])
     return 0
 

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from tokshuf import _core
 from tokshuf._storage import local_prefix
 from tokshuf._summaries import MergeSummary
+from tokshuf._summary_file import summary_target, write_summary
 from tokshuf.errors import ConfigError, FormatError
 
 __all__ = ["REMOTE_READS", "IndexedDataset", "IndexedDatasetWriter", "RemoteRead", "merge", "write_index"]
@@ -338,13 +339,17 @@ class IndexedDatasetWriter:
             self.abort()
 
 
-def merge(inputs: PathLike | Iterable[PathLike], output_prefix: PathLike) -> MergeSummary:
+def merge(
+    inputs: PathLike | Iterable[PathLike], output_prefix: PathLike, *, summary: bool | PathLike = True
+) -> MergeSummary:
     """Concatenate datasets into ``output_prefix``, as Megatron's ``tools/merge_datasets.py``.
 
     ``inputs`` is a directory (every ``.bin/.idx`` pair in it, sorted by name as Megatron sorts
     them) or a list of prefixes and directories (kept in the given order, directories expanded).
     Every input must have the same dtype. The result is byte-identical to preprocessing the
-    concatenated corpus once.
+    concatenated corpus once. The returned summary is also written as JSON as
+    :func:`tokshuf.preprocess` writes its own (``summary``: ``True`` →
+    ``{output_prefix}_summary.json``, a path → there, ``False`` → nowhere).
     """
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     prefixes: list[str] = []
@@ -356,14 +361,19 @@ def merge(inputs: PathLike | Iterable[PathLike], output_prefix: PathLike) -> Mer
             prefixes.append(_prefix(item))
     if not prefixes:
         raise ConfigError(f"no .bin/.idx pairs found in {[os.fspath(i) for i in items]}")
-    sizes = _core.merge(prefixes, _prefix(output_prefix))
-    return MergeSummary(
+    out = _prefix(output_prefix)
+    sizes = _core.merge(prefixes, out)
+    result = MergeSummary(
         documents=sizes["documents"],
         sequences=sizes["sequences"],
         tokens=sizes["tokens"],
         bin_bytes=sizes["bin_bytes"],
         idx_bytes=sizes["idx_bytes"],
     )
+    target = summary_target(summary, f"{out}_summary.json")
+    if target is not None:
+        write_summary(result, target)
+    return result
 
 
 def write_index(

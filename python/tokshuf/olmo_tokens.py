@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from tokshuf import _arrays, _core
 from tokshuf._deprecation import renamed_parameters
+from tokshuf._summary_file import summary_target, write_summary
 from tokshuf.errors import ConfigError
 
 __all__ = [
@@ -187,13 +188,18 @@ def from_indexed(
     dtype: npt.DTypeLike | None = None,
     append_eos: int | None = None,
     metadata: bool = True,
+    *,
+    summary: bool | PathLike = True,
 ) -> npt.NDArray[np.uint64]:
     """Convert a Megatron ``.bin/.idx`` dataset into an OLMo token file.
 
     Documents are copied in order; ``append_eos`` adds that id to documents that do not already
     end with it (OLMo finds documents by EOS). ``dtype`` defaults to the smallest unsigned type
     that holds the ``.bin``'s dtype range (int32 → uint32). With ``metadata`` (default) the exact
-    document boundaries are also written to ``<stem>.csv.gz``. Returns the ``(n, 2)`` spans.
+    document boundaries are also written to ``<stem>.csv.gz``. A summary (``output``,
+    ``documents``, ``tokens``) is written as JSON as :func:`tokshuf.preprocess` writes its own
+    (``summary``: ``True`` → ``<stem>_summary.json``, a path → there, ``False`` → nowhere).
+    Returns the ``(n, 2)`` spans.
     """
     from tokshuf.indexed import IndexedDataset, _prefix
 
@@ -204,4 +210,11 @@ def from_indexed(
     d = _dtype(dtype)
     # The token file and its metadata are committed together: both new or both as before.
     meta = os.fspath(metadata_path(output)) if metadata else None
-    return _arrays.spans(_core.convert_indexed(p, os.fspath(output), d.name, append_eos, meta))
+    out = os.fspath(output)
+    spans = _arrays.spans(_core.convert_indexed(p, out, d.name, append_eos, meta))
+    stem = out[: -len(".npy")] if out.endswith(".npy") else out
+    target = summary_target(summary, f"{stem}_summary.json")
+    if target is not None:
+        tokens = int(spans[-1, 1]) if len(spans) else 0
+        write_summary({"output": out, "documents": len(spans), "tokens": tokens}, target)
+    return spans

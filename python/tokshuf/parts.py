@@ -122,7 +122,9 @@ def _merge(prefix: str, parts: list[tuple[str, dict[str, Any]]], started: float)
     keys: list[str] = first["config"]["json_keys"]
     outputs = []
     for key in keys:
-        written = merge([f"{part}_{key}_document" for part, _ in parts], f"{prefix}_{key}_document")
+        written = merge(
+            [f"{part}_{key}_document" for part, _ in parts], f"{prefix}_{key}_document", summary=False
+        )
         outputs.append({"key": key, "prefix": f"{prefix}_{key}_document", **written})
     summary: dict[str, Any] = {k: v for k, v in first.items() if k not in ("task", "outputs")}
     for field in _SUMS:
