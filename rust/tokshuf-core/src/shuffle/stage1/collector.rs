@@ -37,6 +37,8 @@ pub(super) struct Collector<'a> {
     results: &'a Receiver<Msg>,
     slots: &'a Sender<()>,
     checkpoints: Sender<Checkpoint>,
+    /// Buffers the checkpoint thread has written and emptied.
+    spare: Receiver<RunBuffer>,
     cancel: &'a Cancel,
     buffer: RunBuffer,
     pending: BTreeMap<u64, Ordered>,
@@ -62,6 +64,7 @@ impl<'a> Collector<'a> {
         results: &'a Receiver<Msg>,
         slots: &'a Sender<()>,
         checkpoints: Sender<Checkpoint>,
+        spare: Receiver<RunBuffer>,
         max_outstanding: usize,
         cancel: &'a Cancel,
     ) -> Self {
@@ -77,6 +80,7 @@ impl<'a> Collector<'a> {
             results,
             slots,
             checkpoints,
+            spare,
             cancel,
             buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)),
             pending: BTreeMap::new(),
@@ -261,7 +265,8 @@ impl<'a> Collector<'a> {
         let mut run = None;
         if !self.buffer.is_empty() {
             let n = self.buffer.len() as u64;
-            let fresh = RunBuffer::with_capacity(self.cfg.buffer_bytes + (1 << 20));
+            let fresh =
+                self.spare.try_recv().unwrap_or_else(|_| RunBuffer::with_capacity(self.cfg.buffer_bytes + (1 << 20)));
             run =
                 Some((std::mem::replace(&mut self.buffer, fresh), run_path(&self.cfg.local_cell_dir, self.state.runs)));
             self.state.runs += 1;

@@ -17,7 +17,7 @@ mod work;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crossbeam_channel::{bounded, unbounded, Receiver};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use super::cells::RunBuffer;
 use super::config::ShuffleConfig;
@@ -76,11 +76,15 @@ struct Checkpoint {
     state: State,
 }
 
-fn write_checkpoints(cfg: &ShuffleConfig, jobs: &Receiver<Checkpoint>) -> Result<()> {
+/// Write each checkpoint's run, then save its state. A written (now empty) buffer goes back to
+/// the collector through `spare`, so the next run fills memory already mapped instead of
+/// faulting in a fresh buffer's pages.
+fn write_checkpoints(cfg: &ShuffleConfig, jobs: &Receiver<Checkpoint>, spare: &Sender<RunBuffer>) -> Result<()> {
     for job in jobs.iter() {
         if let Some((mut buffer, path)) = job.run {
             buffer.write(&path, cfg.num_local_cells)?;
             crash_point("run-written");
+            let _ = spare.try_send(buffer);
         }
         save(&cfg.local_cell_dir, &job.state)?;
         crash_point("checkpoint-saved");
@@ -123,9 +127,12 @@ pub(super) fn run(
         drop(result_tx);
         drop(work_rx);
         let (checkpoint_tx, checkpoint_rx) = bounded::<Checkpoint>(0);
-        let checkpointer = s.spawn(move || write_checkpoints(cfg, &checkpoint_rx));
+        // Two spares: the collector hands a full buffer over while the previous one is still
+        // being written, so the one written before that is the one free to refill.
+        let (spare_tx, spare_rx) = bounded::<RunBuffer>(2);
+        let checkpointer = s.spawn(move || write_checkpoints(cfg, &checkpoint_rx, &spare_tx));
         let collected =
-            Collector::new(cfg, state, work_tx, &result_rx, &slot_tx, checkpoint_tx, in_flight, cancel).run();
+            Collector::new(cfg, state, work_tx, &result_rx, &slot_tx, checkpoint_tx, spare_rx, in_flight, cancel).run();
         // Let every thread finish: the reader may wait for a slot, the workers for work.
         stop.cancel();
         drop(slot_tx);
