@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import tiktoken
 import tokenizers
 from corpus import GPT2
 from hypothesis import given
@@ -49,6 +50,26 @@ def test_embedded_encodings_are_tiktokens_own(name: str) -> None:
     assert tok.vocab_size == enc.n_vocab
     assert tok.eos_token_id == enc.eot_token
     text = "Hello, world! It's 2024: naïve café, 日本語, 12345678 — done.\n\n  end"
+    assert tok.encode(text) == enc.encode_ordinary(text)
+
+
+@pytest.mark.parametrize("name", [*ENCODINGS, "o200k_harmony"])
+def test_encoding_definitions_are_tiktokens(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pattern and special tokens equal what tiktoken's own ``openai_public`` defines (its rank
+    loader is replaced by ours, since nothing may be downloaded)."""
+    import tiktoken_ext.openai_public as openai_public
+
+    ranks = tiktoken_enc(name.replace("o200k_harmony", "o200k_base"))._mergeable_ranks
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", lambda *a, **k: ranks)
+    monkeypatch.setattr(openai_public, "data_gym_to_mergeable_bpe_ranks", lambda *a, **k: ranks)
+    theirs = openai_public.ENCODING_CONSTRUCTORS[name]()
+    data = _core.tiktoken_encoding_data(name)
+    assert data["pat_str"] == theirs["pat_str"]
+    assert dict(data["special_tokens"]) == theirs["special_tokens"]
+    tok = ours(f"tiktoken:{name}")
+    enc = tiktoken.Encoding(**theirs)
+    assert (tok.vocab_size, tok.eos_token_id) == (enc.n_vocab, enc.eot_token)
+    text = "<|start|>assistant<|channel|>final: naïve café 12345678, done.\n"
     assert tok.encode(text) == enc.encode_ordinary(text)
 
 

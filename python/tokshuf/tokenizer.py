@@ -10,7 +10,7 @@ Spec strings (also accepted by :func:`tokshuf.preprocess` and ``tokshuf preproce
 ``byte``                        UTF-8 byte + 1, eod 0, 257 ids (the Megatron fixtures' tokenizer)
 ``tiktoken:NAME``               an OpenAI encoding shipped inside tokshuf (no download):
                                 ``r50k_base`` (alias ``gpt2``), ``p50k_base``, ``p50k_edit``,
-                                ``cl100k_base``, ``o200k_base``
+                                ``cl100k_base``, ``o200k_base``, ``o200k_harmony``
 ``tiktoken:FILE.tiktoken``      a rank file; OpenAI's own files are recognised by their SHA-256
 ``FILE.tiktoken@PATTERN``       a rank file with the split regex of ``r50k``, ``p50k``,
                                 ``cl100k`` or ``o200k`` (``tiktoken:`` prefix optional)

@@ -143,7 +143,7 @@ fn tiktoken_encoding_data<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'p
     let d = PyDict::new(py);
     d.set_item("name", enc.name)?;
     d.set_item("pat_str", enc.pattern.regex())?;
-    d.set_item("special_tokens", enc.specials.to_vec())?;
+    d.set_item("special_tokens", enc.specials())?;
     d.set_item("tiktoken_file", PyBytes::new(py, &file))?;
     d.set_item("sha256", &ranks.sha256)?;
     Ok(d)

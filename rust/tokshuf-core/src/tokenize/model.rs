@@ -91,7 +91,7 @@ pub fn resolve(spec: &TokenizerSpec) -> Result<TokenizerModel> {
                 spec: described,
                 ranks: embedded_ranks(enc)?,
                 pattern: enc.pattern,
-                specials: enc.specials.iter().map(|&(t, id)| (t.to_string(), id)).collect(),
+                specials: enc.specials(),
             }))
         }
         TokenizerSpec::TiktokenFile { path, pattern, llama3 } => {
@@ -121,11 +121,7 @@ pub fn resolve(spec: &TokenizerSpec) -> Result<TokenizerModel> {
             };
             // The special tokens of a known file are its encoding's, Llama 3's are Meta's; a custom
             // file has none (give the end-of-document id explicitly).
-            let specials = if is_llama3 {
-                Some(llama3_specials())
-            } else {
-                known.map(|k| k.specials.iter().map(|&(t, id)| (t.to_string(), id)).collect())
-            };
+            let specials = if is_llama3 { Some(llama3_specials()) } else { known.map(|k| k.specials()) };
             Ok(TokenizerModel::Bpe(BpeModel {
                 name: if is_llama3 { "llama3".into() } else { path.display().to_string() },
                 spec: described,

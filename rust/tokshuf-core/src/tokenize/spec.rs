@@ -3,7 +3,7 @@
 //! | spec | tokenizer |
 //! | --- | --- |
 //! | `byte` | UTF-8 byte + 1, eod 0 (the Megatron fixtures' tokenizer) |
-//! | `tiktoken:NAME` | an OpenAI encoding embedded in the binary: `r50k_base` (alias `gpt2`), `p50k_base`, `p50k_edit`, `cl100k_base`, `o200k_base` |
+//! | `tiktoken:NAME` | an OpenAI encoding embedded in the binary: `r50k_base` (alias `gpt2`), `p50k_base`, `p50k_edit`, `cl100k_base`, `o200k_base`, `o200k_harmony` |
 //! | `tiktoken:PATH[@PATTERN]` | a `.tiktoken` rank file; `PATTERN` names a split regex (`r50k`, `p50k`, `cl100k`, `cl100k_classic`, `llama3`, `o200k`, `qwen2`, `tekken`; `llama3` also brings Meta's 256 special tokens); without it the file must be a known one (OpenAI's encodings, Llama 3's), recognised by its SHA-256 |
 //! | `PATH.tiktoken[@PATTERN]`, `PATH@PATTERN` | the same, recognised by the extension or the pattern |
 //! | `hf:PATH`, `PATH` | a Hugging Face `tokenizer.json`, or a directory holding one (its `tokenizer_config.json`, if any, names the eos token); also a SentencePiece `.model`, a tiktoken rank file or Mistral's `tekken.json`, recognised by their contents |

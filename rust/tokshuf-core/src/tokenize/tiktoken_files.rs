@@ -25,21 +25,24 @@ pub struct KnownEncoding {
     pub sha256: &'static str,
     /// The largest mergeable rank (ranks are `0..=last_rank` minus the special ids).
     pub last_rank: u32,
-    /// Special tokens and their ids.
-    pub specials: &'static [(&'static str, u32)],
+    /// Special tokens and their ids, besides the reserved ones.
+    specials: &'static [(&'static str, u32)],
+    /// Ids of the reserved specials `<|reserved_ID|>` (o200k_harmony's 1,075 placeholders).
+    reserved: std::ops::Range<u32>,
     embedded: fn() -> std::result::Result<tiktoken_rs::CoreBPE, String>,
 }
 
 const ENDOFTEXT: &str = "<|endoftext|>";
 
 /// The encodings `tiktoken:NAME` accepts.
-pub static KNOWN_ENCODINGS: [KnownEncoding; 5] = [
+pub static KNOWN_ENCODINGS: [KnownEncoding; 6] = [
     KnownEncoding {
         name: "r50k_base",
         pattern: Pattern::Gpt2,
         sha256: "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
         last_rank: 50255,
         specials: &[(ENDOFTEXT, 50256)],
+        reserved: 0..0,
         embedded: || tiktoken_rs::r50k_base().map_err(|e| e.to_string()),
     },
     KnownEncoding {
@@ -48,6 +51,7 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 5] = [
         sha256: "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
         last_rank: 50280,
         specials: &[(ENDOFTEXT, 50256)],
+        reserved: 0..0,
         embedded: || tiktoken_rs::p50k_base().map_err(|e| e.to_string()),
     },
     KnownEncoding {
@@ -61,6 +65,7 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 5] = [
             ("<|fim_middle|>", 50282),
             ("<|fim_suffix|>", 50283),
         ],
+        reserved: 0..0,
         embedded: || tiktoken_rs::p50k_edit().map_err(|e| e.to_string()),
     },
     KnownEncoding {
@@ -75,6 +80,7 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 5] = [
             ("<|fim_suffix|>", 100260),
             ("<|endofprompt|>", 100276),
         ],
+        reserved: 0..0,
         embedded: || tiktoken_rs::cl100k_base().map_err(|e| e.to_string()),
     },
     KnownEncoding {
@@ -83,9 +89,51 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 5] = [
         sha256: "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
         last_rank: 199997,
         specials: &[(ENDOFTEXT, 199999), ("<|endofprompt|>", 200018)],
+        reserved: 0..0,
+        embedded: || tiktoken_rs::o200k_base().map_err(|e| e.to_string()),
+    },
+    // o200k_base's ranks (the same file) with the harmony chat format's specials, as tiktoken's
+    // `openai_public.py` defines them; 200018 keeps both of its names there, and here.
+    KnownEncoding {
+        name: "o200k_harmony",
+        pattern: Pattern::O200k,
+        sha256: "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        last_rank: 199997,
+        specials: &[
+            ("<|startoftext|>", 199998),
+            (ENDOFTEXT, 199999),
+            ("<|reserved_200000|>", 200000),
+            ("<|reserved_200001|>", 200001),
+            ("<|return|>", 200002),
+            ("<|constrain|>", 200003),
+            ("<|reserved_200004|>", 200004),
+            ("<|channel|>", 200005),
+            ("<|start|>", 200006),
+            ("<|end|>", 200007),
+            ("<|message|>", 200008),
+            ("<|reserved_200009|>", 200009),
+            ("<|reserved_200010|>", 200010),
+            ("<|reserved_200011|>", 200011),
+            ("<|call|>", 200012),
+            ("<|endofprompt|>", 200018),
+        ],
+        reserved: 200013..201088,
         embedded: || tiktoken_rs::o200k_base().map_err(|e| e.to_string()),
     },
 ];
+
+impl KnownEncoding {
+    /// Every special token and its id.
+    pub fn specials(&self) -> Vec<(String, u32)> {
+        let named = self.specials.iter().map(|&(t, id)| (t.to_string(), id));
+        named.chain(self.reserved.clone().map(|id| (format!("<|reserved_{id}|>"), id))).collect()
+    }
+
+    /// Whether `id` is one of the specials (which have no rank).
+    fn is_special(&self, id: u32) -> bool {
+        self.reserved.contains(&id) || self.specials.iter().any(|&(_, s)| s == id)
+    }
+}
 
 /// SHA-256 of Llama 3's `tokenizer.model` (a rank file of 128,000 tokens; Meta's llama-models).
 pub const LLAMA3_SHA256: &str = "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55";
@@ -229,8 +277,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// The rank table of a known encoding, from the copy `tiktoken-rs` embeds, verified against
 /// tiktoken's pinned hash; computed once per process.
 pub fn embedded_ranks(enc: &'static KnownEncoding) -> Result<Arc<RankTable>> {
-    static CACHE: [OnceLock<Arc<RankTable>>; 5] =
-        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static CACHE: [OnceLock<Arc<RankTable>>; 6] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let slot = KNOWN_ENCODINGS.iter().position(|e| std::ptr::eq(e, enc)).expect("a known encoding");
     if let Some(t) = CACHE[slot].get() {
         return Ok(Arc::clone(t));
@@ -238,7 +286,7 @@ pub fn embedded_ranks(enc: &'static KnownEncoding) -> Result<Arc<RankTable>> {
     let bpe = (enc.embedded)().map_err(|e| Error::invalid(format!("loading the embedded {}: {e}", enc.name)))?;
     // tiktoken-rs keeps its maps private; the decoder gives every rank's bytes back.
     let entries = (0..=enc.last_rank)
-        .filter(|rank| !enc.specials.iter().any(|(_, id)| id == rank))
+        .filter(|&rank| !enc.is_special(rank))
         .map(|rank| {
             bpe.decode_bytes(&[rank])
                 .map(|bytes| (bytes, rank))
