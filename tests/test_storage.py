@@ -7,12 +7,16 @@ error naming the object and nothing under the final output keys.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import http.server
 import json
 import multiprocessing as mp
 import os
 import pickle
+import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -82,6 +86,20 @@ def test_a_prefix_is_scanned_as_a_directory_is(s3: Any, tmp_path: Path) -> None:
         {"path": "s3://scan/data/D.JSONL", "reason": "extension"},
         {"path": "s3://scan/data/notes.txt", "reason": "extension"},
     ]
+
+
+def test_listed_keys_with_percent_signs_and_spaces_are_read(s3: Any, tmp_path: Path) -> None:
+    """A listed key is opened as listed, though a URL's ``%XX`` is an escape when a user gives it."""
+    bucket = s3.bucket("odd-names")
+    names = ["a%20b.jsonl", "c d.jsonl", "e%.jsonl", "f+g.jsonl"]
+    for i, name in enumerate(names):
+        s3.put(bucket, f"data/{name}", json.dumps({"text": f"document {i}"}).encode() + b"\n")
+    summary = tokshuf.preprocess("s3://odd-names/data/", tmp_path / "o", "byte")
+    assert summary["documents"] == len(names)
+    assert len(summary["inputs"]) == len(names)
+    # A listed URL given back as an input names the same object.
+    again = tokshuf.preprocess(summary["inputs"], tmp_path / "p", "byte")
+    assert again["documents"] == len(names)
 
 
 def test_missing_inputs_name_the_url(s3: Any, tmp_path: Path) -> None:
@@ -185,9 +203,16 @@ def test_indexed_dataset_from_s3_copy_is_cached_and_refreshed(
     other = tmp_path / "other"
     tokshuf.preprocess(write_jsonl(tmp_path / "o.jsonl", [{"text": "brand new"}] * 3), other, CL100K)
     _upload_prefix(s3, bucket, "tok/c4_text_document", Path(f"{other}_text_document"))
+    # A download killed earlier left a full-size temporary: the next download removes it.
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    left = copy.with_name(f"{copy.name}.tmp-{int(dead.stdout)}-0")
+    left.write_bytes(b"\0" * 4096)
     fresh = tokshuf.IndexedDataset(url, remote="copy")
     assert len(fresh) == 3
     assert np.array_equal(ds[7], expected[7])
+    assert not left.exists()
 
 
 def test_indexed_dataset_from_s3_reads_ranges(s3: Any, tmp_path: Path, cache_dir: Path) -> None:
@@ -213,6 +238,57 @@ def test_indexed_dataset_from_s3_reads_ranges(s3: Any, tmp_path: Path, cache_dir
     s3.put(bucket, "tok/ds.bin", b"\0" * Path(f"{local}.bin").stat().st_size)
     with pytest.raises(OSError, match="changed while it was read"):
         ds[5]
+
+
+def _gpt_readers(prefix: Path, url: str, arrays: tuple[np.ndarray, ...], **kw: Any) -> list[Any]:
+    arrays = tuple(
+        tokshuf._core.IndexArray.from_bytes(a.tobytes(), a.dtype.name, list(a.shape)) for a in arrays
+    )
+    return [
+        tokshuf._core.SampleReader.gpt(str(prefix), *arrays, pad=-1, **kw),
+        tokshuf._core.SampleReader.gpt(url, *arrays, pad=-1, remote="ranges", **kw),
+    ]
+
+
+def test_ranged_batches_equal_mapped_ones_at_document_boundaries(
+    s3: Any, tmp_path: Path, cache_dir: Path
+) -> None:
+    """Megatron's arrays without the extra token give a sample that ends exactly at a document's
+    end an empty piece of the next document; in the batch's last row that piece's place is the
+    end of the output, which a ranged read must not take for the start of a row."""
+    prefix = tmp_path / "docs"
+    with tokshuf.IndexedDatasetWriter(prefix, np.uint16) as w:
+        for doc in ([0, 1, 2, 3], [4, 5, 6, 7], [8, 9], [10, 11, 12, 13, 14, 15]):
+            w.add_document(doc, [len(doc)])
+    url = _upload_prefix(s3, s3.bucket("bounds"), "docs", prefix)
+    i64 = functools.partial(np.array, dtype=np.int64)
+    arrays = (i64([0, 1]), i64([[0, 0], [1, 0]]), i64([0]))
+    for reader in _gpt_readers(prefix, url, arrays, sequence_length=4, add_extra_token=False):
+        out = np.full((1, 4), 99, np.int64)
+        reader.get_batch(i64([0]), out)
+        assert out.tolist() == [[0, 1, 2, 3]]
+    # Every way of cutting the documents into samples of 1..5 tokens, with and without the extra
+    # token, in random batch orders: the ranged reader gives the mapped reader's rows.
+    rng = np.random.default_rng(0)
+    docs, lengths = i64([0, 1, 2, 3, 0, 2]), [4, 4, 2, 6, 4, 2]
+    for seq in range(1, 6):
+        for extra in (False, True):
+            total = sum(lengths) - int(extra)
+            n = total // seq
+            starts = [(seq * i) for i in range(n + 1)]
+            ends = np.cumsum([0, *lengths])
+            # A cut at a document's end is (next document, 0), as in the case above; the last
+            # one (the end of the data) is (last document, its length).
+            doc_of = [min(int(np.searchsorted(ends, p, side="right") - 1), len(docs) - 1) for p in starts]
+            sample_index = i64([[d, p - ends[d]] for d, p in zip(doc_of, starts, strict=True)])
+            arrays = (docs, sample_index, rng.permutation(n).astype(np.int64))
+            mapped, ranged = _gpt_readers(prefix, url, arrays, sequence_length=seq, add_extra_token=extra)
+            ks = rng.integers(0, n, size=2 * n).astype(np.int64)
+            want = np.zeros((len(ks), mapped.width), np.int64)
+            got = np.ones_like(want)
+            mapped.get_batch(ks, want)
+            ranged.get_batch(ks, got)
+            assert np.array_equal(got, want), (seq, extra)
 
 
 def _open_in_child(url: str) -> int:
@@ -383,3 +459,33 @@ def test_dataloader_workers_read_ranges(s3: Any, tmp_path: Path, cache_dir: Path
     assert np.array_equal(got, expected.get_batch(ks))
     # What a spawned worker gets: the dataset pickled, reopened by ranges.
     assert np.array_equal(pickle.loads(pickle.dumps(ranged)).get_batch(ks), got)
+
+
+def test_azure_urls_name_container_and_account(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``az://container/key`` and Hadoop's ``abfss://container@account.dfs.core.windows.net/key``
+    reach that account's container (seen at a local server standing in for Azurite)."""
+    paths: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:
+            paths.append(self.path)
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AZURE_STORAGE_USE_EMULATOR", "true")
+    monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", f"http://127.0.0.1:{server.server_port}")
+    try:
+        for url in ("abfss://fs@acct.dfs.core.windows.net/dir/x.bin", "az://box/dir/x.bin"):
+            with pytest.raises(FileNotFoundError, match=re.escape(url)):
+                tokshuf._core.identity(url)
+    finally:
+        server.shutdown()
+        server.server_close()
+    # The emulator's URLs are /ACCOUNT/CONTAINER/KEY (devstoreaccount1 unless the URL names one).
+    assert paths == ["/acct/fs/dir/x.bin", "/devstoreaccount1/box/dir/x.bin"]

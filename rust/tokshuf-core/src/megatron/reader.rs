@@ -299,12 +299,12 @@ fn read_batch_ranged(src: &dyn SampleSource, ks: &[i64], out: &mut [i64]) -> Res
                 let slot = match wanted.iter().position(|w| std::ptr::eq(w.dataset, p.dataset)) {
                     Some(i) => i,
                     None => {
-                        wanted.push(Wanted { dataset: p.dataset, ranges: Vec::new(), at: Vec::new() });
+                        wanted.push(Wanted { dataset: p.dataset, ranges: Vec::new(), into: Vec::new() });
                         wanted.len() - 1
                     }
                 };
                 wanted[slot].ranges.push(p.bytes);
-                wanted[slot].at.push(at);
+                wanted[slot].into.push(at..start + w);
             } else {
                 let bytes = &p.dataset.bin_mapping()?.bytes()[p.bytes.start as usize..p.bytes.end as usize];
                 decode_into(p.dataset.dtype(), bytes, &mut out[at..start + w])?;
@@ -314,19 +314,20 @@ fn read_batch_ranged(src: &dyn SampleSource, ks: &[i64], out: &mut [i64]) -> Res
         })?;
         out[at..start + w].fill(pad);
     }
-    for Wanted { dataset, ranges, at } in wanted {
-        for (bytes, at) in dataset.read_ranges(&ranges)?.iter().zip(at) {
-            let row_end = (at / w.max(1) + 1) * w;
-            decode_into(dataset.dtype(), bytes, &mut out[at..row_end])?;
+    for Wanted { dataset, ranges, into } in wanted {
+        for (bytes, into) in dataset.read_ranges(&ranges)?.iter().zip(into) {
+            decode_into(dataset.dtype(), bytes, &mut out[into])?;
         }
     }
     Ok(())
 }
 
 /// The pieces of a batch to fetch from one dataset read by ranges (told apart by address):
-/// their byte ranges, and where in the batch their tokens go.
+/// their byte ranges, and where in the batch their tokens go: from the piece's place to the end
+/// of its row (kept, not derived from the place: an empty piece after a full row sits at the
+/// row's end, which is also the next row's start).
 struct Wanted<'a> {
     dataset: &'a IndexedDataset,
     ranges: Vec<Range<u64>>,
-    at: Vec<usize>,
+    into: Vec<Range<usize>>,
 }

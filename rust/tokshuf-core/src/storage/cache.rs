@@ -70,7 +70,15 @@ pub fn local_copy_cancellable(url: &str, cancel: &Cancel) -> Result<PathBuf> {
     if current() {
         return Ok(local); // another process downloaded it while this one waited
     }
+    // A download killed earlier (SIGKILL, OOM) left its temporary: full-size, and never reused.
+    crate::fsutil::remove_dead_temporaries(&local);
     check_space(dir, reader.size(), url)?;
+    // The old record goes first: a process that checks while the new bytes are renamed into
+    // place must not find them under the old object's size and ETag.
+    match std::fs::remove_file(&meta_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(&meta_path, e)),
+        _ => {}
+    }
     download(reader, &remote, &local, cancel)?;
     let meta = serde_json::to_vec(&want).expect("JSON");
     crate::fsutil::write_atomic(&meta_path, &meta)?;

@@ -57,11 +57,13 @@ impl Remote {
         self.with_key(Key::from(key))
     }
 
-    /// The object `key` of the same store.
+    /// The object `key` of the same store. Its URL escapes `%` (as `%25`): [`resolve`] reads a
+    /// URL's `%XX` as an escape, so a listed key such as `a%20b.jsonl` resolves to itself.
     pub fn with_key(&self, key: Key) -> Remote {
         let base = self.url.split_once("://").map_or("", |(s, _)| s);
         let bucket = self.url.split_once("://").and_then(|(_, r)| r.split('/').next()).unwrap_or("");
-        Remote { url: format!("{base}://{bucket}/{key}"), store: Arc::clone(&self.store), key, pid: self.pid }
+        let path = key.as_ref().replace('%', "%25");
+        Remote { url: format!("{base}://{bucket}/{path}"), store: Arc::clone(&self.store), key, pid: self.pid }
     }
 
     /// This object with a store of this process: itself, or in a process forked since it was
@@ -161,7 +163,9 @@ fn build(scheme: &str, bucket: &str) -> std::result::Result<Arc<dyn ObjectStore>
             Arc::new(b.with_retry(retry()).build()?)
         }
         "az" | "azure" | "abfs" | "abfss" => {
-            let mut b = MicrosoftAzureBuilder::from_env().with_container_name(bucket);
+            // object_store parses the container (and, in `abfss://fs@account.dfs.core.windows.net`,
+            // Hadoop's form, the account) from the URL.
+            let mut b = MicrosoftAzureBuilder::from_env().with_url(format!("{scheme}://{bucket}"));
             for (k, v) in TIMEOUTS {
                 b = b.with_config(AzureConfigKey::Client(k), v);
             }
