@@ -7,6 +7,7 @@ error naming the object and nothing under the final output keys.
 from __future__ import annotations
 
 import dataclasses
+import email.utils
 import functools
 import http.server
 import json
@@ -14,6 +15,7 @@ import multiprocessing as mp
 import os
 import pickle
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -489,3 +491,79 @@ def test_azure_urls_name_container_and_account(monkeypatch: pytest.MonkeyPatch) 
         server.server_close()
     # The emulator's URLs are /ACCOUNT/CONTAINER/KEY (devstoreaccount1 unless the URL names one).
     assert paths == ["/acct/fs/dir/x.bin", "/devstoreaccount1/box/dir/x.bin"]
+
+
+class _FileServer(http.server.BaseHTTPRequestHandler):
+    """Static files with ranges and ``Last-Modified``, as a plain web server serves them: no ETag,
+    or a weak one (``etag = "weak"``), with nginx's answers to ``If-Match`` and
+    ``If-Unmodified-Since`` (a weak ETag never satisfies ``If-Match``)."""
+
+    root = Path()
+    etag = "none"
+
+    def do_HEAD(self) -> None:
+        self._serve(body=False)
+
+    def do_GET(self) -> None:
+        self._serve(body=True)
+
+    def _serve(self, body: bool) -> None:
+        path = self.root / self.path.lstrip("/")
+        if not path.is_file():
+            self.send_error(404)
+            return
+        data, mtime = path.read_bytes(), int(path.stat().st_mtime)
+        since = self.headers.get("If-Unmodified-Since")
+        changed = since is not None and email.utils.parsedate_to_datetime(since).timestamp() < mtime
+        if changed or self.headers.get("If-Match"):
+            self.send_error(412)
+            return
+        start, end = 0, len(data)
+        ranged = self.headers.get("Range")
+        if ranged:
+            a, b = ranged.removeprefix("bytes=").split("-")
+            start, end = int(a), min(int(b) + 1, len(data))
+        self.send_response(206 if ranged else 200)
+        self.send_header("Content-Length", str(end - start))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Last-Modified", email.utils.formatdate(mtime, usegmt=True))
+        if ranged:
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+        if self.etag == "weak":
+            self.send_header("ETag", f'W/"{mtime:x}-{len(data):x}"')
+        self.end_headers()
+        if body:
+            self.wfile.write(data[start:end])
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("etag", ["none", "weak"])
+def test_a_server_without_strong_etags_pins_reads_by_time(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch, etag: str
+) -> None:
+    """Without a strong ETag (none, or a weak one that never matches ``If-Match``) ranged reads
+    work, and are pinned by the modification time: a rewrite says so instead of mixing versions."""
+    local = _dataset(tmp_path)
+    served = tmp_path / "www"
+    served.mkdir()
+    for ext in ("idx", "bin"):
+        shutil.copy(f"{local}.{ext}", served / f"ds.{ext}")
+    handler = type("Handler", (_FileServer,), {"root": served, "etag": etag})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("TOKSHUF_STORAGE_RETRY_SECONDS", "2")
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/ds"
+        expected, ds = tokshuf.IndexedDataset(local), tokshuf.IndexedDataset(url)
+        assert all(np.array_equal(ds[i], expected[i]) for i in range(0, len(ds), 13))
+        assert np.array_equal(ds.get(7, offset=1, length=2), expected.get(7, offset=1, length=2))
+        bin_ = served / "ds.bin"
+        bin_.write_bytes(bin_.read_bytes()[::-1])
+        os.utime(bin_, (time.time() + 5, time.time() + 5))
+        with pytest.raises(OSError, match="changed while it was read"):
+            ds[3]
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -75,11 +75,15 @@ def file_identity(path: PathLike) -> dict[str, Any]:
     The path is left out, so moved data keeps its entries. The hash catches a rewrite that keeps
     the size and the time (``cp -p``, ``rsync -a``, a rewrite within the clock's tick), which a
     size-and-time key would take for the old file. An object in a store is identified by its size
-    and ETag (one HEAD request; a store gives a new ETag to every rewrite).
+    and ETag (one HEAD request; a store gives a new ETag to every rewrite), or by its size and
+    modification time where the server gives no ETag.
     """
     if _core.is_remote(os.fspath(path)):
         ident = json.loads(_core.identity(os.fspath(path)))
-        return {"size": ident["bytes"], "etag": ident["etag"]}
+        key = {"size": ident["bytes"], "etag": ident["etag"]}
+        if ident["etag"] is None:  # a server without ETags: its modification time tells versions apart
+            key["version"] = ident["version"]
+        return key
     st = os.stat(path)
     h = hashlib.sha256(str(st.st_size).encode())
     with open(path, "rb") as f:

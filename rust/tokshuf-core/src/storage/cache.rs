@@ -57,7 +57,7 @@ pub fn local_copy_cancellable(url: &str, cancel: &Cancel) -> Result<PathBuf> {
     let dir = local.parent().expect("a cached path has a parent");
     std::fs::create_dir_all(dir).with_path(dir)?;
     let reader = RemoteReader::open(remote.clone()).with_path(Path::new(url))?;
-    let want = serde_json::json!({"url": url, "bytes": reader.size(), "etag": reader.etag()});
+    let want = serde_json::json!({"url": url, "bytes": reader.size(), "version": reader.version().describe()});
     let current = || -> bool {
         let recorded =
             std::fs::read(&meta_path).ok().and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());

@@ -66,11 +66,13 @@ pub fn size(path: &Path) -> Result<u64> {
 }
 
 /// What identifies an input's contents for a resumed job: its canonical path, size and
-/// modification time, or for an object its URL, size and ETag.
+/// modification time, or for an object its URL, size, ETag and the version reads pin to (the
+/// ETag, or the modification time where a store gives no strong ETag).
 pub fn identity(path: &Path) -> Result<serde_json::Value> {
     if let Some(r) = remote(path)? {
         let meta = runtime::block_on(r.store.head(&r.key)).map_err(|e| Error::io(path, read::to_io(&r, e)))?;
-        return Ok(serde_json::json!({"url": r.url, "bytes": meta.size, "etag": meta.e_tag}));
+        let version = read::Version::of(&meta).describe();
+        return Ok(serde_json::json!({"url": r.url, "bytes": meta.size, "etag": meta.e_tag, "version": version}));
     }
     let meta = std::fs::metadata(path).with_path(path)?;
     let since_epoch = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());

@@ -13,7 +13,7 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use object_store::ObjectStoreExt as _;
 
 use super::coalesce::coalesce;
-use super::read::{fetch, to_io};
+use super::read::{fetch, to_io, Version};
 use super::runtime::{block_on, runtime};
 use super::stores::Remote;
 use crate::error::{IoContext, Result};
@@ -27,8 +27,8 @@ const MAX_BLOCK: u64 = 8 << 20;
 pub enum RandomAccess {
     /// A local file, mapped (`None` when empty: an empty map cannot be made).
     Local(Option<Arc<memmap2::Mmap>>, u64),
-    /// An object, pinned to the version its ETag names.
-    Remote { remote: Remote, etag: Option<String>, size: u64 },
+    /// An object, pinned to the version first seen.
+    Remote { remote: Remote, version: Version, size: u64 },
 }
 
 /// A range being read in the background.
@@ -47,7 +47,7 @@ impl RandomAccess {
         match super::remote(path)? {
             Some(remote) => {
                 let meta = block_on(remote.store.head(&remote.key)).map_err(|e| to_io(&remote, e)).with_path(path)?;
-                Ok(RandomAccess::Remote { remote, etag: meta.e_tag, size: meta.size })
+                Ok(RandomAccess::Remote { remote, version: Version::of(&meta), size: meta.size })
             }
             None => {
                 let file = std::fs::File::open(path).with_path(path)?;
@@ -93,9 +93,9 @@ impl RandomAccess {
                 let bytes = self.read(range);
                 Ok(Pending(runtime().spawn(async move { bytes })))
             }
-            RandomAccess::Remote { remote, etag, .. } => {
+            RandomAccess::Remote { remote, version, .. } => {
                 let remote = remote.here().map_err(io::Error::other)?;
-                Ok(Pending(runtime().spawn(fetch(remote, etag.clone(), range))))
+                Ok(Pending(runtime().spawn(fetch(remote, version.clone(), range))))
             }
         }
     }
@@ -105,12 +105,12 @@ impl RandomAccess {
     /// run at once.
     pub fn read_many(&self, ranges: &[Range<u64>]) -> io::Result<Vec<Bytes>> {
         ranges.iter().try_for_each(|r| self.check(r))?;
-        let RandomAccess::Remote { remote, etag, .. } = self else {
+        let RandomAccess::Remote { remote, version, .. } = self else {
             return ranges.iter().map(|r| self.read(r.clone())).collect();
         };
         let remote = remote.here().map_err(io::Error::other)?;
         let blocks = coalesce(ranges, MAX_BLOCK);
-        let requests = blocks.iter().map(|b| fetch(remote.clone(), etag.clone(), b.range.clone()));
+        let requests = blocks.iter().map(|b| fetch(remote.clone(), version.clone(), b.range.clone()));
         let fetched: Vec<Bytes> = block_on(futures::stream::iter(requests).buffered(IN_FLIGHT).try_collect())?;
         let mut out = vec![Bytes::new(); ranges.len()];
         for (block, bytes) in blocks.iter().zip(fetched) {

@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use object_store::{GetOptions, GetRange, ObjectStoreExt as _};
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStoreExt as _};
 use tokio::task::JoinHandle;
 
 use super::runtime::{block_on, runtime};
@@ -42,11 +43,46 @@ pub fn counters() -> Counters {
     Counters { requests: REQUESTS.load(Ordering::Relaxed), bytes: BYTES.load(Ordering::Relaxed) }
 }
 
+/// The version of an object its reads are pinned to, from one HEAD: every ranged read asks for
+/// that version and fails ("changed while it was read") rather than mix bytes of two.
+#[derive(Debug, Clone, Default)]
+pub struct Version {
+    /// A strong ETag (`If-Match`). A weak one (`W/"..."`, what servers give for content they
+    /// compress on the fly) never matches `If-Match`, so it is not used.
+    etag: Option<String>,
+    /// Otherwise the modification time (`If-Unmodified-Since`; a store with neither cannot pin).
+    modified: Option<DateTime<Utc>>,
+}
+
+impl Version {
+    /// The version `meta` describes.
+    pub fn of(meta: &ObjectMeta) -> Version {
+        match &meta.e_tag {
+            Some(etag) if !etag.starts_with("W/") => Version { etag: Some(etag.clone()), modified: None },
+            _ => Version { etag: None, modified: Some(meta.last_modified) },
+        }
+    }
+
+    /// What identifies it in a cache record: `{"etag": ...}` or `{"modified": RFC 3339}`.
+    pub fn describe(&self) -> serde_json::Value {
+        match (&self.etag, &self.modified) {
+            (Some(etag), _) => serde_json::json!({"etag": etag}),
+            (None, Some(t)) => serde_json::json!({"modified": t.to_rfc3339()}),
+            (None, None) => serde_json::Value::Null,
+        }
+    }
+
+    fn pin(&self, options: &mut GetOptions) {
+        options.if_match = self.etag.clone();
+        options.if_unmodified_since = self.modified;
+    }
+}
+
 /// An object's bytes, read ahead in ranges.
 pub struct RemoteReader {
     remote: Remote,
     size: u64,
-    etag: Option<String>,
+    version: Version,
     next: u64,
     pending: VecDeque<JoinHandle<io::Result<Bytes>>>,
     current: Bytes,
@@ -58,7 +94,7 @@ impl RemoteReader {
         let meta = block_on(remote.store.head(&remote.key)).map_err(|e| to_io(&remote, e))?;
         Ok(RemoteReader {
             size: meta.size,
-            etag: meta.e_tag,
+            version: Version::of(&meta),
             remote,
             next: 0,
             pending: VecDeque::new(),
@@ -71,9 +107,9 @@ impl RemoteReader {
         self.size
     }
 
-    /// The object's ETag, if the store gives one.
-    pub fn etag(&self) -> Option<&str> {
-        self.etag.as_deref()
+    /// The version its reads are pinned to.
+    pub fn version(&self) -> &Version {
+        &self.version
     }
 
     fn fill(&mut self) {
@@ -81,8 +117,8 @@ impl RemoteReader {
         while self.pending.len() < AHEAD && self.next < self.size {
             let range = self.next..(self.next + CHUNK).min(self.size);
             self.next = range.end;
-            let (remote, etag) = (self.remote.clone(), self.etag.clone());
-            self.pending.push_back(rt.spawn(fetch(remote, etag, range)));
+            let (remote, version) = (self.remote.clone(), self.version.clone());
+            self.pending.push_back(rt.spawn(fetch(remote, version, range)));
         }
     }
 }
@@ -111,7 +147,7 @@ impl Drop for RemoteReader {
 }
 
 /// The bytes of `range`, resuming where a broken body stopped.
-pub(super) async fn fetch(remote: Remote, etag: Option<String>, range: std::ops::Range<u64>) -> io::Result<Bytes> {
+pub(super) async fn fetch(remote: Remote, version: Version, range: std::ops::Range<u64>) -> io::Result<Bytes> {
     let mut got = BytesMut::with_capacity((range.end - range.start) as usize);
     let mut failures = 0;
     let deadline = std::time::Instant::now() + super::stores::retry_time();
@@ -120,11 +156,8 @@ pub(super) async fn fetch(remote: Remote, etag: Option<String>, range: std::ops:
         if start == range.end {
             return Ok(got.freeze());
         }
-        let options = GetOptions {
-            range: Some(GetRange::Bounded(start..range.end)),
-            if_match: etag.clone(),
-            ..GetOptions::default()
-        };
+        let mut options = GetOptions { range: Some(GetRange::Bounded(start..range.end)), ..GetOptions::default() };
+        version.pin(&mut options);
         REQUESTS.fetch_add(1, Ordering::Relaxed);
         let error = match remote.store.get_opts(&remote.key, options).await {
             Ok(result) => {
