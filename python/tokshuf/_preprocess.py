@@ -13,6 +13,7 @@ from tokshuf._deprecation import renamed_parameters
 from tokshuf._limits import check_num_threads, check_open_files
 from tokshuf._log import log_run
 from tokshuf._summaries import OnError, PreprocessSummary, Progress
+from tokshuf._summary_file import check_summary
 from tokshuf.errors import ConfigError
 from tokshuf.tokenizer import as_tokenizer
 
@@ -117,6 +118,7 @@ def preprocess(
         input bytes, seconds, the tokenizer's identity, the outputs.
     """
     check_num_threads(num_threads)
+    check_summary(summary)
     if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
         raise ConfigError(f"partitions must be a positive integer, got {partitions!r}")
     keys = list(json_keys)

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from tokshuf import _core
 from tokshuf._storage import local_prefix
 from tokshuf._summaries import MergeSummary
-from tokshuf._summary_file import summary_target, write_summary
+from tokshuf._summary_file import check_summary, summary_target, write_summary
 from tokshuf.errors import ConfigError, FormatError
 
 __all__ = ["REMOTE_READS", "IndexedDataset", "IndexedDatasetWriter", "RemoteRead", "merge", "write_index"]
@@ -351,6 +351,7 @@ def merge(
     :func:`tokshuf.preprocess` writes its own (``summary``: ``True`` →
     ``{output_prefix}_summary.json``, a path → there, ``False`` → nowhere).
     """
+    check_summary(summary)
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     prefixes: list[str] = []
     for item in items:

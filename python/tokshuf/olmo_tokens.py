@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from tokshuf import _arrays, _core
 from tokshuf._deprecation import renamed_parameters
-from tokshuf._summary_file import summary_target, write_summary
+from tokshuf._summary_file import check_summary, summary_target, write_summary
 from tokshuf.errors import ConfigError
 
 __all__ = [
@@ -203,6 +203,7 @@ def from_indexed(
     """
     from tokshuf.indexed import IndexedDataset, _prefix
 
+    check_summary(summary)
     p = _prefix(prefix)
     if dtype is None:
         src = IndexedDataset(p, validate=False).dtype
