@@ -146,7 +146,8 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
             0 <= self.mid_level_dataset_surplus < 1e6
         ):
             raise ConfigError(
-                f"mid_level_dataset_surplus must be >= 0, got {self.mid_level_dataset_surplus!r}"
+                "mid_level_dataset_surplus must be a number in [0, 1e6), "
+                f"got {self.mid_level_dataset_surplus!r}"
             )
         if self.index_scheme not in _SCHEMES:
             raise ConfigError(f"index_scheme must be one of {_SCHEMES}, got {self.index_scheme!r}")
