@@ -141,7 +141,7 @@ def test_a_fault_that_never_clears(s3: Any, tmp_path: Path) -> None:
     assert s3.keys(bucket, "out/") == []
 
 
-# -- readers on remote data: local copies in the cache directory ------------------------------
+# -- readers on remote data: local copies in the cache root, or a .bin read by ranges ------------
 def _dataset(tmp_path: Path) -> Path:
     docs = [{"text": f"document {i} " + "word " * (i % 40)} for i in range(400)]
     src = write_jsonl(tmp_path / "src.jsonl", docs)

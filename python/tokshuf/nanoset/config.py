@@ -73,8 +73,10 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
         shuffled epoch whose order repeats every epoch (the Nanoset design of seed 000).
     remote
         For prefixes in a store (``s3://...``): ``"ranges"`` reads each batch's tokens by ranged
-        requests (few, coalesced), ``"copy"`` downloads every ``.bin`` once into the cache
-        directory and maps it. The ``.idx`` files are always local copies. See
+        requests (few, coalesced), ``"copy"`` downloads every ``.bin`` once and maps it. The
+        ``.idx`` files are always local copies. Copies go under ``remote/`` of the cache root
+        (``$TOKSHUF_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokshuf``, else ``~/.cache/tokshuf``),
+        not under ``cache_dir``, so every dataset on a node shares them. See
         :class:`tokshuf.IndexedDataset`.
     """
 
