@@ -131,6 +131,21 @@ def test_cli_json_and_text(tmp_path: Path, capsys: Any) -> None:
     assert "cannot tell what" in capsys.readouterr().err
 
 
+def test_cli_summary_none_writes_no_file(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prefix = tmp_path / "ds"
+    _write(prefix)
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["inspect", str(prefix), "--json", "--summary", "none"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    capsys.readouterr()
+    assert main(["inspect", str(prefix), "--json", "--summary", "report.json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert json.loads((tmp_path / "report.json").read_text()) == printed
+
+
 # -- OLMo token files --------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from instance_data import common, write_files
 
-from tokshuf import FormatError
+from tokshuf import ConfigError, FormatError
 from tokshuf._cache import cached
 from tokshuf.instances import (
     FSLDataset,
@@ -150,22 +150,34 @@ def test_pickles_by_arguments(tmp_path: Path) -> None:
         assert np.array_equal(copy.get_batch(idx)[key], ds.get_batch(idx)[key])
 
 
-@pytest.mark.parametrize(
-    ("cls", "kwargs"),
-    [
-        (FSLDataset, {"sequence_length": 16, "generate_doc_lengths": True, "max_target_sequence_length": 32}),
-        (PaddedFSLDataset, {"sequence_length": 16, "long_doc_strategy": "fragment"}),
-        (PackedFSLDataset, {"sequence_length": 16, "source_group_size": 2}),
-        (
-            InterleavedFSLDataset,
-            {"sequence_length": 16, "seed": 3, "docs_per_instance": 2, "chunks_per_doc": 2},
-        ),
-        (
-            VSLDataset,
-            {"max_sequence_length": 16, "min_sequence_length": 4, "curriculum": VSLCurriculum("grow_p2", 2)},
-        ),
-    ],
-)
+EVERY_DATASET = [
+    (FSLDataset, {"sequence_length": 16, "generate_doc_lengths": True, "max_target_sequence_length": 32}),
+    (PaddedFSLDataset, {"sequence_length": 16, "long_doc_strategy": "fragment"}),
+    (PackedFSLDataset, {"sequence_length": 16, "source_group_size": 2}),
+    (InterleavedFSLDataset, {"sequence_length": 16, "seed": 3, "docs_per_instance": 2, "chunks_per_doc": 2}),
+    (
+        VSLDataset,
+        {"max_sequence_length": 16, "min_sequence_length": 4, "curriculum": VSLCurriculum("grow_p2", 2)},
+    ),
+]
+
+
+@pytest.mark.parametrize(("cls", "kwargs"), EVERY_DATASET)
+def test_bad_boundaries_and_cache_dir_are_config_errors(
+    tmp_path: Path, cls: type, kwargs: dict[str, Any]
+) -> None:
+    paths, _ = write_files(tmp_path, corpus(files=1, docs=20))
+    with pytest.raises(
+        ConfigError, match=r"document_boundaries must be one of \['auto', 'eos', 'metadata'\], got 'metadta'"
+    ):
+        cls(*paths, **kwargs, **common(tmp_path / "w", document_boundaries="metadta"))
+    for bad in (False, True, 3):
+        with pytest.raises(ConfigError, match=rf"cache_dir must be a directory or None .*, got {bad!r}"):
+            cls(*paths, **kwargs, **common(tmp_path / "w", cache_dir=bad))
+    assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize(("cls", "kwargs"), EVERY_DATASET)
 def test_every_dataset_round_trips_through_pickle(tmp_path: Path, cls: type, kwargs: dict[str, Any]) -> None:
     paths, _ = write_files(tmp_path, corpus(files=2, docs=40))
     ds = cls(*paths, **kwargs, **common(tmp_path / "w", metadata={"src": "x"}))

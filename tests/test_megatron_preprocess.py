@@ -135,6 +135,17 @@ def test_cli_takes_every_input(tmp_path: Path, repeat_flag: bool) -> None:
     assert tokshuf.IndexedDataset(tmp_path / "m").num_documents == 3200
 
 
+def test_one_json_key_as_a_string(tmp_path: Path) -> None:
+    a = MEGATRON / "corpus" / "corpus_a.jsonl"
+    summary = tokshuf.preprocess(a, tmp_path / "s", "byte", json_keys="text", summary=False)
+    assert [o["key"] for o in summary["outputs"]] == ["text"]
+    tokshuf.preprocess(a, tmp_path / "l", "byte", json_keys=["text"], summary=False)
+    for ext in (".bin", ".idx"):
+        assert (tmp_path / f"s_text_document{ext}").read_bytes() == (
+            tmp_path / f"l_text_document{ext}"
+        ).read_bytes()
+
+
 def test_merge_equals_concatenated_corpus(tmp_path: Path) -> None:
     a, b = MEGATRON / "corpus" / "corpus_a.jsonl", MEGATRON / "corpus" / "corpus_b.jsonl"
     parts = tmp_path / "parts"

@@ -42,7 +42,8 @@ def cfg(prefix: Path | str | dict[str, float] | list[str], **kw: object) -> Nano
         ({"num_samples": (-1, None, None)}, "train sample count"),
         ({"index_scheme": "nanotron"}, "index_scheme"),
         ({"eod_mask_loss": True}, "eos_token_id"),
-        ({"mid_level_dataset_surplus": -0.1}, "surplus"),
+        ({"mid_level_dataset_surplus": -0.1}, r"surplus must be a number in \[0, 1e6\), got -0.1"),
+        ({"mid_level_dataset_surplus": 1e6}, r"surplus must be a number in \[0, 1e6\), got 1000000.0"),
     ],
 )
 def test_bad_config_values_raise(kwargs: dict[str, object], match: str) -> None:
@@ -62,6 +63,19 @@ def test_bad_config_values_raise(kwargs: dict[str, object], match: str) -> None:
 def test_bad_weights_raise(weights: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         NanosetConfig(weights, sequence_length=8)  # type: ignore[arg-type]
+
+
+def test_require_names_a_split(tmp_path: Path) -> None:
+    write_dataset(tmp_path / "d", [20] * 10)
+    splits = build_nanosets(cfg(tmp_path / "d", split="1,0,0"), num_samples=(4, None, None))
+    assert splits.require("train") is splits.train
+    with pytest.raises(ConfigError, match="the valid split has no share"):
+        splits.require("valid")
+    for bad in ("training", "index", "count"):
+        with pytest.raises(
+            ConfigError, match=rf"split must be one of \['train', 'valid', 'test'\], got '{bad}'"
+        ):
+            splits.require(bad)  # type: ignore[arg-type]
 
 
 def test_empty_split_asked_for_samples_raises(tmp_path: Path) -> None:

@@ -161,7 +161,7 @@ def test_a_fault_that_never_clears(s3: Any, tmp_path: Path) -> None:
     assert s3.keys(bucket, "out/") == []
 
 
-# -- readers on remote data: local copies in the cache directory ------------------------------
+# -- readers on remote data: local copies in the cache root, or a .bin read by ranges ------------
 def _dataset(tmp_path: Path) -> Path:
     docs = [{"text": f"document {i} " + "word " * (i % 40)} for i in range(400)]
     src = write_jsonl(tmp_path / "src.jsonl", docs)
@@ -231,8 +231,12 @@ def test_indexed_dataset_from_s3_reads_ranges(s3: Any, tmp_path: Path, cache_dir
     # Only the index is stored.
     names = sorted(p.name for p in (cache_dir / "remote" / "s3" / "ranged" / "tok").iterdir())
     assert names == ["ds.idx", "ds.idx.lock", "ds.idx.source.json"]
+    # Pickled (a spawned DataLoader worker): still read by ranges, still nothing but the index stored.
     again = pickle.loads(pickle.dumps(ds))
+    assert "remote='ranges'" in repr(again)
+    assert again._reader.ranged
     assert np.array_equal(again[3], expected[3])
+    assert sorted(p.name for p in (cache_dir / "remote" / "s3" / "ranged" / "tok").iterdir()) == names
     # Under faults the bytes are the same.
     with s3.faults(0.3, seed=4):
         assert all(np.array_equal(ds[i], expected[i]) for i in range(0, len(ds), 7))
@@ -291,6 +295,24 @@ def test_ranged_batches_equal_mapped_ones_at_document_boundaries(
             mapped.get_batch(ks, want)
             ranged.get_batch(ks, got)
             assert np.array_equal(got, want), (seq, extra)
+
+
+def test_inspect_a_dataset_in_a_store(s3: Any, tmp_path: Path, cache_dir: Path, capsys: Any) -> None:
+    from tokshuf._inspect import inspect
+    from tokshuf.cli import main
+
+    local = _dataset(tmp_path)
+    url = _upload_prefix(s3, s3.bucket("inspected"), "tok/ds_text_document", local)
+    expected = inspect(str(local), doc=3).to_dict()
+    got = inspect(url, doc=3).to_dict()
+    assert got["path"] == url
+    assert got["bin_bytes"] == Path(f"{local}.bin").stat().st_size
+    assert {**got, "path": None} == {**expected, "path": None}
+    assert main(["inspect", url + ".bin", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == expected["tokens"]
+    # The .bin was read by ranges, never copied.
+    stored = sorted(p.name for p in (cache_dir / "remote" / "s3" / "inspected" / "tok").iterdir())
+    assert not [n for n in stored if n.endswith(".bin")], stored
 
 
 def _open_in_child(url: str) -> int:

@@ -144,3 +144,33 @@ def test_python_merge_and_convert_write_summaries_as_the_cli_does(tmp_path: Path
     from_indexed(tmp_path / "a", tmp_path / "u.npy", summary=elsewhere)
     assert json.loads(elsewhere.read_text())["tokens"] == 9
     assert not (tmp_path / "u_summary.json").exists()
+
+
+@pytest.mark.parametrize("bad", [None, 1, ["s.json"]])
+def test_a_bad_summary_argument_is_a_config_error(corpus: list[Path], tmp_path: Path, bad: Any) -> None:
+    """Not True, False or a path: a ConfigError naming ``summary`` and the valid choices, before
+    any output is written (shuffle's comes after its run)."""
+    from tokshuf.olmo_tokens import from_indexed
+
+    _indexed(tmp_path / "a", [3, 5, 1])
+    parts = tmp_path / "p" / "ds"
+    for i in range(2):
+        tokshuf.preprocess(corpus, parts, "byte", shard=(i, 2), summary=False)
+    before = sorted(tmp_path.rglob("*"))
+    runs = {
+        "preprocess": lambda: tokshuf.preprocess(corpus, tmp_path / "pre", "byte", summary=bad),
+        "merge": lambda: tokshuf.merge([tmp_path / "a"], tmp_path / "m", summary=bad),
+        "merge_parts": lambda: tokshuf.merge_parts(parts, summary=bad),
+        "from_indexed": lambda: from_indexed(tmp_path / "a", tmp_path / "t.npy", summary=bad),
+    }
+    for name, run in runs.items():
+        with pytest.raises(tokshuf.ConfigError, match=r"summary must be True .*, False .* or a path, got"):
+            run()
+        assert sorted(tmp_path.rglob("*")) == before, name
+    with pytest.raises(tokshuf.ConfigError, match=r"summary must be True .*, False .* or a path, got"):
+        _shuffle(corpus, tmp_path / "shuffled", summary=bad)
+
+
+def test_merge_parts_takes_summary_by_keyword_only(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="positional"):
+        tokshuf.merge_parts(tmp_path / "ds", False)  # type: ignore[misc]

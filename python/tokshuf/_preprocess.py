@@ -13,6 +13,7 @@ from tokshuf._deprecation import renamed_parameters
 from tokshuf._limits import check_num_threads, check_open_files
 from tokshuf._log import log_run
 from tokshuf._summaries import OnError, PreprocessSummary, Progress
+from tokshuf._summary_file import check_summary
 from tokshuf.errors import ConfigError
 from tokshuf.tokenizer import as_tokenizer
 
@@ -28,7 +29,7 @@ def preprocess(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     output_prefix: str | os.PathLike[str],
     tokenizer: Any,
-    json_keys: Sequence[str] = ("text",),
+    json_keys: str | Sequence[str] = ("text",),
     *,
     append_eod: bool = False,
     eos_token_id: int | None = None,
@@ -68,8 +69,8 @@ def preprocess(
         :class:`tokshuf.Tokenizer` or a ``tokenizers.Tokenizer``. Required: there is no default,
         since the ids of every output depend on it (``"byte"`` is Megatron's test tokenizer).
     json_keys
-        Keys to tokenize. A string value is one sequence; a list of strings is one sequence per
-        non-empty element (Megatron's rule).
+        Keys to tokenize; a single key may be given as a string. A string value is one sequence;
+        a list of strings is one sequence per non-empty element (Megatron's rule).
     append_eod
         Append the end-of-document id to every document with at least one token.
     eos_token_id
@@ -117,9 +118,11 @@ def preprocess(
         input bytes, seconds, the tokenizer's identity, the outputs.
     """
     check_num_threads(num_threads)
+    check_summary(summary)
     if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
         raise ConfigError(f"partitions must be a positive integer, got {partitions!r}")
-    keys = list(json_keys)
+    # A str is a Sequence[str] too: "text" is one key, not the keys "t", "e", "x", "t".
+    keys = [json_keys] if isinstance(json_keys, str) else list(json_keys)
     check_open_files(
         partitions * len(keys) * _FILES_PER_OUTPUT, f"partitions={partitions} with {len(keys)} JSON key(s)"
     )

@@ -177,7 +177,8 @@ class MergeSummary(TypedDict):
 
 class InstancesSummary(TypedDict):
     """What ``tokshuf instances`` prints with ``--json`` and writes to its summary file
-    (``{work_dir}/instances-{strategy}-{fingerprint}_summary.json``)."""
+    (``{work_dir}/instances/instances-{strategy}-{fingerprint}_summary.json``, beside the index
+    entries; ``--summary`` elsewhere)."""
 
     #: ``fsl``, ``padded``, ``packed``, ``interleaved`` or ``vsl``.
     strategy: str

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokshuf import _core
+from tokshuf.errors import ConfigError
 
-__all__ = ["exists", "summary_target", "write_summary"]
+__all__ = ["check_summary", "exists", "summary_target", "write_summary"]
 
 PathLike = str | os.PathLike[str]
 
@@ -18,11 +19,20 @@ PathLike = str | os.PathLike[str]
 def summary_target(option: bool | PathLike, default: str) -> str | None:
     """Where a run's ``summary`` option says to write: ``True`` → ``default`` (beside the
     outputs), a path → there, ``False`` → nowhere (``None``)."""
+    check_summary(option)
     if option is True:
         return default
     if option is False:
         return None
     return os.fspath(option)
+
+
+def check_summary(option: object) -> None:
+    """Raise :class:`ConfigError` unless ``option`` is a valid ``summary`` argument."""
+    if not (option is True or option is False or isinstance(option, str | os.PathLike)):
+        raise ConfigError(
+            f"summary must be True (beside the outputs), False (no file) or a path, got {option!r}"
+        )
 
 
 def exists(target: str) -> bool:

@@ -248,7 +248,11 @@ def _add_inspect(sub: Any) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="what to inspect (several: one report each)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (a list for several PATHs)")
-    p.add_argument("--summary", metavar="PATH", help="also write the JSON report to PATH")
+    p.add_argument(
+        "--summary",
+        metavar="PATH",
+        help="also write the JSON report to PATH ('none': no file, as without the flag)",
+    )
     p.add_argument(
         "--plot", metavar="FILE", help="also draw the plots into FILE.png or FILE.html (needs matplotlib)"
     )

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from tokshuf import _core
 from tokshuf._storage import local_prefix
 from tokshuf._summaries import MergeSummary
-from tokshuf._summary_file import summary_target, write_summary
+from tokshuf._summary_file import check_summary, summary_target, write_summary
 from tokshuf.errors import ConfigError, FormatError
 
 __all__ = ["REMOTE_READS", "IndexedDataset", "IndexedDatasetWriter", "RemoteRead", "merge", "write_index"]
@@ -28,7 +28,7 @@ PathLike = str | os.PathLike[str]
 
 #: How the ``.bin`` of a dataset in a store is read: ``"ranges"`` requests the bytes each read
 #: needs (a batch's in few coalesced requests); ``"copy"`` downloads the whole ``.bin`` once into
-#: the cache directory and maps it.
+#: ``remote/`` of the cache root and maps it.
 RemoteRead = Literal["ranges", "copy"]
 REMOTE_READS: tuple[RemoteRead, ...] = ("ranges", "copy")
 
@@ -74,9 +74,9 @@ class IndexedDataset:
     prefix : str or PathLike
         ``data/corpus_text_document`` for ``data/corpus_text_document.{bin,idx}``, or a storage
         URL (``s3://bucket/corpus_text_document``). Of a dataset in a store, the ``.idx`` is
-        always a local copy, downloaded once into the cache directory (``$TOKSHUF_CACHE_DIR``,
-        default ``~/.cache/tokshuf``) and again only when the object changes; the ``.bin`` is
-        read as ``remote`` says.
+        always a local copy, downloaded once under ``remote/`` of the cache root
+        (``$TOKSHUF_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokshuf``, else ``~/.cache/tokshuf``) and
+        again only when the object changes; the ``.bin`` is read as ``remote`` says.
     multimodal : bool, optional
         Whether the index carries ``sequence_modes``. ``None`` (default) detects it from the
         file size; Megatron does not record it, so pass it when you know.
@@ -91,7 +91,7 @@ class IndexedDataset:
         For a ``.bin`` in a store: ``"ranges"`` (default) requests the bytes each read needs
         (one request per :meth:`get`; a Nanoset's batch in few coalesced requests), so nothing
         is stored and the first read comes at once; ``"copy"`` downloads the whole ``.bin``
-        into the cache directory once and maps it, the better choice for reading it through
+        once beside the ``.idx``'s copy and maps it, the better choice for reading it through
         many times. Ignored for local files.
 
     Raises
@@ -351,6 +351,7 @@ def merge(
     :func:`tokshuf.preprocess` writes its own (``summary``: ``True`` →
     ``{output_prefix}_summary.json``, a path → there, ``False`` → nowhere).
     """
+    check_summary(summary)
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     prefixes: list[str] = []
     for item in items:

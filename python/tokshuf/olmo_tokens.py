@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from tokshuf import _arrays, _core
 from tokshuf._deprecation import renamed_parameters
-from tokshuf._summary_file import summary_target, write_summary
+from tokshuf._summary_file import check_summary, summary_target, write_summary
 from tokshuf.errors import ConfigError
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
 
 PathLike = str | os.PathLike[str]
 Boundaries = Literal["auto", "eos", "metadata"]
+BOUNDARIES: tuple[Boundaries, ...] = ("auto", "eos", "metadata")
 
 _UNSIGNED = (np.uint8, np.uint16, np.uint32, np.uint64)
 
@@ -93,8 +94,8 @@ def document_spans(
     """
     d = _dtype(dtype)
     meta = metadata_path(path)
-    if boundaries not in ("auto", "eos", "metadata"):
-        raise ConfigError(f"boundaries must be 'auto', 'eos' or 'metadata', got {boundaries!r}")
+    if boundaries not in BOUNDARIES:
+        raise ConfigError(f"boundaries must be one of {list(BOUNDARIES)}, got {boundaries!r}")
     if boundaries == "metadata" or (boundaries == "auto" and meta.is_file()):
         n = os.path.getsize(path) // d.itemsize
         buf = _core.read_metadata(os.fspath(meta), n)
@@ -203,6 +204,7 @@ def from_indexed(
     """
     from tokshuf.indexed import IndexedDataset, _prefix
 
+    check_summary(summary)
     p = _prefix(prefix)
     if dtype is None:
         src = IndexedDataset(p, validate=False).dtype

@@ -13,7 +13,7 @@ from typing import Any
 
 from tokshuf import _core, _storage
 from tokshuf._log import log_run
-from tokshuf._summary_file import summary_target, write_summary
+from tokshuf._summary_file import check_summary, summary_target, write_summary
 from tokshuf.errors import ConfigError
 from tokshuf.indexed import merge
 
@@ -72,7 +72,7 @@ def _parts(prefix: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def merge_parts(
-    output_prefix: str | os.PathLike[str], summary: bool | str | os.PathLike[str] = True
+    output_prefix: str | os.PathLike[str], *, summary: bool | str | os.PathLike[str] = True
 ) -> dict[str, Any]:
     """Merge the parts ``{output_prefix}-part-IIIII-of-NNNNN`` of a preprocess cut into tasks
     into ``{output_prefix}_{key}_document.bin/.idx`` for every key, and write the combined
@@ -81,6 +81,7 @@ def merge_parts(
     byte-identical to a single ``preprocess`` over all inputs (without ``shard``). Every part must
     be present and made by the same command (keys, options, tokenizer); the parts are left in place.
     """
+    check_summary(summary)
     started = time.perf_counter()
     prefix = os.fspath(output_prefix)
     parts = _parts(prefix)

@@ -75,7 +75,7 @@ def detect(path: Any) -> str:
     from tokshuf import _core
 
     if _core.is_remote(s):
-        return "indexed"  # a remote .bin/.idx prefix: IndexedDataset reads local copies
+        return "indexed"  # a remote .bin/.idx prefix: a local copy of the .idx, the .bin read by ranges
     if p.name == "manifest.jsonl" or (
         p.is_dir() and ((p / "manifest.jsonl").is_file() or any(p.glob("*.tar")))
     ):

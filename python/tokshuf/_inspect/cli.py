@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     reports = [inspect(p, **opts) for p in args.paths]
     dicts = [r.to_dict() for r in reports]
     data = dicts[0] if len(dicts) == 1 else dicts
-    if args.summary:
+    # As for every other command, ``--summary none`` writes no file (inspect's default too).
+    if args.summary is not None and args.summary != "none":
         from tokshuf._summary_file import write_summary
 
         write_summary(data, args.summary)

@@ -79,7 +79,7 @@ def inspect_indexed(
         documents=ds.num_documents,
         sequences=len(ds),
         tokens=tokens,
-        bin_bytes=os.path.getsize(ds.prefix + ".bin"),
+        bin_bytes=ds._reader.bin_len,  # a .bin in a store read by ranges has no local file
         empty_documents=int((lengths == 0).sum()),
         document_lengths=length_stats(lengths),
         ids=id_stats(_all_tokens(ds), top) if do_scan else None,

@@ -16,7 +16,7 @@ from tokshuf import _arrays, _cache, _core
 from tokshuf._deprecation import renamed_attribute
 from tokshuf.errors import ConfigError
 from tokshuf.instances._sources import Source, resolve_sources
-from tokshuf.olmo_tokens import Boundaries
+from tokshuf.olmo_tokens import BOUNDARIES, Boundaries
 
 __all__ = ["InstanceDataset"]
 
@@ -54,6 +54,16 @@ class InstanceDataset:
         num_threads: int | None = None,
         **strategy: Any,
     ) -> None:
+        if document_boundaries not in BOUNDARIES:
+            raise ConfigError(
+                f"document_boundaries must be one of {list(BOUNDARIES)}, got {document_boundaries!r}"
+            )
+        # The Rust reader maps the index arrays from their cache files: there is no in-memory build.
+        if not (cache_dir is None or isinstance(cache_dir, str | os.PathLike)):
+            raise ConfigError(
+                f"cache_dir must be a directory or None (the default cache root), got {cache_dir!r}; "
+                "instance datasets always keep their index arrays in the cache"
+            )
         self._args: dict[str, Any] = {
             "paths": tuple(os.fspath(p) for p in paths),
             "sequence_length": sequence_length,

@@ -34,6 +34,10 @@ class NanosetSplits(NamedTuple):
     def require(self, split: Literal["train", "valid", "test"]) -> Dataset:
         """The dataset of ``split``, which the configuration must enable (for type checkers: a
         requested split is never ``None``)."""
+        # getattr alone would also answer tuple methods ("index", "count") and raise
+        # AttributeError for a misspelled name.
+        if split not in SPLITS:
+            raise ConfigError(f"split must be one of {list(SPLITS)}, got {split!r}")
         ds: Dataset | None = getattr(self, split)
         if ds is None:
             raise ConfigError(

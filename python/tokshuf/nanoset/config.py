@@ -73,8 +73,10 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
         shuffled epoch whose order repeats every epoch (the Nanoset design of seed 000).
     remote
         For prefixes in a store (``s3://...``): ``"ranges"`` reads each batch's tokens by ranged
-        requests (few, coalesced), ``"copy"`` downloads every ``.bin`` once into the cache
-        directory and maps it. The ``.idx`` files are always local copies. See
+        requests (few, coalesced), ``"copy"`` downloads every ``.bin`` once and maps it. The
+        ``.idx`` files are always local copies. Copies go under ``remote/`` of the cache root
+        (``$TOKSHUF_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokshuf``, else ``~/.cache/tokshuf``),
+        not under ``cache_dir``, so every dataset on a node shares them. See
         :class:`tokshuf.IndexedDataset`.
     """
 
@@ -146,7 +148,8 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
             0 <= self.mid_level_dataset_surplus < 1e6
         ):
             raise ConfigError(
-                f"mid_level_dataset_surplus must be >= 0, got {self.mid_level_dataset_surplus!r}"
+                "mid_level_dataset_surplus must be a number in [0, 1e6), "
+                f"got {self.mid_level_dataset_surplus!r}"
             )
         if self.index_scheme not in _SCHEMES:
             raise ConfigError(f"index_scheme must be one of {_SCHEMES}, got {self.index_scheme!r}")
