@@ -115,7 +115,7 @@ def main() -> None:
 
     tray.preprocess(warm / "in.jsonl", warm / "w", TOKENIZER, tasks=args.cpus, progress=False)
     c = args.cpus
-    shuffle_args: dict[str, Any] = {"sequence_length": 2049, "wds_chunk_size": 1024, "num_local_cells": 16}
+    shuffle_args: dict[str, Any] = {"context_length": 2049, "wds_chunk_size": 1024, "num_local_cells": 16}
     best: dict[str, float] = {}
     tokens = 0
     for _ in range(args.rounds):

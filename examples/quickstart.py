@@ -62,7 +62,7 @@ def main() -> None:
     check(batch.shape == (8, 129), f"batch shape {batch.shape}")
 
     shuffled = tokshuf.shuffle(
-        corpus, out / "cells", out / "shards", "byte", sequence_length=SEQLEN, wds_chunk_size=64
+        corpus, out / "cells", out / "shards", "byte", context_length=SEQLEN, wds_chunk_size=64
     )
     contexts, shards = shuffled["contexts"], shuffled["shards"]
     print(f"shuffle: {contexts} contexts of {SEQLEN} tokens in {shards} shards (open_lm format)")

@@ -343,7 +343,7 @@ def test_a_directory_scan_reads_inputs_only_and_reports_the_rest(
     assert "5 paths that were not read" in caplog.text
     assert f"{data / 'notes.txt'}: extension" in caplog.text
 
-    shuffled = tokshuf.shuffle([data], tmp_path / "c", tmp_path / "s", "byte", sequence_length=8)
+    shuffled = tokshuf.shuffle([data], tmp_path / "c", tmp_path / "s", "byte", context_length=8)
     assert (shuffled["files"], shuffled["documents"]) == (1, 1)
     assert (shuffled["scan_skipped"], shuffled["first_scan_skipped"]) == (counts, listed)
     # The summaries hold what their types say ("task" only for a task's run).

@@ -8,6 +8,7 @@ import argparse
 import base64
 import hashlib
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -177,7 +178,8 @@ def test_bad_integers_exit_2_naming_the_flag(
         build_parser().parse_args([*args, value])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert f"argument {args[-1]}: " in err
+    # A flag with aliases is named with all of them: "argument --threads/--num-threads: ".
+    assert re.search(rf"argument {re.escape(args[-1])}(/--[\w-]+)*: ", err), err
     assert "Traceback" not in err
 
 
@@ -185,12 +187,33 @@ def test_thread_counts_beyond_the_bound_are_refused_before_the_run(tmp_path: Pat
     dirs = ["--local-cell-dir", str(tmp_path / "c"), "--output", str(tmp_path / "o")]
     run = run_cli("shuffle", "--input", str(TRICKY), *dirs, "--tokenizer", "byte", "--threads", "100000")
     assert run.returncode == 2
-    assert "--threads: must be between 0 and 1024, got 100000" in run.stderr
+    assert "--threads/--num-threads: must be between 0 and 1024, got 100000" in run.stderr
     with pytest.raises(tokshuf.ConfigError, match="num_threads must be between 1 and 1024"):
         tokshuf.shuffle(TRICKY, tmp_path / "c", tmp_path / "o", "byte", num_threads=100_000)
     with pytest.raises(tokshuf.ConfigError, match="num_threads must be between 1 and 1024"):
         tokshuf.preprocess(TRICKY, tmp_path / "p", "byte", num_threads=0)
     assert not (tmp_path / "o").exists()
+
+
+def test_num_threads_is_an_alias_of_each_commands_thread_flag(tmp_path: Path) -> None:
+    parser = build_parser()
+    ids = ["--eos-token-id", "0", "--pad-token-id", "0"]
+    required = {
+        "preprocess": ["--input", "x", "--output-prefix", "p"],
+        "shuffle": ["--input", "x", "--local-cell-dir", "c", "--output", "o"],
+        "instances": ["x", "--strategy", "fsl", "--sequence-length", "8", *ids],
+    }
+    for command, old in (("preprocess", "--workers"), ("shuffle", "--threads"), ("instances", "--threads")):
+        for flag in (old, "--num-threads"):
+            args = parser.parse_args([command, *required[command], flag, "3"])
+            assert args.num_threads == 3, (command, flag)
+    # preprocess: the same outputs, and the summary counts the threads given.
+    old = preprocess(tmp_path, "old", "--tokenizer", "byte", "--workers", "2")
+    new = preprocess(tmp_path, "new", "--tokenizer", "byte", "--num-threads", "2")
+    for ext in (".bin", ".idx"):
+        assert sha256(Path(f"{old}{ext}")) == sha256(Path(f"{new}{ext}"))
+    summary = json.loads((tmp_path / "new_summary.json").read_text())
+    assert summary["workers"] == 2
 
 
 def test_partitions_beyond_the_open_file_limit_are_refused_up_front(tmp_path: Path) -> None:

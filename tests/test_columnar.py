@@ -287,7 +287,7 @@ def test_shuffle_of_parquet_equals_shuffle_of_json_lines(tmp_path: Path) -> None
     (tmp_path / "in-j").mkdir()
     pqf = write_parquet(tmp_path / "c.parquet", rows)
     jsonl_twin(tmp_path / "in-j" / "c.jsonl", rows)
-    args: dict[str, Any] = {"sequence_length": 257, "wds_chunk_size": 50, "num_local_cells": 3}
+    args: dict[str, Any] = {"context_length": 257, "wds_chunk_size": 50, "num_local_cells": 3}
     a = tokshuf.shuffle(tmp_path / "in-j", tmp_path / "cells-j", tmp_path / "out-j", CL100K, **args)
     b = tokshuf.shuffle(pqf, tmp_path / "cells-p", tmp_path / "out-p", CL100K, **args)
     assert (a["contexts"], a["shards"]) == (b["contexts"], b["shards"])
@@ -299,7 +299,7 @@ def test_shuffle_of_parquet_equals_shuffle_of_json_lines(tmp_path: Path) -> None
 def test_shuffle_of_parquet_resumes_inside_the_file(tmp_path: Path) -> None:
     rows = [r for r in documents(1500) if r["text"] is not None]
     pqf = write_parquet(tmp_path / "c.parquet", rows)
-    args: dict[str, Any] = {"sequence_length": 65, "wds_chunk_size": 100, "num_local_cells": 3}
+    args: dict[str, Any] = {"context_length": 65, "wds_chunk_size": 100, "num_local_cells": 3}
     args |= {"buffer_bytes": 0, "batch_bytes": 4000, "tokenizer": "byte"}
     tokshuf.shuffle(pqf, tmp_path / "cells-a", tmp_path / "out-a", **args)
     paths = [str(p) for p in (pqf, tmp_path / "cells-b", tmp_path / "out-b")]

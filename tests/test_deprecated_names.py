@@ -77,7 +77,7 @@ def _preprocess(data: Path, tmp: Path, kw: dict[str, Any]) -> Any:
 
 
 def _shuffle(data: Path, tmp: Path, kw: dict[str, Any]) -> Any:
-    kw = _with(tokshuf.shuffle, {"sequence_length": 9, "num_local_cells": 4, "wds_chunk_size": 16}, kw)
+    kw = _with(tokshuf.shuffle, {"context_length": 9, "num_local_cells": 4, "wds_chunk_size": 16}, kw)
     tokshuf.shuffle(data / "c.jsonl", tmp / "cells", tmp / "out", "byte", summary=False, **kw)
     return _tree(tmp / "out")
 
@@ -113,7 +113,8 @@ CASES: list[tuple[Callable[..., Any], Callable[[Path, Path, dict[str, Any]], Any
     (as_tokenizer, lambda d, t, kw: as_tokenizer("byte", **kw).eos_token_id, "eod_id", "eos_token_id", 9),
     (tokshuf.preprocess, _preprocess, "eod_id", "eos_token_id", 5),
     (tokshuf.preprocess, _preprocess, "workers", "num_threads", 2),
-    (tokshuf.shuffle, _shuffle, "seqlen", "sequence_length", 7),
+    (tokshuf.shuffle, _shuffle, "seqlen", "context_length", 7),
+    (tokshuf.shuffle, _shuffle, "sequence_length", "context_length", 7),
     (tokshuf.shuffle, _shuffle, "threads", "num_threads", 2),
     (tokshuf.shuffle, _shuffle, "eot_id", "eos_token_id", 3),
     (tokshuf.shuffle, _shuffle, "pad_id", "pad_token_id", 4),
@@ -179,6 +180,21 @@ def test_the_table_lists_every_alias() -> None:
     public = [tokshuf.Tokenizer, tokshuf.preprocess, tokshuf.shuffle, NanosetConfig, TokenStream, NpyHandler]
     public += [cls for cls, _ in _DATASETS] + [tokshuf.Nanoset.get_batch, ot.document_spans, as_tokenizer]
     assert all(deprecated_parameters(f) for f in public)
+
+
+def test_shuffle_sequence_length_warns_what_it_meant_and_gives_the_same_shards(
+    data: Path, tmp_path: Path
+) -> None:
+    # shuffle's sequence_length counted the +1 target token, unlike sequence_length elsewhere:
+    # the warning says that the value carries over unchanged.
+    expected = _shuffle(data, tmp_path / "new", {"context_length": 2049})
+    with pytest.warns(DeprecationWarning, match=r"use 'context_length' \(the same value: .* \+ 1"):
+        got = _shuffle(data, tmp_path / "old", {"sequence_length": 2049})
+    assert got == expected
+    with pytest.raises(TypeError, match="'sequence_length' is the old name of 'context_length'"):
+        tokshuf.shuffle(
+            data / "c.jsonl", tmp_path / "c", tmp_path / "o", "byte", sequence_length=9, context_length=9
+        )
 
 
 #: (object factory, old attribute, new attribute) for every deprecated attribute.

@@ -48,7 +48,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     files = [random_docs(random.Random(3), 80, max_len=200)]
     tokshuf.shuffle(
-        write_corpus(root, files), root / "cells", root / "out", "byte", sequence_length=33, wds_chunk_size=7
+        write_corpus(root, files), root / "cells", root / "out", "byte", context_length=33, wds_chunk_size=7
     )
     return {"tokens": tokens, "blend": blend, "shards": root / "out"}
 

@@ -31,7 +31,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[list[str]], Path
     root = tmp_path_factory.mktemp("shards")
     paths = write_corpus(root, files)
     tokshuf.shuffle(
-        paths, root / "cells", root / "out", "byte", sequence_length=SEQLEN, wds_chunk_size=13, num_threads=1,
+        paths, root / "cells", root / "out", "byte", context_length=SEQLEN, wds_chunk_size=13, num_threads=1,
         special_tokens="native", eos_token_id=EOT, pad_token_id=PAD, num_local_cells=3,
     )  # fmt: skip
     return files, root / "out"
@@ -83,9 +83,7 @@ def test_without_verify_only_the_first_shard_is_decoded(run: tuple[list[list[str
 def test_pad_equal_to_eot_counts_the_last_eot_as_a_document_end(tmp_path: Path) -> None:
     files = [["abcdefgh" * 3, "xyz"], ["hello world"]]  # no empty document: EOT EOT only as padding
     paths = write_corpus(tmp_path, files)
-    tokshuf.shuffle(
-        paths, tmp_path / "cells", tmp_path / "out", "byte", sequence_length=SEQLEN, num_threads=1
-    )
+    tokshuf.shuffle(paths, tmp_path / "cells", tmp_path / "out", "byte", context_length=SEQLEN, num_threads=1)
     model = model_contexts(files, SEQLEN, eot=0, pad=0)
     # Every token that is not a document's byte or its EOT is padding.
     pads = len(model) * SEQLEN - sum(len(d.encode()) + 1 for f in files for d in f)

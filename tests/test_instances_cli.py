@@ -68,3 +68,23 @@ def test_missing_dtype_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFi
     args = ["instances", str(tmp_path / "a.npy"), "--strategy", "fsl", "--sequence-length", "2"]
     assert main([*args, "--eos-token-id", "0", "--pad-token-id", "9", "--work-dir", str(tmp_path)]) == 1
     assert "dtype" in capsys.readouterr().err
+
+
+def test_instances_thread_flags_give_the_same_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with IndexedDatasetWriter(tmp_path / "ds", np.uint16) as w:
+        for i in range(40):
+            w.add_document([*range(2, 2 + i % 17), 0], [i % 17 + 1])
+    base = ["instances", str(tmp_path / "ds"), "--strategy", "fsl", "--sequence-length", "16"]
+    base += ["--eos-token-id", "0", "--pad-token-id", "999", "--json"]
+    summaries = []
+    # 0 is every CPU, as for shuffle --threads; --num-threads is the API's name for the same flag.
+    for i, flags in enumerate([[], ["--threads", "0"], ["--threads", "1"], ["--num-threads", "2"]]):
+        assert main([*base, "--work-dir", str(tmp_path / f"w{i}"), *flags]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        summaries.append((summary["instances"], summary["fingerprint"]))
+    assert len(set(summaries)) == 1
+    with pytest.raises(SystemExit):
+        main([*base, "--threads", "-1"])
+    assert "argument --threads/--num-threads: must be between 0 and 1024, got -1" in capsys.readouterr().err

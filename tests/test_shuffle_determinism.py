@@ -23,7 +23,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def run(paths: list[Path], work: Path, **kw: object) -> Path:
     # The corpus has an empty file (bad input): skipped.
     opts: dict[str, object] = {
-        "sequence_length": 17,
+        "context_length": 17,
         "wds_chunk_size": 101,
         "num_local_cells": 8,
         "on_error": "skip",
@@ -99,7 +99,7 @@ def uniformity_pvalues(files: np.ndarray, index: np.ndarray) -> dict[str, float]
 @pytest.mark.parametrize("seed", [1234, 7])
 def test_contexts_are_spread_like_a_uniform_permutation(tmp_path: Path, seed: int) -> None:
     paths = labelled_corpus(tmp_path / "in")
-    out = run(paths, tmp_path, sequence_length=SEQ, wds_chunk_size=CHUNK, num_local_cells=16, seed=seed)
+    out = run(paths, tmp_path, context_length=SEQ, wds_chunk_size=CHUNK, num_local_cells=16, seed=seed)
     contexts = read_contexts(out)
     files, index = labels(contexts)
     assert sorted(Counter(files.tolist()).values()) == sorted(SIZES)

@@ -30,7 +30,7 @@ def corpus_with_bad_lines(root: Path) -> list[Path]:
 def test_fail_names_the_file_and_line(tmp_path: Path) -> None:
     paths = corpus_with_bad_lines(tmp_path)
     with pytest.raises(BadInputError) as info:
-        tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", sequence_length=8)
+        tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", context_length=8)
     assert (info.value.path, info.value.line, info.value.reason) == (str(paths[1]), 2, "not_string")
     assert not list((tmp_path / "o").glob("*.tar"))
 
@@ -47,7 +47,7 @@ def test_cli_fail_exits_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_skip_counts_and_keeps_the_rest(tmp_path: Path) -> None:
     paths = corpus_with_bad_lines(tmp_path)
-    s = tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", sequence_length=8, on_error="skip")
+    s = tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", context_length=8, on_error="skip")
     assert s["skipped"] == {"not_string": 1, "truncated_json": 1}
     assert [(r["line"], r["reason"]) for r in s["first_skipped"]] == [
         (2, "not_string"),
@@ -61,9 +61,9 @@ def test_skip_counts_and_keeps_the_rest(tmp_path: Path) -> None:
 def test_failed_run_resumes_with_skip_as_a_fresh_skip_run(tmp_path: Path) -> None:
     paths = corpus_with_bad_lines(tmp_path)
     with pytest.raises(BadInputError):
-        tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", sequence_length=8, buffer_bytes=1)
-    tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", sequence_length=8, on_error="skip")
-    tokshuf.shuffle(paths, tmp_path / "c2", tmp_path / "o2", "byte", sequence_length=8, on_error="skip")
+        tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", context_length=8, buffer_bytes=1)
+    tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", "byte", context_length=8, on_error="skip")
+    tokshuf.shuffle(paths, tmp_path / "c2", tmp_path / "o2", "byte", context_length=8, on_error="skip")
     assert tree_digest(tmp_path / "o") == tree_digest(tmp_path / "o2")
 
 
@@ -82,7 +82,7 @@ def test_empty_and_truncated_files_follow_the_policy(tmp_path: Path) -> None:
     assert info.value.reason == "truncated_file"
     # Skip: what could be read is kept, and both files are reported.
     s = tokshuf.shuffle(
-        [empty, p], tmp_path / "c3", tmp_path / "o3", "byte", sequence_length=64, on_error="skip"
+        [empty, p], tmp_path / "c3", tmp_path / "o3", "byte", context_length=64, on_error="skip"
     )
     assert [f["reason"] for f in s["skipped_files"]] == ["empty_file", "truncated_file"]
     lost = s["skipped_files"][1]["first_lost_line"]
@@ -98,8 +98,10 @@ def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", special_tokens="neox")
     with pytest.raises(ConfigError, match=r"expected one of: json\.gz, npy"):
         tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", member_format="bin")
-    with pytest.raises(ConfigError, match=r"sequence_length \(--seqlen\) must be at least 1"):
-        tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", sequence_length=0)
+    with pytest.raises(
+        ConfigError, match=r"context_length \(--context-length/--seqlen\) must be at least 1, got 0"
+    ):
+        tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", context_length=0)
     with pytest.raises(FileNotFoundError):
         tokshuf.shuffle([tmp_path / "missing.jsonl"], tmp_path / "c", tmp_path / "o", "byte")
     assert main(["shuffle", "--input", str(p), "--local-cell-dir", "c", "--output", "o"]) == 2
@@ -147,13 +149,15 @@ def test_dclm_dataset_reference_json(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert ref["size"] == sum(f.stat().st_size for f in (tmp_path / "o").iterdir())
 
 
-def test_a_huge_seqlen_is_refused_naming_it(tmp_path: Path) -> None:
+def test_a_huge_context_length_is_refused_naming_it(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "in.jsonl", [{"text": "hello world"}] * 10)
-    with pytest.raises(ConfigError, match=r"sequence_length \(--seqlen\) 1099511627776 is too long"):
-        tokshuf.shuffle(data, tmp_path / "cells", tmp_path / "out", "byte", sequence_length=2**40)
+    with pytest.raises(
+        ConfigError, match=r"context_length \(--context-length/--seqlen\) 1099511627776 is too long"
+    ):
+        tokshuf.shuffle(data, tmp_path / "cells", tmp_path / "out", "byte", context_length=2**40)
 
 
-def test_a_long_seqlen_over_a_small_input_reserves_no_more_than_the_input_needs(tmp_path: Path) -> None:
+def test_a_long_context_over_a_small_input_reserves_no_more_than_the_input_needs(tmp_path: Path) -> None:
     # 10^8 tokens a context would be 6.4 GB reserved up front for a chunk of 16 contexts: under a
     # 5 GiB address-space limit (the one padded context written needs about 2), the run must still
     # go through on a 1 MB input.
@@ -162,7 +166,7 @@ def test_a_long_seqlen_over_a_small_input_reserves_no_more_than_the_input_needs(
         "import resource, sys, tokshuf\n"
         "resource.setrlimit(resource.RLIMIT_AS, (5 << 30, 5 << 30))\n"
         "tokshuf.shuffle(\n"
-        "    sys.argv[1], sys.argv[2], sys.argv[3], 'byte', sequence_length=10**8, num_threads=2\n"
+        "    sys.argv[1], sys.argv[2], sys.argv[3], 'byte', context_length=10**8, num_threads=2\n"
         ")\n"
     )
     run = subprocess.run(

@@ -25,6 +25,7 @@ from shuffle_helpers import (
 )
 
 import tokshuf
+from tokshuf.cli import main
 
 SEQLEN = 33
 
@@ -48,7 +49,7 @@ def shuffled(corpus: tuple[list[list[str]], list[Path]], tmp_path_factory: pytes
         work / "cells",
         work / "out",
         "byte",
-        sequence_length=SEQLEN,
+        context_length=SEQLEN,
         wds_chunk_size=37,
         num_threads=2,
         on_error="skip",
@@ -126,7 +127,7 @@ def test_summary_counts(corpus: tuple[list[list[str]], list[Path]], tmp_path: Pa
         tmp_path / "c",
         tmp_path / "o",
         "byte",
-        sequence_length=SEQLEN,
+        context_length=SEQLEN,
         wds_chunk_size=50,
         on_error="skip",
     )
@@ -146,7 +147,7 @@ def test_summary_counts(corpus: tuple[list[list[str]], list[Path]], tmp_path: Pa
 def test_all_pad_quirk_and_presets(tmp_path: Path) -> None:
     files = [["ab"], [], ["abc"]]  # 3 + 0 + 4 tokens with seqlen 4: the 3rd file fills one context
     paths = write_corpus(tmp_path / "in", files)
-    opts = {"sequence_length": 4, "on_error": "skip"}
+    opts = {"context_length": 4, "on_error": "skip"}
     s = tokshuf.shuffle(
         paths, tmp_path / "c1", tmp_path / "o1", "byte", special_tokens="dclm", all_pad_context=True, **opts
     )
@@ -161,7 +162,7 @@ def test_all_pad_quirk_and_presets(tmp_path: Path) -> None:
         tmp_path / "c2",
         tmp_path / "o2",
         "byte",
-        sequence_length=4,
+        context_length=4,
         bos_token_id=256,
         pad_token_id=255,
         on_error="skip",
@@ -176,7 +177,7 @@ def test_npy_members(corpus: tuple[list[list[str]], list[Path]], tmp_path: Path)
         tmp_path / "c",
         tmp_path / "o",
         "byte",
-        sequence_length=SEQLEN,
+        context_length=SEQLEN,
         member_format="npy",
         on_error="skip",
     )
@@ -190,7 +191,7 @@ def test_npy_members(corpus: tuple[list[list[str]], list[Path]], tmp_path: Path)
 def test_content_key_and_list_values(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "a.jsonl", [{"body": "hello"}, {"body": ["ab", "", "c"]}])
     tokshuf.shuffle(
-        [tmp_path / "a.jsonl"], tmp_path / "c", tmp_path / "o", "byte", sequence_length=5, content_key="body"
+        [tmp_path / "a.jsonl"], tmp_path / "c", tmp_path / "o", "byte", context_length=5, content_key="body"
     )
     assert Counter(read_contexts(tmp_path / "o")) == Counter(model_contexts([["hello", "abc"]], 5))
 
@@ -234,3 +235,19 @@ def test_shuffle_only_reshuffles_samples(shuffled: Path, tmp_path: Path) -> None
     assert s["contexts"] == sum(before.values()) + 30 == s["documents"]
     rows = read_manifest(tmp_path / "o")
     assert sum(r["num_sequences"] for r in rows) == s["contexts"]
+
+
+def test_context_length_and_seqlen_flags_give_the_same_shards(
+    corpus: tuple[list[list[str]], list[Path]], tmp_path: Path
+) -> None:
+    _, paths = corpus
+
+    def run(name: str, *flags: str) -> dict[str, bytes]:
+        argv = ["shuffle", "--input", *map(str, paths), "--tokenizer", "byte", "--on-error", "skip"]
+        argv += ["--local-cell-dir", str(tmp_path / f"cells-{name}"), "--output", str(tmp_path / name)]
+        assert main([*argv, "--wds-chunk-size", "37", "--summary", "none", "--quiet", *flags]) == 0
+        return {p.name: p.read_bytes() for p in sorted((tmp_path / name).iterdir())}
+
+    new = run("new", "--context-length", str(SEQLEN), "--num-threads", "2")
+    assert new == run("dclm", "--seqlen", str(SEQLEN), "--threads", "2")
+    assert {len(c) for c in read_contexts(tmp_path / "new")} == {SEQLEN}

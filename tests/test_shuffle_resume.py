@@ -140,19 +140,15 @@ def test_ctrl_c_then_resume(corpus: list[Path], reference: dict[str, str], tmp_p
 
 
 def test_rerun_after_completion_is_a_no_op(corpus: list[Path], tmp_path: Path) -> None:
-    first = tokshuf.shuffle(
-        corpus, tmp_path / "c", tmp_path / "o", "byte", sequence_length=9, on_error="skip"
-    )
+    first = tokshuf.shuffle(corpus, tmp_path / "c", tmp_path / "o", "byte", context_length=9, on_error="skip")
     before = tree_digest(tmp_path / "o")
-    again = tokshuf.shuffle(
-        corpus, tmp_path / "c", tmp_path / "o", "byte", sequence_length=9, on_error="skip"
-    )
+    again = tokshuf.shuffle(corpus, tmp_path / "c", tmp_path / "o", "byte", context_length=9, on_error="skip")
     assert again["already_complete"]
     assert again["contexts"] == first["contexts"]
     assert tree_digest(tmp_path / "o") == before
     (tmp_path / "o" / "shard_00000000.tar").unlink()
     with pytest.raises(ConfigError, match=r"is complete, but its output .* is gone"):
-        tokshuf.shuffle(corpus, tmp_path / "c", tmp_path / "o", "byte", sequence_length=9, on_error="skip")
+        tokshuf.shuffle(corpus, tmp_path / "c", tmp_path / "o", "byte", context_length=9, on_error="skip")
 
 
 def test_a_different_command_is_refused(corpus: list[Path], tmp_path: Path) -> None:
@@ -160,12 +156,12 @@ def test_a_different_command_is_refused(corpus: list[Path], tmp_path: Path) -> N
     assert crashed.returncode == -signal.SIGABRT
     with pytest.raises(ConfigError, match=r"different tokshuf shuffle command \(seed: 1234 there, 5 now"):
         tokshuf.shuffle(
-            corpus, tmp_path / "cells", tmp_path / "out", "byte", sequence_length=9, wds_chunk_size=200,
+            corpus, tmp_path / "cells", tmp_path / "out", "byte", context_length=9, wds_chunk_size=200,
             num_local_cells=8, seed=5,
         )  # fmt: skip
     with pytest.raises(ConfigError, match="input files differ"):
         tokshuf.shuffle(
-            corpus[:2], tmp_path / "cells", tmp_path / "out", "byte", sequence_length=9, wds_chunk_size=200,
+            corpus[:2], tmp_path / "cells", tmp_path / "out", "byte", context_length=9, wds_chunk_size=200,
             num_local_cells=8,
         )  # fmt: skip
 

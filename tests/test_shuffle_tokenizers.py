@@ -100,3 +100,46 @@ def test_bos_and_explicit_ids(corpus: tuple[list[list[str]], list[Path]], tmp_pa
     )
     enc = tiktoken_encoding("r50k_base")
     assert Counter(read_contexts(tmp_path / "o")) == oracle(files, enc.encode_ordinary, 50256, 0, bos=50256)
+
+
+def _shards(out: Path) -> dict[str, bytes]:
+    return {
+        p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.name.startswith(("shard_", "manifest"))
+    }
+
+
+def test_a_tokenizer_object_or_path_gives_the_shards_of_its_spec(
+    corpus: tuple[list[list[str]], list[Path]], tmp_path: Path
+) -> None:
+    _, paths = corpus
+    opts: dict[str, Any] = {"context_length": 257, "num_local_cells": 4, "num_threads": 2, "summary": False}
+    tokshuf.shuffle(paths, tmp_path / "c-spec", tmp_path / "spec", str(GPT2), **opts)
+    tokshuf.shuffle(paths, tmp_path / "c-path", tmp_path / "path", GPT2, **opts)
+    tokshuf.shuffle(paths, tmp_path / "c-obj", tmp_path / "obj", tokshuf.Tokenizer(GPT2), **opts)
+    expected = _shards(tmp_path / "spec")
+    assert len(expected) > 1
+    assert _shards(tmp_path / "path") == expected
+    assert _shards(tmp_path / "obj") == expected
+
+
+def test_a_tokenizer_objects_end_of_text_id_is_the_native_eot(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "a.jsonl", [{"text": "hello world"}] * 20)
+    opts: dict[str, Any] = {"context_length": 16, "num_local_cells": 2, "summary": False}
+    a = tokshuf.shuffle(data, tmp_path / "c-a", tmp_path / "a", "byte", eos_token_id=7, **opts)
+    b = tokshuf.shuffle(
+        data, tmp_path / "c-b", tmp_path / "b", tokshuf.Tokenizer("byte", eos_token_id=7), **opts
+    )
+    assert a["special_tokens"] == b["special_tokens"] == {"bos": None, "eot": 7, "pad": 7}
+    assert _shards(tmp_path / "a") == _shards(tmp_path / "b")
+
+
+def test_a_tokenizer_built_in_memory_is_refused_naming_what_to_pass(tmp_path: Path) -> None:
+    import tokenizers
+
+    data = write_jsonl(tmp_path / "a.jsonl", [{"text": "hello"}])
+    hf = tokenizers.Tokenizer.from_file(str(GPT2 / "tokenizer.json"))
+    for tok in (hf, tokshuf.Tokenizer(hf)):
+        with pytest.raises(tokshuf.ConfigError, match=r"save it as a tokenizer\.json"):
+            tokshuf.shuffle(data, tmp_path / "c", tmp_path / "o", tok)
+    with pytest.raises(TypeError, match="cannot use int as a tokenizer"):
+        tokshuf.shuffle(data, tmp_path / "c", tmp_path / "o", 5)  # type: ignore[arg-type]

@@ -115,7 +115,7 @@ def test_shuffle_from_and_to_s3_is_byte_identical(s3: Any, tmp_path: Path) -> No
     bucket = s3.bucket("shuf")
     files = corpus(tmp_path)
     upload(s3, bucket, "corpus", files)
-    args: dict[str, Any] = {"sequence_length": 513, "wds_chunk_size": 64, "num_local_cells": 4}
+    args: dict[str, Any] = {"context_length": 513, "wds_chunk_size": 64, "num_local_cells": 4}
     local = tokshuf.shuffle(files, tmp_path / "cells-l", tmp_path / "out", CL100K, **args)
     remote = tokshuf.shuffle("s3://shuf/corpus/", tmp_path / "cells-r", "s3://shuf/shards", CL100K, **args)
     assert (remote["contexts"], remote["shards"]) == (local["contexts"], local["shards"])

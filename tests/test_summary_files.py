@@ -28,7 +28,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 def _shuffle(corpus: list[Path], root: Path, **kw: Any) -> tokshuf.ShuffleSummary:
     return tokshuf.shuffle(
-        corpus, root / "cells", root / "out", "byte", sequence_length=SEQLEN, wds_chunk_size=9, **kw
+        corpus, root / "cells", root / "out", "byte", context_length=SEQLEN, wds_chunk_size=9, **kw
     )
 
 
@@ -59,7 +59,7 @@ def test_a_summary_alone_does_not_make_an_output_used(corpus: list[Path], tmp_pa
     summary = _shuffle(corpus, tmp_path)  # a fresh run: only a manifest or shards are refused
     assert json.loads((out / "summary.json").read_text()) == summary
     with pytest.raises(tokshuf.ConfigError, match="already holds a dataset"):
-        tokshuf.shuffle(corpus, tmp_path / "other-cells", out, "byte", sequence_length=SEQLEN)
+        tokshuf.shuffle(corpus, tmp_path / "other-cells", out, "byte", context_length=SEQLEN)
 
 
 def test_shuffle_summary_flag(corpus: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

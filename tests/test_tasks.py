@@ -100,7 +100,7 @@ def test_missing_and_mismatched_parts_are_refused(tmp_path: Path) -> None:
 
 # -- shuffle cut into tasks --------------------------------------------------------------------
 SHUFFLE: dict[str, Any] = {
-    "sequence_length": 129,
+    "context_length": 129,
     "wds_chunk_size": 40,
     "num_local_cells": 5,
     "on_error": "skip",

@@ -266,7 +266,7 @@ def test_llama3_specials_and_declared_specials(paths: dict[str, Path], tmp_path:
         tmp_path / "cells",
         tmp_path / "shards",
         f"{llama3}@cl100k_classic",
-        sequence_length=8,
+        context_length=8,
         num_local_cells=2,
         tokenizer_special_tokens=specials,
     )

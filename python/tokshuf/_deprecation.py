@@ -23,40 +23,45 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-def _warn(what: str, old: str, new: str, stacklevel: int) -> None:
+def _warn(what: str, old: str, new: str, stacklevel: int, note: str | None = None) -> None:
+    why = f" ({note})" if note else ""
     warnings.warn(
-        f"{what}: {old!r} is deprecated and will be removed in the next release; use {new!r}",
+        f"{what}: {old!r} is deprecated and will be removed in the next release; use {new!r}{why}",
         DeprecationWarning,
         stacklevel=stacklevel + 1,
     )
 
 
-def renamed_parameters(**renames: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+def renamed_parameters(**renames: str | tuple[str, str]) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Accept each old keyword (``old=new``) as a deprecated alias of the new one.
 
     >>> @renamed_parameters(seqlen="sequence_length")
     ... def f(*, sequence_length: int) -> int: ...
 
+    ``old=(new, note)`` adds ``note`` to the warning, for a rename that is not only a spelling
+    (the old name meant something else elsewhere in the API, and the user should check the value).
     Passing both spellings is a ``TypeError``, as passing one keyword twice is.
     """
+    names = {old: new if isinstance(new, str) else new[0] for old, new in renames.items()}
+    notes = {old: new[1] for old, new in renames.items() if not isinstance(new, str)}
 
     def decorate(func: Callable[P, R]) -> Callable[P, R]:
         name = getattr(func, "__qualname__", repr(func)).replace(".__init__", "")
 
         @functools.wraps(func)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            for old, new in renames.items():
+            for old, new in names.items():
                 if old in kwargs:
                     if new in kwargs:
                         raise TypeError(
                             f"{name}() got {old!r} and {new!r}; {old!r} is the old name of {new!r}"
                         )
-                    _warn(f"{name}()", old, new, stacklevel=2)
+                    _warn(f"{name}()", old, new, stacklevel=2, note=notes.get(old))
                     kwargs[new] = kwargs.pop(old)
             return func(*args, **kwargs)
 
         previous: dict[str, str] = getattr(func, "__deprecated_parameters__", {})
-        wrapper.__deprecated_parameters__ = {**previous, **renames}  # type: ignore[attr-defined]
+        wrapper.__deprecated_parameters__ = {**previous, **names}  # type: ignore[attr-defined]
         return wrapper
 
     return decorate

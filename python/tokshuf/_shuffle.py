@@ -15,30 +15,45 @@ from tokshuf._log import log_run
 from tokshuf._summaries import MemberFormat, OnError, Progress, ShuffleSummary, SpecialTokenPreset
 from tokshuf._summary_file import exists, summary_target, write_summary
 from tokshuf.errors import ConfigError
-from tokshuf.tokenizer import check_local, special_tokens_mapping
+from tokshuf.tokenizer import Tokenizer, native_spec, special_tokens_mapping
 
 __all__ = ["SPECIAL_TOKEN_PRESETS", "shuffle"]
 
 #: Accepted values of ``special_tokens``.
 SPECIAL_TOKEN_PRESETS: tuple[SpecialTokenPreset, ...] = get_args(SpecialTokenPreset)
 
+#: The longest context: the core holds a context whole, as u32 ids (4 GiB).
+MAX_CONTEXT_LENGTH = 1 << 30
+
 PathLike = str | os.PathLike[str]
 
-
-@renamed_parameters(
-    seqlen="sequence_length",
-    threads="num_threads",
-    eot_id="eos_token_id",
-    pad_id="pad_token_id",
-    bos_id="bos_token_id",
+#: Why ``sequence_length`` was renamed: everywhere else in tokshuf it is the model's length,
+#: the extra target token added on top; here it counted that token.
+_CONTEXT_LENGTH_NOTE = (
+    "the same value: tokens per written context, the model's sequence length + 1, e.g. 2049 for "
+    "2048; elsewhere in tokshuf sequence_length is the model's length, without the +1"
 )
+
+
+#: The old spellings of :func:`shuffle`'s parameters (also accepted by ``tokshuf.ray.shuffle``).
+RENAMED_PARAMETERS: dict[str, str | tuple[str, str]] = {
+    "seqlen": ("context_length", _CONTEXT_LENGTH_NOTE),
+    "sequence_length": ("context_length", _CONTEXT_LENGTH_NOTE),
+    "threads": "num_threads",
+    "eot_id": "eos_token_id",
+    "pad_id": "pad_token_id",
+    "bos_id": "bos_token_id",
+}
+
+
+@renamed_parameters(**RENAMED_PARAMETERS)
 def shuffle(
     inputs: PathLike | Sequence[PathLike],
     local_cell_dir: PathLike,
     output: PathLike,
-    tokenizer: str | None = None,
+    tokenizer: str | os.PathLike[str] | Tokenizer | None = None,
     *,
-    sequence_length: int = 2049,
+    context_length: int = 2049,
     wds_chunk_size: int = 8192,
     num_local_cells: int = 512,
     seed: int = 1234,
@@ -67,11 +82,11 @@ def shuffle(
 
     The output directory receives ``shard_%08d.tar`` files of ``wds_chunk_size`` contexts (only
     the last one partial) whose members are ``{shard:08}_{index:08}.json.gz`` (gzipped JSON list
-    of exactly ``sequence_length`` ids), plus ``manifest.jsonl``: what open_lm / DCLM read unchanged.
+    of exactly ``context_length`` ids), plus ``manifest.jsonl``: what open_lm / DCLM read unchanged.
 
     Contexts are formed per input file as DCLM's tokshuf-rust forms them: ``[BOS] + ids + [EOT]``
-    per document, concatenated and cut every ``sequence_length`` tokens, the file's last partial context
-    padded with PAD. Stage 1 scatters contexts over ``num_local_cells`` cells on disk; stage 2
+    per document, concatenated and cut every ``context_length`` tokens, the file's last partial
+    context padded with PAD. Stage 1 scatters contexts over ``num_local_cells`` cells on disk; stage 2
     shuffles one cell at a time into shards, so memory holds about ``num_threads + 1`` cells.
 
     The shards and manifest are a pure function of (inputs, tokenizer, options, seed): the same
@@ -90,11 +105,17 @@ def shuffle(
     output
         Output directory (created if needed; must not already hold shards on a fresh run).
     tokenizer
-        Tokenizer spec, as for :func:`tokshuf.preprocess`: ``"byte"``, ``"tiktoken:NAME"``, a
-        ``.tiktoken`` file or a ``tokenizer.json``. Loaded once. Required, unless ``shuffle_only``
-        (which does not tokenize).
-    sequence_length
-        Tokens per context **including** the +1 target token (2049 for a 2048 model).
+        Tokenizer spec string or path, as for :func:`tokshuf.preprocess`: ``"byte"``,
+        ``"tiktoken:NAME"``, a ``.tiktoken`` file, a ``tokenizer.json`` or its directory; or a
+        :class:`tokshuf.Tokenizer` loaded from one (its special tokens and ``eos_token_id`` are
+        used; the latter is the EOT of ``special_tokens="native"``). Not a tokenizer built in memory
+        (from a ``tokenizers.Tokenizer``): the workers load it from its file. Loaded once.
+        Required, unless ``shuffle_only`` (which does not tokenize).
+    context_length
+        Tokens per written context **including** the +1 target token: the model's sequence
+        length + 1 (2049 for a 2048 model), as open_lm reads it. (Elsewhere in tokshuf,
+        ``sequence_length`` is the model's length; ``sequence_length=`` and ``seqlen=`` are
+        deprecated spellings of this parameter, with this meaning.)
     wds_chunk_size
         Contexts per shard.
     num_local_cells
@@ -167,8 +188,13 @@ def shuffle(
             "shuffle needs a tokenizer (e.g. 'tiktoken:r50k_base', a tokenizer.json or its directory); "
             "only shuffle_only=True, which re-shuffles tokenized tars, runs without one"
         )
+    spec: str | None = None
     if tokenizer is not None and not shuffle_only:
-        check_local(tokenizer)
+        spec, specials, eos_override = native_spec(tokenizer, tokenizer_special_tokens)
+        tokenizer_special_tokens = specials
+        if special_tokens == "native" and eos_token_id is None:
+            eos_token_id = eos_override
+    _check_context_length(context_length)
     check_num_threads(num_threads)
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
     if progress is None:
@@ -178,8 +204,8 @@ def shuffle(
             [os.fspath(i) for i in items],
             os.fspath(local_cell_dir),
             os.fspath(output),
-            tokenizer,
-            seqlen=sequence_length,
+            spec,
+            seqlen=context_length,
             wds_chunk_size=wds_chunk_size,
             num_local_cells=num_local_cells,
             seed=seed,
@@ -208,6 +234,19 @@ def shuffle(
     if stage in (None, "manifest"):
         _write(result, summary, os.fspath(output))
     return cast(ShuffleSummary, result)
+
+
+def _check_context_length(value: int) -> None:
+    name = "context_length (--context-length/--seqlen)"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if value < 1:
+        raise ConfigError(f"{name} must be at least 1, got {value}")
+    if value > MAX_CONTEXT_LENGTH:
+        raise ConfigError(
+            f"{name} {value} is too long: a context is held whole in memory, and at most "
+            f"{MAX_CONTEXT_LENGTH} tokens (4 GiB of ids) are allowed"
+        )
 
 
 def _write(result: dict[str, Any], option: bool | PathLike, output: str) -> None:

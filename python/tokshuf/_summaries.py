@@ -3,7 +3,7 @@ and :func:`tokshuf.merge`, as types.
 
 The summaries are the JSON objects the runs also write to disk; their keys are part of that file
 format and stay as they are (``workers``, ``seqlen``, ``eod``), even where the Python parameters
-that set them are now spelled ``num_threads``, ``sequence_length``, ``eos_token_id``.
+that set them are now spelled ``num_threads``, ``context_length``, ``eos_token_id``.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ class ShuffleSummary(TypedDict):
     tokens: int
     pad_tokens: int
     contexts: int
-    #: Tokens per context (``sequence_length``).
+    #: Tokens per context, the +1 target included (``context_length``).
     seqlen: int
     padding_fraction: float
     shards: int

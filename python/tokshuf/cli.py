@@ -65,8 +65,11 @@ def _add_preprocess(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="auto", help="output dtype: auto (Megatron's rule), uint16, int32, ...")
     p.add_argument(
         "--workers",
+        "--num-threads",
+        dest="num_threads",
         type=cli_args.integer(1, cli_args.MAX_THREADS),
         default=None,
+        metavar="N",
         help="tokenizer threads (default: all CPUs; the output is identical for any value)",
     )
     p.add_argument(
@@ -156,7 +159,7 @@ def _preprocess(args: argparse.Namespace) -> int:
         args.output_prefix,
         tokenizer,
         args.json_keys,
-        num_threads=args.workers,
+        num_threads=args.num_threads,
         progress=progress,
         shard=args.shard,
         **options,

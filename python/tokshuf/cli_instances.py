@@ -65,7 +65,16 @@ def add_commands(sub: Any) -> None:
         help="cache root; the index goes to DIR/instances/ "
         "(default: $TOKSHUF_CACHE_DIR, else ~/.cache/tokshuf)",
     )
-    p.add_argument("--threads", type=cli_args.integer(1, MAX_THREADS), default=None)
+    p.add_argument(
+        "--threads",
+        "--num-threads",
+        dest="num_threads",
+        type=cli_args.integer(0, MAX_THREADS),
+        default=0,
+        metavar="N",
+        help=f"index-building threads, at most {MAX_THREADS}; 0 (default): all CPUs "
+        "(the index is identical for any value)",
+    )
     p.add_argument("--long-doc-strategy", choices=["truncate", "fragment"], default="truncate")
     p.add_argument("--source-group-size", type=_POSITIVE, default=1, help="packed: files packed together")
     p.add_argument("--min-sequence-length", type=_POSITIVE, default=256, help="vsl")
@@ -133,7 +142,7 @@ def _instances(args: argparse.Namespace) -> int:
     paths = [p if is_remote(p) else os.path.abspath(p) for p in args.paths]
     arguments = _arguments(args)
     t = time.perf_counter()
-    ds = open_strategy(args.strategy, paths, {**arguments, "num_threads": args.threads})
+    ds = open_strategy(args.strategy, paths, {**arguments, "num_threads": args.num_threads or None})
     # Recorded with the cache directory it used, so that reopening it finds the same index.
     arguments["cache_dir"] = os.path.abspath(ds.cache_dir)
     summary: InstancesSummary = {

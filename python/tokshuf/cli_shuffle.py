@@ -10,15 +10,15 @@ from typing import Any
 
 from tokshuf import cli_args
 from tokshuf._limits import MAX_THREADS
-from tokshuf._shuffle import SPECIAL_TOKEN_PRESETS
+from tokshuf._shuffle import MAX_CONTEXT_LENGTH, SPECIAL_TOKEN_PRESETS
 from tokshuf._summaries import ShuffleSummary
 
 DESCRIPTION = """\
 Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet/Arrow files (files, directories,
 globs, storage URLs), cut them into
-contexts of --seqlen tokens per input file (EOT after every document, the file's last context
-padded with PAD), shuffle them globally through --num-local-cells cells on local disk, and write
-webdataset shards shard_%08d.tar + manifest.jsonl that open_lm / DCLM read unchanged.
+contexts of --context-length tokens per input file (EOT after every document, the file's last
+context padded with PAD), shuffle them globally through --num-local-cells cells on local disk, and
+write webdataset shards shard_%08d.tar + manifest.jsonl that open_lm / DCLM read unchanged.
 
 The output is the same for any --threads. If the run is interrupted, run the same command again
 to resume it (same output); a --local-cell-dir left by a different command is refused.
@@ -65,10 +65,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="tokshuf-rust's flag: --tokenizer is a tiktoken encoding (tiktoken:NAME, a .tiktoken file)",
     )
     p.add_argument(
+        "--context-length",
         "--seqlen",
-        type=cli_args.integer(1, cli_args.ID_MAX),
+        dest="context_length",
+        type=cli_args.integer(1, MAX_CONTEXT_LENGTH),
         default=2049,
-        help="tokens per context, INCLUDING the +1 target (default: 2049)",
+        metavar="N",
+        help="tokens per context, INCLUDING the +1 target: the model's sequence length + 1 "
+        "(default: 2049, for 2048); --seqlen is DCLM's spelling",
     )
     p.add_argument(
         "--wds-chunk-size", type=cli_args.integer(1), default=8192, help="contexts per shard (default: 8192)"
@@ -87,9 +91,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--threads",
+        "--num-threads",
+        dest="num_threads",
         type=cli_args.integer(0, MAX_THREADS),
         default=0,
-        help=f"worker threads, at most {MAX_THREADS}; 0: all CPUs (output is identical)",
+        metavar="N",
+        help=f"worker threads, at most {MAX_THREADS}; 0 (default): all CPUs (output is identical)",
     )
     p.add_argument(
         "--ext",
@@ -237,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
     elif progress == "auto":
         progress = "bar" if sys.stderr.isatty() else "json"
     run_job: Any = shuffle
-    extra: dict[str, Any] = {"num_threads": args.threads or None, "stage": args.stage, "task": args.task}
+    extra: dict[str, Any] = {"num_threads": args.num_threads or None, "stage": args.stage, "task": args.task}
     if getattr(args, "ray", False):
         if args.stage or args.task:
             args.subparser.error("tokshuf ray shuffle schedules the stages itself: drop --stage and --task")
@@ -257,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
             args.local_cell_dir,
             args.output,
             args.tokenizer,
-            sequence_length=args.seqlen,
+            context_length=args.context_length,
             wds_chunk_size=args.wds_chunk_size,
             num_local_cells=args.num_local_cells,
             seed=args.seed,

@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import tokshuf
+from tokshuf._deprecation import renamed_parameters
+from tokshuf._shuffle import RENAMED_PARAMETERS
 from tokshuf.errors import ConfigError
 
 __all__ = ["preprocess", "shuffle"]
@@ -138,6 +140,8 @@ def _shuffle_task(
     return {k: summary.get(k, 0) for k in ("documents", "tokens", "contexts", "seconds")}
 
 
+# Renamed here, so that an old spelling warns once, on the driver, and not in every task.
+@renamed_parameters(**RENAMED_PARAMETERS)
 def shuffle(
     inputs: Paths,
     local_cell_dir: str | os.PathLike[str],
@@ -157,7 +161,7 @@ def shuffle(
     cluster), then the manifest on the driver. ``local_cell_dir`` and ``output`` must be shared
     by the nodes. The shards and manifest are byte-identical to the one-node run. Returns the
     run's summary."""
-    if {"stage", "task", "num_threads", "threads"} & set(options):
+    if {"stage", "task", "num_threads"} & set(options):
         raise ConfigError("tokshuf.ray.shuffle sets stage, task and num_threads itself")
     ray = _connect(address)
     n = cells_tasks or _default_tasks(ray, cpus_per_task)

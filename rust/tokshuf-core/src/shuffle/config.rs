@@ -115,12 +115,12 @@ impl ShuffleConfig {
             return Err(Error::invalid(format!("too many input files ({}); the limit is 2^24", self.inputs.len())));
         }
         if self.seqlen == 0 {
-            return Err(Error::invalid("sequence_length (--seqlen) must be at least 1"));
+            return Err(Error::invalid("context_length (--context-length/--seqlen) must be at least 1, got 0"));
         }
         // A context is held whole, as u32 ids.
         if self.seqlen > MAX_SEQLEN {
             return Err(Error::invalid(format!(
-                "sequence_length (--seqlen) {} is too long: a context is held whole in memory and at most {MAX_SEQLEN} tokens \
+                "context_length (--context-length/--seqlen) {} is too long: a context is held whole in memory and at most {MAX_SEQLEN} tokens \
                  (4 GiB of ids) are allowed",
                 self.seqlen
             )));
