@@ -39,9 +39,10 @@ def _add_preprocess(sub: Any) -> argparse.ArgumentParser:
         "--tokenizer",
         metavar="SPEC",
         help="required (or Megatron's --tokenizer-type below): "
-        "byte | tiktoken:NAME (r50k_base, gpt2, p50k_base, p50k_edit, cl100k_base, o200k_base, o200k_harmony) | "
-        "a rank file FILE[@PATTERN] (PATTERN: r50k, p50k, cl100k, cl100k_classic, llama3, o200k, qwen2, "
-        "tekken) | a tokenizer.json, SentencePiece .model or tekken.json, or their directory",
+        "byte | tiktoken:NAME (r50k_base, gpt2, p50k_base, p50k_edit, cl100k_base, o200k_base, "
+        "o200k_harmony) | a rank file FILE[@PATTERN] (PATTERN: r50k, p50k, cl100k, cl100k_classic, "
+        "llama3, o200k, qwen2, tekken) | a tokenizer.json, SentencePiece .model or tekken.json, or "
+        "their directory",
     )
     p.add_argument(
         "--special-tokens-file",

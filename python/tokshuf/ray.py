@@ -104,7 +104,7 @@ def preprocess(
     inputs: Paths,
     output_prefix: str | os.PathLike[str],
     tokenizer: Any,
-    json_keys: Sequence[str] = ("text",),
+    json_keys: str | Sequence[str] = ("text",),
     *,
     tasks: int | None = None,
     cpus_per_task: int = 1,
@@ -127,7 +127,8 @@ def preprocess(
     # Every part writes its summary (the merge reads them); ``summary`` is the merged run's.
     kwargs = {**options, "num_threads": cpus_per_task, "progress": "none", "summary": True}
     run = _remote(ray, _preprocess_task, cpus_per_task, max_retries)
-    args = (inputs, output_prefix, tokenizer, tuple(json_keys))
+    keys = (json_keys,) if isinstance(json_keys, str) else tuple(json_keys)
+    args = (inputs, output_prefix, tokenizer, keys)
     _run_all(ray, "preprocess", [run.remote(args, kwargs, (i, n)) for i in range(n)], progress)
     return tokshuf.merge_parts(output_prefix, summary=options.get("summary", True))
 
