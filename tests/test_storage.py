@@ -161,6 +161,21 @@ def test_a_fault_that_never_clears(s3: Any, tmp_path: Path) -> None:
     assert s3.keys(bucket, "out/") == []
 
 
+def test_a_failing_store_is_not_a_missing_object(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only "not found" means missing: a store that keeps failing is an error naming the object
+    (an OLMo token file opened by prefix would otherwise be taken for a plain object)."""
+    bucket = s3.bucket("flaky")
+    s3.put(bucket, "tok/ds.idx", b"x")
+    monkeypatch.setenv("TOKSHUF_STORAGE_RETRY_SECONDS", "1")
+    assert tokshuf._core.remote_exists("s3://flaky/tok/ds.idx")
+    assert not tokshuf._core.remote_exists("s3://flaky/tok/other.idx")
+    with (
+        s3.faults(rate=1.0, kinds=("503",), only="ds.idx"),
+        pytest.raises(OSError, match="s3://flaky/tok/ds.idx"),
+    ):
+        tokshuf._core.remote_exists("s3://flaky/tok/ds.idx")
+
+
 # -- readers on remote data: local copies in the cache root, or a .bin read by ranges ------------
 def _dataset(tmp_path: Path) -> Path:
     docs = [{"text": f"document {i} " + "word " * (i % 40)} for i in range(400)]

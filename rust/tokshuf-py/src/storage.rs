@@ -1,7 +1,7 @@
 //! Object storage for the Python readers: local copies of objects, and what a path names.
 
 use pyo3::prelude::*;
-use tokshuf_core::storage;
+use tokshuf_core::{storage, Error};
 
 use crate::long_call::run_detached;
 
@@ -31,10 +31,15 @@ fn is_remote(path: &str) -> bool {
     storage::is_remote(path)
 }
 
-/// Whether the object `url` exists (one HEAD request).
+/// Whether the object `url` exists (one HEAD request). Only "not found" is `False`: a denied
+/// or failed request is an error, not a missing object.
 #[pyfunction]
 fn remote_exists(py: Python<'_>, url: String) -> PyResult<bool> {
-    run_detached(py, move |_| Ok(storage::size(std::path::Path::new(&url)).is_ok()))
+    run_detached(py, move |_| match storage::size(std::path::Path::new(&url)) {
+        Ok(_) => Ok(true),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    })
 }
 
 /// The URLs of the objects under the prefix `url` whose keys end in one of `suffixes`, sorted.

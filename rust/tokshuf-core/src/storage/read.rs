@@ -150,7 +150,7 @@ impl Drop for RemoteReader {
 pub(super) async fn fetch(remote: Remote, version: Version, range: std::ops::Range<u64>) -> io::Result<Bytes> {
     let mut got = BytesMut::with_capacity((range.end - range.start) as usize);
     let mut failures = 0;
-    let deadline = std::time::Instant::now() + super::stores::retry_time();
+    let mut deadline = std::time::Instant::now() + super::stores::retry_time();
     loop {
         let start = range.start + got.len() as u64;
         if start == range.end {
@@ -194,6 +194,12 @@ pub(super) async fn fetch(remote: Remote, version: Version, range: std::ops::Ran
             }
             Err(e) => return Err(to_io(&remote, e)),
         };
+        // A body that broke after bringing bytes made progress: a long range (whose request
+        // may outlive the client's timeout) is resumed as often as it keeps moving.
+        if range.start + got.len() as u64 > start {
+            failures = 0;
+            deadline = std::time::Instant::now() + super::stores::retry_time();
+        }
         failures += 1;
         let pause = Duration::from_millis(100 << failures.min(7));
         if failures >= ATTEMPTS || std::time::Instant::now() + pause > deadline {
