@@ -21,6 +21,7 @@ __all__ = [
     "add_megatron_tokenizer_flags",
     "add_output_flags",
     "add_summary_flag",
+    "add_threads_flag",
     "emit",
     "integer",
     "megatron_tokenizer",
@@ -254,6 +255,19 @@ def summary_option(args: argparse.Namespace) -> bool | str:
     if value is None:
         return True
     return False if value == "none" else value
+
+
+def add_threads_flag(p: argparse.ArgumentParser, what: str) -> None:
+    """``--threads``/``--num-threads N`` (``num_threads``): 0, the default, is every CPU."""
+    p.add_argument(
+        "--threads",
+        "--num-threads",
+        dest="num_threads",
+        type=integer(0, MAX_THREADS),
+        default=0,
+        metavar="N",
+        help=f"{what}, at most {MAX_THREADS}; 0 (default): all CPUs (the output is identical for any value)",
+    )
 
 
 def write_summary_file(args: argparse.Namespace, summary: Mapping[str, Any], default: str) -> None:

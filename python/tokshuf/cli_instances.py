@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 from tokshuf import cli_args
-from tokshuf._limits import MAX_THREADS
 from tokshuf._summaries import InstancesSummary
 
 _ID = cli_args.integer(0, cli_args.ID_MAX)
@@ -65,16 +64,7 @@ def add_commands(sub: Any) -> None:
         help="cache root; the index goes to DIR/instances/ "
         "(default: $TOKSHUF_CACHE_DIR, else ~/.cache/tokshuf)",
     )
-    p.add_argument(
-        "--threads",
-        "--num-threads",
-        dest="num_threads",
-        type=cli_args.integer(0, MAX_THREADS),
-        default=0,
-        metavar="N",
-        help=f"index-building threads, at most {MAX_THREADS}; 0 (default): all CPUs "
-        "(the index is identical for any value)",
-    )
+    cli_args.add_threads_flag(p, "index-building threads")
     p.add_argument("--long-doc-strategy", choices=["truncate", "fragment"], default="truncate")
     p.add_argument("--source-group-size", type=_POSITIVE, default=1, help="packed: files packed together")
     p.add_argument("--min-sequence-length", type=_POSITIVE, default=256, help="vsl")

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from tokshuf import cli_args
-from tokshuf._limits import MAX_THREADS
 from tokshuf._shuffle import MAX_CONTEXT_LENGTH, SPECIAL_TOKEN_PRESETS
 from tokshuf._summaries import ShuffleSummary
 
@@ -89,15 +88,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=1234,
         help="seed of the shuffle (default: 1234)",
     )
-    p.add_argument(
-        "--threads",
-        "--num-threads",
-        dest="num_threads",
-        type=cli_args.integer(0, MAX_THREADS),
-        default=0,
-        metavar="N",
-        help=f"worker threads, at most {MAX_THREADS}; 0 (default): all CPUs (output is identical)",
-    )
+    cli_args.add_threads_flag(p, "worker threads")
     p.add_argument(
         "--ext",
         action="append",

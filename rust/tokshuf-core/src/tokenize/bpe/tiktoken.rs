@@ -4,16 +4,11 @@
 use base64::Engine as _;
 
 use super::pattern::Pattern;
+use crate::tokenize::tiktoken_files::{embedded_ranks, known_encoding};
 use crate::{Error, Result};
 
 /// `(token bytes, rank)`; the rank is the id.
 pub type Ranks = Vec<(Vec<u8>, u32)>;
-
-const ENDOFTEXT: &str = "<|endoftext|>";
-const FIM_PREFIX: &str = "<|fim_prefix|>";
-const FIM_MIDDLE: &str = "<|fim_middle|>";
-const FIM_SUFFIX: &str = "<|fim_suffix|>";
-const ENDOFPROMPT: &str = "<|endofprompt|>";
 
 /// The names [`embedded`] knows.
 pub const ENCODINGS: [&str; 7] =
@@ -27,83 +22,20 @@ pub struct Encoding {
     pub pattern: Pattern,
 }
 
-/// The special tokens and pattern of the OpenAI encoding `name` (tiktoken's `openai_public.py`).
-fn definition(name: &str) -> Option<(Vec<(String, u32)>, Pattern)> {
-    let s = |v: &[(&str, u32)]| v.iter().map(|&(t, i)| (t.to_string(), i)).collect::<Vec<_>>();
-    Some(match name {
-        "gpt2" | "r50k_base" | "p50k_base" => (s(&[(ENDOFTEXT, 50256)]), Pattern::Gpt2),
-        "p50k_edit" => {
-            (s(&[(ENDOFTEXT, 50256), (FIM_PREFIX, 50281), (FIM_MIDDLE, 50282), (FIM_SUFFIX, 50283)]), Pattern::Gpt2)
-        }
-        "cl100k_base" => (
-            s(&[
-                (ENDOFTEXT, 100257),
-                (FIM_PREFIX, 100258),
-                (FIM_MIDDLE, 100259),
-                (FIM_SUFFIX, 100260),
-                (ENDOFPROMPT, 100276),
-            ]),
-            Pattern::Cl100k,
-        ),
-        "o200k_base" => (s(&[(ENDOFTEXT, 199999), (ENDOFPROMPT, 200018)]), Pattern::O200k),
-        "o200k_harmony" => {
-            let mut v = s(&[
-                ("<|startoftext|>", 199998),
-                (ENDOFTEXT, 199999),
-                ("<|reserved_200000|>", 200000),
-                ("<|reserved_200001|>", 200001),
-                ("<|return|>", 200002),
-                ("<|constrain|>", 200003),
-                ("<|reserved_200004|>", 200004),
-                ("<|channel|>", 200005),
-                ("<|start|>", 200006),
-                ("<|end|>", 200007),
-                ("<|message|>", 200008),
-                ("<|reserved_200009|>", 200009),
-                ("<|reserved_200010|>", 200010),
-                ("<|reserved_200011|>", 200011),
-                ("<|call|>", 200012),
-                (ENDOFPROMPT, 200018),
-            ]);
-            v.extend((200013..201088).map(|i| (format!("<|reserved_{i}|>"), i)));
-            (v, Pattern::O200k)
-        }
-        _ => return None,
-    })
-}
-
-/// Load an encoding embedded in `tiktoken-rs` by its tiktoken name (`cl100k_base`, ...).
+/// Load an encoding embedded in `tiktoken-rs` by its tiktoken name (`cl100k_base`, ...): the
+/// ranks checked against tiktoken's pinned SHA-256, and the specials and pattern of
+/// [`KNOWN_ENCODINGS`](crate::tokenize::tiktoken_files::KNOWN_ENCODINGS), the one table of them.
 pub fn embedded(name: &str) -> Result<Encoding> {
-    let (specials, pattern) = definition(name).ok_or_else(|| {
+    let known = known_encoding(name).ok_or_else(|| {
         Error::invalid(format!("unknown tiktoken encoding {name:?} (expected one of: {})", ENCODINGS.join(", ")))
     })?;
-    let bpe = match name {
-        "gpt2" | "r50k_base" => tiktoken_rs::r50k_base(),
-        "p50k_base" | "p50k_edit" => tiktoken_rs::p50k_base(),
-        "cl100k_base" => tiktoken_rs::cl100k_base(),
-        _ => tiktoken_rs::o200k_base(),
-    }
-    .map_err(|e| Error::invalid(format!("tiktoken-rs could not load {name}: {e}")))?;
-    // tiktoken-rs keeps its ranks private; decoding each id gives them back. Ranks are dense
-    // from 0, with the special tokens (which `decode_bytes` also knows) above them.
-    let first_special = specials.iter().map(|s| s.1).min().unwrap_or(u32::MAX);
-    let mut ranks = Vec::new();
-    for id in 0..first_special {
-        match bpe.decode_bytes(&[id]) {
-            Ok(bytes) => ranks.push((bytes, id)),
-            Err(_) if id > 0 => break,
-            Err(e) => return Err(Error::invalid(format!("tiktoken-rs {name}: no token 0: {e}"))),
-        }
-    }
-    if name.starts_with("p50k") && ranks.len() != 50281 {
-        // p50k's ranks continue past the <|endoftext|> special (50256) up to 50280.
-        for id in ranks.len() as u32 + 1..50281 {
-            if let Ok(bytes) = bpe.decode_bytes(&[id]) {
-                ranks.push((bytes, id));
-            }
-        }
-    }
-    Ok(Encoding { name: name.to_string(), ranks, specials, pattern })
+    let table = embedded_ranks(known)?;
+    Ok(Encoding {
+        name: name.to_string(),
+        ranks: table.entries.clone(),
+        specials: known.specials(),
+        pattern: known.pattern,
+    })
 }
 
 /// Parse a `.tiktoken` file's contents.
