@@ -196,17 +196,18 @@ class Tokenizer:
 
         ``num_threads`` defaults to ``TOKSHUF_NUM_THREADS`` or the number of CPUs.
         """
-        return self._core.encode_batch(list(texts), num_threads)
+        return self._core.encode_batch(_str_list(texts), num_threads)
 
     def encode_batch_numpy(
         self, texts: Sequence[str], *, num_threads: int | None = None
     ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
         """``(ids, offsets)``: every text's ids concatenated (uint32) and ``len(texts) + 1`` offsets
         (int64), text ``i`` being ``ids[offsets[i]:offsets[i + 1]]``. No Python int per token."""
-        ids, offsets = self._core.encode_batch_flat(list(texts), num_threads)
+        ids, offsets = self._core.encode_batch_flat(_str_list(texts), num_threads)
         import numpy as np  # here, so that `tokshuf preprocess` starts without numpy
 
-        return np.frombuffer(ids, dtype="<u4"), np.frombuffer(offsets, dtype="<i8")
+        # Views of the arrays the core filled (no copy); their `base` keeps them alive.
+        return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(offsets, dtype=np.int64)
 
     def _native(self) -> _Native:
         return self._core
@@ -216,6 +217,13 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer({self._spec!r}, vocab_size={self.vocab_size}, eos_token_id={self.eos_token_id})"
+
+
+def _str_list(texts: Sequence[str]) -> Sequence[str]:
+    """``texts`` as the core takes them: a list or tuple as it is (no copy), anything else listed."""
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of str, not a str")
+    return texts if isinstance(texts, list | tuple) else list(texts)
 
 
 def _restore(

@@ -6,14 +6,13 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
-use tokshuf_core::indexed::Mapping;
 use tokshuf_core::tokenize::bpe::{FastBpe, Pattern};
 use tokshuf_core::tokenize::Tokenizer;
 use tokshuf_core::Error;
 
-use crate::buffer::PyMappedBuffer;
 use crate::errors::IntoPyResult;
-use crate::long_call::run_detached;
+use crate::index_array::PyIndexArray;
+use crate::tokenizer::{encode_texts, flat_arrays};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeEncoder>()?;
@@ -88,21 +87,16 @@ impl PyBpeEncoder {
         }
     }
 
-    /// `(ids, offsets)` of many texts as buffers (`numpy.frombuffer(ids, numpy.uint32)`,
-    /// `numpy.frombuffer(offsets, numpy.uint64)`), encoded on `threads` threads.
+    /// `(ids, offsets)` of many texts as arrays numpy views in place (uint32 ids, int64 offsets),
+    /// encoded on `threads` threads.
     #[pyo3(signature = (texts, threads=None))]
     fn encode_batch(
         &self,
         py: Python<'_>,
         texts: Vec<Bound<'_, PyString>>,
         threads: Option<usize>,
-    ) -> PyResult<(PyMappedBuffer, PyMappedBuffer)> {
-        let strs: Vec<&str> = texts.iter().map(|t| t.to_str()).collect::<PyResult<_>>()?;
-        let inner = Arc::clone(&self.inner);
-        let out = run_detached(py, move |cancel| inner.encode_batch(&strs, threads, cancel))?;
-        let ids: Vec<u8> = out.ids.iter().flat_map(|i| i.to_le_bytes()).collect();
-        let offsets: Vec<u8> = out.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
-        Ok((PyMappedBuffer::new(Mapping::from_bytes(ids)), PyMappedBuffer::new(Mapping::from_bytes(offsets))))
+    ) -> PyResult<(PyIndexArray, PyIndexArray)> {
+        Ok(flat_arrays(encode_texts(py, self.inner.as_ref(), &texts, threads)?))
     }
 
     /// `{token bytes: id}` of the BPE tokens (tiktoken's `mergeable_ranks` for its encodings).

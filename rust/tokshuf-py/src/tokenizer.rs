@@ -3,12 +3,14 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use tokshuf_core::megatron::{IndexArray, Owned};
 use tokshuf_core::tokenize::tiktoken_files::{embedded_ranks, known_encoding, KNOWN_ENCODINGS};
-use tokshuf_core::tokenize::{self, build, encode_many, resolve, Tokenizer, TokenizerSpec};
+use tokshuf_core::tokenize::{self, build, encode_many, resolve, EncodedTexts, Tokenizer, TokenizerSpec};
 use tokshuf_core::{Cancel, Error};
 
 use crate::errors::IntoPyResult;
+use crate::index_array::PyIndexArray;
 use crate::long_call::run_detached;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -94,8 +96,10 @@ impl PyTokenizer {
     }
 
     fn encode(&self, py: Python<'_>, text: &str) -> PyResult<Vec<u32>> {
-        let out = py.detach(|| encode_many(self.inner.as_ref(), &[text], Some(1), &Cancel::new())).into_py(py)?;
-        Ok(out.ids)
+        let encode = || encode_many(self.inner.as_ref(), &[text], Some(1), &Cancel::new());
+        // Short texts are not worth releasing the GIL for.
+        let out = if text.len() < DETACH_BYTES { encode() } else { py.detach(encode) };
+        Ok(out.into_py(py)?.ids)
     }
 
     /// Ids of every text as a list of lists, encoded in parallel with the GIL released.
@@ -103,29 +107,53 @@ impl PyTokenizer {
     fn encode_batch<'py>(
         &self,
         py: Python<'py>,
-        texts: Vec<String>,
+        texts: Vec<Bound<'py, PyString>>,
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let tok = Arc::clone(&self.inner);
-        let out = run_detached(py, move |cancel| encode_many(tok.as_ref(), &texts, num_threads, cancel))?;
+        let out = encode_texts(py, self.inner.as_ref(), &texts, num_threads)?;
         let lists = out.offsets.windows(2).map(|w| &out.ids[w[0] as usize..w[1] as usize]);
         PyList::new(py, lists)
     }
 
-    /// (ids as little-endian uint32 bytes, offsets as little-endian int64 bytes), for numpy.
+    /// `(ids, offsets)`: every text's ids as one uint32 array and `len(texts) + 1` int64
+    /// offsets, handed to numpy without a copy.
     #[pyo3(signature = (texts, num_threads=None))]
     fn encode_batch_flat<'py>(
         &self,
         py: Python<'py>,
-        texts: Vec<String>,
+        texts: Vec<Bound<'py, PyString>>,
         num_threads: Option<usize>,
-    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-        let tok = Arc::clone(&self.inner);
-        let out = run_detached(py, move |cancel| encode_many(tok.as_ref(), &texts, num_threads, cancel))?;
-        let ids: Vec<u8> = out.ids.iter().flat_map(|i| i.to_le_bytes()).collect();
-        let offsets: Vec<u8> = out.offsets.iter().flat_map(|&o| (o as i64).to_le_bytes()).collect();
-        Ok((PyBytes::new(py, &ids), PyBytes::new(py, &offsets)))
+    ) -> PyResult<(PyIndexArray, PyIndexArray)> {
+        let out = encode_texts(py, self.inner.as_ref(), &texts, num_threads)?;
+        Ok(flat_arrays(out))
     }
+}
+
+/// Texts shorter than this are encoded without releasing the GIL.
+const DETACH_BYTES: usize = 4096;
+
+/// Encode Python strings with the GIL released: their UTF-8 is borrowed, not copied (the
+/// `Bound`s keep the strings alive whatever other threads do to the sequence they came from).
+pub fn encode_texts(
+    py: Python<'_>,
+    tokenizer: &dyn Tokenizer,
+    texts: &[Bound<'_, PyString>],
+    threads: Option<usize>,
+) -> PyResult<EncodedTexts> {
+    let strs: Vec<&str> = texts.iter().map(|t| t.to_str()).collect::<PyResult<_>>()?;
+    if strs.iter().map(|s| s.len()).sum::<usize>() < DETACH_BYTES {
+        return encode_many(tokenizer, &strs, Some(1), &Cancel::new()).into_py(py);
+    }
+    run_detached(py, move |cancel| encode_many(tokenizer, &strs, threads, cancel))
+}
+
+/// `(ids, offsets)` as arrays numpy views in place: uint32 ids, int64 offsets.
+pub fn flat_arrays(out: EncodedTexts) -> (PyIndexArray, PyIndexArray) {
+    let offsets = out.offsets.into_iter().map(|o| o as i64).collect();
+    (
+        PyIndexArray::new(IndexArray::from_owned(Owned::U32(out.ids))),
+        PyIndexArray::new(IndexArray::from_owned(Owned::I64(offsets))),
+    )
 }
 
 /// The data of an OpenAI encoding as embedded here: `.tiktoken` file bytes, split pattern and

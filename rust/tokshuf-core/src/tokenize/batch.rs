@@ -1,14 +1,17 @@
-//! Encoding many texts at once on the shared thread pool (the Python `encode_batch`, and any
-//! stage that tokenizes records it already holds in memory).
+//! Encoding many texts at once on the shared thread pool: the Python `encode_batch*` calls and
+//! any stage that tokenizes texts it already holds in memory. The one batch encoder of the crate.
+//!
+//! Consecutive texts are grouped into chunks of about the same number of bytes (a few per thread,
+//! so that one slow chunk does not leave a core idle), each chunk is encoded by one thread in one
+//! [`Tokenizer::encode_each`] call (one cache borrow for the chunk, not one per text), and the
+//! chunks' ids are gathered into one buffer in parallel. With one thread, or little text, the
+//! texts are encoded straight into the output on the calling thread.
 
 use rayon::prelude::*;
 
 use super::Tokenizer;
 use crate::cancel::Cancel;
 use crate::error::{BadInputReason, Error, Result};
-
-/// Texts per task: enough to amortize scheduling, small enough to balance uneven lengths.
-const CHUNK: usize = 16;
 
 /// The ids of every text, concatenated, and `offsets` (`len + 1` entries) such that text `i`
 /// has ids `ids[offsets[i]..offsets[i + 1]]`. Order is the input order for any thread count.
@@ -20,6 +23,13 @@ pub struct EncodedTexts {
     pub offsets: Vec<u64>,
 }
 
+/// Below this many bytes in all, a batch is encoded on the calling thread.
+const PARALLEL_MIN_BYTES: usize = 64 << 10;
+/// Chunks are about `bytes / (threads * CHUNKS_PER_THREAD)`, within these bounds.
+const CHUNKS_PER_THREAD: usize = 4;
+const CHUNK_MIN_BYTES: usize = 32 << 10;
+const CHUNK_MAX_BYTES: usize = 1 << 20;
+
 /// Encode `texts` with `threads` threads (`None`: the default count). Fails on the first text the
 /// tokenizer rejects, naming its index; stops early once `cancel` is set.
 pub fn encode_many<S: AsRef<str> + Sync>(
@@ -28,39 +38,97 @@ pub fn encode_many<S: AsRef<str> + Sync>(
     threads: Option<usize>,
     cancel: &Cancel,
 ) -> Result<EncodedTexts> {
-    let encode_chunk = |(c, chunk): (usize, &[S])| -> Result<(Vec<u32>, Vec<u64>)> {
+    let threads = threads.unwrap_or_else(crate::parallel::default_threads).max(1);
+    let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
+    if threads == 1 || bytes < PARALLEL_MIN_BYTES || texts.len() < 2 {
         cancel.check()?;
-        let mut ids = Vec::new();
-        let mut lens = Vec::with_capacity(chunk.len());
-        for (j, text) in chunk.iter().enumerate() {
-            let before = ids.len();
-            tokenizer.encode(text.as_ref(), &mut ids).map_err(|msg| Error::BadInput {
-                path: "<texts>".into(),
-                line: (c * CHUNK + j + 1) as u64,
-                reason: BadInputReason::Tokenizer,
-                msg,
-            })?;
-            lens.push((ids.len() - before) as u64);
-        }
-        Ok((ids, lens))
-    };
-    let parts: Vec<(Vec<u32>, Vec<u64>)> = if texts.len() <= CHUNK {
-        vec![encode_chunk((0, texts))?]
-    } else {
-        crate::parallel::pool(threads)
-            .install(|| texts.par_chunks(CHUNK).enumerate().map(encode_chunk).collect::<Result<Vec<_>>>())?
-    };
-    let total: usize = parts.iter().map(|(ids, _)| ids.len()).sum();
-    let mut out = EncodedTexts { ids: Vec::with_capacity(total), offsets: Vec::with_capacity(texts.len() + 1) };
-    out.offsets.push(0);
-    for (ids, lens) in parts {
-        out.ids.extend_from_slice(&ids);
-        for len in lens {
-            let last = *out.offsets.last().expect("starts with 0");
-            out.offsets.push(last + len);
+        let mut out =
+            EncodedTexts { ids: Vec::with_capacity(bytes / 4 + 1), offsets: Vec::with_capacity(texts.len() + 1) };
+        out.offsets.push(0);
+        encode_chunk(tokenizer, texts, 0, &mut out.ids, &mut out.offsets)?;
+        return Ok(out);
+    }
+    let bounds = chunk_bounds(texts, bytes, threads);
+    let parts: Vec<(Vec<u32>, Vec<u64>)> = crate::parallel::pool(Some(threads)).install(|| {
+        bounds
+            .par_windows(2)
+            .map(|w| {
+                cancel.check()?;
+                let chunk = &texts[w[0]..w[1]];
+                let room = chunk.iter().map(|t| t.as_ref().len()).sum::<usize>() / 4 + 1;
+                let (mut ids, mut ends) = (Vec::with_capacity(room), Vec::with_capacity(chunk.len()));
+                encode_chunk(tokenizer, chunk, w[0], &mut ids, &mut ends)?;
+                Ok((ids, ends))
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    Ok(gather(parts, texts.len()))
+}
+
+/// Encode `texts` (the first being text number `first` of the batch) onto `ids`, which is empty,
+/// pushing the number of ids after each text to `ends`.
+fn encode_chunk<S: AsRef<str>>(
+    tokenizer: &dyn Tokenizer,
+    texts: &[S],
+    first: usize,
+    ids: &mut Vec<u32>,
+    ends: &mut Vec<u64>,
+) -> Result<()> {
+    debug_assert!(ids.is_empty());
+    // `encode_each` takes `&str`s: the chunk's are gathered once (a few hundred pointers).
+    let strs: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
+    tokenizer.encode_each(&strs, ids, ends).map_err(|(i, msg)| Error::BadInput {
+        path: "<texts>".into(),
+        line: (first + i + 1) as u64,
+        reason: BadInputReason::Tokenizer,
+        msg,
+    })
+}
+
+/// Chunk boundaries (indices into `texts`, from 0 to `texts.len()`) of about the same bytes.
+fn chunk_bounds<S: AsRef<str>>(texts: &[S], bytes: usize, threads: usize) -> Vec<usize> {
+    let target = (bytes / (threads * CHUNKS_PER_THREAD)).clamp(CHUNK_MIN_BYTES, CHUNK_MAX_BYTES);
+    let mut bounds = vec![0];
+    let mut acc = 0;
+    for (i, t) in texts.iter().enumerate() {
+        acc += t.as_ref().len();
+        if acc >= target {
+            bounds.push(i + 1);
+            acc = 0;
         }
     }
-    Ok(out)
+    if *bounds.last().expect("starts with 0") != texts.len() {
+        bounds.push(texts.len());
+    }
+    bounds
+}
+
+/// The chunks' ids in one buffer (copied in parallel on the current pool) and their offsets.
+fn gather(parts: Vec<(Vec<u32>, Vec<u64>)>, texts: usize) -> EncodedTexts {
+    let total: usize = parts.iter().map(|p| p.0.len()).sum();
+    let mut offsets = Vec::with_capacity(texts + 1);
+    offsets.push(0u64);
+    let mut base = 0u64;
+    for (ids, ends) in &parts {
+        offsets.extend(ends.iter().map(|e| base + e));
+        base += ids.len() as u64;
+    }
+    let mut ids: Vec<u32> = Vec::with_capacity(total);
+    let mut rest = &mut ids.spare_capacity_mut()[..total];
+    let mut dests = Vec::with_capacity(parts.len());
+    for (part, _) in &parts {
+        let (dest, tail) = rest.split_at_mut(part.len());
+        dests.push(dest);
+        rest = tail;
+    }
+    dests.into_par_iter().zip(parts.par_iter()).for_each(|(dest, (src, _))| {
+        for (d, &s) in dest.iter_mut().zip(src) {
+            d.write(s);
+        }
+    });
+    // SAFETY: the destinations cover the first `total` elements exactly, and each was written.
+    unsafe { ids.set_len(total) };
+    EncodedTexts { ids, offsets }
 }
 
 #[cfg(test)]
@@ -70,13 +138,58 @@ mod tests {
 
     #[test]
     fn order_and_offsets_do_not_depend_on_threads() {
-        let texts: Vec<String> = (0..100).map(|i| "x".repeat(i % 7)).collect();
-        let one = encode_many(&ByteTokenizer, &texts, Some(1), &Cancel::new()).unwrap();
-        let four = encode_many(&ByteTokenizer, &texts, Some(4), &Cancel::new()).unwrap();
-        assert_eq!(one, four);
-        assert_eq!(one.offsets.len(), 101);
-        assert_eq!(one.offsets[8] - one.offsets[7], 0); // text 7 is ""
-        assert_eq!(one.ids.len() as u64, *one.offsets.last().unwrap());
-        assert_eq!(&one.ids[one.offsets[3] as usize..one.offsets[4] as usize], &[b'x' as u32 + 1; 3]);
+        // Small texts (one chunk) and enough bytes for many chunks, with empty texts among them.
+        for scale in [1, 5000] {
+            let texts: Vec<String> = (0..300).map(|i| "x".repeat((i % 7) * scale)).collect();
+            let one = encode_many(&ByteTokenizer, &texts, Some(1), &Cancel::new()).unwrap();
+            for threads in [2, 3, 4] {
+                assert_eq!(one, encode_many(&ByteTokenizer, &texts, Some(threads), &Cancel::new()).unwrap());
+            }
+            assert_eq!(one.offsets.len(), 301);
+            assert_eq!(one.offsets[8] - one.offsets[7], 0); // text 7 is ""
+            assert_eq!(one.ids.len() as u64, *one.offsets.last().unwrap());
+            assert_eq!(&one.ids[one.offsets[3] as usize..one.offsets[4] as usize], &vec![b'x' as u32 + 1; 3 * scale]);
+        }
+    }
+
+    /// Fails on texts containing `!`.
+    struct Picky;
+
+    impl Tokenizer for Picky {
+        fn encode(&self, text: &str, out: &mut Vec<u32>) -> std::result::Result<(), String> {
+            if text.contains('!') {
+                return Err(format!("no ! in {text:?}"));
+            }
+            ByteTokenizer.encode(text, out)
+        }
+        fn eod_id(&self) -> Option<u32> {
+            None
+        }
+        fn vocab_size(&self) -> u64 {
+            257
+        }
+        fn identity(&self) -> serde_json::Value {
+            serde_json::Value::Null
+        }
+    }
+
+    #[test]
+    fn a_rejected_text_is_named_by_its_index_in_the_batch() {
+        let mut texts: Vec<String> = (0..200).map(|_| "y".repeat(3000)).collect();
+        texts[157] = "bad!".into();
+        for threads in [1, 2, 4] {
+            let e = encode_many(&Picky, &texts, Some(threads), &Cancel::new()).unwrap_err().to_string();
+            assert!(e.contains("line 158") && e.contains("no ! in"), "{threads} threads: {e}");
+        }
+    }
+
+    #[test]
+    fn a_cancelled_batch_stops() {
+        let texts: Vec<String> = (0..100).map(|_| "z".repeat(5000)).collect();
+        let cancel = Cancel::new();
+        cancel.cancel();
+        for threads in [1, 2] {
+            assert!(matches!(encode_many(&ByteTokenizer, &texts, Some(threads), &cancel), Err(Error::Cancelled)));
+        }
     }
 }

@@ -38,6 +38,17 @@ pub trait Tokenizer: Send + Sync {
     /// Number of ids (used to pick the smallest output dtype).
     fn vocab_size(&self) -> u64;
 
+    /// Append the ids of each of `texts` to `out` and, after each, `out.len()` to `ends`. On the
+    /// first text the tokenizer rejects: its index in `texts` and why (what was appended for the
+    /// texts before it stays). Encoders with per-call state override it to set up once per call.
+    fn encode_each(&self, texts: &[&str], out: &mut Vec<u32>, ends: &mut Vec<u64>) -> Result<(), (usize, String)> {
+        for (i, text) in texts.iter().enumerate() {
+            self.encode(text, out).map_err(|msg| (i, msg))?;
+            ends.push(out.len() as u64);
+        }
+        Ok(())
+    }
+
     /// A JSON object identifying the tokenizer (recorded in summaries and cache keys).
     fn identity(&self) -> serde_json::Value;
 
@@ -138,6 +149,10 @@ struct EodOverride {
 impl Tokenizer for EodOverride {
     fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
         self.inner.encode(text, out)
+    }
+
+    fn encode_each(&self, texts: &[&str], out: &mut Vec<u32>, ends: &mut Vec<u64>) -> Result<(), (usize, String)> {
+        self.inner.encode_each(texts, out, ends)
     }
 
     fn eod_id(&self) -> Option<u32> {

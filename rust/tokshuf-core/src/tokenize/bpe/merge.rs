@@ -12,11 +12,16 @@ use std::collections::BinaryHeap;
 use super::table::{hash, pack, KeyIndex, KEEP, MAX_SHORT};
 use super::vocab::{Fallback, Merges, Units, Vocab};
 
-/// Pieces longer than this (in bytes) take the heap path.
+/// Pieces longer than this (in bytes) take the heap path, unless [`ranks_merge`] takes them.
 const LINEAR_MAX: usize = 32;
 
-/// [`ranks_merge`] packs a rank and a start offset into 31 bits.
-const RANKS_MERGE_MAX_ID: u32 = 1 << 26;
+/// Pieces up to this many bytes merge by ranks on the stack ([`ranks_merge`]): the parts are the
+/// set bits of a `u64` that also marks the end. Longer ones (rare: long runs of one character,
+/// separator lines) take the heap path, whose lookups cannot be prefetched ahead.
+const STACK_MAX: usize = 62;
+
+/// [`ranks_merge`] packs a rank and a start offset (6 bits) into 31 bits.
+const RANKS_MERGE_MAX_ID: u32 = 1 << 25;
 
 /// At most this many substrings of a piece are looked up ahead on a miss. Hashing and filtering
 /// them is about a third of a miss; 24 instead of 48 took 4% off tokenization's instructions and
@@ -25,10 +30,10 @@ const PREFETCH_MAX: usize = 24;
 
 /// For a piece of `n` bytes, the longest substrings [`ranks_merge`] prefetches: the most that
 /// keeps the number of substrings of 3 bytes or more within [`PREFETCH_MAX`].
-const PREFETCH_LONGEST: [usize; LINEAR_MAX + 1] = {
-    let mut t = [0; LINEAR_MAX + 1];
+const PREFETCH_LONGEST: [usize; STACK_MAX + 1] = {
+    let mut t = [0; STACK_MAX + 1];
     let mut n = 0;
-    while n <= LINEAR_MAX {
+    while n <= STACK_MAX {
         let (mut longest, mut count) = (2, 0);
         while longest < (if n < MAX_SHORT { n } else { MAX_SHORT }) && count + (n - longest) <= PREFETCH_MAX {
             longest += 1;
@@ -138,23 +143,23 @@ pub(crate) fn encode_piece(
     match piece.len() {
         0 => {}
         1 => out.push(vocab.byte_ids[piece[0] as usize]),
-        n if n <= LINEAR_MAX && matches!(vocab.merges, Merges::Ranks) && vocab.id_bound() <= RANKS_MERGE_MAX_ID => {
+        n if n <= STACK_MAX && matches!(vocab.merges, Merges::Ranks) && vocab.id_bound() <= RANKS_MERGE_MAX_ID => {
             #[cfg(target_arch = "x86_64")]
             if super::cpu::has_x86_64_v3() {
                 // SAFETY: the CPU has x86-64-v3's features.
                 unsafe {
-                    if n <= MAX_SHORT {
-                        ranks_merge_v3::<16>(vocab, ranks, piece, out);
-                    } else {
-                        ranks_merge_v3::<32>(vocab, ranks, piece, out);
+                    match n {
+                        ..=MAX_SHORT => ranks_merge_v3::<16>(vocab, ranks, piece, out),
+                        16..=32 => ranks_merge_v3::<32>(vocab, ranks, piece, out),
+                        _ => ranks_merge_v3::<64>(vocab, ranks, piece, out),
                     }
                 }
                 return;
             }
-            if n <= MAX_SHORT {
-                ranks_merge::<16>(vocab, ranks, piece, out);
-            } else {
-                ranks_merge::<32>(vocab, ranks, piece, out);
+            match n {
+                ..=MAX_SHORT => ranks_merge::<16>(vocab, ranks, piece, out),
+                16..=32 => ranks_merge::<32>(vocab, ranks, piece, out),
+                _ => ranks_merge::<64>(vocab, ranks, piece, out),
             }
         }
         n if n <= LINEAR_MAX => linear(vocab, ranks, piece, out, &mut s.parts),
@@ -251,16 +256,17 @@ unsafe fn ranks_merge_v3<const N: usize>(vocab: &Vocab, table: &impl RankTable, 
     ranks_merge::<N>(vocab, table, piece, out);
 }
 
-/// tiktoken merging of a piece of up to 15 bytes (`N` = 16) or 32 (`N` = 32), on the stack. Every part is
+/// tiktoken merging of a piece of up to 15 bytes (`N` = 16), 32 (`N` = 32) or [`STACK_MAX`] (`N` =
+/// 64), on the stack. Every part is
 /// a substring of the piece, so the lookup keys are cut out of the piece (held in one register
 /// when it fits), and the slots of its short substrings — the candidate merges — are prefetched up
 /// front: their cache misses overlap instead of following one another merge after merge.
 #[inline(always)]
 fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u8], out: &mut Vec<u32>) {
     let n = piece.len();
-    debug_assert!(n >= 2 && (N == 16 && n <= MAX_SHORT || N == 32 && n <= 32));
+    debug_assert!(n >= 2 && (N == 16 && n <= MAX_SHORT || N == 32 && n <= 32 || N == 64 && n <= STACK_MAX));
     let w = if N <= 16 { pack(piece) & !(0xff << 120) } else { 0 };
-    let mut buf = [0u8; 48];
+    let mut buf = [0u8; STACK_MAX + 16];
     if N > 16 {
         buf[..n].copy_from_slice(piece);
     }
@@ -292,7 +298,7 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
         }
     }
     // The parts start at the set bits of `parts` (bit `n`: the end). The part starting at `s` has
-    // the id `id[s]`, and `cand[s]` is `rank << 5 | s` for its merge with the next part
+    // the id `id[s]`, and `cand[s]` is `rank << 6 | s` for its merge with the next part
     // (`i32::MAX`: none), so the smallest candidate is the lowest rank, the leftmost of equals, and
     // a merge clears a bit instead of moving the parts after it.
     let mut id = [0u32; N];
@@ -300,7 +306,7 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
     for i in 0..n {
         id[i] = vocab.byte_ids[piece[i] as usize];
     }
-    let with_start = |rank: u32, s: usize| if rank == u32::MAX { i32::MAX } else { (rank << 5 | s as u32) as i32 };
+    let with_start = |rank: u32, s: usize| if rank == u32::MAX { i32::MAX } else { (rank << 6 | s as u32) as i32 };
     for i in 0..n - 1 {
         cand[i] = with_start(vocab.merge_bytes(piece[i], piece[i + 1]).0, i);
     }
@@ -335,8 +341,8 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
         if best == i32::MAX {
             break;
         }
-        let s = (best & 31) as usize;
-        id[s] = (best >> 5) as u32; // in tiktoken the merged token's id is its rank
+        let s = (best & 63) as usize;
+        id[s] = (best >> 6) as u32; // in tiktoken the merged token's id is its rank
         let r = next(parts, s);
         parts &= !(1 << r);
         cand[r] = i32::MAX;
@@ -541,13 +547,13 @@ mod tests {
         table
     }
 
-    /// [`ranks_merge`] of a piece of 2 to 32 bytes.
+    /// [`ranks_merge`] of a piece of 2 to [`STACK_MAX`] bytes.
     fn stack(v: &Vocab, ranks: &impl RankTable, piece: &[u8]) -> Vec<u32> {
         let mut ids = Vec::new();
-        if piece.len() <= MAX_SHORT {
-            ranks_merge::<16>(v, ranks, piece, &mut ids);
-        } else {
-            ranks_merge::<32>(v, ranks, piece, &mut ids);
+        match piece.len() {
+            ..=MAX_SHORT => ranks_merge::<16>(v, ranks, piece, &mut ids),
+            16..=32 => ranks_merge::<32>(v, ranks, piece, &mut ids),
+            _ => ranks_merge::<64>(v, ranks, piece, &mut ids),
         }
         ids
     }
@@ -573,7 +579,7 @@ mod tests {
         linear(v, &filtered, piece, &mut c, &mut s.parts);
         heap(v, &filtered, piece, &mut d, &mut s.nodes, &mut s.heap);
         assert_eq!((&a, &a), (&c, &d), "unfiltered and filtered ranks differ on {piece:?}");
-        if (2..=LINEAR_MAX).contains(&piece.len()) {
+        if (2..=STACK_MAX).contains(&piece.len()) {
             let (e, f, g) = (stack(v, v.short_table(), piece), stack(v, &table, piece), stack(v, &filtered, piece));
             assert_eq!((&a, &a, &a), (&e, &f, &g), "linear and stack paths differ on {piece:?}");
         }
@@ -600,7 +606,7 @@ mod tests {
     #[test]
     fn long_runs_agree_between_paths() {
         let v = toy(&["aa", "aaaa", "ab", "ba", "aaaaaaaa", "bab"]);
-        for n in [2, 3, 5, 17, 95, 96, 97, 300] {
+        for n in [2, 3, 5, 17, 32, 33, 47, 61, 62, 63, 95, 96, 97, 300] {
             let s: Vec<u8> = (0..n).map(|i| if i % 7 == 3 { b'b' } else { b'a' }).collect();
             let ids = both(&v, &s);
             let decoded: Vec<u8> = ids.iter().flat_map(|&i| v.token(i).to_vec()).collect();

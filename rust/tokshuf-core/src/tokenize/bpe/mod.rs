@@ -13,7 +13,6 @@
 //! [`FastBpe::with_special_tokens_in_text`] turns them on.
 
 mod added;
-mod batch;
 mod cache;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod cpu;
@@ -37,7 +36,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub use batch::EncodedBatch;
 pub use cache::{CacheConfig, Stats};
 pub use hf::Unsupported;
 pub use pattern::Pattern;
@@ -363,18 +361,23 @@ impl FastBpe {
     /// Append the ids of `text` to `out`.
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) {
         let mut state = self.take_state();
+        self.encode_with_state(text, out, &mut state);
+        self.give_state(state);
+    }
+
+    /// [`FastBpe::encode_into`] with a cache the caller took.
+    fn encode_with_state(&self, text: &str, out: &mut Vec<u32>, state: &mut State) {
         // Special tokens left as text need no search when every added token is special.
         let skip = !self.split_specials;
         let nothing_to_match = self.added.is_empty() || skip && self.added.all_special();
         if !nothing_to_match {
             self.added.split(text, skip, |part| match part {
                 Part::Token(id) => out.push(id),
-                Part::Text(a, b) => self.encode_stretch(&text[a..b], a == 0, out, &mut state),
+                Part::Text(a, b) => self.encode_stretch(&text[a..b], a == 0, out, state),
             });
         } else {
-            self.encode_stretch(text, true, out, &mut state);
+            self.encode_stretch(text, true, out, state);
         }
-        self.give_state(state);
     }
 
     /// A stretch of text between added tokens: normalized, cut at the added tokens matched in
@@ -698,6 +701,21 @@ impl<I: Iterator<Item = usize>> Cursor for Replay<I> {
 impl Tokenizer for FastBpe {
     fn encode(&self, text: &str, out: &mut Vec<u32>) -> std::result::Result<(), String> {
         self.encode_into(text, out);
+        Ok(())
+    }
+
+    fn encode_each(
+        &self,
+        texts: &[&str],
+        out: &mut Vec<u32>,
+        ends: &mut Vec<u64>,
+    ) -> std::result::Result<(), (usize, String)> {
+        let mut state = self.take_state();
+        for text in texts {
+            self.encode_with_state(text, out, &mut state);
+            ends.push(out.len() as u64);
+        }
+        self.give_state(state);
         Ok(())
     }
 

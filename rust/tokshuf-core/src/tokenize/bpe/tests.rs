@@ -176,19 +176,18 @@ fn batch_is_the_same_for_any_thread_count() {
     let texts: Vec<&str> = owned.iter().map(String::as_str).collect();
     assert!(owned.iter().map(String::len).sum::<usize>() > 3 << 20, "several chunks of work");
     let cancel = crate::Cancel::new();
-    let one = enc.encode_batch(&texts, Some(1), &cancel).unwrap();
+    let batch = |e: &FastBpe, threads, cancel| crate::tokenize::encode_many(e, &texts, Some(threads), cancel);
+    let one = batch(enc, 1, &cancel).unwrap();
     // Cold encoders whose threads learn at once: one with room for everything, and one whose
     // shared arena is full at once, so that the threads' own tables learn too.
     let cold = FastBpe::from_tiktoken("cl100k_base").unwrap();
     let tiny =
         CacheConfig { short_slots: 16, short_arena_ids: 16, thread_slots: 64, long_bytes: 4096, long_max_piece: 64 };
     let small = FastBpe::from_tiktoken("cl100k_base").unwrap().with_cache(tiny);
-    for two in
-        [cold.encode_batch(&texts, Some(2), &cancel).unwrap(), small.encode_batch(&texts, Some(2), &cancel).unwrap()]
-    {
+    for two in [batch(&cold, 2, &cancel).unwrap(), batch(&small, 2, &cancel).unwrap()] {
         assert_eq!(one, two);
     }
-    let two = enc.encode_batch(&texts, Some(2), &cancel).unwrap();
+    let two = batch(enc, 2, &cancel).unwrap();
     assert_eq!(one, two);
     assert_eq!(one.offsets.len(), texts.len() + 1);
     for (i, t) in texts.iter().enumerate().step_by(97) {
@@ -197,7 +196,7 @@ fn batch_is_the_same_for_any_thread_count() {
     }
     let cancelled = crate::Cancel::new();
     cancelled.cancel();
-    assert!(enc.encode_batch(&texts, Some(2), &cancelled).is_err());
+    assert!(batch(enc, 2, &cancelled).is_err());
 }
 
 #[test]
