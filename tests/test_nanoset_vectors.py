@@ -11,7 +11,7 @@ import pytest
 from conftest import MEGATRON
 
 from tokshuf import _core
-from tokshuf.nanoset.dataset import as_numpy
+from tokshuf._arrays import as_numpy
 
 VECTORS: dict[str, list[dict[str, Any]]] = json.loads((MEGATRON / "vectors" / "vectors.json").read_text())
 

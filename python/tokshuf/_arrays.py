@@ -15,6 +15,11 @@ def view(buf: _core.MappedBuffer, dtype: type[Any]) -> npt.NDArray[Any]:
     return np.frombuffer(buf, dtype)  # type: ignore[call-overload]
 
 
+def as_numpy(arr: _core.IndexArray) -> npt.NDArray[Any]:
+    """A read-only numpy view of a native array (no copy; its ``base`` keeps the array alive)."""
+    return np.frombuffer(arr, dtype=arr.dtype).reshape(arr.shape)  # type: ignore[call-overload]
+
+
 def u64(buf: _core.MappedBuffer) -> npt.NDArray[np.uint64]:
     return view(buf, np.uint64)
 

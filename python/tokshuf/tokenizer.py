@@ -204,10 +204,11 @@ class Tokenizer:
         """``(ids, offsets)``: every text's ids concatenated (uint32) and ``len(texts) + 1`` offsets
         (int64), text ``i`` being ``ids[offsets[i]:offsets[i + 1]]``. No Python int per token."""
         ids, offsets = self._core.encode_batch_flat(_str_list(texts), num_threads)
-        import numpy as np  # here, so that `tokshuf preprocess` starts without numpy
+        # Here, so that `tokshuf preprocess` starts without numpy.
+        from tokshuf._arrays import as_numpy
 
-        # Views of the arrays the core filled (no copy); their `base` keeps them alive.
-        return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(offsets, dtype=np.int64)
+        # Views of the arrays the core filled (no copy).
+        return as_numpy(ids), as_numpy(offsets)
 
     def _native(self) -> _Native:
         return self._core

@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 
 from tokshuf import _core
+from tokshuf._arrays import as_numpy
 from tokshuf.errors import ConfigError
 from tokshuf.nanoset.config import NanosetConfig
-from tokshuf.nanoset.dataset import Nanoset, SampleDataset, as_numpy
+from tokshuf.nanoset.dataset import Nanoset, SampleDataset
 
 __all__ = ["BlendedNanoset"]
 

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _cache, _core
+from tokshuf._arrays import as_numpy
 from tokshuf._deprecation import renamed_parameters
 from tokshuf._storage import local_prefix
 from tokshuf.nanoset.config import NanosetConfig
@@ -23,11 +24,6 @@ from tokshuf.nanoset.megatron_item import megatron_item
 __all__ = ["Nanoset", "SampleDataset"]
 
 GPT_ARRAYS = ("document_index", "sample_index", "shuffle_index")
-
-
-def as_numpy(arr: _core.IndexArray) -> npt.NDArray[Any]:
-    """A read-only numpy view of a native index array (no copy)."""
-    return np.frombuffer(arr, dtype=arr.dtype).reshape(arr.shape)  # type: ignore[call-overload]
 
 
 def from_numpy(a: npt.NDArray[Any]) -> _core.IndexArray:
