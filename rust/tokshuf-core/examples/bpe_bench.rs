@@ -87,6 +87,10 @@ fn main() {
         if let Some(mib) = std::env::var("CACHE_MIB").ok().and_then(|v| v.parse::<usize>().ok()) {
             enc = enc.with_cache(CacheConfig::with_budget(mib << 20));
         }
+        // `SHORT_SLOTS=N`: the shared table's slots, the rest as by default.
+        if let Some(slots) = std::env::var("SHORT_SLOTS").ok().and_then(|v| v.parse::<usize>().ok()) {
+            enc = enc.with_cache(CacheConfig { short_slots: slots, ..CacheConfig::default() });
+        }
         let load = t.elapsed().as_secs_f64();
         let c = cpu_time();
         enc.split("é"); // build the Unicode table outside the measurement

@@ -131,6 +131,10 @@ impl PyTokenizer {
 
 /// Texts shorter than this are encoded without releasing the GIL.
 const DETACH_BYTES: usize = 4096;
+/// Batches up to this size are encoded on the calling thread with the GIL released (a fraction of
+/// a second: Ctrl-C is seen once it returns); larger ones through [`run_detached`], which polls
+/// for Ctrl-C while another thread works.
+const INLINE_MAX_BYTES: usize = 8 << 20;
 
 /// Encode Python strings with the GIL released: their UTF-8 is borrowed, not copied (the
 /// `Bound`s keep the strings alive whatever other threads do to the sequence they came from).
@@ -141,8 +145,12 @@ pub fn encode_texts(
     threads: Option<usize>,
 ) -> PyResult<EncodedTexts> {
     let strs: Vec<&str> = texts.iter().map(|t| t.to_str()).collect::<PyResult<_>>()?;
-    if strs.iter().map(|s| s.len()).sum::<usize>() < DETACH_BYTES {
+    let bytes: usize = strs.iter().map(|s| s.len()).sum();
+    if bytes < DETACH_BYTES {
         return encode_many(tokenizer, &strs, Some(1), &Cancel::new()).into_py(py);
+    }
+    if bytes <= INLINE_MAX_BYTES {
+        return py.detach(|| encode_many(tokenizer, &strs, threads, &Cancel::new())).into_py(py);
     }
     run_detached(py, move |cancel| encode_many(tokenizer, &strs, threads, cancel))
 }

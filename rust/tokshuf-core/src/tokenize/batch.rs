@@ -4,10 +4,12 @@
 //! Consecutive texts are grouped into chunks of about the same number of bytes (a few per thread,
 //! so that one slow chunk does not leave a core idle), each chunk is encoded by one thread in one
 //! [`Tokenizer::encode_each`] call (one cache borrow for the chunk, not one per text), and the
-//! chunks' ids are gathered into one buffer in parallel. With one thread, or little text, the
-//! texts are encoded straight into the output on the calling thread.
+//! chunks' ids are gathered into one buffer in parallel. The calling thread is one of the
+//! workers. With one thread, or little text, the texts are encoded straight into the output on
+//! the calling thread.
 
-use rayon::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use super::Tokenizer;
 use crate::cancel::Cancel;
@@ -22,6 +24,11 @@ pub struct EncodedTexts {
     /// Start of each text's ids, plus the total at the end.
     pub offsets: Vec<u64>,
 }
+
+/// One chunk's ids and the number of ids after each of its texts.
+type Part = (Vec<u32>, Vec<u64>);
+/// Where a part's ids go in the output, and the ids.
+type Copy<'a> = (&'a mut [std::mem::MaybeUninit<u32>], &'a [u32]);
 
 /// Below this many bytes in all, a batch is encoded on the calling thread.
 const PARALLEL_MIN_BYTES: usize = 64 << 10;
@@ -49,20 +56,36 @@ pub fn encode_many<S: AsRef<str> + Sync>(
         return Ok(out);
     }
     let bounds = chunk_bounds(texts, bytes, threads);
-    let parts: Vec<(Vec<u32>, Vec<u64>)> = crate::parallel::pool(Some(threads)).install(|| {
-        bounds
-            .par_windows(2)
-            .map(|w| {
-                cancel.check()?;
-                let chunk = &texts[w[0]..w[1]];
-                let room = chunk.iter().map(|t| t.as_ref().len()).sum::<usize>() / 4 + 1;
-                let (mut ids, mut ends) = (Vec::with_capacity(room), Vec::with_capacity(chunk.len()));
-                encode_chunk(tokenizer, chunk, w[0], &mut ids, &mut ends)?;
-                Ok((ids, ends))
-            })
-            .collect::<Result<Vec<_>>>()
-    })?;
-    Ok(gather(parts, texts.len()))
+    let chunks = bounds.len() - 1;
+    // The calling thread works too, beside `threads - 1` jobs on the pool: each takes the next
+    // chunk until none is left (no thread waits for another to start, or for a chunk handed to a
+    // busy one).
+    let next = AtomicUsize::new(0);
+    let done: Vec<OnceLock<Result<Part>>> = (0..chunks).map(|_| OnceLock::new()).collect();
+    let work = || loop {
+        let c = next.fetch_add(1, Ordering::Relaxed);
+        if c >= chunks {
+            break;
+        }
+        let result = cancel.check().and_then(|()| {
+            let chunk = &texts[bounds[c]..bounds[c + 1]];
+            let room = chunk.iter().map(|t| t.as_ref().len()).sum::<usize>() / 4 + 1;
+            let (mut ids, mut ends) = (Vec::with_capacity(room), Vec::with_capacity(chunk.len()));
+            encode_chunk(tokenizer, chunk, bounds[c], &mut ids, &mut ends)?;
+            Ok((ids, ends))
+        });
+        let _ = done[c].set(result);
+    };
+    let pool = crate::parallel::pool(Some(threads));
+    pool.in_place_scope(|s| {
+        for _ in 1..threads.min(chunks) {
+            s.spawn(|_| work());
+        }
+        work();
+    });
+    let parts =
+        done.into_iter().map(|d| d.into_inner().expect("every chunk is encoded")).collect::<Result<Vec<_>>>()?;
+    Ok(gather(&pool, parts, texts.len(), threads))
 }
 
 /// Encode `texts` (the first being text number `first` of the batch) onto `ids`, which is empty,
@@ -103,8 +126,9 @@ fn chunk_bounds<S: AsRef<str>>(texts: &[S], bytes: usize, threads: usize) -> Vec
     bounds
 }
 
-/// The chunks' ids in one buffer (copied in parallel on the current pool) and their offsets.
-fn gather(parts: Vec<(Vec<u32>, Vec<u64>)>, texts: usize) -> EncodedTexts {
+/// The chunks' ids in one buffer (copied by `threads` threads, the caller one of them) and their
+/// offsets.
+fn gather(pool: &rayon::ThreadPool, parts: Vec<Part>, texts: usize, threads: usize) -> EncodedTexts {
     let total: usize = parts.iter().map(|p| p.0.len()).sum();
     let mut offsets = Vec::with_capacity(texts + 1);
     offsets.push(0u64);
@@ -114,17 +138,39 @@ fn gather(parts: Vec<(Vec<u32>, Vec<u64>)>, texts: usize) -> EncodedTexts {
         base += ids.len() as u64;
     }
     let mut ids: Vec<u32> = Vec::with_capacity(total);
+    // Each part's destination, then the parts dealt to the threads in runs of about equal size.
     let mut rest = &mut ids.spare_capacity_mut()[..total];
-    let mut dests = Vec::with_capacity(parts.len());
+    let mut copies: Vec<Copy<'_>> = Vec::with_capacity(parts.len());
     for (part, _) in &parts {
-        let (dest, tail) = rest.split_at_mut(part.len());
-        dests.push(dest);
+        let (dest, tail) = std::mem::take(&mut rest).split_at_mut(part.len());
+        copies.push((dest, part));
         rest = tail;
     }
-    dests.into_par_iter().zip(parts.par_iter()).for_each(|(dest, (src, _))| {
-        for (d, &s) in dest.iter_mut().zip(src) {
-            d.write(s);
+    let share = total.div_ceil(threads.max(1)).max(1);
+    let mut groups: Vec<Vec<Copy<'_>>> = vec![Vec::new()];
+    let mut acc = 0;
+    for copy in copies {
+        if acc >= share {
+            groups.push(Vec::new());
+            acc = 0;
         }
+        acc += copy.1.len();
+        groups.last_mut().expect("one group").push(copy);
+    }
+    let copy = |group: Vec<Copy<'_>>| {
+        for (dest, src) in group {
+            for (d, &s) in dest.iter_mut().zip(src) {
+                d.write(s);
+            }
+        }
+    };
+    let mut groups = groups.into_iter();
+    let first = groups.next().expect("one group");
+    pool.in_place_scope(|s| {
+        for group in groups {
+            s.spawn(move |_| copy(group));
+        }
+        copy(first);
     });
     // SAFETY: the destinations cover the first `total` elements exactly, and each was written.
     unsafe { ids.set_len(total) };
@@ -179,7 +225,7 @@ mod tests {
         texts[157] = "bad!".into();
         for threads in [1, 2, 4] {
             let e = encode_many(&Picky, &texts, Some(threads), &Cancel::new()).unwrap_err().to_string();
-            assert!(e.contains("line 158") && e.contains("no ! in"), "{threads} threads: {e}");
+            assert!(e.contains(":158:") && e.contains("no ! in"), "{threads} threads: {e}");
         }
     }
 
