@@ -28,7 +28,7 @@ pub struct EncodedTexts {
 /// One chunk's ids and the number of ids after each of its texts.
 type Part = (Vec<u32>, Vec<u64>);
 /// Where a part's ids go in the output, and the ids.
-type Copy<'a> = (&'a mut [std::mem::MaybeUninit<u32>], &'a [u32]);
+type Placement<'a> = (&'a mut [std::mem::MaybeUninit<u32>], &'a [u32]);
 
 /// Below this many bytes in all, a batch is encoded on the calling thread.
 const PARALLEL_MIN_BYTES: usize = 64 << 10;
@@ -140,14 +140,14 @@ fn gather(pool: &rayon::ThreadPool, parts: Vec<Part>, texts: usize, threads: usi
     let mut ids: Vec<u32> = Vec::with_capacity(total);
     // Each part's destination, then the parts dealt to the threads in runs of about equal size.
     let mut rest = &mut ids.spare_capacity_mut()[..total];
-    let mut copies: Vec<Copy<'_>> = Vec::with_capacity(parts.len());
+    let mut copies: Vec<Placement<'_>> = Vec::with_capacity(parts.len());
     for (part, _) in &parts {
         let (dest, tail) = std::mem::take(&mut rest).split_at_mut(part.len());
         copies.push((dest, part));
         rest = tail;
     }
     let share = total.div_ceil(threads.max(1)).max(1);
-    let mut groups: Vec<Vec<Copy<'_>>> = vec![Vec::new()];
+    let mut groups: Vec<Vec<Placement<'_>>> = vec![Vec::new()];
     let mut acc = 0;
     for copy in copies {
         if acc >= share {
@@ -157,7 +157,7 @@ fn gather(pool: &rayon::ThreadPool, parts: Vec<Part>, texts: usize, threads: usi
         acc += copy.1.len();
         groups.last_mut().expect("one group").push(copy);
     }
-    let copy = |group: Vec<Copy<'_>>| {
+    let copy = |group: Vec<Placement<'_>>| {
         for (dest, src) in group {
             for (d, &s) in dest.iter_mut().zip(src) {
                 d.write(s);
