@@ -222,6 +222,12 @@ EDGE_CASES = [
     "👩\u200d👩\u200d👧\u200d👦" * 500,
     "<|endoftext|>" * 100,
     "\x00\x01\x7f\ufeff\ufffd",
+    # Pieces of 64 KiB and more merge through a bucket queue instead of a binary heap.
+    "a" * 70_000,
+    " " * 70_000 + "x",
+    "\n" * 66_000,
+    "".join("etaoinshrdlu"[(i * i + 7 * i) % 12] for i in range(80_000)),
+    "中文字" * 25_000,
 ]
 
 

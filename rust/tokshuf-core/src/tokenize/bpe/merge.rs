@@ -455,11 +455,29 @@ fn heap(
     for i in 0..n - 1 {
         let (prio, merged) = vocab.merge_bytes(piece[i], piece[i + 1]);
         (nodes[i].prio, nodes[i].merged) = (prio, merged);
-        if prio != u32::MAX {
-            heap.push(Reverse(u64::from(prio) << 32 | i as u64));
+    }
+    if n >= BUCKETS_MIN {
+        queue_loop(vocab, ranks, piece, out, nodes, &mut Buckets::new(vocab.id_bound() as usize));
+    } else {
+        queue_loop(vocab, ranks, piece, out, nodes, heap);
+    }
+}
+
+/// Queue the nodes' candidate merges, then merge.
+fn queue_loop(
+    vocab: &Vocab,
+    ranks: &impl RankTable,
+    piece: &[u8],
+    out: &mut Vec<u32>,
+    nodes: &mut [Node],
+    q: &mut impl Queue,
+) {
+    for (i, node) in nodes.iter().enumerate() {
+        if node.prio != u32::MAX {
+            q.push(node.prio, i as u32);
         }
     }
-    heap_loop(vocab, ranks, piece, out, nodes, heap);
+    heap_loop(vocab, ranks, piece, out, nodes, q);
 }
 
 /// Merge the linked `nodes` (indexed by their start byte; the first at 0) with the candidate
@@ -470,28 +488,42 @@ fn heap_loop(
     piece: &[u8],
     out: &mut Vec<u32>,
     nodes: &mut [Node],
-    heap: &mut BinaryHeap<Reverse<u64>>,
+    heap: &mut impl Queue,
 ) {
     let n = piece.len();
+    // A merge is a function of the ids of its two parts, and a long piece asks about the same
+    // pairs again and again (a run of one character, the syllables of a long word): they are
+    // remembered here, so that most answers come from this small table rather than from a miss in
+    // the large ones each time.
+    let memo_bits = n.next_power_of_two().trailing_zeros().clamp(6, 12);
+    let mut memo = vec![(u64::MAX, 0u64); 1 << memo_bits];
+    let mut pair_merge = |a: usize, c: usize, l: u32, r: u32| {
+        let key = u64::from(l) << 32 | u64::from(r);
+        let slot = &mut memo[(key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - memo_bits)) as usize];
+        if slot.0 != key {
+            let (prio, merged) = merge(vocab, ranks, piece, a, c, l, r);
+            *slot = (key, u64::from(prio) << 32 | u64::from(merged));
+        }
+        ((slot.1 >> 32) as u32, slot.1 as u32)
+    };
     // Nodes are indexed by their start byte, which a merge keeps for the left node, so the heap
     // key (priority, index) orders equal priorities leftmost first.
-    let rate = |nodes: &mut [Node], heap: &mut BinaryHeap<Reverse<u64>>, i: u32| {
+    let mut rate = |nodes: &mut [Node], heap: &mut _, i: u32| {
         let l = nodes[i as usize];
         let (prio, merged) = if l.next == NONE {
             (u32::MAX, 0)
         } else {
             let r = nodes[l.next as usize];
             let end = if r.next == NONE { n } else { r.next as usize };
-            merge(vocab, ranks, piece, l.start as usize, end, l.id, r.id)
+            pair_merge(l.start as usize, end, l.id, r.id)
         };
         nodes[i as usize].prio = prio;
         nodes[i as usize].merged = merged;
         if prio != u32::MAX {
-            heap.push(Reverse(u64::from(prio) << 32 | u64::from(i)));
+            Queue::push(heap, prio, i);
         }
     };
-    while let Some(Reverse(key)) = heap.pop() {
-        let (prio, i) = ((key >> 32) as u32, key as u32);
+    while let Some((prio, i)) = Queue::pop(heap) {
         let node = nodes[i as usize];
         // Stale entries: the node was absorbed (prio reset below) or its pair changed, and a
         // changed pair always has a different priority (its merged bytes differ).
@@ -516,6 +548,132 @@ fn heap_loop(
     while i != NONE {
         out.push(nodes[i as usize].id);
         i = nodes[i as usize].next;
+    }
+}
+
+/// The candidate merges of the heap path: popped lowest priority first, leftmost (lowest
+/// index) first among equals. Entries may be stale; the loop checks them.
+trait Queue {
+    fn push(&mut self, prio: u32, i: u32);
+    fn pop(&mut self) -> Option<(u32, u32)>;
+}
+
+impl Queue for BinaryHeap<Reverse<u64>> {
+    #[inline]
+    fn push(&mut self, prio: u32, i: u32) {
+        BinaryHeap::push(self, Reverse(u64::from(prio) << 32 | u64::from(i)));
+    }
+    #[inline]
+    fn pop(&mut self) -> Option<(u32, u32)> {
+        BinaryHeap::pop(self).map(|Reverse(key)| ((key >> 32) as u32, key as u32))
+    }
+}
+
+/// Pieces of at least this many bytes queue their merges in [`Buckets`]: a binary heap of
+/// millions of entries misses the CPU caches at every level of every pop (a 10 MB run of one
+/// character took 17 times as long as a 1 MB one).
+const BUCKETS_MIN: usize = 1 << 16;
+
+/// A bucket queue: one list of entries per priority, so that a push or a pop touches a few cache
+/// lines whatever the number of entries. The lowest non-empty bucket is taken whole, sorted by
+/// index (its entries were mostly pushed in that order already), and popped in that order. A
+/// merge never creates a candidate of the priority being popped (that would be the token it just
+/// made, spelled longer); one of a lower priority (possible with some vocabularies) is taken
+/// before the rest of the bucket being popped, which waits on a stack.
+#[derive(Default)]
+struct Buckets {
+    /// First and last entry of each priority's list (`NONE`: empty).
+    head: Vec<u32>,
+    tail: Vec<u32>,
+    /// `(index, next entry of the same list)`.
+    entries: Vec<(u32, u32)>,
+    /// No bucket below this one holds entries.
+    low: usize,
+    /// Buckets taken and not popped to their end, the lowest priority last: `(priority, sorted
+    /// indices, how many were popped)`.
+    taken: Vec<(u32, Vec<u32>, usize)>,
+}
+
+impl Buckets {
+    fn new(priorities: usize) -> Buckets {
+        Buckets { head: vec![NONE; priorities], tail: vec![NONE; priorities], ..Buckets::default() }
+    }
+
+    fn append(&mut self, prio: u32, i: u32) {
+        let p = prio as usize;
+        if p >= self.head.len() {
+            self.head.resize(p + 1, NONE);
+            self.tail.resize(p + 1, NONE);
+        }
+        let e = u32::try_from(self.entries.len()).expect("fewer than 2^32 entries");
+        self.entries.push((i, NONE));
+        match self.tail[p] {
+            NONE => self.head[p] = e,
+            t => self.entries[t as usize].1 = e,
+        }
+        self.tail[p] = e;
+        self.low = self.low.min(p);
+    }
+
+    /// Empty bucket `p` into a sorted list.
+    fn take(&mut self, p: usize) -> Vec<u32> {
+        let mut list = Vec::new();
+        let mut e = self.head[p];
+        while e != NONE {
+            let (i, next) = self.entries[e as usize];
+            list.push(i);
+            e = next;
+        }
+        (self.head[p], self.tail[p]) = (NONE, NONE);
+        if !list.is_sorted() {
+            list.sort_unstable();
+        }
+        list
+    }
+}
+
+impl Queue for Buckets {
+    fn push(&mut self, prio: u32, i: u32) {
+        if let Some((p, list, at)) = self.taken.last_mut() {
+            if *p == prio {
+                let at = *at + list[*at..].partition_point(|&x| x < i);
+                list.insert(at, i);
+                return;
+            }
+        }
+        self.append(prio, i);
+    }
+
+    fn pop(&mut self) -> Option<(u32, u32)> {
+        loop {
+            while self.taken.last().is_some_and(|(_, list, at)| *at == list.len()) {
+                self.taken.pop();
+            }
+            while self.low < self.head.len() && self.head[self.low] == NONE {
+                self.low += 1;
+            }
+            let bucket = (self.low < self.head.len()).then_some(self.low);
+            match (self.taken.last_mut(), bucket) {
+                (Some((p, ..)), Some(b)) if b as u32 == *p => {
+                    // Entries of this priority pushed while it waited: merged in, in order.
+                    let more = self.take(b);
+                    let (_, list, at) = self.taken.last_mut().expect("a taken bucket");
+                    let mut rest = list.split_off(*at);
+                    rest.extend(more);
+                    rest.sort_unstable();
+                    (*list, *at) = (rest, 0);
+                }
+                (Some((p, list, at)), b) if b.is_none_or(|b| b as u32 > *p) => {
+                    *at += 1;
+                    return Some((*p, list[*at - 1]));
+                }
+                (_, Some(b)) => {
+                    let list = self.take(b);
+                    self.taken.push((b as u32, list, 0));
+                }
+                (_, None) => return None,
+            }
+        }
     }
 }
 
@@ -601,6 +759,69 @@ mod tests {
         assert_eq!(both(&v, b"xbc"), vec![u32::from(b'x'), 257]);
         // "zz" is in the seeded table as a learned two-token piece, which is no token to merge to.
         assert_eq!(both(&v, b"zzab"), vec![u32::from(b'z'), u32::from(b'z'), 256]);
+    }
+
+    proptest::proptest! {
+        /// Buckets pop what a binary heap of `(priority, index)` pops, whatever the pushes.
+        #[test]
+        fn buckets_pop_as_a_heap_does(ops in proptest::collection::vec((0u32..12, 0u32..40, 0u8..3), 0..300)) {
+            let mut heap = BinaryHeap::new();
+            let mut buckets = Buckets::new(4);
+            for (prio, i, pops) in ops {
+                Queue::push(&mut heap, prio, i);
+                Queue::push(&mut buckets, prio, i);
+                for _ in 0..pops {
+                    proptest::prop_assert_eq!(Queue::pop(&mut heap), Queue::pop(&mut buckets));
+                }
+            }
+            loop {
+                let (a, b) = (Queue::pop(&mut heap), Queue::pop(&mut buckets));
+                proptest::prop_assert_eq!(a, b);
+                if a.is_none() {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// A piece merged with its candidates in a binary heap and in buckets.
+    fn both_queues(v: &Vocab, piece: &[u8]) -> Vec<u32> {
+        let mut s = MergeScratch::default();
+        let mut a = Vec::new();
+        heap(v, v.short_table(), piece, &mut a, &mut s.nodes, &mut s.heap);
+        let mut b = Vec::new();
+        queue_loop(v, v.short_table(), piece, &mut b, &mut s.nodes, &mut Buckets::new(1));
+        assert_eq!(a, b, "heap and buckets differ on a piece of {} bytes", piece.len());
+        a
+    }
+
+    #[test]
+    fn long_pieces_merge_alike_in_a_heap_and_in_buckets() {
+        let v = toy(&["aa", "aaaa", "ab", "ba", "aaaaaaaa", "bab", "aab", "baa", "bb", "abab"]);
+        let mut x = 7u64;
+        for n in [2, 3, 100, 1000, 5000] {
+            for kind in 0..3 {
+                let s: Vec<u8> = (0..n)
+                    .map(|i| {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        match kind {
+                            0 => b'a',
+                            1 => {
+                                if i % 7 == 3 {
+                                    b'b'
+                                } else {
+                                    b'a'
+                                }
+                            }
+                            _ => b"ab"[(x >> 60) as usize & 1],
+                        }
+                    })
+                    .collect();
+                let ids = both_queues(&v, &s);
+                let decoded: Vec<u8> = ids.iter().flat_map(|&i| v.token(i).to_vec()).collect();
+                assert_eq!(decoded, s);
+            }
+        }
     }
 
     #[test]
