@@ -296,7 +296,7 @@ def test_megatrons_remaining_preprocess_flags_paste_in(tmp_path: Path, capsys: A
 
 def test_dclm_command_lines_paste_in_and_say_which_ids_pad(tmp_path: Path, capsys: Any) -> None:
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({"text": "doc %d " % i * 7}) + "\n" for i in range(30)))
+    src.write_text("".join(json.dumps({"text": f"doc {i} " * 7}) + "\n" for i in range(30)))
 
     def run(name: str, *flags: str) -> tuple[int, str, str]:
         args = ["shuffle", "--input", str(src), "--local-cell-dir", str(tmp_path / f"c-{name}")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -55,7 +56,13 @@ def write_summary(summary: Mapping[str, Any] | list[Any], target: PathLike) -> s
             _core.upload(local, t)
         return t
     tmp_path = f"{t}.tmp-{os.getpid()}"
-    with open(tmp_path, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp_path, t)
+    try:
+        with open(tmp_path, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp_path, t)
+    except BaseException:
+        # A failed write (the target a directory, a full disk, Ctrl-C) leaves nothing behind.
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_path)
+        raise
     return t

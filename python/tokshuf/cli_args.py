@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tokshuf._limits import COUNT_MAX, ID_MAX, MAX_SEQUENCE_LENGTH, MAX_THREADS, out_of_range
 
@@ -405,7 +405,12 @@ def setup_logging(quiet: bool) -> None:
     import logging
 
     logger = logging.getLogger("tokshuf")
-    if not any(getattr(h, "_tokshuf_cli", False) for h in logger.handlers):
+    ours = [h for h in logger.handlers if getattr(h, "_tokshuf_cli", False)]
+    if ours:
+        # The stderr of this call (main() run again in one process, e.g. under a test's capture;
+        # not setStream, which flushes the old stream, perhaps closed by now).
+        cast(logging.StreamHandler[Any], ours[0]).stream = sys.stderr
+    else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("tokshuf: %(levelname)s: %(message)s"))
         handler._tokshuf_cli = True  # type: ignore[attr-defined]
