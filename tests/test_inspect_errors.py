@@ -8,6 +8,10 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import resource
+import signal
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -140,13 +144,35 @@ def test_verify_fails_the_command_when_it_finds_problems(tmp_path: Path, shards:
     assert code == 0
 
 
-def test_a_failed_summary_write_leaves_no_temporary(tmp_path: Path, dataset: Path, capsys: Any) -> None:
+def test_a_summary_path_that_is_a_directory_is_refused(tmp_path: Path, dataset: Path, capsys: Any) -> None:
     target = tmp_path / "out"
     target.mkdir()
     code, _, err = run(capsys, str(dataset), "--summary", str(target))
     assert code == 1
-    assert "Is a directory" in err
+    assert f"the summary's path is a directory: '{target}'" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def _small_files() -> None:
+    # Writes past 100 bytes fail with EFBIG (instead of the signal that would kill the process).
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+
+def test_a_failed_summary_write_leaves_no_temporary(tmp_path: Path, dataset: Path) -> None:
+    out = tmp_path / "reports"
+    out.mkdir()
+    run = subprocess.run(
+        [sys.executable, "-m", "tokshuf", "inspect", str(dataset), "--summary", str(out / "s.json")],
+        capture_output=True,
+        text=True,
+        preexec_fn=_small_files,
+        check=False,
+    )
+    assert run.returncode == 1, run.stderr
+    assert "File too large" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert list(out.iterdir()) == []
 
 
 def test_a_shuffle_output_in_object_storage(

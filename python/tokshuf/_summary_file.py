@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -55,6 +56,8 @@ def write_summary(summary: Mapping[str, Any] | list[Any], target: PathLike) -> s
                 f.write(text)
             _core.upload(local, t)
         return t
+    if os.path.isdir(t):
+        raise IsADirectoryError(errno.EISDIR, "the summary's path is a directory", t)
     tmp_path = f"{t}.tmp-{os.getpid()}"
     try:
         with open(tmp_path, "w", encoding="utf-8") as f:
