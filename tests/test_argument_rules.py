@@ -92,6 +92,23 @@ def test_offsets_and_lengths_are_integers(indexed: Any) -> None:
         ds.get(0, length="1")
 
 
+def test_nanoset_samples_index_as_python_does(indexed: Any) -> None:
+    ds, _ = indexed
+    train = tokshuf.build_nanosets(
+        tokshuf.NanosetConfig(ds.prefix, sequence_length=4, split="1,0,0", cache_dir=False),
+        num_samples=(10, None, None),
+    )[0]
+    assert train is not None
+    n = len(train)
+    assert np.array_equal(train[-1]["input_ids"], train[n - 1]["input_ids"])
+    assert np.array_equal(train[np.int64(-n)]["input_ids"], train[0]["input_ids"])
+    with pytest.raises(IndexError, match=rf"sample {n} is out of range for the {n} samples"):
+        train[n]
+    for bad in (True, 1.0, "1"):
+        with pytest.raises(TypeError, match="indices must be integers"):
+            train[bad]
+
+
 # -- one rule for the command line and the API -------------------------------------------------
 
 
