@@ -222,6 +222,26 @@ def test_stream_arguments_follow_the_rules(kwargs: dict[str, Any], match: str) -
         make_stream(Path(tmp), CORPUS, **kwargs)
 
 
+def test_loader_config_and_handlers_follow_the_rules(tmp_path: Path) -> None:
+    from tokshuf.stream import LoaderConfig
+    from tokshuf.stream.config import build_stream
+    from tokshuf.stream.handlers import NpyHandler
+
+    with pytest.raises(ConfigError, match=r"^eos_token_id must be between 0 and 4294967295, got -1"):
+        NpyHandler(eos_token_id=-1)
+    with pytest.raises(ConfigError, match=r"^eos_token_id must be an integer, got float"):
+        NpyHandler(eos_token_id=0.5)
+    with scratch() as tmp:
+        make_stream(Path(tmp), CORPUS)  # writes sub-dataset directories under tmp
+        for bad, match in (
+            ({"strip_tokens": [3, 1.5]}, "strip_tokens"),
+            ({"seq_length": 8.0}, "sequence_length"),
+        ):
+            cfg = LoaderConfig(data_path=tmp, file_type="bin", eos_token=1, **bad)  # type: ignore[arg-type]
+            with pytest.raises(ConfigError, match=rf"^{match} must be an integer"):
+                build_stream(cfg)
+
+
 def test_stream_takes_numpy_integers() -> None:
     with scratch() as tmp:
         s = make_stream(
@@ -297,6 +317,16 @@ def test_instances_take_numpy_integers(token_file: Path) -> None:
     assert type(b.sequence_length) is int
     assert a.fingerprint == b.fingerprint
     assert np.array_equal(a.get_batch([0, 1])["input_ids"], b.get_batch([0, 1])["input_ids"])
+
+
+def test_token_file_dtypes_follow_the_rules(token_file: Path) -> None:
+    from tokshuf import olmo_tokens
+    from tokshuf._inspect.olmo import inspect_token_file
+
+    with pytest.raises(ConfigError, match=r"^token dtype must be an integer dtype .*got 'bogus'"):
+        olmo_tokens.read_tokens(token_file, "bogus")
+    with pytest.raises(ConfigError, match=r"^dtype must be an integer dtype .*got 'float32'"):
+        inspect_token_file(token_file, dtype="float32")
 
 
 PACK_AT_THE_BOUND = """
