@@ -256,3 +256,72 @@ def test_use_tiktoken_is_accepted_and_names_tokshuf_rust_files(tmp_path: Path) -
     )
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "o" / "manifest.jsonl").is_file()
+
+
+def _documents(ds: Path) -> list[list[int]]:
+    d = tokshuf.IndexedDataset(ds)
+    return [[int(t) for s in d.document(k) for t in s] for k in range(d.num_documents)]
+
+
+def test_megatrons_remaining_preprocess_flags_paste_in(tmp_path: Path, capsys: Any) -> None:
+    docs = [{"text": f"line {i} " * (i % 5 + 1)} for i in range(40)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(d) + "\n" for d in docs))
+
+    def run(name: str, *flags: str) -> tuple[list[list[int]], str]:
+        args = ["preprocess", "--input", str(src), "--output-prefix", str(tmp_path / name), "--workers", "2"]
+        assert main([*args, "--tokenizer", "byte", "--progress", "none", *flags]) == 0
+        return _documents(tmp_path / f"{name}_text_document"), capsys.readouterr().err
+
+    in_order, _ = run("one")
+    round_robin, _ = run("rr", "--partitions", "4")
+    assert round_robin != in_order  # Megatron's default with P > 1: lines 0, 4, 8, ..., then 1, 5, ...
+    # --keep-sequential-samples: contiguous blocks merged in order, i.e. the input order.
+    kept, note = run("seq", "--partitions", "4", "--keep-sequential-samples")
+    assert kept == in_order
+    assert "--keep-sequential-samples" in note
+    # Extra ids only exist in Megatron's BERT/T5 tokenizers; the benchmark flags change nothing.
+    extra, note = run("extra", "--vocab-extra-ids", "100")
+    assert extra == in_order
+    assert "--vocab-extra-ids 100 is ignored" in note
+    flags = ["--find-optimal-num-workers", "--workers-to-check", "1", "2", "--performance-dir"]
+    bench, note = run("bench", *flags, str(tmp_path / "perf"), "--max-documents", "10")
+    assert bench == in_order
+    assert "--find-optimal-num-workers, --workers-to-check, --performance-dir, --max-documents" in note
+    assert not (tmp_path / "perf").exists()
+    # --vocab-extra-ids 0 (Megatron's default) says nothing.
+    _, note = run("zero", "--vocab-extra-ids", "0")
+    assert "note" not in note
+
+
+def test_dclm_command_lines_paste_in_and_say_which_ids_pad(tmp_path: Path, capsys: Any) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": f"doc {i} " * 7}) + "\n" for i in range(30)))
+
+    def run(name: str, *flags: str) -> tuple[int, str, str]:
+        args = ["shuffle", "--input", str(src), "--local-cell-dir", str(tmp_path / f"c-{name}")]
+        args += ["--output", str(tmp_path / name), "--seqlen", "65", "--num-local-cells", "2"]
+        code = main([*args, "--progress", "none", *flags])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, err = run("retries", "--tokenizer", "byte", "--s3-retries", "3")
+    assert code == 0
+    assert "--s3-retries 3 is ignored" in err
+    # Without --special-tokens the run says which ids it used, and how to get tokshuf-rust's.
+    assert "ids (--special-tokens native, the default): EOT 0 after every document, PAD 0" in out
+    assert "padding cannot be told from it" in out
+    assert "--special-tokens dclm" in out
+    for preset in ("native", "dclm"):
+        code, out, _ = run(preset, "--tokenizer", "byte", "--special-tokens", preset)
+        assert code == 0
+        assert "--special-tokens native, the default" not in out
+    # The same bytes as naming the default.
+    assert (tmp_path / "retries" / "manifest.jsonl").read_bytes() == (
+        tmp_path / "native" / "manifest.jsonl"
+    ).read_bytes()
+    # tokshuf-rust's default tokenizer is a hub name: say what to give instead.
+    code, _, err = run("none")
+    assert code == 2
+    assert "EleutherAI/gpt-neox-20b" in err
+    assert "--special-tokens dclm" in err

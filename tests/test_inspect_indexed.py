@@ -89,7 +89,10 @@ def test_indexed_from_either_file_and_without_a_scan(tmp_path: Path) -> None:
         assert detect(given) == "indexed"
         assert tokshuf.inspect(given).documents == 200
     assert inspect_indexed(prefix, scan=False).ids is None
-    assert detect("s3://bucket/corpus_text_document") == "indexed"  # read through local copies
+    # By name where the name tells (a bare prefix in a store is looked up: tests/test_inspect_errors.py).
+    assert detect("s3://bucket/corpus_text_document.idx") == "indexed"  # read through local copies
+    assert detect("s3://bucket/shards/manifest.jsonl") == "shards"
+    assert detect("s3://bucket/shards/") == "shards"
 
 
 def test_excerpt_decodes_with_the_byte_tokenizer_and_tiktoken(tmp_path: Path) -> None:

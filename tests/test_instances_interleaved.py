@@ -94,7 +94,7 @@ def test_olmo_core_refusals_are_config_errors(tmp_path) -> None:
         ConfigError, match=r"sequence_length \(8\) must be a multiple of chunks_per_doc \(3\)"
     ):
         InterleavedFSLDataset(*paths, sequence_length=8, chunks_per_doc=3, **kw)
-    with pytest.raises(ConfigError, match=r"chunks_per_doc \(0\) must be positive"):
+    with pytest.raises(ConfigError, match=r"chunks_per_doc must be >= 1, got 0"):
         InterleavedFSLDataset(*paths, sequence_length=8, chunks_per_doc=0, **kw)
     # A file without EOS has no document: an error naming the file and the EOS, not 0 instances.
     no_eos = tmp_path / "no-eos.npy"

@@ -26,7 +26,7 @@ except tokshuf.ConfigError as e:
 """
 
 
-@pytest.mark.parametrize(("sequence_length", "samples"), [(2**40, 10), (64, 10**15)])
+@pytest.mark.parametrize(("sequence_length", "samples"), [(2**29, 10**4), (64, 10**15)])
 def test_indices_that_cannot_fit_are_a_config_error(
     tmp_path: Path, sequence_length: int, samples: int
 ) -> None:
@@ -37,3 +37,8 @@ def test_indices_that_cannot_fit_are_a_config_error(
     assert run.returncode == 3, run.stderr[-2000:]
     assert "more than this machine can allocate" in run.stdout
     assert "sequence_length" in run.stdout
+
+
+def test_a_sequence_length_past_the_bound_is_refused_before_anything_is_built() -> None:
+    with pytest.raises(tokshuf.ConfigError, match=r"sequence_length must be between 1 and 1073741824"):
+        tokshuf.NanosetConfig("x", sequence_length=2**40, cache_dir=False)

@@ -99,7 +99,7 @@ def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(ConfigError, match=r"expected one of: json\.gz, npy"):
         tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", member_format="bin")
     with pytest.raises(
-        ConfigError, match=r"context_length \(--context-length/--seqlen\) must be at least 1, got 0"
+        ConfigError, match=r"context_length \(--context-length/--seqlen\) must be >= 1, got 0"
     ):
         tokshuf.shuffle([p], tmp_path / "c", tmp_path / "o", "byte", context_length=0)
     with pytest.raises(FileNotFoundError):

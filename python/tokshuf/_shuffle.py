@@ -10,7 +10,7 @@ from typing import Any, cast, get_args
 
 from tokshuf import _core
 from tokshuf._deprecation import renamed_parameters
-from tokshuf._limits import check_num_threads
+from tokshuf._limits import MAX_SEQUENCE_LENGTH, check_num_threads, integer
 from tokshuf._log import log_run
 from tokshuf._summaries import MemberFormat, OnError, Progress, ShuffleSummary, SpecialTokenPreset
 from tokshuf._summary_file import exists, summary_target, write_summary
@@ -23,7 +23,7 @@ __all__ = ["SPECIAL_TOKEN_PRESETS", "shuffle"]
 SPECIAL_TOKEN_PRESETS: tuple[SpecialTokenPreset, ...] = get_args(SpecialTokenPreset)
 
 #: The longest context: the core holds a context whole, as u32 ids (4 GiB).
-MAX_CONTEXT_LENGTH = 1 << 30
+MAX_CONTEXT_LENGTH = MAX_SEQUENCE_LENGTH
 
 PathLike = str | os.PathLike[str]
 
@@ -238,10 +238,7 @@ def shuffle(
 
 def _check_context_length(value: int) -> None:
     name = "context_length (--context-length/--seqlen)"
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be an integer, got {value!r}")
-    if value < 1:
-        raise ConfigError(f"{name} must be at least 1, got {value}")
+    value = integer(value, name, 1, None)
     if value > MAX_CONTEXT_LENGTH:
         raise ConfigError(
             f"{name} {value} is too long: a context is held whole in memory, and at most "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -54,8 +56,16 @@ def write_summary(summary: Mapping[str, Any] | list[Any], target: PathLike) -> s
                 f.write(text)
             _core.upload(local, t)
         return t
+    if os.path.isdir(t):
+        raise IsADirectoryError(errno.EISDIR, "the summary's path is a directory", t)
     tmp_path = f"{t}.tmp-{os.getpid()}"
-    with open(tmp_path, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp_path, t)
+    try:
+        with open(tmp_path, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp_path, t)
+    except BaseException:
+        # A failed write (the target a directory, a full disk, Ctrl-C) leaves nothing behind.
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_path)
+        raise
     return t

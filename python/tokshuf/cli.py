@@ -59,11 +59,16 @@ def _add_preprocess(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--append-eod", action="store_true", help="end every non-empty document with the eod id")
     p.add_argument(
         "--eod-id",
-        type=cli_args.integer(0, cli_args.ID_MAX),
+        type=cli_args.TOKEN_ID,
         default=None,
         help="override the tokenizer's end-of-document id",
     )
-    p.add_argument("--dtype", default="auto", help="output dtype: auto (Megatron's rule), uint16, int32, ...")
+    p.add_argument(
+        "--dtype",
+        type=cli_args.dtype("auto", integers_only=False),
+        default="auto",
+        help="output dtype: auto (Megatron's rule), uint16, int32, ...",
+    )
     p.add_argument(
         "--workers",
         "--num-threads",
@@ -121,6 +126,7 @@ def _preprocess(args: argparse.Namespace) -> int:
     from tokshuf._preprocess import preprocess
 
     tokenizer = cli_args.megatron_tokenizer(args, args.subparser.error)
+    megatron = cli_args.megatron_options(args)
     progress = args.progress
     if args.quiet:
         progress = "none"
@@ -132,7 +138,7 @@ def _preprocess(args: argparse.Namespace) -> int:
         "special_tokens": args.special_tokens_file,
         "dtype": args.dtype,
         "on_error": args.on_error,
-        "partitions": args.partitions,
+        "partitions": megatron["partitions"],
         "sentence_lists": args.sentence_lists,
         "summary": cli_args.summary_option(args),
         "max_line_bytes": args.max_line_bytes,
@@ -279,27 +285,31 @@ def _add_inspect(sub: Any) -> None:
         "--scan", dest="scan", action="store_true", default=None, help="count ids of any size of file"
     )
     scan.add_argument("--no-scan", dest="scan", action="store_false", help="answer from the index only")
-    g.add_argument("--dtype", help="token dtype of .npy files (default: from the metadata or --tokenizer)")
+    g.add_argument(
+        "--dtype",
+        type=cli_args.dtype(),
+        help="token dtype of .npy files (default: from the metadata or --tokenizer)",
+    )
     g.add_argument(
         "--eos-id",
-        type=cli_args.integer(0, cli_args.ID_MAX),
+        type=cli_args.TOKEN_ID,
         help="EOS id that ends .npy documents without metadata",
     )
     g = p.add_argument_group("shuffle output")
     g.add_argument("--verify", action="store_true", help="decode every member of every shard")
     g.add_argument(
         "--eot-id",
-        type=cli_args.integer(0, cli_args.ID_MAX),
+        type=cli_args.TOKEN_ID,
         help="EOT id to count (default: the tokenizer's end-of-text id)",
     )
     g.add_argument(
         "--pad-id",
-        type=cli_args.integer(0, cli_args.ID_MAX),
+        type=cli_args.TOKEN_ID,
         help="PAD id: the padding fraction (default: the EOT id)",
     )
     g.add_argument(
         "--bos-id",
-        type=cli_args.integer(0, cli_args.ID_MAX),
+        type=cli_args.TOKEN_ID,
         help="BOS id to count (also the BOS of .npy documents)",
     )
     g = p.add_argument_group("blend (.yaml)")

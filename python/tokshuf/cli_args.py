@@ -10,49 +10,87 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from tokshuf._limits import MAX_THREADS
+from tokshuf._limits import COUNT_MAX, ID_MAX, MAX_SEQUENCE_LENGTH, MAX_THREADS, out_of_range
 
 __all__ = [
     "COUNT_MAX",
     "ID_MAX",
+    "MAX_SEQUENCE_LENGTH",
     "MAX_THREADS",
+    "SEQUENCE_LENGTH",
+    "TOKEN_ID",
     "add_megatron_tokenizer_flags",
     "add_output_flags",
     "add_summary_flag",
     "add_threads_flag",
+    "dtype",
     "emit",
     "integer",
+    "megatron_options",
     "megatron_tokenizer",
     "name_subparsers",
+    "note",
     "parse_args",
     "setup_logging",
     "summary_option",
     "write_summary_file",
 ]
 
-#: Token ids are unsigned 32-bit in every format tokshuf writes.
-ID_MAX = 2**32 - 1
-#: Sizes and counts: what the native core holds in a signed 64-bit integer.
-COUNT_MAX = 2**63 - 1
-
 
 def integer(minimum: int = 0, maximum: int = COUNT_MAX) -> Callable[[str], int]:
     """An argparse ``type=`` accepting decimal integers in ``[minimum, maximum]``: anything else
-    exits with status 2 and a message naming the flag, the value and the range."""
+    exits with status 2 and a message naming the flag, the value and the range (the bounds of
+    :mod:`tokshuf._limits`, which the Python API checks with the same words)."""
 
     def parse(text: str) -> int:
         try:
             value = int(text, 10)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if not minimum <= value <= maximum:
-            bound = f">= {minimum}" if maximum == COUNT_MAX else f"between {minimum} and {maximum}"
-            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        problem = out_of_range(value, minimum, maximum)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
         return value
 
     parse.__name__ = "integer"
+    return parse
+
+
+#: ``--eos-token-id`` and the other token ids.
+TOKEN_ID = integer(0, ID_MAX)
+#: ``--sequence-length`` and the other lengths held whole in memory.
+SEQUENCE_LENGTH = integer(1, MAX_SEQUENCE_LENGTH)
+
+
+def dtype(*extra: str, integers_only: bool = True) -> Callable[[str], str]:
+    """An argparse ``type=`` for ``--dtype``: a numpy integer dtype (or any Megatron dtype with
+    ``integers_only=False``), or one of the words in ``extra`` (e.g. ``auto``); anything else is a
+    usage error (exit status 2) naming the flag."""
+
+    def parse(text: str) -> str:
+        if text in extra:
+            return text
+        if integers_only:
+            from tokshuf._limits import integer_dtype
+            from tokshuf.errors import ConfigError
+
+            try:
+                return str(integer_dtype(text).name)
+            except ConfigError:
+                pass
+        else:
+            from tokshuf.indexed import DTYPE_CODES
+
+            names = [d.name for d in DTYPE_CODES.values()]
+            if text in names:
+                return text
+        words = ", ".join(extra) + ", " if extra else ""
+        kinds = "an integer dtype: uint8, uint16, uint32, int32, ..." if integers_only else ", ".join(names)
+        raise argparse.ArgumentTypeError(f"expected {words}{kinds}; got {text!r}")
+
+    parse.__name__ = "dtype"
     return parse
 
 
@@ -138,6 +176,75 @@ def add_megatron_tokenizer_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--lang", help="accepted (only matters with --split-sentences)")
     g.add_argument("--log-interval", type=integer(1), metavar="N", help="accepted (see --progress)")
+    g.add_argument(
+        "--keep-sequential-samples",
+        action="store_true",
+        help="Megatron's --partitions P cut into contiguous blocks instead of round-robin: the input "
+        "order, which is what is written (--partitions is then ignored)",
+    )
+    g.add_argument(
+        "--vocab-extra-ids",
+        type=integer(0),
+        default=0,
+        metavar="N",
+        help="accepted; Megatron adds <extra_id_*> tokens only in its BERT and T5 tokenizers, so the ids "
+        "of the tokenizers above do not change",
+    )
+    g.add_argument(
+        "--find-optimal-num-workers",
+        action="store_true",
+        help="accepted; Megatron's benchmark of worker counts (the output is the same for any --workers, "
+        "and it is written as usual)",
+    )
+    g.add_argument(
+        "--workers-to-check", type=integer(1), nargs="+", metavar="N", help="accepted (the benchmark's)"
+    )
+    g.add_argument("--performance-dir", metavar="DIR", help="accepted (the benchmark's; nothing is written)")
+    g.add_argument("--max-documents", type=integer(1), metavar="N", help="accepted (the benchmark's)")
+
+
+def megatron_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What Megatron's preprocess flags beside the tokenizer's change: the ``partitions`` to use
+    (``--keep-sequential-samples`` keeps the input order, Megatron's blocks merged in order), with a
+    note on stderr for each flag that changes nothing here."""
+    partitions: int = args.partitions
+    if args.keep_sequential_samples and partitions > 1:
+        note(
+            args,
+            f"--keep-sequential-samples: documents keep their input order (Megatron's {partitions} "
+            "partitions of contiguous lines, merged in order), so --partitions changes nothing",
+        )
+        partitions = 1
+    if args.vocab_extra_ids:
+        note(
+            args,
+            f"--vocab-extra-ids {args.vocab_extra_ids} is ignored: Megatron adds <extra_id_*> tokens only in "
+            "its BERT and T5 tokenizers (BertWordPiece*, SentencePieceTokenizer), and the ids of the others "
+            "do not change",
+        )
+    benchmark = [
+        flag
+        for flag, value in (
+            ("--find-optimal-num-workers", args.find_optimal_num_workers),
+            ("--workers-to-check", args.workers_to_check),
+            ("--performance-dir", args.performance_dir),
+            ("--max-documents", args.max_documents),
+        )
+        if value
+    ]
+    if benchmark:
+        note(
+            args,
+            f"{', '.join(benchmark)} ignored: they drive Megatron's benchmark of worker counts, and "
+            "tokshuf's output is the same for any --workers; the dataset is written as usual",
+        )
+    return {"partitions": partitions}
+
+
+def note(args: argparse.Namespace, message: str) -> None:
+    """A line on stderr about how a flag was taken (nothing with ``--quiet``)."""
+    if not getattr(args, "quiet", False):
+        print(f"tokshuf: note: {message}", file=sys.stderr)
 
 
 def megatron_tokenizer(args: argparse.Namespace, error: Callable[[str], Any]) -> Any:
@@ -298,7 +405,12 @@ def setup_logging(quiet: bool) -> None:
     import logging
 
     logger = logging.getLogger("tokshuf")
-    if not any(getattr(h, "_tokshuf_cli", False) for h in logger.handlers):
+    ours = [h for h in logger.handlers if getattr(h, "_tokshuf_cli", False)]
+    if ours:
+        # The stderr of this call (main() run again in one process, e.g. under a test's capture;
+        # not setStream, which flushes the old stream, perhaps closed by now).
+        cast(logging.StreamHandler[Any], ours[0]).stream = sys.stderr
+    else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("tokshuf: %(levelname)s: %(message)s"))
         handler._tokshuf_cli = True  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ from typing import Any
 from tokshuf import cli_args
 from tokshuf._summaries import InstancesSummary
 
-_ID = cli_args.integer(0, cli_args.ID_MAX)
+_ID = cli_args.TOKEN_ID
 _POSITIVE = cli_args.integer(1)
 
 __all__ = ["add_commands"]
@@ -28,7 +28,9 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("--input", required=True, metavar="PREFIX", help="the .bin/.idx prefix")
     p.add_argument("--output", required=True, metavar="PATH.npy")
-    p.add_argument("--dtype", default=None, help="uint8/16/32/64 (default: as wide as the .bin's)")
+    p.add_argument(
+        "--dtype", type=cli_args.dtype(), default=None, help="uint8/16/32/64 (default: as wide as the .bin's)"
+    )
     p.add_argument(
         "--append-eos",
         type=cli_args.integer(0, 2**64 - 1),
@@ -49,11 +51,13 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("paths", nargs="+", help="OLMo token files or .bin/.idx prefixes")
     p.add_argument("--strategy", required=True, choices=["fsl", "padded", "packed", "interleaved", "vsl"])
-    p.add_argument("--sequence-length", type=_POSITIVE, required=True, help="(the maximum for vsl)")
+    p.add_argument(
+        "--sequence-length", type=cli_args.SEQUENCE_LENGTH, required=True, help="(the maximum for vsl)"
+    )
     p.add_argument("--eos-token-id", type=_ID, required=True)
     p.add_argument("--pad-token-id", type=_ID, required=True)
     p.add_argument("--bos-token-id", type=_ID, default=None)
-    p.add_argument("--dtype", default=None, help="token dtype of .npy files")
+    p.add_argument("--dtype", type=cli_args.dtype(), default=None, help="token dtype of .npy files")
     p.add_argument(
         "--vocab-size", type=cli_args.integer(1, 2**64), default=None, help="picks the dtype of .npy files"
     )
@@ -67,7 +71,7 @@ def add_commands(sub: Any) -> None:
     cli_args.add_threads_flag(p, "index-building threads")
     p.add_argument("--long-doc-strategy", choices=["truncate", "fragment"], default="truncate")
     p.add_argument("--source-group-size", type=_POSITIVE, default=1, help="packed: files packed together")
-    p.add_argument("--min-sequence-length", type=_POSITIVE, default=256, help="vsl")
+    p.add_argument("--min-sequence-length", type=cli_args.SEQUENCE_LENGTH, default=256, help="vsl")
     p.add_argument("--seed", type=cli_args.integer(0, 2**64 - 1), default=0, help="interleaved")
     p.add_argument("--docs-per-instance", type=_POSITIVE, default=2, help="interleaved")
     p.add_argument("--chunks-per-doc", type=_POSITIVE, default=4, help="interleaved")

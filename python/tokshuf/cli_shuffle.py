@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tokshuf import cli_args
-from tokshuf._shuffle import MAX_CONTEXT_LENGTH, SPECIAL_TOKEN_PRESETS
+from tokshuf._shuffle import SPECIAL_TOKEN_PRESETS
 from tokshuf._summaries import ShuffleSummary
 
 DESCRIPTION = """\
@@ -67,7 +67,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--context-length",
         "--seqlen",
         dest="context_length",
-        type=cli_args.integer(1, MAX_CONTEXT_LENGTH),
+        type=cli_args.SEQUENCE_LENGTH,
         default=2049,
         metavar="N",
         help="tokens per context, INCLUDING the +1 target: the model's sequence length + 1 "
@@ -101,12 +101,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--special-tokens",
         choices=SPECIAL_TOKEN_PRESETS,
-        default="native",
+        default=None,
         help="native (default): EOT = the tokenizer's end-of-text id, PAD = the EOT id, no BOS; "
         "dclm / dclm-neox: tokshuf-rust's GPT-NeoX ids (EOT 0, PAD 50256, no BOS); "
-        "dclm-llama3: tokshuf-rust's Llama-3 ids (BOS 128000, EOT 0, PAD 128258)",
+        "dclm-llama3: tokshuf-rust's Llama-3 ids (BOS 128000, EOT 0, PAD 128258). Without the flag, "
+        "a note says which ids the run used",
     )
-    token_id = cli_args.integer(0, cli_args.ID_MAX)
+    token_id = cli_args.TOKEN_ID
     p.add_argument(
         "--eot-id", type=token_id, help="end-of-text id after every document (overrides the preset)"
     )
@@ -149,6 +150,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         choices=["auto", "bar", "json", "none"],
         default="auto",
         help="on stderr, per stage: a bar, JSON lines or nothing (auto: a bar on a terminal, else JSON)",
+    )
+    p.add_argument(
+        "--s3-retries",
+        type=cli_args.integer(0),
+        metavar="N",
+        help="tokshuf-rust's flag, accepted and ignored (as there): failed requests are retried for "
+        "$TOKSHUF_STORAGE_RETRY_SECONDS (default 180)",
     )
     p.add_argument("--input-json", help="DCLM dataset reference JSON to update (with --output-json)")
     p.add_argument("--output-json", help="where to write the updated DCLM dataset reference JSON")
@@ -225,8 +233,19 @@ def run(args: argparse.Namespace) -> int:
         print("tokshuf: error: --input-json and --output-json go together", file=sys.stderr)
         return 2
     if not args.shuffle_only and not args.tokenizer:
-        print("tokshuf: error: --tokenizer is required (e.g. tiktoken:r50k_base)", file=sys.stderr)
+        print(
+            "tokshuf: error: --tokenizer is required (e.g. tiktoken:r50k_base, or a tokenizer.json or its "
+            "directory). tokshuf never downloads: for tokshuf-rust's default, EleutherAI/gpt-neox-20b, give "
+            "that model's tokenizer.json and --special-tokens dclm (tokshuf-rust's EOT and PAD ids)",
+            file=sys.stderr,
+        )
         return 2
+    if args.s3_retries is not None:
+        cli_args.note(
+            args,
+            f"--s3-retries {args.s3_retries} is ignored (tokshuf-rust ignores it too): failed storage "
+            "requests are retried for $TOKSHUF_STORAGE_RETRY_SECONDS (default 180)",
+        )
     if args.use_tiktoken and not args.shuffle_only:
         tiktoken_only(args.tokenizer, args.subparser.error)
     progress = args.progress
@@ -261,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             ext=args.ext,
             shuffle_only=args.shuffle_only,
-            special_tokens=args.special_tokens,
+            special_tokens=args.special_tokens or "native",
             eos_token_id=args.eot_id,
             pad_token_id=args.pad_id,
             bos_token_id=args.bos_id,
@@ -281,8 +300,25 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if args.input_json:
         update_dataset_json(args.input_json, args.output_json, summary, args.tokenizer)
-    cli_args.emit(args, summary, report_lines(summary))
+    lines = report_lines(summary)
+    if args.special_tokens is None and not args.shuffle_only and args.stage in (None, "manifest"):
+        # Said with the summary (stdout: stderr carries --progress json lines); --json has the ids.
+        lines.append(padding_note(summary))
+    cli_args.emit(args, summary, lines)
     return 0
+
+
+def padding_note(summary: ShuffleSummary) -> str:
+    """Which ids a run without ``--special-tokens`` used (the ``native`` preset), and how to get
+    tokshuf-rust's: a pasted DCLM command line would otherwise pad with other ids than it does."""
+    ids = summary.get("special_tokens") or {"bos": None, "eot": None, "pad": None}
+    eot, pad, bos = ids.get("eot"), ids.get("pad"), ids.get("bos")
+    same = " (the end-of-text id: padding cannot be told from it)" if pad is not None and pad == eot else ""
+    return (
+        f"ids (--special-tokens native, the default): EOT {eot} after every document, PAD {pad}{same}"
+        f"{'' if bos is None else f', BOS {bos}'}; tokshuf-rust's ids: --special-tokens dclm "
+        "(GPT-NeoX-20B: EOT 0, PAD 50256) or dclm-llama3 (BOS 128000, EOT 0, PAD 128258)"
+    )
 
 
 def report_lines(summary: ShuffleSummary) -> list[str]:

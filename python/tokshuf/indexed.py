@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _core
+from tokshuf._limits import as_index, position
 from tokshuf._storage import local_prefix
 from tokshuf._summaries import MergeSummary
 from tokshuf._summary_file import check_summary, summary_target, write_summary
@@ -208,16 +209,15 @@ class IndexedDataset:
     def get(self, idx: int, offset: int = 0, length: int | None = None) -> npt.NDArray[Any]:
         """``length`` tokens of sequence ``idx`` from token ``offset`` (default: to its end).
 
-        Unlike Megatron, reading past the end of the sequence raises instead of returning the
-        next sequence's tokens.
+        ``idx`` counts from the end when negative, as Python sequences do. Unlike Megatron,
+        reading past the end of the sequence raises instead of returning the next sequence's
+        tokens. Indices, offsets and lengths are integers (numpy's too): anything else is a
+        :class:`TypeError`.
         """
-        n = len(self)
-        i = idx + n if idx < 0 else idx
-        if not 0 <= i < n:
-            raise IndexError(f"sequence index {idx} out of range for {n} sequences")
+        i = position(idx, len(self), "sequence", self._prefix)
         size = int(self._lengths[i])
-        if length is None:
-            length = size - offset
+        offset = as_index(offset)
+        length = size - offset if length is None else as_index(length)
         if offset < 0 or length < 0 or offset + length > size:
             raise IndexError(f"offset {offset} + length {length} exceeds sequence {i}'s {size} tokens")
         ptr = int(self._pointers[i])
@@ -247,11 +247,12 @@ class IndexedDataset:
             if step != 1:
                 raise ValueError(f"slices must have step 1, got {step}")
             return [self.get(i) for i in range(start, stop)]
-        return self.get(int(idx))
+        return self.get(idx)
 
     def document(self, d: int) -> list[npt.NDArray[Any]]:
-        """The sequences of document ``d``."""
-        lo, hi = int(self._documents[d]), int(self._documents[d + 1])
+        """The sequences of document ``d`` (negative: counted from the end)."""
+        k = position(d, self.num_documents, "document", self._prefix)
+        lo, hi = int(self._documents[k]), int(self._documents[k + 1])
         return [self.get(i) for i in range(lo, hi)]
 
 

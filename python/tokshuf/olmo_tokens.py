@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from tokshuf import _arrays, _core
 from tokshuf._deprecation import renamed_parameters
+from tokshuf._limits import integer_dtype
 from tokshuf._summary_file import check_summary, summary_target, write_summary
 from tokshuf.errors import ConfigError
 
@@ -51,9 +52,7 @@ def token_dtype(vocab_size: int) -> np.dtype[Any]:
 
 
 def _dtype(dtype: npt.DTypeLike) -> np.dtype[Any]:
-    d = np.dtype(dtype)
-    if d.kind not in "iu":
-        raise ConfigError(f"token dtype must be an integer type, got {d.name}")
+    d: np.dtype[Any] = integer_dtype(dtype, "token dtype")
     return d
 
 

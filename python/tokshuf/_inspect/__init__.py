@@ -53,7 +53,8 @@ KINDS = ("indexed", "olmo", "shards", "blend", "instances", "checkpoint")
 
 
 def detect(path: Any) -> str:
-    """Which kind of artifact ``path`` is (one of :data:`KINDS`), from names only."""
+    """Which kind of artifact ``path`` is (one of :data:`KINDS`), from names, and for a URL whose
+    name does not tell (``s3://bucket/x``), from what is stored under it."""
     from tokshuf._inspect.instances import SUMMARY_GLOB, is_cache_entry
     from tokshuf.instances._base import InstanceDataset
     from tokshuf.nanoset import NanosetConfig
@@ -75,7 +76,7 @@ def detect(path: Any) -> str:
     from tokshuf import _core
 
     if _core.is_remote(s):
-        return "indexed"  # a remote .bin/.idx prefix: a local copy of the .idx, the .bin read by ranges
+        return _detect_remote(s)
     if p.name == "manifest.jsonl" or (
         p.is_dir() and ((p / "manifest.jsonl").is_file() or any(p.glob("*.tar")))
     ):
@@ -89,6 +90,23 @@ def detect(path: Any) -> str:
         "a shuffle output directory (manifest.jsonl + shard_*.tar), a blend .yaml, `tokshuf instances`'s "
         f"{SUMMARY_GLOB} (or the index directory beside it), or a loader checkpoint (a directory with "
         "COMMITTED, or a part-*.json)"
+    )
+
+
+def _detect_remote(url: str) -> str:
+    """An object-storage URL: a shuffle output (its ``manifest.jsonl``, or the prefix holding
+    one) or a ``.bin/.idx`` prefix (a local copy of the ``.idx``, the ``.bin`` read by ranges)."""
+    from tokshuf import _core
+
+    root = url.rstrip("/")
+    # A .bin/.idx prefix never ends with "/": a directory does.
+    if root.endswith("/manifest.jsonl") or url.endswith("/") or _core.remote_exists(root + "/manifest.jsonl"):
+        return "shards"
+    if _core.remote_exists(url + ".idx"):
+        return "indexed"
+    raise ConfigError(
+        f"cannot tell what {url!r} is: neither {root}/manifest.jsonl (a shuffle output) nor {url}.idx "
+        "(a .bin/.idx prefix) exists"
     )
 
 

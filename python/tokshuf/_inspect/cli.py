@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from tokshuf._inspect import inspect
+from tokshuf.errors import FormatError, TokshufError
 
 __all__ = ["options", "run"]
 
@@ -40,9 +42,20 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
+def _inspect(path: str, opts: dict[str, Any]) -> Any:
+    """:func:`inspect`, with a damaged artifact's surprise (a field of the wrong type deep in a
+    file) reported as a :class:`FormatError` naming the path instead of a traceback."""
+    try:
+        return inspect(path, **opts)
+    except TokshufError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, EOFError) as e:
+        raise FormatError(f"{path}: cannot be read ({type(e).__name__}: {e})") from e
+
+
 def run(args: argparse.Namespace) -> int:
     opts = options(args)
-    reports = [inspect(p, **opts) for p in args.paths]
+    reports = [_inspect(p, opts) for p in args.paths]
     dicts = [r.to_dict() for r in reports]
     data = dicts[0] if len(dicts) == 1 else dicts
     # As for every other command, ``--summary none`` writes no file (inspect's default too).
@@ -62,4 +75,13 @@ def run(args: argparse.Namespace) -> int:
         drawn = plot(reports, args.plot)
         if not args.json:
             print(f"\nplots ({', '.join(p.title for p in drawn.panels)}) -> {drawn.path}")
+    if args.verify:
+        # As for a faulty checkpoint: a verification that found problems fails the command.
+        failed = [
+            (p, r.problems) for p, r in zip(args.paths, reports, strict=True) if getattr(r, "problems", None)
+        ]
+        for path, problems in failed:
+            print(f"tokshuf: error: {path}: verification failed: {len(problems)} problem(s)", file=sys.stderr)
+        if failed:
+            return 1
     return 0

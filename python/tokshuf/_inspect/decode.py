@@ -34,6 +34,14 @@ def decode(spec: str, ids: Sequence[int]) -> tuple[str | None, str | None]:
             return HfTokenizer.from_file(path).decode(list(ids), skip_special_tokens=False), None
     except ImportError as e:
         return None, f"decoding {spec!r} needs the {e.name} package (tokshuf.Tokenizer has no decoder)"
+    except Exception as e:
+        # A decoder's complaint is a note in the report, not a failure: tiktoken raises KeyError
+        # for an id outside its vocabulary, tokenizers its own errors (most often the data was
+        # made with another tokenizer).
+        return None, (
+            f"cannot decode these ids with {spec!r} ({type(e).__name__}: {e}): was the data tokenized "
+            "with another tokenizer?"
+        )
     return None, (
         f"tokshuf.Tokenizer has no decoder and {spec!r} is not byte, tiktoken:NAME or a tokenizer.json; "
         "showing ids only"

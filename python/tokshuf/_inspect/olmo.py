@@ -13,6 +13,7 @@ from tokshuf import olmo_tokens
 from tokshuf._inspect._excerpt import Excerpt, documents_named, excerpt
 from tokshuf._inspect._report import HIDDEN, Report
 from tokshuf._inspect._stats import IdStats, LengthStats, id_stats, length_stats
+from tokshuf._limits import integer_dtype
 from tokshuf.errors import ConfigError, TokshufError
 
 __all__ = ["TokenFileReport", "inspect_token_file"]
@@ -82,7 +83,7 @@ def inspect_token_file(
     metadata implies."""
     p = os.fspath(path)
     if dtype is not None:
-        d = np.dtype(dtype)
+        d = integer_dtype(dtype)
     elif vocab_size is not None:
         d = olmo_tokens.token_dtype(vocab_size)
     else:

@@ -8,13 +8,16 @@ import io
 import json
 import os
 import tarfile
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tokshuf import _core
 from tokshuf._inspect._report import HIDDEN, Report
+from tokshuf._storage import is_remote, local_path
 from tokshuf.errors import FormatError
 
 __all__ = ["ShardReport", "ShardsReport", "inspect_shards"]
@@ -65,11 +68,20 @@ class ShardsReport(Report):
 
 
 def _read_member(name: str, data: bytes) -> list[int]:
+    """A context's ids, or :class:`FormatError` saying why the member holds none."""
     if name.endswith(".json.gz"):
-        ids: list[int] = json.loads(gzip.decompress(data))
+        try:
+            ids = json.loads(gzip.decompress(data))
+        except (OSError, EOFError, zlib.error) as e:
+            raise FormatError(f"not gzip: {e}") from None
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise FormatError(f"expected a JSON list of token ids, got {type(ids).__name__}")
         return ids
     if name.endswith(".npy"):
-        return [int(x) for x in np.load(io.BytesIO(data))]
+        arr = np.load(io.BytesIO(data))
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise FormatError(f"expected a 1-D integer array, got {arr.dtype} of shape {arr.shape}")
+        return [int(x) for x in arr]
     raise FormatError(f"unexpected member {name}: expected .json.gz or .npy contexts")
 
 
@@ -86,12 +98,52 @@ def _padding(ctx: list[int], pad: int, eot: int | None) -> int:
     return n
 
 
-def _manifest(root: Path, problems: list[str]) -> list[dict[str, Any]]:
-    path = root / MANIFEST
-    if not path.is_file():
+class _Output:
+    """Where the shards are: a local directory, or a prefix in object storage (whose manifest is
+    read through a local copy, and whose tars are listed with their sizes and copied only when
+    read)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        s = os.fspath(path)
+        self.remote = is_remote(s)
+        if self.remote:
+            s = s.rstrip("/")
+            self.root = s[: -len(MANIFEST) - 1] if s.endswith("/" + MANIFEST) else s
+        else:
+            root = Path(s)
+            self.root = os.fspath(root.parent if root.name == MANIFEST else root)
+
+    def manifest(self) -> str | None:
+        """The manifest's text, ``None`` if there is none."""
+        if self.remote:
+            url = f"{self.root}/{MANIFEST}"
+            return Path(local_path(url)).read_text() if _core.remote_exists(url) else None
+        path = Path(self.root) / MANIFEST
+        return path.read_text() if path.is_file() else None
+
+    def tars(self) -> dict[str, int]:
+        """``{shard name: bytes}`` of the tars directly in the output."""
+        if self.remote:
+            out = {}
+            for url, size in _core.list_object_sizes(self.root + "/", [".tar"]):
+                name = url[len(self.root) + 1 :]
+                if "/" not in name:
+                    out[name[: -len(".tar")]] = size
+            return out
+        return {p.stem: p.stat().st_size for p in sorted(Path(self.root).glob("*.tar")) if p.is_file()}
+
+    def tar(self, name: str) -> str:
+        """A local path of shard ``name`` (for an object: its local copy in the cache)."""
+        if self.remote:
+            return local_path(f"{self.root}/{name}.tar")
+        return os.path.join(self.root, f"{name}.tar")
+
+
+def _manifest(out: _Output, problems: list[str]) -> list[dict[str, Any]]:
+    text = out.manifest()
+    if text is None:
         problems.append(f"no {MANIFEST}: open_lm cannot read this directory")
         return []
-    text = path.read_text()
     if text and not text.endswith("\n"):
         # open_lm splits on "\n" and drops the last element: an unterminated last line is lost.
         problems.append(f"{MANIFEST} does not end with a newline: open_lm would drop its last row")
@@ -104,6 +156,11 @@ def _manifest(root: Path, problems: list[str]) -> list[dict[str, Any]]:
             continue
         if not isinstance(row, dict) or "shard" not in row or "num_sequences" not in row:
             problems.append(f"{MANIFEST} line {i} lacks shard or num_sequences: {line[:80]}")
+            continue
+        n = row["num_sequences"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            # open_lm sums these: anything but a count breaks its sampling.
+            problems.append(f"{MANIFEST} line {i}: num_sequences must be a non-negative integer, got {n!r}")
             continue
         rows.append(row)
     return rows
@@ -124,16 +181,19 @@ def inspect_shards(
     from every shard with ``verify`` (which also checks that each member decodes and has the same
     length as the others). ``pad_token_id`` (default ``eos_token_id``, as ``tokshuf shuffle``'s ``native``
     preset) gives the padding fraction.
+
+    ``path`` may be a prefix in object storage (``s3://bucket/shards``, as ``tokshuf shuffle
+    --output`` writes it): the tars are listed with their sizes, and those read (the first, or
+    all with ``verify``) are copied into the cache as every remote input is; without ``verify``
+    only the first shard's members are counted.
     """
-    root = Path(path)
-    if root.name == MANIFEST:
-        root = root.parent
+    out = _Output(path)
     if pad_token_id is None:
         pad_token_id = eos_token_id
     problems: list[str] = []
-    rows = _manifest(root, problems)
+    rows = _manifest(out, problems)
     listed = {str(r["shard"]): int(r["num_sequences"]) for r in rows}
-    tars = sorted(p.stem for p in root.glob("*.tar"))
+    tars = out.tars()
     names = list(listed) + [t for t in tars if t not in listed]
     per_shard: list[ShardReport] = []
     counts: Counter[int] = Counter()
@@ -141,17 +201,20 @@ def inspect_shards(
     pad_tokens = 0
     read = 0
     for i, name in enumerate(names):
-        tar = root / f"{name}.tar"
-        if not tar.is_file():
+        if name not in tars:
             problems.append(f"{name}.tar is in {MANIFEST} but missing")
             per_shard.append(ShardReport(name, 0, listed.get(name), None))
             continue
         if name not in listed:
             problems.append(f"{name}.tar is not in {MANIFEST}: open_lm will not read it")
         decode = verify or i == 0
+        if out.remote and not decode:
+            # Counting an object's members means reading all of it: --verify does.
+            per_shard.append(ShardReport(name, tars[name], listed.get(name), None))
+            continue
         members = 0
         try:
-            with tarfile.open(tar) as t:
+            with tarfile.open(out.tar(name)) as t:
                 for m in t:
                     if not m.isfile():
                         continue
@@ -162,7 +225,7 @@ def inspect_shards(
                     assert f is not None
                     try:
                         ctx = _read_member(m.name, f.read())
-                    except (OSError, ValueError) as e:
+                    except (OSError, EOFError, ValueError) as e:
                         problems.append(f"{name}.tar: member {m.name} does not decode: {e}")
                         continue
                     read += 1
@@ -174,7 +237,7 @@ def inspect_shards(
             problems.append(f"{name}.tar is not a readable tar: {e}")
         if name in listed and members != listed[name]:
             problems.append(f"{name}.tar holds {members} members, {MANIFEST} says {listed[name]}")
-        per_shard.append(ShardReport(name, tar.stat().st_size, listed.get(name), members))
+        per_shard.append(ShardReport(name, tars[name], listed.get(name), members))
     if len(lengths) > 1:
         seen = ", ".join(f"{n} ({c}x)" for n, c in sorted(lengths.items()))
         problems.append(f"contexts of different lengths: {seen}")
@@ -182,7 +245,7 @@ def inspect_shards(
     tokens = sum(lengths[n] * n for n in lengths)
     specials = {"eot": eos_token_id, "pad": pad_token_id, "bos": bos_token_id}
     return ShardsReport(
-        path=os.fspath(root),
+        path=out.root,
         shards=len(per_shard),
         contexts=sum(listed.values()),
         shard_bytes=int(sizes.sum()),

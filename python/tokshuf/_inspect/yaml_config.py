@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tokshuf._limits import integer
 from tokshuf.errors import ConfigError
 from tokshuf.nanoset import NanosetConfig
 
@@ -38,24 +40,34 @@ def _is_number(x: Any) -> bool:
     return True
 
 
+def _optional(root: dict[str, Any], key: str, minimum: int = 0) -> int | None:
+    """``root[key]`` as a count (``None`` when absent or null), else a :class:`ConfigError`
+    naming the key."""
+    value = root.get(key)
+    return None if value is None else integer(value, key, minimum)
+
+
+def _count(root: dict[str, Any], key: str, default: int, minimum: int = 0) -> int:
+    found = _optional(root, key, minimum)
+    return default if found is None else found
+
+
 def _megatron(root: dict[str, Any]) -> tuple[NanosetConfig, int | None]:
-    gbs = root.get("global_batch_size")
-    train_iters = root.get("train_iters")
-    if root.get("train_samples") is not None:
-        train = int(root["train_samples"])
+    gbs = _optional(root, "global_batch_size", minimum=1)
+    train_iters = _optional(root, "train_iters")
+    train = _optional(root, "train_samples")
+    if train is not None:
         if train_iters is None and gbs:
             train_iters = train // gbs
     elif train_iters is not None and gbs:
-        train = int(train_iters) * int(gbs)
-    else:
-        train = None
+        train = train_iters * gbs
     valid = test = None
     if train_iters is not None and gbs:
         # Megatron's get_train_valid_test_num_samples (defaults eval_interval 1000, eval_iters 100).
-        eval_iters = int(root.get("eval_iters", 100))
-        eval_interval = int(root.get("eval_interval", 1000))
-        valid = (int(train_iters) // eval_interval + 1) * eval_iters * int(gbs)
-        test = eval_iters * int(gbs)
+        eval_iters = _count(root, "eval_iters", 100)
+        eval_interval = _count(root, "eval_interval", 1000, minimum=1)
+        valid = (train_iters // eval_interval + 1) * eval_iters * gbs
+        test = eval_iters * gbs
     fields: dict[str, Any] = {
         "data_path": _megatron_data_path(root["data_path"]),
         "sequence_length": root["seq_length"],
@@ -65,22 +77,38 @@ def _megatron(root: dict[str, Any]) -> tuple[NanosetConfig, int | None]:
     }
     if root.get("data_cache_path"):
         fields["cache_dir"] = str(root["data_cache_path"])
-    return NanosetConfig.from_dict(fields), int(gbs) if gbs else None
+    return NanosetConfig.from_dict(fields), gbs
 
 
 def load_blend_yaml(path: Path, *, stage: int | str = 0) -> tuple[NanosetConfig, int | None]:
-    """The config, and the global batch size the file implies (``None`` if it says nothing)."""
+    """The config, and the global batch size the file implies (``None`` if it says nothing).
+    A value of the wrong kind is a :class:`ConfigError` naming the file and the key."""
     try:
         root = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise ConfigError(f"{path} is not YAML: {e}") from None
     if not isinstance(root, dict):
         raise ConfigError(f"{path}: the YAML document must be a mapping")
-    if "seq_length" in root and "data_path" in root:
-        return _megatron(root)
-    tokens = root.get("tokens") or {}
-    dp = (root.get("parallelism") or {}).get("dp", 1)
-    gbs = None
-    if "micro_batch_size" in tokens:
-        gbs = tokens["micro_batch_size"] * tokens.get("batch_accumulation_per_replica", 1) * dp
-    return NanosetConfig.from_yaml(path, stage=stage), gbs
+    try:
+        if "seq_length" in root and "data_path" in root:
+            return _megatron(root)
+        tokens = _section(root, "tokens")
+        gbs = None
+        if "micro_batch_size" in tokens:
+            gbs = math.prod(
+                (
+                    _count(tokens, "micro_batch_size", 1, minimum=1),
+                    _count(tokens, "batch_accumulation_per_replica", 1, minimum=1),
+                    _count(_section(root, "parallelism"), "dp", 1, minimum=1),
+                )
+            )
+        return NanosetConfig.from_yaml(path, stage=stage), gbs
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def _section(root: dict[str, Any], key: str) -> dict[str, Any]:
+    value = root.get(key) or {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key} must be a mapping, got {value!r}")
+    return value

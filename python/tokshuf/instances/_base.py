@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _arrays, _cache, _core
+from tokshuf import _arrays, _cache, _core, _limits
 from tokshuf._deprecation import renamed_attribute
 from tokshuf.errors import ConfigError
 from tokshuf.instances._sources import Source, resolve_sources
@@ -54,6 +54,16 @@ class InstanceDataset:
         num_threads: int | None = None,
         **strategy: Any,
     ) -> None:
+        # The command line's rules (tokshuf._limits), checked before anything is read or
+        # allocated; numpy integers become Python ints (they go into the cache key's JSON).
+        sequence_length = _limits.sequence_length(sequence_length)
+        pad_token_id = _limits.token_id(pad_token_id, "pad_token_id")
+        eos_token_id = _limits.token_id(eos_token_id, "eos_token_id")
+        bos_token_id = _limits.token_id(bos_token_id, "bos_token_id", optional=True)
+        vocab_size = _limits.integer(vocab_size, "vocab_size", 1, 2**64, optional=True)
+        if dtype is not None:
+            dtype = _limits.integer_dtype(dtype)
+        _limits.check_num_threads(num_threads)
         if document_boundaries not in BOUNDARIES:
             raise ConfigError(
                 f"document_boundaries must be one of {list(BOUNDARIES)}, got {document_boundaries!r}"
@@ -81,8 +91,6 @@ class InstanceDataset:
             "num_threads": num_threads,
             **strategy,
         }
-        if sequence_length <= 0:
-            raise ConfigError(f"sequence_length must be positive, got {sequence_length}")
         if vocab_size is not None:
             for name, tok in (("pad", pad_token_id), ("eos", eos_token_id), ("bos", bos_token_id)):
                 if tok is not None and not 0 <= tok < vocab_size:

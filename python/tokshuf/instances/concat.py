@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _core
+from tokshuf import _core, _limits
 from tokshuf._deprecation import renamed_parameters
 from tokshuf.instances._base import InstanceDataset, PathLike
 from tokshuf.olmo_tokens import Boundaries
@@ -68,7 +68,13 @@ class FSLDataset(InstanceDataset):
         num_threads: int | None = None,
     ) -> None:
         self.generate_doc_lengths = generate_doc_lengths
-        self.max_target_sequence_length = max_target_sequence_length
+        self.max_target_sequence_length = _limits.integer(
+            max_target_sequence_length,
+            "max_target_sequence_length",
+            1,
+            _limits.MAX_SEQUENCE_LENGTH,
+            optional=True,
+        )
         super().__init__(
             *paths,
             sequence_length=sequence_length,
@@ -83,7 +89,7 @@ class FSLDataset(InstanceDataset):
             cache_dir=cache_dir,
             num_threads=num_threads,
             generate_doc_lengths=generate_doc_lengths,
-            max_target_sequence_length=max_target_sequence_length,
+            max_target_sequence_length=self.max_target_sequence_length,
         )
 
     def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _arrays, _core
+from tokshuf import _arrays, _core, _limits
 from tokshuf._cache import cached
 from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
@@ -67,11 +67,9 @@ class InterleavedFSLDataset(InstanceDataset):
         cache_dir: PathLike | None = None,
         num_threads: int | None = None,
     ) -> None:
-        if docs_per_instance < 1 or chunks_per_doc < 1:
-            raise ConfigError(
-                f"docs_per_instance ({docs_per_instance}) and chunks_per_doc ({chunks_per_doc}) "
-                "must be positive"
-            )
+        sequence_length = _limits.sequence_length(sequence_length)
+        docs_per_instance = _limits.integer(docs_per_instance, "docs_per_instance", 1)
+        chunks_per_doc = _limits.integer(chunks_per_doc, "chunks_per_doc", 1)
         if sequence_length % docs_per_instance:
             raise ConfigError(
                 f"sequence_length ({sequence_length}) must be a multiple of "

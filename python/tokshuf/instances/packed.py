@@ -11,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _arrays, _core
+from tokshuf import _arrays, _core, _limits
 from tokshuf._cache import cached
 from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
@@ -72,8 +72,7 @@ class PackedFSLDataset(InstanceDataset):
         cache_dir: PathLike | None = None,
         num_threads: int | None = None,
     ) -> None:
-        if source_group_size < 1:
-            raise ConfigError(f"source_group_size must be at least 1, got {source_group_size}")
+        source_group_size = _limits.integer(source_group_size, "source_group_size", 1)
         if doc_lens_rule not in ("olmo", "packing"):
             raise ConfigError(f"doc_lens_rule must be 'olmo' or 'packing', got {doc_lens_rule!r}")
         self.generate_doc_lengths = generate_doc_lengths

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _arrays, _core
+from tokshuf import _arrays, _core, _limits
 from tokshuf._cache import cached
 from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
@@ -124,11 +124,13 @@ class VSLDataset(InstanceDataset):
         cache_dir: PathLike | None = None,
         num_threads: int | None = None,
     ) -> None:
+        min_sequence_length = _limits.sequence_length(min_sequence_length, "min_sequence_length")
+        max_sequence_length = _limits.sequence_length(max_sequence_length, "max_sequence_length")
         for name, v in (
             ("min_sequence_length", min_sequence_length),
             ("max_sequence_length", max_sequence_length),
         ):
-            if v <= 0 or v & (v - 1):
+            if v & (v - 1):
                 raise ConfigError(f"{name} must be a power of 2, got {v}")
         if min_sequence_length > max_sequence_length:
             raise ConfigError(

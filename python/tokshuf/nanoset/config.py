@@ -4,12 +4,15 @@ nanotron's YAML."""
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from tokshuf import _core
+import numpy as np
+
+from tokshuf import _core, _limits
 from tokshuf._deprecation import deprecated_parameters, renamed_attribute, renamed_parameters
 from tokshuf.errors import ConfigError
 from tokshuf.indexed import RemoteRead, check_remote
@@ -26,8 +29,8 @@ _SCHEMES = ("megatron", "repeat")
 _NANOTRON_READER_KEYS = frozenset({"tokenizer_name", "vocab_size", "token_size_in_bytes", "return_positions"})
 
 
-def _is_int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+def _is_number(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool | np.bool_)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +111,9 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
         if isinstance(path, os.PathLike):
             object.__setattr__(self, "data_path", os.fspath(path))
         elif isinstance(path, Mapping):
-            object.__setattr__(self, "data_path", {os.fspath(k): v for k, v in path.items()})
+            # numpy numbers as Python's (the config goes into JSON cache keys)
+            weights = {os.fspath(k): v.item() if isinstance(v, np.generic) else v for k, v in path.items()}
+            object.__setattr__(self, "data_path", weights)
         elif isinstance(path, Sequence) and not isinstance(path, str):
             object.__setattr__(self, "data_path", [os.fspath(p) for p in path])
         self._validate()
@@ -125,7 +130,7 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
             if not path:
                 raise ConfigError("data_path is an empty mapping; give at least one {prefix: weight}")
             for k, w in path.items():
-                if isinstance(w, bool) or not isinstance(w, int | float):
+                if not _is_number(w):
                     raise ConfigError(f"the weight of {k!r} is {w!r}; weights must be numbers")
             _core.normalize([float(w) for w in path.values()])
         else:
@@ -135,18 +140,15 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
             )
         if not (self.cache_dir is None or self.cache_dir is False or isinstance(self.cache_dir, str)):
             raise ConfigError(f"cache_dir must be a directory, None or False, got {self.cache_dir!r}")
-        if not _is_int(self.sequence_length) or self.sequence_length <= 0:
-            raise ConfigError(f"sequence_length must be a positive integer, got {self.sequence_length!r}")
-        if not _is_int(self.seed) or not 0 <= self.seed < 2**32:
-            raise ConfigError(f"seed must be an integer in [0, 2**32), got {self.seed!r}")
+        # Normalized to Python ints (numpy's are accepted): they go into JSON cache keys.
+        object.__setattr__(self, "sequence_length", _limits.sequence_length(self.sequence_length))
+        object.__setattr__(self, "seed", _limits.integer(self.seed, "seed", 0, 2**32 - 1))
         if not isinstance(self.split, str):
             raise ConfigError(f"split must be a string such as '949,50,1', got {self.split!r}")
         _core.parse_split(self.split)
         counts = tuple(self.num_samples)
         object.__setattr__(self, "num_samples", check_counts(counts))
-        if not isinstance(self.mid_level_dataset_surplus, int | float) or not (
-            0 <= self.mid_level_dataset_surplus < 1e6
-        ):
+        if not _is_number(self.mid_level_dataset_surplus) or not (0 <= self.mid_level_dataset_surplus < 1e6):
             raise ConfigError(
                 "mid_level_dataset_surplus must be a number in [0, 1e6), "
                 f"got {self.mid_level_dataset_surplus!r}"
@@ -157,10 +159,13 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
         needs_eod = [
             n for n in ("eod_mask_loss", "reset_position_ids", "reset_attention_mask") if getattr(self, n)
         ]
+        eos = _limits.token_id(self.eos_token_id, "eos_token_id", optional=True)
+        object.__setattr__(self, "eos_token_id", eos)
         if needs_eod and self.eos_token_id is None:
             raise ConfigError(f"{', '.join(needs_eod)} need eos_token_id")
-        if not _is_int(self.pad_token_id):
-            raise ConfigError(f"pad_token_id must be an integer, got {self.pad_token_id!r}")
+        # Any int64 (Megatron's -1 marks padding when there is no pad token).
+        pad = _limits.integer(self.pad_token_id, "pad_token_id", -(2**63), _limits.COUNT_MAX)
+        object.__setattr__(self, "pad_token_id", pad)
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -255,23 +260,40 @@ def _from_nanotron(root: dict[str, Any], stage: int | str) -> dict[str, Any]:
         out["data_path"] = dict(zip(out["data_path"], weights, strict=True))
     if "seed" in data and "seed" not in out:
         out["seed"] = data["seed"]
-    tokens = root.get("tokens") or {}
+    tokens = _mapping(root, "tokens")
     if "sequence_length" in tokens and "sequence_length" not in out:
         out["sequence_length"] = tokens["sequence_length"]
-    steps = tokens.get("train_steps")
-    if steps is not None and "num_samples" not in out:
-        dp = (root.get("parallelism") or {}).get("dp", 1)
-        gbs = tokens.get("micro_batch_size", 1) * tokens.get("batch_accumulation_per_replica", 1) * dp
-        valid, test = (tokens.get(k) or 0 for k in ("limit_val_batches", "limit_test_batches"))
+    if tokens.get("train_steps") is not None and "num_samples" not in out:
+
+        def count(section: dict[str, Any], key: str, default: int, minimum: int = 0) -> int:
+            value = section.get(key)
+            return default if value is None else _limits.integer(value, key, minimum)
+
+        steps = count(tokens, "train_steps", 0)
+        dp = count(_mapping(root, "parallelism"), "dp", 1, 1)
+        gbs = (
+            count(tokens, "micro_batch_size", 1, 1)
+            * count(tokens, "batch_accumulation_per_replica", 1, 1)
+            * dp
+        )
+        valid, test = (count(tokens, k, 0) for k in ("limit_val_batches", "limit_test_batches"))
         out["num_samples"] = (steps * gbs, valid * gbs or None, test * gbs or None)
     return out
+
+
+def _mapping(root: dict[str, Any], key: str) -> dict[str, Any]:
+    value = root.get(key) or {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key} must be a mapping, got {value!r}")
+    return value
 
 
 def check_counts(counts: Sequence[int | None]) -> SampleCounts:
     """Validate (train, valid, test) sample counts."""
     if len(counts) != 3:
         raise ConfigError(f"num_samples must be (train, valid, test), got {tuple(counts)!r}")
-    for name, n in zip(("train", "valid", "test"), counts, strict=True):
-        if n is not None and (not _is_int(n) or n < 0):
-            raise ConfigError(f"the {name} sample count must be a non-negative integer or None, got {n!r}")
-    return (counts[0], counts[1], counts[2])
+    checked = [
+        _limits.integer(n, f"the {name} sample count (num_samples; None: one pass)", 0, optional=True)
+        for name, n in zip(("train", "valid", "test"), counts, strict=True)
+    ]
+    return (checked[0], checked[1], checked[2])

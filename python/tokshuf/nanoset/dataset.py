@@ -17,6 +17,7 @@ import numpy.typing as npt
 from tokshuf import _cache, _core
 from tokshuf._arrays import as_numpy
 from tokshuf._deprecation import renamed_parameters
+from tokshuf._limits import position
 from tokshuf._storage import local_prefix
 from tokshuf.nanoset.config import NanosetConfig
 from tokshuf.nanoset.megatron_item import megatron_item
@@ -33,13 +34,9 @@ def from_numpy(a: npt.NDArray[Any]) -> _core.IndexArray:
 
 
 def _index(k: Any, n: int) -> int:
-    try:
-        i = int(k.__index__())
-    except AttributeError:
-        raise TypeError(f"sample indices must be integers, not {type(k).__name__}") from None
-    if not -n <= i < n:
-        raise IndexError(f"sample index {i} is out of range for a dataset of {n} samples")
-    return i + n if i < 0 else i
+    """Sample ``k`` of ``n`` as Python sequences take it (tokshuf._limits.position): negative from
+    the end, a bool or a float a TypeError."""
+    return position(k, n, "sample")
 
 
 class SampleDataset:

@@ -99,10 +99,11 @@ class LoaderConfig:
 
 def build_stream(cfg: LoaderConfig) -> TokenStream:
     """The :class:`TokenStream` a config describes."""
+    # A comma-separated string is parsed here; a list goes to TokenStream's checks as given.
     strip = (
         [int(t) for t in _split(cfg.strip_tokens) or []]
         if isinstance(cfg.strip_tokens, str)
-        else cfg.strip_tokens
+        else list(cfg.strip_tokens)
     )
     return TokenStream(
         cfg.sub_datasets(),
@@ -113,7 +114,7 @@ def build_stream(cfg: LoaderConfig) -> TokenStream:
         chunk_size=cfg.chunk_size,
         bos_token_id=cfg.bos_token,
         eos_token_id=cfg.eos_token,
-        strip_tokens=[int(t) for t in strip],
+        strip_tokens=strip,
         min_length=cfg.min_length,
         shuffle_window=cfg.shuffle_window,
         add_extra_token=cfg.add_extra_token,

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf._deprecation import deprecated_parameters, renamed_attribute, renamed_parameters
+from tokshuf._limits import token_id
 from tokshuf.errors import ConfigError, FormatError
 
 __all__ = [
@@ -115,7 +116,7 @@ class NpyHandler(_NativeHandler):
         if dtype not in ("uint8", "uint16", "uint32", "uint64"):
             raise ConfigError(f"npy dtype {dtype!r}: expected uint8, uint16, uint32 or uint64")
         self.dtype = dtype
-        self.eos_token_id = int(eos_token_id)
+        self.eos_token_id = token_id(eos_token_id, "eos_token_id")
 
     def is_legal(self, path: str) -> bool:
         return path.endswith(".npy")

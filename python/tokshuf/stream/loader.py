@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from tokshuf import _limits
 from tokshuf._summaries import BatchOutput
 from tokshuf.errors import ConfigError
 from tokshuf.stream.stream import TokenStream, WorkerStream
@@ -63,14 +64,10 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             raise ConfigError(f"output {output!r}: expected one of {', '.join(get_args(BatchOutput))}")
         r, w = distributed_rank()
         self.stream = stream
-        self.rank = r if rank is None else int(rank)
-        self.world_size = w if world_size is None else int(world_size)
-        if not 0 <= self.rank < self.world_size:
-            raise ConfigError(f"rank {self.rank} out of range for world_size {self.world_size}")
+        self.world_size = _limits.integer(w if world_size is None else world_size, "world_size", 1)
+        self.rank = _limits.integer(r if rank is None else rank, "rank", 0, self.world_size - 1)
         self.output = output
-        if snapshot_every is not None and snapshot_every < 1:
-            raise ConfigError(f"snapshot_every must be at least 1, got {snapshot_every}")
-        self.snapshot_every = snapshot_every
+        self.snapshot_every = _limits.integer(snapshot_every, "snapshot_every", 1, optional=True)
         self._start: Mapping[str, Any] | None = None
         self._live: WorkerStream | None = None
         self._num_workers = 1

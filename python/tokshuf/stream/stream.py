@@ -12,7 +12,7 @@ from typing import Any, get_args
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf import _core
+from tokshuf import _core, _limits
 from tokshuf._deprecation import renamed_attribute, renamed_parameters
 from tokshuf._summaries import TokenDtype
 from tokshuf.errors import ConfigError, FormatError
@@ -119,15 +119,19 @@ class TokenStream:
         names = [d.name for d in self.datasets]
         if len(set(names)) != len(names):
             raise ConfigError(f"sub-dataset names must be unique: {names}")
-        for key, v in (
-            ("sequence_length", sequence_length),
-            ("batch_size", batch_size),
-            ("chunk_size", chunk_size),
-        ):
-            if int(v) < 1:
-                raise ConfigError(f"{key} must be at least 1, got {v}")
-        if logical_shards < 1:
-            raise ConfigError(f"logical_shards must be at least 1, got {logical_shards}")
+        # The rules of tokshuf._limits, as the command line's: integers (numpy's too), never a
+        # float or a string cut to one, within bounds that keep every buffer allocatable.
+        integer = _limits.integer
+        sequence_length = _limits.sequence_length(sequence_length)
+        batch_size = integer(batch_size, "batch_size", 1)
+        chunk_size = integer(chunk_size, "chunk_size", 1)
+        logical_shards = integer(logical_shards, "logical_shards", 1, _limits.MAX_LOGICAL_SHARDS)
+        seed = integer(seed, "seed", 0, 2**64 - 1)
+        bos_token_id = _limits.token_id(bos_token_id, "bos_token_id", optional=True)
+        eos_token_id = _limits.token_id(eos_token_id, "eos_token_id", optional=True)
+        strip_tokens = [_limits.token_id(t, "strip_tokens") for t in strip_tokens]
+        min_length = integer(min_length, "min_length", 0)
+        shuffle_window = integer(shuffle_window, "shuffle_window", 0)
         if token_dtype not in _TOKEN_DTYPES:
             raise ConfigError(f"token_dtype {token_dtype!r}: expected one of {', '.join(_TOKEN_DTYPES)}")
         if label_mask_boundaries and (token_dtype == "uint32" or not add_extra_token):
@@ -211,6 +215,8 @@ class TokenStream:
     def worker(self, worker: int, n_workers: int, state: Mapping[str, Any] | None = None) -> WorkerStream:
         """The stream of global worker ``worker`` of ``n_workers``, fresh or from ``state``
         (any topology: the same worker count resumes bit-exactly, another one rescales)."""
+        n_workers = _limits.integer(n_workers, "n_workers", 1, 2**32 - 1)
+        worker = _limits.integer(worker, "worker", 0, n_workers - 1)
         if state is not None:
             self.check_state(state)
         tables = worker_tables(state, worker, n_workers)
@@ -285,11 +291,18 @@ class WorkerStream:
                 return arrays
         s = self.stream
         shape = (s.batch_size, s.sequence_length)
-        fresh = (
-            np.empty(shape, dtype=s.token_dtype),
-            np.empty(shape, dtype=s.token_dtype),
-            np.empty(shape, dtype=np.int32),
-        )
+        try:
+            fresh = (
+                np.empty(shape, dtype=s.token_dtype),
+                np.empty(shape, dtype=s.token_dtype),
+                np.empty(shape, dtype=np.int32),
+            )
+        except (MemoryError, ValueError):  # ValueError: past what any address space holds
+            gib = 3 * s.batch_size * s.sequence_length * 8 / 2**30
+            raise ConfigError(
+                f"a batch of batch_size {s.batch_size} x sequence_length {s.sequence_length} tokens needs "
+                f"about {gib:,.1f} GiB, more than this machine can allocate: lower either"
+            ) from None
         if len(self._pool) < 4:
             self._pool.append(fresh)
         return fresh

@@ -10,6 +10,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_remote, m)?)?;
     m.add_function(wrap_pyfunction!(remote_exists, m)?)?;
     m.add_function(wrap_pyfunction!(list_objects, m)?)?;
+    m.add_function(wrap_pyfunction!(list_object_sizes, m)?)?;
     m.add_function(wrap_pyfunction!(upload, m)?)?;
     m.add_function(wrap_pyfunction!(identity, m)?)?;
     m.add_function(wrap_pyfunction!(storage_counters, m)?)?;
@@ -49,6 +50,17 @@ fn list_objects(py: Python<'_>, url: String, suffixes: Vec<String>) -> PyResult<
         let prefix = storage::resolve(&url)?;
         let suffixes: Vec<&str> = suffixes.iter().map(String::as_str).collect();
         Ok(storage::list(&prefix, &suffixes)?.into_iter().map(|r| r.url).collect())
+    })
+}
+
+/// `(url, bytes)` of the objects under the prefix `url` whose keys end in one of `suffixes`,
+/// sorted (one listing: the sizes come with it).
+#[pyfunction]
+fn list_object_sizes(py: Python<'_>, url: String, suffixes: Vec<String>) -> PyResult<Vec<(String, u64)>> {
+    run_detached(py, move |_| {
+        let prefix = storage::resolve(&url)?;
+        let suffixes: Vec<&str> = suffixes.iter().map(String::as_str).collect();
+        Ok(storage::list_sized(&prefix, &suffixes)?.into_iter().map(|(r, size)| (r.url, size)).collect())
     })
 }
 

@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use rayon::prelude::*;
 
 use super::{positive, Span};
+use crate::alloc::try_with_capacity;
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::parallel;
@@ -46,9 +47,16 @@ struct Tree {
 }
 
 impl Tree {
-    fn new(n: usize) -> Self {
-        let size = n.next_power_of_two();
-        Self { size, w: vec![0; 2 * size] }
+    /// A tree over `n` leaves, all zero, or an error when the machine cannot hold it (`n` is a
+    /// user's sequence length: never an abort).
+    fn new(n: usize) -> Result<Self> {
+        let what = format!("the packing's free-space tree for sequence_length {n}");
+        let leaves = n.checked_next_power_of_two().and_then(|size| size.checked_mul(2).map(|all| (size, all)));
+        let (size, all) =
+            leaves.ok_or_else(|| Error::invalid(format!("{what} cannot be sized: sequence_length too large")))?;
+        let mut w = try_with_capacity(all, &what)?;
+        w.resize(all, 0);
+        Ok(Self { size, w })
     }
 
     fn set(&mut self, leaf: usize, weight: u64) {
@@ -87,9 +95,12 @@ pub fn pack(docs: &[Span], seq_len: u64) -> Result<Packing> {
     order.sort_by_key(|&i| std::cmp::Reverse(docs[i][1] - docs[i][0]));
     let sorted: Vec<Span> = order.iter().map(|&i| docs[i]).collect();
 
-    let mut tree = Tree::new(s);
+    // Both tables grow with seq_len, not with the data: reserve them before touching either.
+    let mut by_space: Vec<VecDeque<u64>> =
+        try_with_capacity(s, &format!("the packing's free-space lists for sequence_length {seq_len}"))?;
+    let mut tree = Tree::new(s)?;
+    by_space.resize_with(s, VecDeque::new);
     tree.set(s - 1, seq_len); // free space S: "open a new bin", always available
-    let mut by_space: Vec<VecDeque<u64>> = vec![VecDeque::new(); s];
     let mut bin_of = Vec::with_capacity(sorted.len());
     let mut bins = 0u64;
     for d in &sorted {
@@ -170,6 +181,14 @@ mod tests {
                 [s - l, s]
             })
             .collect()
+    }
+
+    #[test]
+    fn a_sequence_length_no_machine_can_pack_is_an_error_not_an_abort() {
+        for seq_len in [1 << 50, u64::MAX / 2, u64::MAX] {
+            let err = pack(&spans(&[3, 2]), seq_len).unwrap_err().to_string();
+            assert!(err.contains("sequence_length"), "{err}");
+        }
     }
 
     fn bins(p: &Packing) -> Vec<Vec<u64>> {

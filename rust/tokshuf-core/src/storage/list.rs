@@ -39,3 +39,14 @@ fn keys(at: &Remote, prefix: Option<&Key>) -> Result<Vec<Key>> {
     keys.sort_by(|a, b| a.as_ref().cmp(b.as_ref()));
     Ok(keys)
 }
+
+/// Every object under `prefix` (as a directory) whose key ends in one of `exts`, with its size in
+/// bytes, sorted by key: one listing, no request per object.
+pub fn sized_under(prefix: &Remote, exts: &[&str]) -> Result<Vec<(Remote, u64)>> {
+    let mut found: Vec<(Key, u64)> =
+        block_on(prefix.store.list(Some(&prefix.key)).map_ok(|m| (m.location, m.size)).try_collect())
+            .map_err(|e| Error::io(std::path::Path::new(&prefix.url), to_io(prefix, e)))?;
+    found.retain(|(k, _)| exts.iter().any(|e| k.as_ref().ends_with(e)));
+    found.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
+    Ok(found.into_iter().map(|(k, size)| (prefix.with_key(k), size)).collect())
+}

@@ -23,7 +23,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use cache::{cache_root, local_copy, local_copy_cancellable, local_path};
-pub use list::{all_under as list_all, glob, under as list};
+pub use list::{all_under as list_all, glob, sized_under as list_sized, under as list};
 pub use ranges::{Pending, RandomAccess};
 pub use read::{counters, Counters, RemoteReader};
 pub use stores::{is_remote, resolve, Remote, SCHEMES};

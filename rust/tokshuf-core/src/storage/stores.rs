@@ -26,9 +26,30 @@ use crate::error::{Error, Result};
 /// The URL schemes of object stores.
 pub const SCHEMES: [&str; 10] = ["s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "http", "https"];
 
-/// Whether `s` names an object in a store rather than a local path.
+/// The scheme of `s` if it is written as a URL: `scheme://...` with RFC 3986's scheme characters,
+/// at least two of them (so that `C://x` stays a path).
+fn url_scheme(s: &str) -> Option<&str> {
+    let (scheme, _) = s.split_once("://")?;
+    let mut chars = scheme.chars();
+    let first = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    let rest = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    (first && rest && scheme.len() >= 2).then_some(scheme)
+}
+
+/// Whether `s` names an object in a store rather than a local path: whether it is a URL. This is
+/// the one place paths and URLs are told apart; a URL whose scheme has no store here (`hf://`,
+/// `ftp://`, `file://`) is refused by [`resolve`], naming the schemes there are, instead of being
+/// taken for a local path that "does not exist" (or, as an output, created as `./hf:/...`).
 pub fn is_remote(s: &str) -> bool {
-    s.split_once("://").is_some_and(|(scheme, _)| SCHEMES.contains(&scheme))
+    url_scheme(s).is_some()
+}
+
+/// The error for a URL whose scheme tokshuf has no store for.
+fn unsupported_scheme(scheme: &str, url: &str) -> Error {
+    Error::invalid(format!(
+        "unsupported scheme {scheme} in {url:?} (supported: s3, gs, az, http, https; local files are given by \
+         their path, not as file:// URLs)"
+    ))
 }
 
 /// An object (or a prefix of objects) in a store.
@@ -83,6 +104,9 @@ pub fn resolve(url: &str) -> Result<Remote> {
     static STORES: Mutex<Option<(u32, Stores)>> = Mutex::new(None);
     let bad = |why: &str| Error::invalid(format!("{url:?} is not a valid storage URL: {why}"));
     let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
+    if !SCHEMES.contains(&scheme) {
+        return Err(unsupported_scheme(scheme, url));
+    }
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
     if bucket.is_empty() {
         return Err(bad("no bucket or host"));
@@ -229,7 +253,15 @@ mod tests {
     #[test]
     fn urls_and_schemes() {
         assert!(is_remote("s3://bucket/key") && is_remote("gs://b/x") && is_remote("https://host/path"));
-        assert!(!is_remote("/data/file.jsonl") && !is_remote("file.jsonl") && !is_remote("ftp://x/y"));
+        assert!(!is_remote("/data/file.jsonl") && !is_remote("file.jsonl") && !is_remote("C://x"));
+        assert!(!is_remote("dir/a://b") && !is_remote("://x"));
+        // Any URL is one, so that one without a store is refused by name, never taken for a path.
+        for url in ["hf://datasets/x/y.parquet", "ftp://x/y", "file:///data/x.jsonl"] {
+            assert!(is_remote(url), "{url}");
+            let err = resolve(url).unwrap_err().to_string();
+            let scheme = url.split("://").next().unwrap();
+            assert!(err.contains(&format!("unsupported scheme {scheme}")) && err.contains("s3, gs, az"), "{err}");
+        }
         let r = resolve("s3://bucket/dir/a%20b.jsonl").unwrap();
         assert_eq!(r.key.as_ref(), "dir/a b.jsonl");
         assert_eq!(r.with_key(Key::from("other/x")).url, "s3://bucket/other/x");
