@@ -233,6 +233,7 @@ class InstanceReader:
         chunks_per_doc: int = 1,
         label_masks: Sequence[str | PathLike[str]] = ...,
         olmo_doc_lens: bool = True,
+        recorded_boundaries: Sequence[bool] = ...,
     ) -> InstanceReader: ...
     def __len__(self) -> int: ...
     @property

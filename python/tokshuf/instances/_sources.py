@@ -51,6 +51,12 @@ class Source:
             return {"metadata": _cache.file_identity(meta)}
         return {"eos": eos_token_id, "bos": bos_token_id}
 
+    @staticmethod
+    def boundaries_recorded(origin: Any) -> bool:
+        """Whether documents of ``origin`` (from :meth:`boundary_source`) were recorded (Dolma
+        metadata, an index) rather than found by an EOS scan."""
+        return not (isinstance(origin, dict) and "eos" in origin)
+
     def documents(
         self,
         cache_dir: Path,

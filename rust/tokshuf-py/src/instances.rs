@@ -8,8 +8,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use tokshuf_core::indexed::{IndexedDataset, Validate};
 use tokshuf_core::instances::{
-    concat, curriculum::Curriculum, interleaved, limit_spans, packed, padded, vsl, Layout, LongDocStrategy, Reader,
-    TokenStore, U64s,
+    concat, curriculum::Curriculum, interleaved, limit_spans, packed, padded, vsl, Layout, LongDocStrategy,
+    PackedDocLens, Reader, TokenStore, U64s,
 };
 use tokshuf_core::rng::{seed_words, NumpyGenerator, SeedSequence};
 use tokshuf_core::tokens::{TokenArray, TokenType};
@@ -198,11 +198,14 @@ impl PyInstanceReader {
     /// `label_masks`: optional per-source bool arrays (one byte per token).
     /// `kind`: `chunks` (with `instances_per_file` and optional per-file `doc_files`), `spans`
     /// (`files["spans"]`), `packed` (`docs`, `offsets`, `doc_ids`; `olmo_doc_lens` picks OLMo-core's
-    /// token-based `doc_lens` over the packing's) or `interleaved` (`base`, `exempt`, `order`).
+    /// `doc_lens` over the packing's, `recorded_boundaries` says per source whether its group's
+    /// documents came from recorded boundaries rather than an EOS scan) or `interleaved` (`base`,
+    /// `exempt`, `order`).
     #[new]
     #[pyo3(signature = (sources, kind, sequence_length, pad_token_id, eos_token_id, bos_token_id=None, *,
                         files=HashMap::new(), instances_per_file=Vec::new(), doc_files=Vec::new(),
-                        docs_per_instance=1, chunks_per_doc=1, label_masks=Vec::new(), olmo_doc_lens=true))]
+                        docs_per_instance=1, chunks_per_doc=1, label_masks=Vec::new(), olmo_doc_lens=true,
+                        recorded_boundaries=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -219,6 +222,7 @@ impl PyInstanceReader {
         chunks_per_doc: u64,
         label_masks: Vec<PathBuf>,
         olmo_doc_lens: bool,
+        recorded_boundaries: Vec<bool>,
     ) -> PyResult<Self> {
         let kind = kind.to_string();
         let inner = py
@@ -238,7 +242,11 @@ impl PyInstanceReader {
                         docs: array(&files, "docs")?,
                         offsets: array(&files, "offsets")?,
                         doc_ids: array(&files, "doc_ids")?,
-                        olmo_doc_lens,
+                        doc_lens: if olmo_doc_lens {
+                            PackedDocLens::Olmo { recorded: recorded_boundaries }
+                        } else {
+                            PackedDocLens::Packing
+                        },
                     },
                     "interleaved" => Layout::Interleaved {
                         base: array(&files, "base")?,
