@@ -11,7 +11,7 @@ use tokshuf_core::instances::{
     concat, curriculum::Curriculum, interleaved, limit_spans, packed, padded, vsl, Layout, LongDocStrategy,
     PackedDocLens, Reader, TokenStore, U64s,
 };
-use tokshuf_core::rng::{seed_words, NumpyGenerator, SeedSequence};
+use tokshuf_core::rng::{NumpyGenerator, SeedSequence};
 use tokshuf_core::tokens::{TokenArray, TokenType};
 use tokshuf_core::{Error, Result};
 
@@ -35,8 +35,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-fn generator(seed: &[u64]) -> NumpyGenerator {
-    NumpyGenerator::from_seed_sequence(&SeedSequence::new(&seed_words(seed)))
+/// numpy's `default_rng(seed)` from the seed's entropy words (`tokshuf.instances._seeds`).
+fn generator(entropy: &[u32]) -> NumpyGenerator {
+    NumpyGenerator::from_seed_sequence(&SeedSequence::new(entropy))
 }
 
 /// Instances each file contributes to a concatenate-and-chunk dataset.
@@ -135,42 +136,45 @@ fn vsl_batches_per_bucket(
         .into_py(py)
 }
 
-/// The order of the global batches under a curriculum, drawn from numpy's
-/// `default_rng(SeedSequence(seed))`.
+/// The order of the global batches under a curriculum, drawn from numpy's `default_rng(seed)`,
+/// `entropy` being the seed's words.
 #[pyfunction]
-#[pyo3(signature = (batches_per_bucket, seed, curriculum_name="natural", num_cycles=None, balanced=false))]
+#[pyo3(signature = (batches_per_bucket, entropy, curriculum_name="natural", num_cycles=None, balanced=false))]
 fn vsl_batch_order(
     py: Python<'_>,
     batches_per_bucket: Vec<(u64, u64)>,
-    seed: Vec<u64>,
+    entropy: Vec<u32>,
     curriculum_name: &str,
     num_cycles: Option<u64>,
     balanced: bool,
 ) -> PyResult<PyMappedBuffer> {
     let c = curriculum(curriculum_name, num_cycles, balanced).into_py(py)?;
-    let order = py.detach(|| c.batch_indices(&batches_per_bucket, &mut generator(&seed))).into_py(py)?;
+    let order = py.detach(|| c.batch_indices(&batches_per_bucket, &mut generator(&entropy))).into_py(py)?;
     Ok(u64_out(&order))
 }
 
-/// Exempt base ids and the seeded permutation of the others; `exempt` is a uint8 mask.
+/// Exempt base ids and the seeded permutation of the others; `exempt` is a uint8 mask,
+/// `entropy` the seed's words.
 #[pyfunction]
 fn interleave_plan(
     py: Python<'_>,
     exempt: PyBuffer<u8>,
     sequence_length: u64,
     docs_per_instance: u64,
-    seed: u64,
+    entropy: Vec<u32>,
 ) -> PyResult<(PyMappedBuffer, PyMappedBuffer)> {
     let mask: Vec<bool> = exempt.to_vec(py)?.into_iter().map(|b| b != 0).collect();
-    let p = py.detach(|| interleaved::plan(&mask, sequence_length, docs_per_instance, seed)).into_py(py)?;
+    let seed = SeedSequence::new(&entropy);
+    let p = py.detach(|| interleaved::plan(&mask, sequence_length, docs_per_instance, &seed)).into_py(py)?;
     Ok((u64_out(&p.exempt), u64_out(&p.order)))
 }
 
-/// numpy's `default_rng(SeedSequence(seed)).permutation(values)` for a uint64 array.
+/// numpy's `default_rng(seed).permutation(values)` for a uint64 array, `entropy` being the
+/// seed's words.
 #[pyfunction]
-fn numpy_shuffled(py: Python<'_>, values: PyBuffer<u64>, seed: Vec<u64>) -> PyResult<PyMappedBuffer> {
+fn numpy_shuffled(py: Python<'_>, values: PyBuffer<u64>, entropy: Vec<u32>) -> PyResult<PyMappedBuffer> {
     let mut v = values.to_vec(py)?;
-    py.detach(|| generator(&seed).shuffle(&mut v));
+    py.detach(|| generator(&entropy).shuffle(&mut v));
     Ok(u64_out(&v))
 }
 
