@@ -95,6 +95,9 @@ class FSLDataset(InstanceDataset):
     def _wants_doc_lens(self) -> bool:
         return self.generate_doc_lengths
 
+    def _uses_documents(self) -> bool:
+        return self.generate_doc_lengths
+
     def _open(self) -> _core.InstanceReader:
         self.instances_per_file: list[int] = _core.instances_per_file(
             [s.num_tokens for s in self.sources], self.sequence_length, self.max_target_sequence_length
