@@ -38,6 +38,24 @@ def olmo_doc_lens(ids: list[int], eos: int, bos: int | None = None) -> list[int]
     return np.diff(np.concatenate([[-1], ends])).tolist()
 
 
+def olmo_recorded_doc_lens(ids: list[int], docs: list[int], eos: int, bos: int | None = None) -> list[int]:
+    """OLMo-core's packed `doc_lens` when packing read the documents from the metadata
+    (`NumpyPackedFSLDataset.__getitem__`, `use_array_if_local=False`): the lengths `docs` of the
+    loaded documents; then, if there is padding, `get_document_lengths` of the padding alone
+    (without `bos`), or of the last document's last token and the padding (with `bos`), whose
+    first length, less that token, is added to the last document."""
+    out = list(docs)
+    padding = len(ids) - sum(docs)
+    if padding > 0:
+        if bos is None:
+            out += olmo_doc_lens(ids[-padding:], eos)
+        else:
+            tail = olmo_doc_lens(ids[-padding - 1 :], eos, bos)
+            out[-1] += tail[0] - 1
+            out += tail[1:]
+    return out
+
+
 def fsl_windows(file_sizes: list[int], seq: int, max_target: int | None = None) -> list[tuple[int, int]]:
     """Global (start, end) of each instance: windows per file, remainder dropped."""
     unit = max_target or seq

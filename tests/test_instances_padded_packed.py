@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from instance_data import BOS, EOS, PAD, common, files, files_with_documents, write_files
-from olmo_model import eos_documents, limit, obfd, olmo_doc_lens
+from instance_data import BOS, EOS, PAD, bodies, common, files, files_with_documents, write_files
+from olmo_model import eos_documents, limit, obfd, olmo_doc_lens, olmo_recorded_doc_lens
 
 from tokshuf import ConfigError
+from tokshuf import olmo_tokens as ot
 from tokshuf.instances import PackedFSLDataset, PaddedFSLDataset
 
 
@@ -198,3 +199,102 @@ def test_padded_refuses_a_file_without_eos(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"part-1.npy: no document .* no eos_token_id 0 among its 4 tokens"):
         PaddedFSLDataset(*paths, sequence_length=8, **common(tmp_path / "w"))
     assert len(PaddedFSLDataset(paths[0], sequence_length=8, **common(tmp_path / "w"))) == 1
+
+
+def metadata_corpus(d, seed: int, docs: list[tuple[int, bool]], eos: int, bos: int | None) -> str:
+    """A token file whose Dolma metadata bounds every document, some of which lack their EOS."""
+    rng = np.random.default_rng(seed)
+    tokens = []
+    for n, has_eos in docs:
+        body = rng.integers(10, 900, n).tolist()
+        tokens.append(np.array(([bos] if bos is not None else []) + body + ([eos] if has_eos else [])))
+    path = d / "part.npy"
+    ot.write_tokens(path, tokens, np.uint16, metadata=True)
+    return str(path)
+
+
+#: olmo D1 (../shared/redteam/turn3/olmo/r_packed_metadata_doc_lens*.py): OLMo-core 3.0.0's doc_lens
+#: for these corpora, measured with NumpyPackedFSLDataset(..., use_array_if_local=False) (its
+#: packing sort made stable). A document without EOS must stay apart from the next one.
+DOCS_A = [(5, True), (7, False), (3, True), (20, False), (1, True), (9, True), (4, False)]
+DOCS_B = [(5, True), (7, False), (3, True), (20, False), (1, True), (9, True), (2, True), (4, False)]
+OLMO_FROM_METADATA = {
+    "no_bos": (0, DOCS_A, 0, None, [[16], [10, 6], [7, 4, 4, 1], [2, 14]]),
+    "bos": (11, DOCS_B, 0, 3, [[16], [11, 5], [8, 8], [5, 4, 7]]),
+    "pad_is_eos": (11, DOCS_B, 2, None, [[16], [10, 6], [7, 4, 4, 1], [3, 2] + [1] * 11]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OLMO_FROM_METADATA))
+@pytest.mark.parametrize("boundaries", ["metadata", "auto"])
+def test_packed_doc_lens_from_metadata_equal_olmo_cores(tmp_path, case: str, boundaries: str) -> None:
+    seed, docs, pad, bos, expected = OLMO_FROM_METADATA[case]
+    path = metadata_corpus(tmp_path, seed, docs, 2, bos)
+    kw = {"eos_token_id": 2, "pad_token_id": pad, "bos_token_id": bos, "vocab_size": 1000}
+    ds = PackedFSLDataset(
+        path,
+        sequence_length=16,
+        generate_doc_lengths=True,
+        document_boundaries=boundaries,
+        cache_dir=tmp_path,
+        **kw,
+    )
+    assert [ds[i]["doc_lens"].tolist() for i in range(len(ds))] == expected
+    b = ds.get_batch(np.arange(len(ds)))
+    assert b["max_doc_lens"] == [max(x) for x in expected]
+    # From an EOS scan, the row is scanned again, as OLMo-core does on its default path.
+    scanned = PackedFSLDataset(
+        path,
+        sequence_length=16,
+        generate_doc_lengths=True,
+        document_boundaries="eos",
+        cache_dir=tmp_path,
+        **kw,
+    )
+    for i in range(len(scanned)):
+        assert scanned[i]["doc_lens"].tolist() == olmo_doc_lens(scanned[i]["input_ids"].tolist(), 2, bos)
+
+
+@given(
+    corpus=st.lists(
+        st.lists(st.tuples(bodies, st.booleans()), min_size=1, max_size=10), min_size=1, max_size=3
+    ),
+    seq=st.integers(1, 40),
+    strategy=st.sampled_from(["truncate", "fragment"]),
+    bos=st.sampled_from([None, BOS]),
+    pad_is_eos=st.booleans(),
+    group=st.integers(1, 2),
+)
+def test_packed_doc_lens_from_metadata_follow_olmos_rule(
+    tmp_path_factory: pytest.TempPathFactory,
+    corpus: list,
+    seq: int,
+    strategy: str,
+    bos: int | None,
+    pad_is_eos: bool,
+    group: int,
+) -> None:
+    d = tmp_path_factory.mktemp("meta")
+    paths = []
+    for f, docs in enumerate(corpus):  # (body, has EOS) per document, bounded by the metadata
+        tokens = [
+            np.array([*([bos] if bos is not None else []), *body, *([EOS] if e else [])]) for body, e in docs
+        ]
+        tokens = [t for t in tokens if t.size]
+        paths.append(d / f"part-{f}.npy")
+        ot.write_tokens(paths[-1], tokens or [np.array([EOS])], np.uint16, metadata=True)
+    pad = EOS if pad_is_eos else PAD
+    ds = PackedFSLDataset(
+        *paths,
+        sequence_length=seq,
+        long_doc_strategy=strategy,
+        source_group_size=group,
+        generate_doc_lengths=True,
+        **common(d / "w", bos_token_id=bos, pad_token_id=pad, document_boundaries="metadata"),
+    )
+    b = ds.get_batch(np.arange(len(ds)))
+    for i in range(len(ds)):
+        packed = [int(e - s) for s, e in ds.instance_documents(i)]
+        lens = olmo_recorded_doc_lens(b["input_ids"][i].tolist(), packed, EOS, bos)
+        assert ds[i]["doc_lens"].tolist() == lens
+        assert sum(lens) == seq

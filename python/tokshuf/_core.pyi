@@ -207,15 +207,15 @@ def vsl_batches_per_bucket(
 ) -> list[tuple[int, int]]: ...
 def vsl_batch_order(
     batches_per_bucket: Sequence[tuple[int, int]],
-    seed: list[int],
+    entropy: list[int],
     curriculum_name: str = "natural",
     num_cycles: int | None = None,
     balanced: bool = False,
 ) -> MappedBuffer: ...
 def interleave_plan(
-    exempt: _Buffer, sequence_length: int, docs_per_instance: int, seed: int
+    exempt: _Buffer, sequence_length: int, docs_per_instance: int, entropy: list[int]
 ) -> tuple[MappedBuffer, MappedBuffer]: ...
-def numpy_shuffled(values: _Buffer, seed: list[int]) -> MappedBuffer: ...
+def numpy_shuffled(values: _Buffer, entropy: list[int]) -> MappedBuffer: ...
 
 @final
 class InstanceReader:
@@ -235,6 +235,7 @@ class InstanceReader:
         chunks_per_doc: int = 1,
         label_masks: Sequence[str | PathLike[str]] = ...,
         olmo_doc_lens: bool = True,
+        recorded_boundaries: Sequence[bool] = ...,
     ) -> InstanceReader: ...
     def __len__(self) -> int: ...
     @property

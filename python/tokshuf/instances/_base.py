@@ -4,6 +4,7 @@ pickling by path."""
 from __future__ import annotations
 
 import copy
+import operator
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,7 +116,8 @@ class InstanceDataset:
                 "give one per path"
             )
         if metadata is None or isinstance(metadata, dict):
-            self.metadata: list[dict[str, Any]] | None = None if metadata is None else [metadata] * len(paths)
+            # As OLMo-core: an empty dict means no metadata (items have no "metadata" key).
+            self.metadata: list[dict[str, Any]] | None = [metadata] * len(paths) if metadata else None
         else:
             self.metadata = list(metadata)
             if len(self.metadata) != len(paths):
@@ -124,6 +126,11 @@ class InstanceDataset:
                 )
         self.cache_path: Path | None = None
         self._reader: _core.InstanceReader = self._open()
+        if self._uses_documents():
+            for s in self.sources:
+                s.warn_if_metadata_disagrees(
+                    self.cache_dir, eos_token_id, bos_token_id, document_boundaries, num_threads
+                )
 
     # -- subclass hooks -----------------------------------------------------------------------
     def _open(self) -> _core.InstanceReader:
@@ -135,6 +142,10 @@ class InstanceDataset:
 
     def _wants_doc_lens(self) -> bool:
         return False
+
+    def _uses_documents(self) -> bool:
+        """Whether the instances depend on where documents start and end."""
+        return True
 
     # -- helpers for subclasses ---------------------------------------------------------------
     def _fields(self) -> dict[str, Any]:
@@ -281,8 +292,14 @@ class InstanceDataset:
     def __getitem__(self, index: int) -> Batch:
         """Instance ``index`` as a dict of numpy arrays: ``input_ids`` (int64), ``label_mask``
         and ``doc_lens`` (int32, unpadded) where the dataset has them."""
-        if not isinstance(index, int | np.integer):
+        # operator.index, as a Python sequence: numpy integers and 0-d integer arrays (OLMo-core
+        # takes int(index)), never floats or bools.
+        if isinstance(index, bool | np.bool_):
             raise TypeError(f"dataset indices must be integers, got {type(index).__name__}")
+        try:
+            index = operator.index(index)
+        except TypeError:
+            raise TypeError(f"dataset indices must be integers, got {type(index).__name__}") from None
         b = self.get_batch([index])
         item: Batch = {"input_ids": b["input_ids"][0]}
         if "label_mask" in b:

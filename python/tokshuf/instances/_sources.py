@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _cache, _core, _storage
+from tokshuf._log import log
 from tokshuf.errors import ConfigError
 from tokshuf.olmo_tokens import Boundaries, metadata_path, token_dtype
 
@@ -51,6 +52,12 @@ class Source:
             return {"metadata": _cache.file_identity(meta)}
         return {"eos": eos_token_id, "bos": bos_token_id}
 
+    @staticmethod
+    def boundaries_recorded(origin: Any) -> bool:
+        """Whether documents of ``origin`` (from :meth:`boundary_source`) were recorded (Dolma
+        metadata, an index) rather than found by an EOS scan."""
+        return not (isinstance(origin, dict) and "eos" in origin)
+
     def documents(
         self,
         cache_dir: Path,
@@ -75,6 +82,73 @@ class Source:
         fields = {"source": self.identity(), "boundaries": origin}
         entry = _cache.cached(cache_dir, "instances", "documents", fields, build)
         return entry.file("spans"), entry.array("spans")
+
+    def warn_if_metadata_disagrees(
+        self,
+        cache_dir: Path,
+        eos_token_id: int,
+        bos_token_id: int | None,
+        boundaries: Boundaries,
+        num_threads: int | None,
+    ) -> None:
+        """Under ``"auto"``, warn (once per file and process) when the Dolma metadata taken
+        differs from the EOS scan OLMo-core runs on local files by default, whose instances then
+        differ. The comparison is cached beside the documents."""
+        origin = self.boundary_source(eos_token_id, bos_token_id, boundaries)
+        key = (self.path, eos_token_id, bos_token_id)
+        if boundaries != "auto" or not (isinstance(origin, dict) and "metadata" in origin) or key in _WARNED:
+            return
+        dtype = self.dtype
+        assert dtype is not None
+
+        def build() -> dict[str, Any]:
+            _, meta = self.documents(cache_dir, eos_token_id, bos_token_id, boundaries, num_threads)
+            buf = _core.scan_documents(self.path, dtype, eos_token_id, bos_token_id, num_threads)
+            return {"difference": _first_difference(meta, _arrays.spans(buf))}
+
+        fields = {"source": self.identity(), "boundaries": origin, "eos": eos_token_id, "bos": bos_token_id}
+        diff = _cache.cached(cache_dir, "instances", "boundary-check", fields, build).array("difference")
+        if diff.size == 0:
+            return
+        _WARNED.add(key)
+        n_meta, n_scan, k, ms, me, ss, se = (int(x) for x in diff)
+        meta = f"[{ms}, {me})" if ms >= 0 else "none"
+        scan = f"[{ss}, {se})" if ss >= 0 else "none"
+        log.warning(
+            "%s: its Dolma metadata %s gives %d documents, an EOS scan (eos_token_id %s, bos_token_id %s) "
+            "%d; document %d: metadata %s, EOS scan %s. document_boundaries='auto' takes the metadata, "
+            "but OLMo-core scans local files for EOS by default, so these instances differ from its "
+            "default ones: pass document_boundaries='eos' to get them, or 'metadata' to keep these "
+            "(OLMo-core's use_array_if_local=False) without this warning",
+            self.path,
+            metadata_path(self.path).name,
+            n_meta,
+            eos_token_id,
+            bos_token_id,
+            n_scan,
+            k,
+            meta,
+            scan,
+        )
+
+
+#: Files whose metadata/EOS disagreement this process has warned about.
+_WARNED: set[tuple[str, int, int | None]] = set()
+
+
+def _first_difference(meta: npt.NDArray[np.uint64], scan: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    """Empty if the two document lists are equal, else ``[documents in meta, documents in scan,
+    first differing document k, meta's span k, scan's span k]`` (-1 for a missing span)."""
+    n = min(len(meta), len(scan))
+    neq = np.flatnonzero((meta[:n] != scan[:n]).any(axis=1))
+    if len(meta) == len(scan) and neq.size == 0:
+        return np.empty(0, np.int64)
+    k = int(neq[0]) if neq.size else n
+    pick = [-1, -1]
+    out = [len(meta), len(scan), k]
+    for arr in (meta, scan):
+        out += [int(x) for x in arr[k]] if k < len(arr) else pick
+    return np.array(out, np.int64)
 
 
 def _indexed_prefix(p: str) -> str | None:

@@ -39,7 +39,9 @@ class FSLDataset(InstanceDataset):
         rule.
     document_boundaries
         For token files: ``"auto"`` (Dolma metadata if present, else EOS scan), ``"eos"`` or
-        ``"metadata"``. ``.bin/.idx`` documents always come from the index.
+        ``"metadata"``. ``.bin/.idx`` documents always come from the index. OLMo-core's default
+        is the EOS scan; ``"auto"`` warns when the metadata it takes disagrees with one (see
+        ``docs/olmo-instances.md``).
     cache_dir
         Root of the caches; the index arrays go to ``<cache_dir>/instances/`` (default:
         ``$TOKSHUF_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokshuf``, else ``~/.cache/tokshuf``).
@@ -99,6 +101,9 @@ class FSLDataset(InstanceDataset):
         return {"max_target_sequence_length": self.max_target_sequence_length}
 
     def _wants_doc_lens(self) -> bool:
+        return self.generate_doc_lengths
+
+    def _uses_documents(self) -> bool:
         return self.generate_doc_lengths
 
     def _open(self) -> _core.InstanceReader:

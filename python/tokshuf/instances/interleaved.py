@@ -15,6 +15,7 @@ from tokshuf._cache import cached
 from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
+from tokshuf.instances._seeds import check_seed, seed_entropy
 from tokshuf.instances.padded import padded_spans
 from tokshuf.olmo_tokens import Boundaries
 
@@ -26,7 +27,8 @@ class InterleavedFSLDataset(InstanceDataset):
     make the model attend over long distances.
 
     As in OLMo-core: the padded dataset's one-document instances are permuted with ``seed``
-    (numpy's ``default_rng(seed).permutation``, so the order equals OLMo-core's); each instance
+    (numpy's ``default_rng(seed).permutation``, so the order equals OLMo-core's, for any
+    non-negative integer seed); each instance
     takes the next ``docs_per_instance`` documents, keeps at most ``sequence_length /
     docs_per_instance`` tokens of each, drops their EOS, BOS and padding tokens, splits each into
     ``chunks_per_doc`` near-equal chunks and emits chunk 0 of every document, then chunk 1, and so
@@ -80,8 +82,7 @@ class InterleavedFSLDataset(InstanceDataset):
             raise ConfigError(
                 f"sequence_length ({sequence_length}) must be a multiple of chunks_per_doc ({chunks_per_doc})"
             )
-        if seed < 0:
-            raise ConfigError(f"seed must be non-negative, got {seed}")
+        seed = check_seed("seed", seed)
         self.seed = seed
         self.docs_per_instance = docs_per_instance
         self.chunks_per_doc = chunks_per_doc
@@ -124,7 +125,8 @@ class InterleavedFSLDataset(InstanceDataset):
 
     def _strategy_fields(self) -> dict[str, Any]:
         return {
-            "seed": self.seed,
+            # Hex beyond 64 bits: JSON would refuse to print an integer of thousands of digits.
+            "seed": self.seed if self.seed < 1 << 64 else hex(self.seed),
             "docs_per_instance": self.docs_per_instance,
             "exempt": self._exempt_sources(),
         }
@@ -132,7 +134,9 @@ class InterleavedFSLDataset(InstanceDataset):
     def _build(self) -> dict[str, npt.NDArray[np.uint64]]:
         base, counts = padded_spans(self, "truncate")
         mask = np.repeat(np.array(self._exempt_sources(), np.uint8), counts)
-        exempt, order = _core.interleave_plan(mask, self.sequence_length, self.docs_per_instance, self.seed)
+        exempt, order = _core.interleave_plan(
+            mask, self.sequence_length, self.docs_per_instance, seed_entropy(self.seed)
+        )
         return {
             "base": base,
             "exempt": _arrays.u64(exempt),

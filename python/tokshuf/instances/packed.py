@@ -40,13 +40,17 @@ class PackedFSLDataset(InstanceDataset):
 
     With ``generate_doc_lengths``, ``doc_lens`` follows ``doc_lens_rule``:
 
-    - ``"olmo"`` (default): OLMo-core's ``get_document_lengths`` on the padded instance, so that
-      attention masks built from ``doc_lens`` equal an OLMo-core run's. A document ends at each
-      EOS and at the instance's last token; with ``bos_token_id`` set, only at an EOS followed by
-      BOS. Hence with a BOS the padding joins the last document (``[2,5,6,1,2,7,1,0]``, EOS 1,
-      BOS 2: ``[4, 4]``), with ``pad_token_id == eos_token_id`` every padding token is a
-      one-token document (``[5,6,1,7,1,1,1,1]``: ``[3, 2, 1, 1, 1]``), and a truncated document
-      without EOS runs into the next one.
+    - ``"olmo"`` (default): OLMo-core's, so that attention masks built from ``doc_lens`` equal an
+      OLMo-core run's. Where the documents came from an EOS scan, its ``get_document_lengths`` on
+      the padded instance: a document ends at each EOS and at the instance's last token; with
+      ``bos_token_id`` set, only at an EOS followed by BOS. Hence with a BOS the padding joins the
+      last document (``[2,5,6,1,2,7,1,0]``, EOS 1, BOS 2: ``[4, 4]``), and with
+      ``pad_token_id == eos_token_id`` every padding token is a one-token document
+      (``[5,6,1,7,1,1,1,1]``: ``[3, 2, 1, 1, 1]``). Where they came from recorded boundaries
+      (Dolma metadata, as OLMo-core's ``use_array_if_local=False``, or a ``.bin/.idx`` index): each
+      packed document's length, so a document without EOS stays apart from the next, then the
+      padding segmented by the same scan (one entry; one per token when pad == EOS; with a BOS,
+      joined to the last document).
     - ``"packing"``: each packed document's length from the packing itself, then the padding as
       one last entry (``[4, 3, 1]`` and ``[3, 2, 3]`` above): documents are never merged, nor
       split at EOS tokens inside them, whatever the special tokens are.
@@ -138,7 +142,18 @@ class PackedFSLDataset(InstanceDataset):
         self.instance_offsets = entry.array("offsets")
         self.documents_by_instance = entry.array("doc_ids")
         files = {name: os.fspath(entry.file(name)) for name in ("docs", "offsets", "doc_ids")}
-        return self._make_reader("packed", files=files, olmo_doc_lens=self.doc_lens_rule == "olmo")
+        # OLMo-core rescans a row for EOS only where packing scanned for them too (per group).
+        recorded = [
+            s.boundaries_recorded(origin) for s, origin in zip(self.sources, self._origins, strict=True)
+        ]
+        g = self.source_group_size
+        in_group = [any(recorded[f - f % g : f - f % g + g]) for f in range(len(recorded))]
+        return self._make_reader(
+            "packed",
+            files=files,
+            olmo_doc_lens=self.doc_lens_rule == "olmo",
+            recorded_boundaries=in_group,
+        )
 
     def instance_documents(self, index: int) -> npt.NDArray[np.uint64]:
         """The ``(k, 2)`` global token spans of the documents packed into instance ``index``."""

@@ -16,6 +16,7 @@ from tokshuf._cache import cached
 from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
 from tokshuf.instances._base import InstanceDataset, PathLike
+from tokshuf.instances._seeds import check_seed, seed_entropy
 from tokshuf.olmo_tokens import Boundaries
 
 __all__ = ["VSLCurriculum", "VSLDataset", "VSLEpoch"]
@@ -63,14 +64,16 @@ class VSLEpoch:
         self.batches_per_bucket: list[tuple[int, int]] = _core.vsl_batches_per_bucket(
             dataset.instances_per_bucket, global_batch_size, *c._args()
         )
-        seed_words = [seed + epoch] if mode == "olmo" else [seed, epoch]
+        seeds = [seed + epoch] if mode == "olmo" else [seed, epoch]
         self.order = _arrays.u64(
-            _core.vsl_batch_order(self.batches_per_bucket, seed_words, *c._args())
+            _core.vsl_batch_order(self.batches_per_bucket, seed_entropy(*seeds), *c._args())
         ).astype(np.int64)
         self._buckets = []
         for length, ids in dataset.buckets:
-            words = [seed + epoch + length] if mode == "olmo" else [seed, epoch, length]
-            self._buckets.append(_arrays.u64(_core.numpy_shuffled(ids, words)).astype(np.int64))
+            seeds = [seed + epoch + length] if mode == "olmo" else [seed, epoch, length]
+            self._buckets.append(
+                _arrays.u64(_core.numpy_shuffled(ids, seed_entropy(*seeds))).astype(np.int64)
+            )
         self._first_batch = np.cumsum([0] + [n for _, n in self.batches_per_bucket])
 
     def __len__(self) -> int:
@@ -79,6 +82,10 @@ class VSLEpoch:
     def batch(self, step: int, rank: int = 0, world_size: int = 1) -> npt.NDArray[np.int64]:
         """Instance indices of global batch ``step`` (in curriculum order), or rank ``rank``'s
         contiguous share of it, as OLMo-core slices it."""
+        if isinstance(world_size, bool) or not isinstance(world_size, int | np.integer) or world_size < 1:
+            raise ConfigError(f"world_size must be a positive integer, got {world_size!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int | np.integer) or not 0 <= rank < world_size:
+            raise ConfigError(f"rank must be an integer in [0, world_size) = [0, {world_size}), got {rank!r}")
         b = int(self.order[step])
         k = int(np.searchsorted(self._first_batch, b, side="right")) - 1
         length = self.batches_per_bucket[k][0]
@@ -218,12 +225,12 @@ class VSLDataset(InstanceDataset):
 
         ``seed_mode="olmo"`` seeds numpy's generator with ``seed + epoch`` (and ``seed + epoch + L``
         for bucket ``L``) exactly as OLMo-core's ``NumpyVSLDataLoader`` does, giving its batches;
-        the default hashes ``(seed, epoch)`` so that (1, 2) and (2, 1) differ.
+        the default hashes ``(seed, epoch)`` so that (1, 2) and (2, 1) differ. ``seed`` and
+        ``epoch`` are non-negative integers of any size, read as numpy reads them.
         """
         if seed_mode not in ("hashed", "olmo"):
             raise ConfigError(f"seed_mode must be 'hashed' or 'olmo', got {seed_mode!r}")
-        if seed < 0 or epoch < 0:
-            raise ConfigError("seed and epoch must be non-negative")
+        seed, epoch = check_seed("seed", seed), check_seed("epoch", epoch)
         return VSLEpoch(self, global_batch_size, seed, epoch, seed_mode)
 
     def _width(self, idx: npt.NDArray[np.int64]) -> int:

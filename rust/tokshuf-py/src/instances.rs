@@ -8,10 +8,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use tokshuf_core::indexed::{IndexedDataset, Validate};
 use tokshuf_core::instances::{
-    concat, curriculum::Curriculum, interleaved, limit_spans, packed, padded, vsl, Layout, LongDocStrategy, Reader,
-    TokenStore, U64s,
+    concat, curriculum::Curriculum, interleaved, limit_spans, packed, padded, vsl, Layout, LongDocStrategy,
+    PackedDocLens, Reader, TokenStore, U64s,
 };
-use tokshuf_core::rng::{seed_words, NumpyGenerator, SeedSequence};
+use tokshuf_core::rng::{NumpyGenerator, SeedSequence};
 use tokshuf_core::tokens::{TokenArray, TokenType};
 use tokshuf_core::{Error, Result};
 
@@ -35,8 +35,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-fn generator(seed: &[u64]) -> NumpyGenerator {
-    NumpyGenerator::from_seed_sequence(&SeedSequence::new(&seed_words(seed)))
+/// numpy's `default_rng(seed)` from the seed's entropy words (`tokshuf.instances._seeds`).
+fn generator(entropy: &[u32]) -> NumpyGenerator {
+    NumpyGenerator::from_seed_sequence(&SeedSequence::new(entropy))
 }
 
 /// Instances each file contributes to a concatenate-and-chunk dataset.
@@ -135,42 +136,45 @@ fn vsl_batches_per_bucket(
         .into_py(py)
 }
 
-/// The order of the global batches under a curriculum, drawn from numpy's
-/// `default_rng(SeedSequence(seed))`.
+/// The order of the global batches under a curriculum, drawn from numpy's `default_rng(seed)`,
+/// `entropy` being the seed's words.
 #[pyfunction]
-#[pyo3(signature = (batches_per_bucket, seed, curriculum_name="natural", num_cycles=None, balanced=false))]
+#[pyo3(signature = (batches_per_bucket, entropy, curriculum_name="natural", num_cycles=None, balanced=false))]
 fn vsl_batch_order(
     py: Python<'_>,
     batches_per_bucket: Vec<(u64, u64)>,
-    seed: Vec<u64>,
+    entropy: Vec<u32>,
     curriculum_name: &str,
     num_cycles: Option<u64>,
     balanced: bool,
 ) -> PyResult<PyMappedBuffer> {
     let c = curriculum(curriculum_name, num_cycles, balanced).into_py(py)?;
-    let order = py.detach(|| c.batch_indices(&batches_per_bucket, &mut generator(&seed))).into_py(py)?;
+    let order = py.detach(|| c.batch_indices(&batches_per_bucket, &mut generator(&entropy))).into_py(py)?;
     Ok(u64_out(&order))
 }
 
-/// Exempt base ids and the seeded permutation of the others; `exempt` is a uint8 mask.
+/// Exempt base ids and the seeded permutation of the others; `exempt` is a uint8 mask,
+/// `entropy` the seed's words.
 #[pyfunction]
 fn interleave_plan(
     py: Python<'_>,
     exempt: PyBuffer<u8>,
     sequence_length: u64,
     docs_per_instance: u64,
-    seed: u64,
+    entropy: Vec<u32>,
 ) -> PyResult<(PyMappedBuffer, PyMappedBuffer)> {
     let mask: Vec<bool> = exempt.to_vec(py)?.into_iter().map(|b| b != 0).collect();
-    let p = py.detach(|| interleaved::plan(&mask, sequence_length, docs_per_instance, seed)).into_py(py)?;
+    let seed = SeedSequence::new(&entropy);
+    let p = py.detach(|| interleaved::plan(&mask, sequence_length, docs_per_instance, &seed)).into_py(py)?;
     Ok((u64_out(&p.exempt), u64_out(&p.order)))
 }
 
-/// numpy's `default_rng(SeedSequence(seed)).permutation(values)` for a uint64 array.
+/// numpy's `default_rng(seed).permutation(values)` for a uint64 array, `entropy` being the
+/// seed's words.
 #[pyfunction]
-fn numpy_shuffled(py: Python<'_>, values: PyBuffer<u64>, seed: Vec<u64>) -> PyResult<PyMappedBuffer> {
+fn numpy_shuffled(py: Python<'_>, values: PyBuffer<u64>, entropy: Vec<u32>) -> PyResult<PyMappedBuffer> {
     let mut v = values.to_vec(py)?;
-    py.detach(|| generator(&seed).shuffle(&mut v));
+    py.detach(|| generator(&entropy).shuffle(&mut v));
     Ok(u64_out(&v))
 }
 
@@ -198,11 +202,14 @@ impl PyInstanceReader {
     /// `label_masks`: optional per-source bool arrays (one byte per token).
     /// `kind`: `chunks` (with `instances_per_file` and optional per-file `doc_files`), `spans`
     /// (`files["spans"]`), `packed` (`docs`, `offsets`, `doc_ids`; `olmo_doc_lens` picks OLMo-core's
-    /// token-based `doc_lens` over the packing's) or `interleaved` (`base`, `exempt`, `order`).
+    /// `doc_lens` over the packing's, `recorded_boundaries` says per source whether its group's
+    /// documents came from recorded boundaries rather than an EOS scan) or `interleaved` (`base`,
+    /// `exempt`, `order`).
     #[new]
     #[pyo3(signature = (sources, kind, sequence_length, pad_token_id, eos_token_id, bos_token_id=None, *,
                         files=HashMap::new(), instances_per_file=Vec::new(), doc_files=Vec::new(),
-                        docs_per_instance=1, chunks_per_doc=1, label_masks=Vec::new(), olmo_doc_lens=true))]
+                        docs_per_instance=1, chunks_per_doc=1, label_masks=Vec::new(), olmo_doc_lens=true,
+                        recorded_boundaries=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -219,6 +226,7 @@ impl PyInstanceReader {
         chunks_per_doc: u64,
         label_masks: Vec<PathBuf>,
         olmo_doc_lens: bool,
+        recorded_boundaries: Vec<bool>,
     ) -> PyResult<Self> {
         let kind = kind.to_string();
         let inner = py
@@ -238,7 +246,11 @@ impl PyInstanceReader {
                         docs: array(&files, "docs")?,
                         offsets: array(&files, "offsets")?,
                         doc_ids: array(&files, "doc_ids")?,
-                        olmo_doc_lens,
+                        doc_lens: if olmo_doc_lens {
+                            PackedDocLens::Olmo { recorded: recorded_boundaries }
+                        } else {
+                            PackedDocLens::Packing
+                        },
                     },
                     "interleaved" => Layout::Interleaved {
                         base: array(&files, "base")?,

@@ -5,7 +5,7 @@
 
 use super::positive;
 use crate::error::{Error, Result};
-use crate::rng::NumpyGenerator;
+use crate::rng::{NumpyGenerator, SeedSequence};
 
 /// The plan of an interleaved dataset over `num_base` padded instances.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,8 +32,9 @@ impl InterleavePlan {
 }
 
 /// Build the plan: `exempt[i]` says whether base instance `i` comes from an exempt file. The
-/// permutation is numpy's `default_rng(seed).permutation(interleavable_ids)`, as OLMo's.
-pub fn plan(exempt: &[bool], seq_len: u64, docs_per_instance: u64, seed: u64) -> Result<InterleavePlan> {
+/// permutation is numpy's `default_rng(seed).permutation(interleavable_ids)`, as OLMo's (`seed`
+/// holds the integer seed's entropy words, so seeds of any size give numpy's permutation).
+pub fn plan(exempt: &[bool], seq_len: u64, docs_per_instance: u64, seed: &SeedSequence) -> Result<InterleavePlan> {
     positive("docs_per_instance", docs_per_instance)?;
     if seq_len % docs_per_instance != 0 {
         return Err(Error::invalid(format!(
@@ -44,7 +45,7 @@ pub fn plan(exempt: &[bool], seq_len: u64, docs_per_instance: u64, seed: u64) ->
     for (i, &e) in exempt.iter().enumerate() {
         if e { &mut ex } else { &mut order }.push(i as u64);
     }
-    NumpyGenerator::from_seed(seed).shuffle(&mut order);
+    NumpyGenerator::from_seed_sequence(seed).shuffle(&mut order);
     Ok(InterleavePlan { exempt: ex, order, docs_per_instance })
 }
 
@@ -86,12 +87,13 @@ mod tests {
     #[test]
     fn plan_splits_exempt_and_permutes_the_rest() {
         let ex = [false, true, false, false, true, false];
-        let p = plan(&ex, 8, 2, 0).unwrap();
+        let seed = SeedSequence::from_u64(0);
+        let p = plan(&ex, 8, 2, &seed).unwrap();
         assert_eq!(p.exempt, [1, 4]);
         let mut o = p.order.clone();
         o.sort_unstable();
         assert_eq!(o, [0, 2, 3, 5]);
         assert_eq!(p.len(), 4);
-        assert!(plan(&ex, 9, 2, 0).is_err());
+        assert!(plan(&ex, 9, 2, &seed).is_err());
     }
 }

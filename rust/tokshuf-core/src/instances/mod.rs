@@ -21,7 +21,7 @@ mod reader;
 mod store;
 pub mod vsl;
 
-pub use reader::{DocLens, Layout, Reader, U64s};
+pub use reader::{DocLens, Layout, PackedDocLens, Reader, U64s};
 pub use store::TokenStore;
 
 use std::str::FromStr;

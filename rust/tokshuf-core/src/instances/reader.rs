@@ -103,9 +103,8 @@ pub enum Layout {
         offsets: U64s,
         /// Document ids, instance by instance.
         doc_ids: U64s,
-        /// `doc_lens` by OLMo-core's rule on the row's tokens ([`olmo_doc_lens`]) rather than one
-        /// entry per packed document plus one for the padding.
-        olmo_doc_lens: bool,
+        /// How `doc_lens` are found.
+        doc_lens: PackedDocLens,
     },
     /// Interleaved instances over padded base spans.
     Interleaved {
@@ -119,6 +118,22 @@ pub enum Layout {
         docs_per_instance: u64,
         /// Chunks each document is split into.
         chunks_per_doc: u64,
+    },
+}
+
+/// How the `doc_lens` of a packed instance are found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PackedDocLens {
+    /// The packing's own: one entry per packed document, then the padding as one entry.
+    Packing,
+    /// OLMo-core's (`NumpyPackedFSLDataset`), which depends on where the documents came from.
+    /// `recorded[f]` says whether the source group of file `f` took them from recorded
+    /// boundaries (Dolma metadata, an index) rather than an EOS scan (empty: every file scanned).
+    /// Scanned: [`olmo_doc_lens`] over the padded row. Recorded: [`olmo_recorded_doc_lens`], so
+    /// that a document without EOS never runs into the next one.
+    Olmo {
+        /// Per file: recorded boundaries.
+        recorded: Vec<bool>,
     },
 }
 
@@ -159,6 +174,11 @@ impl Reader {
             Layout::Spans(s) if s.len() % 2 != 0 => return bad("spans must be pairs"),
             Layout::Packed { docs, offsets, .. } if docs.len() % 2 != 0 || offsets.is_empty() => {
                 return bad("packed documents must be pairs and offsets non-empty")
+            }
+            Layout::Packed { doc_lens: PackedDocLens::Olmo { recorded }, .. }
+                if !(recorded.is_empty() || recorded.len() == store.files().len()) =>
+            {
+                return bad("one recorded-boundaries flag per file expected")
             }
             Layout::Interleaved { base, docs_per_instance, chunks_per_doc, .. }
                 if base.len() % 2 != 0 || *docs_per_instance == 0 || *chunks_per_doc == 0 =>
@@ -306,16 +326,11 @@ impl Reader {
                 }
                 n
             }
-            Layout::Packed { docs, offsets, doc_ids, olmo_doc_lens } => {
+            Layout::Packed { docs, offsets, doc_ids, doc_lens } => {
                 let (a, b) = (offsets.at(i)?, offsets.at(i + 1)?);
                 let mut at = 0;
-                // OLMo's lengths need the padded row: computed below, after the padding.
-                let mut lens = if *olmo_doc_lens {
-                    after_padding = lens;
-                    None
-                } else {
-                    lens
-                };
+                let mut own = Vec::new();
+                let mut first = None;
                 for k in a..b {
                     let span = docs.span_at(doc_ids.at(k)?)?;
                     let n = span[1].saturating_sub(span[0]) as usize;
@@ -326,16 +341,14 @@ impl Reader {
                         )));
                     }
                     self.read_span(span, &mut row[at..at + n], &mut mask[at..at + n])?;
-                    if let Some(l) = lens.as_deref_mut() {
-                        l.push(n as i32);
+                    first.get_or_insert(span[0]);
+                    if lens.is_some() {
+                        own.push(n as i32);
                     }
                     at += n;
                 }
-                if let Some(l) = lens {
-                    if at < row.len() {
-                        l.push((row.len() - at) as i32); // the padding as one last entry
-                    }
-                }
+                // OLMo's lengths may need the padded row: computed below, after the padding.
+                after_padding = lens.map(|l| (l, own, first, doc_lens));
                 at
             }
             Layout::Interleaved { base, exempt, order, docs_per_instance, chunks_per_doc } => {
@@ -352,8 +365,23 @@ impl Reader {
         };
         row[used..].fill(self.pad);
         mask[used..].fill(0);
-        if let Some(l) = after_padding {
-            olmo_doc_lens(row, self.eos, self.bos, l);
+        if let Some((out, own, first, rule)) = after_padding {
+            match rule {
+                PackedDocLens::Packing => {
+                    out.extend_from_slice(&own);
+                    if used < row.len() {
+                        out.push((row.len() - used) as i32); // the padding as one last entry
+                    }
+                }
+                PackedDocLens::Olmo { recorded } => {
+                    let file = first.map(|p| self.store.file_of(p));
+                    if file.is_some_and(|f| recorded.get(f).copied().unwrap_or(false)) {
+                        olmo_recorded_doc_lens(row, &own, self.eos, self.bos, out);
+                    } else {
+                        olmo_doc_lens(row, self.eos, self.bos, out);
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -428,6 +456,29 @@ pub fn olmo_doc_lens(row: &[i64], eos: i64, bos: Option<i64>, out: &mut Vec<i32>
     }
 }
 
+/// OLMo-core's `doc_lens` of a packed row whose documents came from recorded boundaries (its
+/// `use_array_if_local=False` or remote files): each packed document's length `docs`, then the
+/// padding after them as its `get_document_lengths` cuts it. Without `bos`, the padding alone is
+/// scanned, so it is one entry (one per token when pad == EOS). With `bos`, the scan starts at
+/// the last document's last token and its first piece joins that document: the padding joins the
+/// last document unless that ends with EOS and the padding starts with BOS. Appends to `out`.
+pub fn olmo_recorded_doc_lens(row: &[i64], docs: &[i32], eos: i64, bos: Option<i64>, out: &mut Vec<i32>) {
+    let used = docs.iter().map(|&n| n as usize).sum::<usize>().min(row.len());
+    out.extend_from_slice(docs);
+    if used == row.len() {
+        return;
+    }
+    match bos {
+        Some(_) if used > 0 => {
+            let from = out.len();
+            olmo_doc_lens(&row[used - 1..], eos, bos, out);
+            let joined = out.remove(from) - 1; // the scan's first piece, less the document's token
+            out[from - 1] += joined;
+        }
+        _ => olmo_doc_lens(&row[used..], eos, None, out),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,7 +530,7 @@ mod tests {
             docs: U64s::from_vec(&[0, 3, 5, 9, 3, 5]),
             offsets: U64s::from_vec(&[0, 1, 3]),
             doc_ids: U64s::from_vec(&[1, 0, 2]),
-            olmo_doc_lens: false,
+            doc_lens: PackedDocLens::Packing,
         };
         let r = Reader::new(s, packed, 6, 99, 0, None).unwrap();
         let (ids, _, d) = fill(&r, &[0, 1], 6, true);
@@ -494,7 +545,7 @@ mod tests {
             docs: U64s::from_vec(&[0, 4, 4, n]),
             offsets: U64s::from_vec(&[0, 2]),
             doc_ids: U64s::from_vec(&[0, 1]),
-            olmo_doc_lens: true,
+            doc_lens: PackedDocLens::Olmo { recorded: vec![] },
         };
         // [2 5 6 1][2 7 1] + pad 0; EOS 1 followed by BOS 2 ends a document, else the row's end.
         let r = Reader::new(store(&[&[2, 5, 6, 1, 2, 7, 1]]), packed(7), 8, 0, 1, Some(2)).unwrap();
@@ -506,7 +557,7 @@ mod tests {
             docs: U64s::from_vec(&[0, 3, 3, 5]),
             offsets: U64s::from_vec(&[0, 2]),
             doc_ids: U64s::from_vec(&[0, 1]),
-            olmo_doc_lens: true,
+            doc_lens: PackedDocLens::Olmo { recorded: vec![] },
         };
         let r = Reader::new(store(&[&[5, 6, 1, 7, 1]]), packed3, 8, 1, 1, None).unwrap();
         let (ids, _, d) = fill(&r, &[0], 8, true);
@@ -516,6 +567,41 @@ mod tests {
         let mut out = Vec::new();
         olmo_doc_lens(&[2, 5, 1, 9, 2, 1, 2], 1, Some(2), &mut out);
         assert_eq!(out, [6, 1]);
+    }
+
+    #[test]
+    fn packed_olmo_doc_lens_from_recorded_boundaries_keep_documents_apart() {
+        // File 0 (recorded): documents [5 6 7] (no EOS), [8 1], [9 1]; file 1 (scanned): [3 1], [4].
+        let s = store(&[&[5, 6, 7, 8, 1, 9, 1], &[3, 1, 4]]);
+        let layout = |recorded: Vec<bool>| Layout::Packed {
+            docs: U64s::from_vec(&[0, 3, 3, 5, 5, 7, 7, 9, 9, 10]),
+            offsets: U64s::from_vec(&[0, 3, 5]),
+            doc_ids: U64s::from_vec(&[0, 1, 2, 3, 4]),
+            doc_lens: PackedDocLens::Olmo { recorded },
+        };
+        let r = Reader::new(s.clone(), layout(vec![true, false]), 8, 0, 1, None).unwrap();
+        let (ids, _, d) = fill(&r, &[0, 1], 8, true);
+        assert_eq!(ids, [5, 6, 7, 8, 1, 9, 1, 0, 3, 1, 4, 0, 0, 0, 0, 0]);
+        // Recorded: [3, 2, 2] and the padding; scanned (file 1): OLMo's rescan of the row.
+        assert_eq!(d, DocLens { lens: vec![3, 2, 2, 1, 2, 6], counts: vec![4, 2] });
+        // Every file scanned: the first document runs into the second.
+        let r = Reader::new(s.clone(), layout(vec![]), 8, 0, 1, None).unwrap();
+        assert_eq!(fill(&r, &[0], 8, true).2.lens, [5, 2, 1]);
+        // pad == EOS: one entry per padding token after the recorded documents.
+        let r = Reader::new(s.clone(), layout(vec![true, true]), 8, 1, 1, None).unwrap();
+        assert_eq!(fill(&r, &[0, 1], 8, true).2.lens, [3, 2, 2, 1, 2, 1, 1, 1, 1, 1, 1]);
+        assert!(Reader::new(s, layout(vec![true]), 8, 0, 1, None).is_err());
+        // With a BOS (2) the padding joins the last document, unless it ends with EOS and the
+        // padding starts with BOS.
+        let mut out = Vec::new();
+        olmo_recorded_doc_lens(&[2, 5, 2, 6, 1, 0, 0, 0], &[2, 3], 1, Some(2), &mut out);
+        assert_eq!(out, [2, 6]);
+        out.clear();
+        olmo_recorded_doc_lens(&[2, 5, 2, 6, 1, 2, 2, 2], &[2, 3], 1, Some(2), &mut out);
+        assert_eq!(out, [2, 3, 3]);
+        out.clear();
+        olmo_recorded_doc_lens(&[2, 5, 2, 6], &[2, 2], 1, Some(2), &mut out);
+        assert_eq!(out, [2, 2]);
     }
 
     #[test]

@@ -36,6 +36,11 @@ impl TokenStore {
         *self.starts.last().unwrap_or(&0)
     }
 
+    /// The file holding global position `pos` (the last file for positions past the end).
+    pub fn file_of(&self, pos: u64) -> usize {
+        self.starts.partition_point(|&x| x <= pos).saturating_sub(1).min(self.files.len().saturating_sub(1))
+    }
+
     /// The file holding `span` and the span's local start.
     fn locate(&self, [s, e]: Span, len: usize) -> Result<(usize, u64)> {
         let f = self.starts.partition_point(|&x| x <= s).saturating_sub(1);
