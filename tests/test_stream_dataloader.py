@@ -338,7 +338,9 @@ def test_g10_state_is_compact(root: Path, tmp_path: Path) -> None:
     assert rows == 2 * SHARDS
     buffered_tokens = int(np.asarray(state["buffer"])[:, 7].sum())
     assert segs <= buffered_tokens
-    assert size <= 7 * 8 * rows + 8 * 8 * segs + 8 * 5 * 2 + 3 * 128  # tables + npy headers
+    # rows, buffer segments, two workers' rows (5 columns + 2 mixer counters), npy headers
+    assert len(state["history"]) == 0
+    assert size <= 7 * 8 * rows + 8 * 8 * segs + 8 * 7 * 2 + 4 * 128
 
 
 def test_g14_state_round_trips_through_disk_exactly(root: Path, tmp_path: Path) -> None:

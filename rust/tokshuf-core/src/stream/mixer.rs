@@ -31,6 +31,18 @@ impl Mixer {
         &self.tokens
     }
 
+    /// The weight of sub-dataset `i`.
+    pub fn weight(&self, i: usize) -> u64 {
+        self.weights[i]
+    }
+
+    /// Start a new phase with these weights and counters at zero; returns the old counters.
+    pub fn restart(&mut self, weights: Vec<u64>) -> Vec<u64> {
+        assert_eq!(weights.len(), self.weights.len());
+        self.weights = weights;
+        std::mem::replace(&mut self.tokens, vec![0; self.weights.len()])
+    }
+
     /// Count `n` tokens emitted from sub-dataset `i`.
     pub fn add(&mut self, i: usize, n: u64) {
         self.tokens[i] += n;
