@@ -73,7 +73,11 @@ def shard_docs(n_docs: int, n_shards: int, shard: int) -> range:
 
 
 def _table(a: Any, cols: int, what: str) -> U64:
-    arr = np.asarray(a if a is not None and len(a) else np.zeros((0, cols)), dtype=np.uint64)
+    """``a`` as a C-contiguous ``[n, cols]`` uint64 array: itself when it already is one (the
+    identity is what marks it as checked)."""
+    arr = np.zeros((0, cols), np.uint64) if a is None else np.asarray(a, dtype=np.uint64)
+    if arr.size == 0 and arr.shape != (0, cols):
+        arr = arr.reshape(0, cols)
     if arr.ndim != 2 or arr.shape[1] != cols:
         raise FormatError(f"state table {what!r} must have shape [n, {cols}], got {list(arr.shape)}")
     return np.ascontiguousarray(arr)

@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -176,21 +176,30 @@ class TokenStream:
         tps = world_size * self.batch_size * self.sequence_length
         return resolve_schedule(self.weights, self.mix_schedule, self.names, tps)
 
-    def effective_mix(self, state: Mapping[str, Any] | None, world_size: int = 1) -> list[Phase]:
+    def effective_mix(
+        self,
+        state: Mapping[str, Any] | None,
+        world_size: int = 1,
+        *,
+        log: Literal["no", "once", "always"] = "no",
+    ) -> list[Phase]:
         """The schedule workers resuming from ``state`` run: the recorded phases before the
         state's step, the configured ones from it on (a change of the weights in force there
-        starts a phase at that step, and is logged once)."""
+        starts a phase at that step; said on the ``tokshuf`` logger with ``log``: ``"once"`` per
+        state, or ``"always"``)."""
         configured = self.schedule(world_size)
         if state is None:
             return configured
         state = checked(state)
         step = state_step(state)
         mix, changed = effective_mix(state_mix(state), configured, step)
-        if changed:
-            self._log_change(state, mix, step)
+        if changed and log != "no":
+            self._log_change(state, mix, step, again=log == "always")
         return mix
 
-    def _log_change(self, state: Mapping[str, Any], mix: Sequence[Phase], step: int) -> None:
+    def _log_change(
+        self, state: Mapping[str, Any], mix: Sequence[Phase], step: int, again: bool = False
+    ) -> None:
         recorded = state_mix(state)
         was = recorded[phase_at(recorded, step)]
         now = [p for p in mix if p[0] >= step] or [mix[phase_at(mix, step)]]
@@ -206,7 +215,7 @@ class TokenStream:
             logged = set()
             if not rows.flags.writeable:
                 _LOGGED.put(rows, logged)
-        if msg not in logged:
+        if again or msg not in logged:
             logged.add(msg)
             _log.info(msg)
 
@@ -254,8 +263,14 @@ class TokenStream:
 
     def check_state(self, state: Mapping[str, Any], world_size: int = 1) -> dict[str, Any]:
         """``state`` checked (see :func:`check_compatible`), as version 2; raises if it cannot
-        continue this stream. Logs a change of the mix from the state's step on."""
+        continue this stream. Logs a change of the mix from the state's step on (every load:
+        the workers then opened from it do not say it again)."""
         state = checked(state)
+        self._check_identity(state)
+        self.effective_mix(state, world_size, log="always")
+        return state
+
+    def _check_identity(self, state: Mapping[str, Any]) -> None:
         check_compatible(state["manifest"], self._identity())
         p_s, p_c = state["manifest"]["packing"], self._identity()["packing"]
         resized = (p_s["seq_length"], p_s["add_extra_token"]) != (p_c["seq_length"], p_c["add_extra_token"])
@@ -265,8 +280,6 @@ class TokenStream:
                 "holds lines of the old length; resume with the old sequence_length, or from a state without "
                 "buffer"
             )
-        self.effective_mix(state, world_size)
-        return state
 
     def worker(
         self,
@@ -288,8 +301,9 @@ class TokenStream:
             raise ConfigError(f"step_stride {step_stride} must divide the {n_workers} global workers")
         world = n_workers // step_stride
         if state is not None:
-            state = self.check_state(state, world)
-        mix = self.effective_mix(state, world)
+            state = checked(state)
+            self._check_identity(state)
+        mix = self.effective_mix(state, world, log="once")
         tables = worker_tables(state, worker, n_workers, step=step, step_stride=step_stride, mix=mix)
         first = step if step is not None else (0 if tables is None else tables["step"])
         sources = [d.core_source(self.validate) for d in self.datasets]
