@@ -4,7 +4,11 @@ step from the consumed samples."""
 
 from __future__ import annotations
 
+import json
+import pickle
+import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +18,7 @@ from nanoset_helpers import lognormal_lengths, write_dataset
 from nanotron_stages_model import greedy_blend, staged_run
 
 from tokshuf import _core
+from tokshuf.cli import main
 from tokshuf.errors import ConfigError
 from tokshuf.nanoset import NanosetConfig, NanosetStage, StagedNanoset, build_nanosets, resume_sampler
 from tokshuf.nanoset.dataset import as_numpy
@@ -219,3 +224,52 @@ def test_staged_configs_are_checked(prefixes: dict[str, str]) -> None:
         NanosetConfig.from_yaml(text.replace("start_training_step: 1\n", "start_training_step: 0\n"))
     one = NanosetConfig.from_yaml(text, stage="anneal")  # one stage alone, as before
     assert (one.stages, one.data_path) == ((), {prefixes["b"]: 0.5, prefixes["c"]: 0.5})
+
+
+def _series(html: str) -> dict[str, Any]:
+    data = re.search(r'<script type="application/json" id="tokshuf-series">(.*?)</script>', html, re.S)
+    assert data is not None
+    return {p["title"]: p for p in json.loads(data.group(1))}
+
+
+def test_inspect_reports_each_stage_and_marks_them_on_the_plot(
+    prefixes: dict[str, str], tmp_path: Path, capsys: Any
+) -> None:
+    pytest.importorskip("matplotlib")
+    f = tmp_path / "run.yaml"
+    f.write_text(YAML.format(**prefixes, start2=16, steps=40))
+    page = tmp_path / "mix.html"
+    assert main(["inspect", str(f), "--json", "--plot", str(page)]) == 0
+    report = json.loads(capsys.readouterr().out.split("\nplots")[0])
+    stages = report["stages"]
+    assert [(s["name"], s["start_step"], s["first_sample"], s["samples"]) for s in stages] == [
+        ("stable", 0, 0, 15 * GBS),
+        ("anneal", 15, 15 * GBS, 25 * GBS),
+    ]
+    a, c = prefixes["a"], prefixes["c"]
+    shares = {s["name"]: {src["name"]: (src["target"], src["share"]) for src in s["sources"]} for s in stages}
+    assert shares["stable"][a][0] == pytest.approx(0.7)
+    assert shares["anneal"][c][0] == pytest.approx(0.5)
+    assert shares["anneal"][a] == (0.0, 0.0)
+    for s in shares.values():
+        for target, share in s.values():
+            assert abs(target - share) <= 1 / (15 * GBS)
+    mix = _series(page.read_text())["tokens per source"]["series"]
+    assert mix["stage starts"] == {"x": [15.0], "style": "boundary"}
+    # The target follows each stage's weights: c is only in the anneal, half of its samples.
+    target_c = mix[f"{c} (target)"]["y"]
+    assert target_c[14] == 0
+    assert target_c[-1] == pytest.approx(25 * GBS * 0.5 * SEQ)
+    assert main(["inspect", str(f)]) == 0
+    text = capsys.readouterr().out
+    assert "stage 'anneal': from step 15" in text
+
+
+def test_a_staged_run_pickles_for_dataloader_workers(prefixes: dict[str, str]) -> None:
+    train = build_nanosets(NanosetConfig.from_yaml(YAML.format(**prefixes, start2=16, steps=40))).require(
+        "train"
+    )
+    back = pickle.loads(pickle.dumps(train))
+    assert isinstance(back, StagedNanoset)
+    assert back.stages == train.stages
+    assert np.array_equal(back.get_batch(range(len(train))), train.get_batch(range(len(train))))

@@ -316,3 +316,46 @@ def test_a_worker_never_reads_another_phase_of_the_state() -> None:
         bad["manifest"] = {**state["manifest"], "mix": [{"start_step": 3, "weights": [1, 1, 1]}]}
         with pytest.raises(FormatError, match="steps increasing from 0"):
             stream.worker(0, 1, bad)
+
+
+def test_inspect_shows_each_phase_target_and_realized(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    import json
+    import re
+
+    from tokshuf.cli import main
+    from tokshuf.stream import save_state
+
+    with scratch() as tmp:
+        stream = stream_for(
+            Path(tmp), [MixPhase("1,0,1", start_step=6), MixPhase("1,1,1", start_step=40)], (3, 1, 0)
+        )
+        a = Run(stream, 2, 1)
+        per_step = [drawn(a.step()) for _ in range(12)]
+        ck = tmp_path / "ck"
+        save_state(ck, a.state())
+    assert main(["inspect", str(ck), "--json", "--plot", str(tmp_path / "mix.html")]) == 0
+    report = json.loads(capsys.readouterr().out.split("\nplots")[0])
+    assert report["step"] == 12
+    mix = report["mix"]
+    assert [(p["start_step"], p["end_step"], p["status"]) for p in mix] == [
+        (0, 6, "done"),
+        (6, 40, "running"),
+        (40, None, "scheduled"),
+    ]
+    # What each phase drew, counted from the batches themselves (no shuffle buffer: drawn = consumed).
+    for p, (lo, hi) in zip(mix, [(0, 6), (6, 12), (12, 12)], strict=True):
+        want = sum(per_step[lo:hi], np.zeros(3, np.int64)).tolist()
+        assert [s["tokens"] for s in p["sources"]] == want
+    assert [s["target"] for s in mix[1]["sources"]] == [0.5, 0.0, 0.5]
+    html = (tmp_path / "mix.html").read_text()
+    data = re.search(r'id="tokshuf-series">(.*?)</script>', html, re.S)
+    assert data is not None
+    panel = {p["title"]: p for p in json.loads(data.group(1))}["tokens drawn per source, by mix phase"]
+    assert panel["series"]["phase starts"] == {"x": [6], "style": "boundary"}
+    assert panel["series"]["sub2 (realized)"]["x"] == [0, 6, 12]
+    assert main(["inspect", str(ck)]) == 0
+    text = capsys.readouterr().out
+    assert "phase 1: steps 6-39 (running)" in text

@@ -82,12 +82,12 @@ class StagedNanoset(BlendedNanoset):
     """The train samples of a staged run: sample ``k`` is read by the stage owning it, from the
     run's :class:`Nanoset` of a prefix, after the samples earlier stages drew from that prefix.
 
-    ``datasets`` (one per prefix of the run, in order of first use), ``stages`` (the
-    :class:`StagePlan` of each), ``dataset_index`` / ``dataset_sample_index`` as in
+    ``datasets`` (one per prefix of the run, in order of first use: ``prefixes``), ``stages``
+    (the :class:`StagePlan` of each), ``dataset_index`` / ``dataset_sample_index`` as in
     :class:`BlendedNanoset`.
     """
 
-    _pickled = ("datasets", "weights", "size", "stages")
+    _pickled = ("datasets", "prefixes", "weights", "size", "stages")
 
     def __init__(
         self,
@@ -96,10 +96,16 @@ class StagedNanoset(BlendedNanoset):
         size: int,
         config: Any,
         *,
+        prefixes: list[str] | None = None,
         arrays: dict[str, _core.IndexArray] | None = None,
         paths: dict[str, str] | None = None,
     ) -> None:
         self.datasets = datasets
+        #: The run's prefixes, in order of first use (``datasets[d]`` is ``None`` for one no
+        #: stage draws from).
+        if prefixes is None:
+            prefixes = [d.prefix for d in datasets if d is not None]
+        self.prefixes = list(prefixes)
         self.stages = list(stages)
         self.size = size
         self.split = "train"
@@ -167,4 +173,4 @@ def build_staged(
     jobs = [(p, train_range(p), int(n), "train") for p, n in zip(prefixes, drawn, strict=True) if n]
     built = iter(build_all(jobs))
     datasets: list[Nanoset | None] = [next(built) if n else None for n in drawn]
-    return StagedNanoset(datasets, plans, total, config)
+    return StagedNanoset(datasets, plans, total, config, prefixes=prefixes)
