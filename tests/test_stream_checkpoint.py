@@ -274,3 +274,21 @@ def test_a_commit_waiting_for_other_ranks_says_so(
     waits = [r for r in caplog.records if r.name == "tokshuf" and "waiting for ranks" in r.getMessage()]
     assert waits, caplog.records
     assert "waiting for ranks 0, 2-3 to write their parts" in waits[0].getMessage()
+
+
+def test_a_load_checks_the_state_once(stream: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a checkpoint and opening workers from it checks the tables once (it was five
+    times, each with a sort: most of a load's time at 10k logical shards)."""
+    from tokshuf.stream import state as state_module
+
+    ck = _saved(stream, tmp_path)
+    calls = []
+    check = state_module._check_tables
+    monkeypatch.setattr(state_module, "_check_tables", lambda *a: calls.append(1) or check(*a))
+    loaded = stream.check_state(load_state(ck), 2)
+    for g in range(4):  # a rescale to 4 workers: each takes its tables from the whole state
+        stream.worker(g, 4, loaded)
+    assert len(calls) == 1
+    merged = merge_states([loaded])  # a new state (its tables concatenated): checked once more
+    stream.worker(0, 2, merged)
+    assert len(calls) == 2

@@ -83,12 +83,28 @@ def _read_json(path: Path, what: str, kind: type, keys: tuple[str, ...] = ()) ->
 
 
 def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    _write_all([(path, data)])
+
+
+def _write_all(files: list[tuple[Path, bytes]]) -> None:
+    """Write each file under a temporary name, make them all durable, then rename them in order.
+    Written first and synced after, the first fsync flushes them together (one journal commit
+    instead of one per file: a part's five files cost about one disk flush)."""
+    tmps = []
+    try:
+        for path, data in files:
+            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            f = open(tmp, "wb")  # noqa: SIM115 (closed below, after the sync)
+            tmps.append((f, tmp, path))
+            f.write(data)
+            f.flush()
+        for f, _, _ in tmps:
+            os.fsync(f.fileno())
+    finally:
+        for f, _, _ in tmps:
+            f.close()
+    for _, tmp, path in tmps:
+        os.replace(tmp, path)
 
 
 def _json(obj: Any) -> bytes:
@@ -109,12 +125,13 @@ def save_state(
     ranks = list(state["topology"].get("ranks", [0]))
     name = f"part-{min(ranks):05d}"
     arrays = {}
+    files = []
     for key in TABLES:
         buf = io.BytesIO()
         np.save(buf, np.ascontiguousarray(state[key], dtype="<u8"), allow_pickle=False)
         data = buf.getvalue()
         fname = f"{name}.{key}.npy"
-        _write(d / fname, data)
+        files.append((d / fname, data))
         arrays[key] = {"file": fname, "shape": list(np.shape(state[key])), "sha256": _sha(data)}
     part = {
         "format": FORMAT,
@@ -123,7 +140,9 @@ def save_state(
         "topology": {**state["topology"], "ranks": ranks},
         "arrays": arrays,
     }
-    _write(d / f"{name}.json", _json(part))
+    # The part's JSON names its tables' hashes: it is renamed into place after them.
+    files.append((d / f"{name}.json", _json(part)))
+    _write_all(files)
     if 0 in ranks and commit_timeout is not None:
         commit(d, state["topology"]["world_size"], timeout=commit_timeout)
     return os.fspath(d)
