@@ -74,16 +74,15 @@ def _mixture_panel(report: Any) -> Panel | None:
     if stages:
         for st in stages:
             goal[st.first_sample : st.first_sample + st.samples] = [s.target for s in st.sources]
-    elif all(src.target_weight is not None for src in train.sources):
+    has_goal = bool(stages) or all(src.target_weight is not None for src in train.sources)
+    if not stages and has_goal:
         goal[:] = [src.target_weight for src in train.sources]
-    else:
-        goal = None
     series: dict[str, dict[str, Any]] = {}
     for d, src in enumerate(train.sources):
         drawn = np.cumsum(sources[: n_steps * per_step] == d).reshape(n_steps, per_step)[:, -1]
         x = steps[keep].tolist()
         series[f"{src.name} (realized)"] = {"x": x, "y": (drawn[keep] * seq).tolist(), "style": "line"}
-        if goal is not None:
+        if has_goal:
             target = np.cumsum(goal[:, d]).reshape(n_steps, per_step)[:, -1] * seq
             series[f"{src.name} (target)"] = {"x": x, "y": target[keep].tolist(), "style": "dashed"}
     starts = [st.first_sample / per_step for st in stages[1:] if 0 < st.first_sample < n_steps * per_step]

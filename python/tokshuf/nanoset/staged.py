@@ -87,7 +87,7 @@ class StagedNanoset(BlendedNanoset):
     :class:`BlendedNanoset`.
     """
 
-    _pickled = ("datasets", "prefixes", "weights", "size", "stages")
+    _pickled: tuple[str, ...] = ("datasets", "prefixes", "weights", "size", "stages")
 
     def __init__(
         self,
@@ -135,8 +135,8 @@ class StagedNanoset(BlendedNanoset):
 
     def stage_of_sample(self, k: int) -> StagePlan:
         """The stage that serves sample ``k`` of the run."""
-        if not 0 <= k < self.size:
-            raise IndexError(f"sample {k} is out of range for a run of {self.size} samples")
+        if not 0 <= k < len(self):
+            raise IndexError(f"sample {k} is out of range for a run of {len(self)} samples")
         return [s for s in self.stages if s.first_sample <= k and s.samples][-1]
 
     def samples_before(self, stage: int | str) -> int:

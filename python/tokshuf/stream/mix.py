@@ -193,11 +193,20 @@ def mix_of_json(value: Any, n_sub: int) -> list[Phase]:
         )
     out: list[Phase] = []
     for k, p in enumerate(value):
-        ok = isinstance(p, Mapping) and set(p) == {"start_step", "weights"}
-        step, w = (p.get("start_step"), p.get("weights")) if ok else (None, None)
-        ok = ok and isinstance(step, int) and step >= 0 and isinstance(w, list) and len(w) == n_sub
-        ok = ok and all(isinstance(x, int) and x >= 0 for x in w) and any(w)
-        if not ok or (k == 0 and step != 0) or (k > 0 and step <= out[-1][0]):
+        step: Any = p.get("start_step") if isinstance(p, Mapping) else None
+        w: Any = p.get("weights") if isinstance(p, Mapping) else None
+        ok = (
+            isinstance(p, Mapping)
+            and set(p) == {"start_step", "weights"}
+            and isinstance(step, int)
+            and step >= (out[-1][0] + 1 if out else 0)
+            and (k > 0 or step == 0)
+            and isinstance(w, list)
+            and len(w) == n_sub
+            and all(isinstance(x, int) and x >= 0 for x in w)
+            and any(w)
+        )
+        if not ok:
             raise FormatError(
                 f"the stream state's mix phase {k} is {p!r}: expected {{start_step, weights}} with steps "
                 f"increasing from 0 and {n_sub} non-negative integer weights, one positive"

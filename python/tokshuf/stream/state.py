@@ -137,7 +137,11 @@ class _IdentityCache:
 
     def put(self, obj: Any, value: Any) -> None:
         key = id(obj)
-        self._d[key] = (weakref.ref(obj, lambda _r, key=key: self._d.pop(key, None)), value)
+
+        def gone(_: weakref.ref[Any]) -> None:
+            self._d.pop(key, None)
+
+        self._d[key] = (weakref.ref(obj, gone), value)
 
 
 # Tables already checked, by identity: the rows array -> the other tables (weakly) and the counts
@@ -247,11 +251,11 @@ def _check_tables(t: Mapping[str, U64], man: Any, n_sub: int, n_shards: int, n_w
             f"the stream state's workers table lists workers {sorted(int(x) for x in ids)}; the topology "
             f"has {n_workers} global workers (0..{n_workers - 1}), each at most once"
         )
-    for what, col in (("workers", workers[:, 4]), ("history", history[:, 1])):
-        if len(col) and int(col.max()) >= len(mix):
+    for table, phases in (("workers", workers[:, 4]), ("history", history[:, 1])):
+        if len(phases) and int(phases.max()) >= len(mix):
             raise FormatError(
-                f"the stream state's {what} table refers to mix phase {int(col.max())}, but the manifest's "
-                f"schedule has {len(mix)} phases"
+                f"the stream state's {table} table refers to mix phase {int(phases.max())}, but the "
+                f"manifest's schedule has {len(mix)} phases"
             )
     saved = np.zeros(n_workers, bool)
     saved[ids.astype(np.intp)] = True
@@ -259,11 +263,12 @@ def _check_tables(t: Mapping[str, U64], man: Any, n_sub: int, n_shards: int, n_w
     if len(owners) and (int(owners.max()) >= n_workers or not saved[owners.astype(np.intp)].all()):
         raise FormatError("the stream state's history table names a worker its workers table does not list")
     for col, limit, what in ((0, n_sub, "sub-dataset"), (1, n_shards, "logical shard")):
-        bad = np.flatnonzero(rows[:, col] >= limit)
-        if len(bad):
+        bad_rows = np.flatnonzero(rows[:, col] >= limit)
+        if len(bad_rows):
             unit = f"{n_sub} sub-datasets" if col == 0 else f"{n_shards} logical shards"
             raise FormatError(
-                f"the stream state has a row for {what} {int(rows[bad[0], col])}, but the manifest has {unit}"
+                f"the stream state has a row for {what} {int(rows[bad_rows[0], col])}, but the manifest "
+                f"has {unit}"
             )
     keys = rows[:, 0].astype(np.intp) * n_shards + rows[:, 1].astype(np.intp)
     per_key = np.bincount(keys, minlength=n_sub * n_shards).reshape(n_sub, n_shards)
