@@ -292,3 +292,32 @@ def test_a_load_checks_the_state_once(stream: Any, tmp_path: Path, monkeypatch: 
     merged = merge_states([loaded])  # a new state (its tables concatenated): checked once more
     stream.worker(0, 2, merged)
     assert len(calls) == 2
+
+
+def test_a_version_1_checkpoint_directory_still_loads(tmp_path: Path) -> None:
+    """A checkpoint written before mix schedules (manifest and part v1, no history table) loads
+    as one phase with its weights; a version this tokshuf does not know is refused, named."""
+    import hashlib
+
+    corpus = simple_corpus([[[3, 4, 5, 6]]])
+    stream = make_stream(tmp_path / "data", corpus, logical_shards=2)
+    ck = tmp_path / "v1"
+    ck.mkdir()
+    shutil.copy(FIXTURE, ck / "part-00000.json")
+    commit(ck, 1, timeout=1)
+    manifest = json.loads((ck / "manifest.json").read_text())
+    manifest["version"] = 1
+    data = (json.dumps(manifest) + "\n").encode()
+    (ck / "manifest.json").write_bytes(data)
+    (ck / "COMMITTED").write_text(json.dumps({"manifest_sha256": hashlib.sha256(data).hexdigest()}))
+    state = load_state(ck)
+    assert state["version"] == 2
+    assert state["manifest"]["mix"] == [{"start_step": 0, "weights": [1]}]
+    assert state["workers"].tolist() == [[0, 0, 3, 3, 0, 26]]  # step: the 3 batches it produced
+    assert stream.worker(0, 1, state).next_batch()["input"].shape == (1, 8)
+    manifest["version"] = 3
+    data = (json.dumps(manifest) + "\n").encode()
+    (ck / "manifest.json").write_bytes(data)
+    (ck / "COMMITTED").write_text(json.dumps({"manifest_sha256": hashlib.sha256(data).hexdigest()}))
+    with pytest.raises(FormatError, match=r"unsupported checkpoint 'tokshuf\.stream\.checkpoint' v3"):
+        load_state(ck)
