@@ -77,7 +77,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return r
 
 
-def make_stream(root: Path, window: int = 0) -> TokenStream:
+def make_stream(root: Path, window: int = 0, **kw: Any) -> TokenStream:
     subs = [
         SubDataset.from_path(f"sub{i}", root / f"sub{i}", file_type="bin", weight=w)
         for i, w in enumerate((2, 1))
@@ -93,6 +93,7 @@ def make_stream(root: Path, window: int = 0) -> TokenStream:
         shuffle_window=window,
         provenance=True,
         position_ids=True,
+        **kw,
     )
 
 
@@ -246,6 +247,39 @@ def test_g5_g9_b3_resume_matches_consumed_batches(
         state = disk_round_trip(dl.state_dict(), tmp_path / f"c{i}")
     for i, (a, b) in enumerate(zip(ref, got, strict=True)):
         assert batches_equal(a, b), f"batch {i}"
+
+
+def test_a_mix_schedule_through_real_workers(root: Path, tmp_path: Path) -> None:
+    """Phases at steps 4 and 9 (only sub0, then only sub1) with two DataLoader workers that
+    prefetch: each step's batch follows its phase (but for the end of a chunk carried over per
+    worker), and resumes at a boundary and inside a phase, on the same workers or on one, give
+    what the uninterrupted run gives (same workers) and the phase's weights (one worker)."""
+    from tokshuf.stream import MixPhase
+
+    stream = make_stream(root, mix_schedule=[MixPhase([1, 0], start_step=4), MixPhase([0, 1], start_step=9)])
+    ref_it = iter(loader(stream, 1, 0, 2))
+    ref = [numpy(next(ref_it)) for _ in range(14)]
+
+    def drawn(batches: list[dict[str, Any]]) -> np.ndarray[Any, Any]:
+        out = np.zeros(2, np.int64)
+        for b in batches:
+            np.add.at(out, b["segments"][:, 2], b["segments"][:, 7])
+        return out
+
+    assert drawn(ref[4:9])[1] <= 2 * CHUNK  # two workers, each may finish one chunk of sub1
+    assert drawn(ref[9:])[0] <= 2 * CHUNK
+    for cut in (4, 7):
+        dl = loader(stream, 1, 0, 2)
+        it = iter(dl)
+        got = [numpy(next(it)) for _ in range(cut)]
+        state = disk_round_trip(dl.state_dict(), tmp_path / f"cut{cut}")
+        same = iter(loader(stream, 1, 0, 2, state))
+        rest = [numpy(next(same)) for _ in range(14 - cut)]
+        assert all(batches_equal(a, b) for a, b in zip(ref, got + rest, strict=True)), f"resumed at {cut}"
+        one = iter(loader(stream, 1, 0, 0, state))
+        rescaled = [numpy(next(one)) for _ in range(14 - cut)]
+        assert drawn(rescaled[: 9 - cut])[1] <= 3 * CHUNK  # the old workers' carry, the new one's
+        assert drawn(rescaled[9 - cut :])[0] <= CHUNK
 
 
 def test_g5_iterating_again_continues_the_stream(root: Path) -> None:
