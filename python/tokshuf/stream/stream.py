@@ -194,11 +194,16 @@ class TokenStream:
         step = state_step(state)
         mix, changed = effective_mix(state_mix(state), configured, step)
         if changed and log != "no":
-            self._log_change(state, mix, step, again=log == "always")
+            self._log_change(state, mix, configured, step, again=log == "always")
         return mix
 
     def _log_change(
-        self, state: Mapping[str, Any], mix: Sequence[Phase], step: int, again: bool = False
+        self,
+        state: Mapping[str, Any],
+        mix: Sequence[Phase],
+        configured: Sequence[Phase],
+        step: int,
+        again: bool = False,
     ) -> None:
         recorded = state_mix(state)
         was = recorded[phase_at(recorded, step)]
@@ -217,7 +222,11 @@ class TokenStream:
                 _LOGGED.put(rows, logged)
         if again or msg not in logged:
             logged.add(msg)
-            _log.info(msg)
+            # Weights that change at the resume step itself (no phase of the schedule starts
+            # there) are a decision of this resume: said at WARNING, seen without configuring
+            # logging. Phases that differ only later are said at INFO.
+            inserted = any(s == step for s, _ in mix) and not any(s == step for s, _ in configured)
+            _log.log(logging.WARNING if inserted else logging.INFO, msg)
 
     def core_config(self, mix: Sequence[Phase] | None = None) -> dict[str, Any]:
         """The settings the Rust core takes (``tokshuf_core::stream::StreamConfig``)."""

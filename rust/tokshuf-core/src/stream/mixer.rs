@@ -5,6 +5,9 @@
 //! first in the ideal fluid schedule (smallest `(t_i + c_i) / w_i`). It keeps every sub-dataset
 //! within one chunk of its exact share `w_i·T` at every chunk boundary, for any weights and
 //! chunk sizes. All arithmetic is in integers, so the choice is the same on every machine.
+//!
+//! A phase of the mix schedule restarts the counters with its weights ([`Mixer::restart`]): the
+//! bound then holds for the tokens drawn in that phase alone.
 
 /// Tokens emitted per sub-dataset, and the rule that picks the next one.
 #[derive(Debug, Clone, PartialEq, Eq)]
