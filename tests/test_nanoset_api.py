@@ -258,8 +258,11 @@ def test_nanotron_example_config_builds_its_blend(tmp_path: Path) -> None:
     write_dataset(tmp_path / "b", lognormal_lengths(300, seed=5))
     text = NANOTRON_EXAMPLE.format(a=tmp_path / "a", b=tmp_path / "b")
     global_batch = 2 * 3 * 2  # micro batch x accumulation x dp
-    one = NanosetConfig.from_yaml(text)
+    one = NanosetConfig.from_yaml(text, stage=0)
     assert one.data_path == str(tmp_path / "a")
+    # The whole run needs stages that differ only in their blend; this example's third has a split.
+    with pytest.raises(ConfigError, match=r"split='80,10,10'.*share everything but their blend"):
+        NanosetConfig.from_yaml(text)
     assert NanosetConfig.from_yaml(text, stage=1).data_path == [str(tmp_path / "a"), str(tmp_path / "b")]
     blend = NanosetConfig.from_yaml(text, stage="Third purpose training (Blended dataset)")
     assert blend.data_path == {str(tmp_path / "a"): 0.8, str(tmp_path / "b"): 0.2}
@@ -285,7 +288,9 @@ data_stages:
     data: {dataset: {data_path: z, add_extra_token_to_sequence: false}, seed: 8}
 tokens: {sequence_length: 16}
 """
-    assert NanosetConfig.from_yaml(staged).data_path == ["x", "y"]
+    assert NanosetConfig.from_yaml(staged, stage=0).data_path == ["x", "y"]
+    with pytest.raises(ConfigError, match="data stage 0 needs start_training_step"):
+        NanosetConfig.from_yaml(staged)
     main = NanosetConfig.from_yaml(staged, stage="main")
     assert (main.data_path, main.seed, main.add_extra_token_to_sequence) == ("z", 8, False)
     with pytest.raises(ConfigError, match="no data stage named"):

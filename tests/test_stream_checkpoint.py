@@ -53,7 +53,11 @@ def test_ranks_save_then_commit_then_load_merged(stream: Any, tmp_path: Path) ->
     assert files == [
         "COMMITTED",
         "manifest.json",
-        *[f"part-0000{r}.{x}" for r in (0, 1) for x in ("buffer.npy", "json", "rows.npy", "workers.npy")],
+        *[
+            f"part-0000{r}.{x}"
+            for r in (0, 1)
+            for x in ("buffer.npy", "history.npy", "json", "rows.npy", "workers.npy")
+        ],
     ]
     for p in ck.glob("*.npy"):  # plain numpy tables, no pickles
         assert np.load(p, allow_pickle=False).dtype == np.uint64
@@ -213,7 +217,9 @@ def test_malformed_markers_and_parts_are_format_errors_naming_the_file(
 
 
 def _doctored(stream: Any, tmp_path: Path, change: Any) -> dict[str, Any]:
-    state = merge_states(_two_rank_state(stream))
+    # Loaded and merged tables are read-only (checked once, then trusted): a hand edit copies them.
+    merged = merge_states(_two_rank_state(stream))
+    state = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in merged.items()}
     change(state)
     return state
 
@@ -242,12 +248,12 @@ def test_impossible_states_are_refused_on_load_and_by_inspect(
     from tokshuf.stream import checkpoint
 
     ck = tmp_path / "ck"
-    monkey = checkpoint.validate_state
-    checkpoint.validate_state = lambda s: None  # type: ignore[assignment]
+    monkey = checkpoint.checked
+    checkpoint.checked = lambda s: dict(s)  # type: ignore[assignment]
     try:
         save_state(ck, state)
     finally:
-        checkpoint.validate_state = monkey
+        checkpoint.checked = monkey
     with pytest.raises(FormatError, match=msg):
         load_state(ck)
     assert main(["inspect", str(ck)]) == 1
@@ -268,3 +274,50 @@ def test_a_commit_waiting_for_other_ranks_says_so(
     waits = [r for r in caplog.records if r.name == "tokshuf" and "waiting for ranks" in r.getMessage()]
     assert waits, caplog.records
     assert "waiting for ranks 0, 2-3 to write their parts" in waits[0].getMessage()
+
+
+def test_a_load_checks_the_state_once(stream: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a checkpoint and opening workers from it checks the tables once (it was five
+    times, each with a sort: most of a load's time at 10k logical shards)."""
+    from tokshuf.stream import state as state_module
+
+    ck = _saved(stream, tmp_path)
+    calls = []
+    check = state_module._check_tables
+    monkeypatch.setattr(state_module, "_check_tables", lambda *a: calls.append(1) or check(*a))
+    loaded = stream.check_state(load_state(ck), 2)
+    for g in range(4):  # a rescale to 4 workers: each takes its tables from the whole state
+        stream.worker(g, 4, loaded)
+    assert len(calls) == 1
+    merged = merge_states([loaded])  # a new state (its tables concatenated): checked once more
+    stream.worker(0, 2, merged)
+    assert len(calls) == 2
+
+
+def test_a_version_1_checkpoint_directory_still_loads(tmp_path: Path) -> None:
+    """A checkpoint written before mix schedules (manifest and part v1, no history table) loads
+    as one phase with its weights; a version this tokshuf does not know is refused, named."""
+    import hashlib
+
+    corpus = simple_corpus([[[3, 4, 5, 6]]])
+    stream = make_stream(tmp_path / "data", corpus, logical_shards=2)
+    ck = tmp_path / "v1"
+    ck.mkdir()
+    shutil.copy(FIXTURE, ck / "part-00000.json")
+    commit(ck, 1, timeout=1)
+    manifest = json.loads((ck / "manifest.json").read_text())
+    manifest["version"] = 1
+    data = (json.dumps(manifest) + "\n").encode()
+    (ck / "manifest.json").write_bytes(data)
+    (ck / "COMMITTED").write_text(json.dumps({"manifest_sha256": hashlib.sha256(data).hexdigest()}))
+    state = load_state(ck)
+    assert state["version"] == 2
+    assert state["manifest"]["mix"] == [{"start_step": 0, "weights": [1]}]
+    assert state["workers"].tolist() == [[0, 0, 3, 3, 0, 26]]  # step: the 3 batches it produced
+    assert stream.worker(0, 1, state).next_batch()["input"].shape == (1, 8)
+    manifest["version"] = 3
+    data = (json.dumps(manifest) + "\n").encode()
+    (ck / "manifest.json").write_bytes(data)
+    (ck / "COMMITTED").write_text(json.dumps({"manifest_sha256": hashlib.sha256(data).hexdigest()}))
+    with pytest.raises(FormatError, match=r"unsupported checkpoint 'tokshuf\.stream\.checkpoint' v3"):
+        load_state(ck)

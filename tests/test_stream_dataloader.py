@@ -77,7 +77,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return r
 
 
-def make_stream(root: Path, window: int = 0) -> TokenStream:
+def make_stream(root: Path, window: int = 0, **kw: Any) -> TokenStream:
     subs = [
         SubDataset.from_path(f"sub{i}", root / f"sub{i}", file_type="bin", weight=w)
         for i, w in enumerate((2, 1))
@@ -93,6 +93,7 @@ def make_stream(root: Path, window: int = 0) -> TokenStream:
         shuffle_window=window,
         provenance=True,
         position_ids=True,
+        **kw,
     )
 
 
@@ -248,6 +249,39 @@ def test_g5_g9_b3_resume_matches_consumed_batches(
         assert batches_equal(a, b), f"batch {i}"
 
 
+def test_a_mix_schedule_through_real_workers(root: Path, tmp_path: Path) -> None:
+    """Phases at steps 4 and 9 (only sub0, then only sub1) with two DataLoader workers that
+    prefetch: each step's batch follows its phase (but for the end of a chunk carried over per
+    worker), and resumes at a boundary and inside a phase, on the same workers or on one, give
+    what the uninterrupted run gives (same workers) and the phase's weights (one worker)."""
+    from tokshuf.stream import MixPhase
+
+    stream = make_stream(root, mix_schedule=[MixPhase([1, 0], start_step=4), MixPhase([0, 1], start_step=9)])
+    ref_it = iter(loader(stream, 1, 0, 2))
+    ref = [numpy(next(ref_it)) for _ in range(14)]
+
+    def drawn(batches: list[dict[str, Any]]) -> np.ndarray[Any, Any]:
+        out = np.zeros(2, np.int64)
+        for b in batches:
+            np.add.at(out, b["segments"][:, 2], b["segments"][:, 7])
+        return out
+
+    assert drawn(ref[4:9])[1] <= 2 * CHUNK  # two workers, each may finish one chunk of sub1
+    assert drawn(ref[9:])[0] <= 2 * CHUNK
+    for cut in (4, 7):
+        dl = loader(stream, 1, 0, 2)
+        it = iter(dl)
+        got = [numpy(next(it)) for _ in range(cut)]
+        state = disk_round_trip(dl.state_dict(), tmp_path / f"cut{cut}")
+        same = iter(loader(stream, 1, 0, 2, state))
+        rest = [numpy(next(same)) for _ in range(14 - cut)]
+        assert all(batches_equal(a, b) for a, b in zip(ref, got + rest, strict=True)), f"resumed at {cut}"
+        one = iter(loader(stream, 1, 0, 0, state))
+        rescaled = [numpy(next(one)) for _ in range(14 - cut)]
+        assert drawn(rescaled[: 9 - cut])[1] <= 3 * CHUNK  # the old workers' carry, the new one's
+        assert drawn(rescaled[9 - cut :])[0] <= CHUNK
+
+
 def test_g5_iterating_again_continues_the_stream(root: Path) -> None:
     stream = make_stream(root, window=2)
     ref_it = iter(loader(stream, 1, 0, 2))
@@ -338,7 +372,9 @@ def test_g10_state_is_compact(root: Path, tmp_path: Path) -> None:
     assert rows == 2 * SHARDS
     buffered_tokens = int(np.asarray(state["buffer"])[:, 7].sum())
     assert segs <= buffered_tokens
-    assert size <= 7 * 8 * rows + 8 * 8 * segs + 8 * 5 * 2 + 3 * 128  # tables + npy headers
+    # rows, buffer segments, two workers' rows (5 columns + 2 mixer counters), npy headers
+    assert len(state["history"]) == 0
+    assert size <= 7 * 8 * rows + 8 * 8 * segs + 8 * 7 * 2 + 4 * 128
 
 
 def test_g14_state_round_trips_through_disk_exactly(root: Path, tmp_path: Path) -> None:

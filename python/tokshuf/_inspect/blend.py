@@ -17,14 +17,16 @@ from tokshuf._inspect.indexed import document_lengths
 from tokshuf._inspect.yaml_config import load_blend_yaml
 from tokshuf.errors import ConfigError
 from tokshuf.indexed import IndexedDataset
-from tokshuf.nanoset import BlendedNanoset, Nanoset, NanosetConfig, build_nanosets
+from tokshuf.nanoset import BlendedNanoset, Nanoset, NanosetConfig, StagedNanoset, build_nanosets
 
 __all__ = [
     "BlendReport",
     "Piece",
     "SampleOrigin",
     "SourceReport",
+    "SourceShare",
     "SplitReport",
+    "StageReport",
     "StepReport",
     "inspect_blend",
 ]
@@ -55,6 +57,26 @@ class SplitReport:
     samples: int
     tokens: int
     sources: list[SourceReport]
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceShare:
+    name: str
+    target: float
+    share: float
+    samples: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StageReport:
+    """One stage of a staged run: its steps and samples, and per source of the run its target
+    (the stage's normalized weight) and realized share of the stage's samples."""
+
+    name: str
+    start_step: int
+    first_sample: int
+    samples: int
+    sources: list[SourceShare]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +126,8 @@ class BlendReport(Report):
     #: The global batch size the YAML implies (or was given), for the mixture plot's x axis.
     batch_size: int | None
     kind: str = "blend"
+    #: The stages of a staged run (nanotron's data_stages), in order; ``None`` for one blend.
+    stages: list[StageReport] | None = None
     #: Source index of every train sample, and tokens per document of every source, for plots.
     train_sources: npt.NDArray[Any] | None = dataclasses.field(
         default=None, repr=False, compare=False, metadata=HIDDEN
@@ -194,11 +218,12 @@ def inspect_blend(
     split: str = "train",
     tokenizer: str | None = None,
     excerpt_tokens: int = 64,
-    stage: int | str = 0,
+    stage: int | str | None = None,
 ) -> BlendReport:
     """Build the datasets of ``config`` (a :class:`NanosetConfig`, or a nanotron / Megatron-LM
     YAML file) as training would, and report them; with ``step`` and ``batch_size``, the origin of
-    every sample of that step (``dp_rank`` of ``dp_size``: only that rank's)."""
+    every sample of that step (``dp_rank`` of ``dp_size``: only that rank's). A YAML with several
+    ``data_stages`` is the whole staged run (``stage``: one stage alone), reported stage by stage."""
     if isinstance(config, NanosetConfig):
         cfg, path, hint = config, "<NanosetConfig>", None
     else:
@@ -213,20 +238,22 @@ def inspect_blend(
     target = None if weights is None else [w / sum(weights) for w in weights]
     seq = cfg.sequence_length
     reports = []
+    stage_reports = None
     for name, ds in built.items():
         if ds is None:
             continue
         parts, index = _parts(ds)
+        names, goal = (ds.prefixes, ds.weights) if isinstance(ds, StagedNanoset) else (prefixes, target)
         drawn = [len(ds)] if index is None else np.bincount(index, minlength=len(parts)).tolist()
         sources = []
         for d, part in enumerate(parts):
             n = int(drawn[d])
             rng = part.index_range if part is not None else (0, 0)
-            lengths = IndexedDataset(prefixes[d], validate=False).sequence_lengths
+            lengths = IndexedDataset(names[d], validate=False).sequence_lengths
             sources.append(
                 SourceReport(
-                    name=prefixes[d],
-                    target_weight=None if target is None else target[d],
+                    name=names[d],
+                    target_weight=None if goal is None else goal[d],
                     samples=n,
                     share=n / len(ds) if len(ds) else 0.0,
                     tokens=n * seq,
@@ -236,6 +263,8 @@ def inspect_blend(
                 )
             )
         reports.append(SplitReport(name, len(ds), len(ds) * seq, sources))
+        if isinstance(ds, StagedNanoset):
+            stage_reports = _stages(ds)
     step_report = None
     if step is not None:
         if batch_size is None:
@@ -260,5 +289,31 @@ def inspect_blend(
         step=step_report,
         batch_size=batch_size,
         train_sources=train_sources,
-        lengths={p: document_lengths(IndexedDataset(p, validate=False)) for p in prefixes},
+        lengths={p: document_lengths(IndexedDataset(p, validate=False)) for p in _all_prefixes(cfg)},
+        stages=stage_reports,
     )
+
+
+def _all_prefixes(cfg: NanosetConfig) -> list[str]:
+    out = list(cfg.blend[0])
+    for st in cfg.stages:
+        out += [
+            p
+            for p in ([st.data_path] if isinstance(st.data_path, str) else list(st.data_path))
+            if p not in out
+        ]
+    return out
+
+
+def _stages(ds: StagedNanoset) -> list[StageReport]:
+    out = []
+    n = len(ds.prefixes)
+    for st in ds.stages:
+        idx = ds.dataset_index[st.first_sample : st.first_sample + st.samples]
+        counts = np.bincount(idx, minlength=n) if len(idx) else np.zeros(n, np.int64)
+        sources = [
+            SourceShare(p, t, int(c) / st.samples if st.samples else 0.0, int(c))
+            for p, t, c in zip(ds.prefixes, st.share(n), counts, strict=True)
+        ]
+        out.append(StageReport(st.name, st.start_step, st.first_sample, st.samples, sources))
+    return out

@@ -31,7 +31,8 @@ class Panel:
     title: str
     xlabel: str
     ylabel: str
-    #: ``{name: {"x": [...], "y": [...], "style": "bar" | "line" | "dashed"}}``
+    #: ``{name: {"x": [...], "y": [...], "style": "bar" | "line" | "dashed" | "boundary"}}``
+    #: (``boundary``: vertical lines at ``x``, phase or stage starts; no ``y``)
     series: dict[str, dict[str, Any]]
     log_x: bool = False
 
@@ -67,16 +68,46 @@ def _mixture_panel(report: Any) -> Panel | None:
     seq = report.sequence_length
     steps = np.arange(1, n_steps + 1)
     keep = np.unique(np.linspace(0, n_steps - 1, min(n_steps, MAX_POINTS)).astype(np.int64))
+    # The target per sample: the split's weights, or in a staged run each stage's own.
+    stages = report.stages or []
+    goal = np.zeros((n_steps * per_step, len(train.sources)))
+    if stages:
+        for st in stages:
+            goal[st.first_sample : st.first_sample + st.samples] = [s.target for s in st.sources]
+    has_goal = bool(stages) or all(src.target_weight is not None for src in train.sources)
+    if not stages and has_goal:
+        goal[:] = [src.target_weight for src in train.sources]
     series: dict[str, dict[str, Any]] = {}
     for d, src in enumerate(train.sources):
         drawn = np.cumsum(sources[: n_steps * per_step] == d).reshape(n_steps, per_step)[:, -1]
         x = steps[keep].tolist()
         series[f"{src.name} (realized)"] = {"x": x, "y": (drawn[keep] * seq).tolist(), "style": "line"}
-        if src.target_weight is not None:
-            target = steps[keep] * per_step * seq * src.target_weight
-            series[f"{src.name} (target)"] = {"x": x, "y": target.tolist(), "style": "dashed"}
+        if has_goal:
+            target = np.cumsum(goal[:, d]).reshape(n_steps, per_step)[:, -1] * seq
+            series[f"{src.name} (target)"] = {"x": x, "y": target[keep].tolist(), "style": "dashed"}
+    starts = [st.first_sample / per_step for st in stages[1:] if 0 < st.first_sample < n_steps * per_step]
+    if starts:
+        series["stage starts"] = {"x": starts, "style": "boundary"}
     xlabel = "training step" if report.batch_size else "sample"
     return Panel("tokens per source", xlabel, "tokens (cumulative)", series)
+
+
+def _phase_panel(report: Any) -> Panel | None:
+    """A loader checkpoint's mix schedule: tokens drawn per source, cumulative at each phase's
+    start and at the saved step, against the phases' targets."""
+    mix = [p for p in report.summary.get("mix", []) if p["status"] != "scheduled"]
+    if not mix:
+        return None
+    x = [p["start_step"] for p in mix] + [report.summary["step"]]
+    series: dict[str, dict[str, Any]] = {}
+    for i, src in enumerate(mix[0]["sources"]):
+        drawn = np.cumsum([0] + [p["sources"][i]["tokens"] for p in mix])
+        target = np.cumsum([0] + [p["sources"][i]["target"] * p["tokens"] for p in mix])
+        series[f"{src['name']} (realized)"] = {"x": x, "y": drawn.tolist(), "style": "line"}
+        series[f"{src['name']} (target)"] = {"x": x, "y": target.tolist(), "style": "dashed"}
+    if len(mix) > 1:
+        series["phase starts"] = {"x": [p["start_step"] for p in mix[1:]], "style": "boundary"}
+    return Panel("tokens drawn per source, by mix phase", "training step", "tokens (cumulative)", series)
 
 
 def _shard_panel(report: Any) -> Panel:
@@ -113,6 +144,10 @@ def panels(reports: Sequence[Any]) -> list[Panel]:
                 out.append(mix)
         elif r.kind == "shards":
             out.append(_shard_panel(r))
+        elif r.kind == "checkpoint":
+            phases = _phase_panel(r)
+            if phases is not None:
+                out.append(phases)
     filled = [r for r in reports if r.kind == "instances" and r.fill is not None]
     if filled:
         out.append(_efficiency_panel(filled))
@@ -128,7 +163,10 @@ def _figure(drawn: list[Panel]) -> Any:
     for ax, p in zip(np.atleast_1d(fig.subplots(len(drawn), 1)), drawn, strict=True):
         color = None
         for name, s in p.series.items():
-            if s["style"] == "bar":
+            if s["style"] == "boundary":
+                for k, at in enumerate(s["x"]):
+                    ax.axvline(at, linestyle=":", color="grey", alpha=0.8, label=name if k == 0 else None)
+            elif s["style"] == "bar":
                 ax.bar(s["x"], s["y"], width=s["width"], align="edge", alpha=0.5, label=name)
             elif s["style"] == "dashed":  # a target, in the colour of the realized curve before it
                 ax.plot(s["x"], s["y"], linestyle="--", color=color, alpha=0.7, label=name)
@@ -155,7 +193,8 @@ def plot(reports: Sequence[Any], path: str | os.PathLike[str]) -> PlotResult:
     if not drawn:
         kinds = sorted({r.kind for r in reports})
         raise ConfigError(
-            f"nothing to plot for {kinds}: plots cover .bin/.idx, .npy, shards, blends and instances"
+            f"nothing to plot for {kinds}: plots cover .bin/.idx, .npy, shards, blends, instances and "
+            "loader checkpoints"
         )
     try:
         import matplotlib

@@ -109,6 +109,18 @@ def _blend(r: Any) -> list[str]:
                 f"  {src.name[-40:]:<40} {target:>7} {src.share:>7.2%} {src.samples:>12,} {src.tokens:>15,} "
                 f"{src.epochs:>6} {src.documents:>10,}"
             )
+    for stage in r.stages or []:
+        end = stage.first_sample + stage.samples
+        lines.append(
+            f"stage {stage.name!r}: from step {stage.start_step}, samples {stage.first_sample:,}-{end - 1:,} "
+            f"({stage.samples:,})"
+        )
+        for src in stage.sources:
+            if src.target or src.samples:
+                lines.append(
+                    f"  {src.name[-40:]:<40} target {src.target:>7.2%}  realized {src.share:>7.2%} "
+                    f"{src.samples:>12,}"
+                )
     if r.step is not None:
         st = r.step
         who = "every rank" if st.dp_rank is None else f"dp rank {st.dp_rank} of {st.dp_size}"

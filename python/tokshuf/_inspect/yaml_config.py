@@ -80,9 +80,10 @@ def _megatron(root: dict[str, Any]) -> tuple[NanosetConfig, int | None]:
     return NanosetConfig.from_dict(fields), gbs
 
 
-def load_blend_yaml(path: Path, *, stage: int | str = 0) -> tuple[NanosetConfig, int | None]:
-    """The config, and the global batch size the file implies (``None`` if it says nothing).
-    A value of the wrong kind is a :class:`ConfigError` naming the file and the key."""
+def load_blend_yaml(path: Path, *, stage: int | str | None = None) -> tuple[NanosetConfig, int | None]:
+    """The config (several nanotron ``data_stages``: the staged run, unless ``stage`` picks one),
+    and the global batch size the file implies (``None`` if it says nothing). A value of the wrong
+    kind is a :class:`ConfigError` naming the file and the key."""
     try:
         root = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:

@@ -14,13 +14,17 @@ from tokshuf.nanoset.builder import NanosetSplits, build_nanosets
 from tokshuf.nanoset.config import NanosetConfig
 from tokshuf.nanoset.dataset import Nanoset
 from tokshuf.nanoset.sampler import SkipSampler, resume_sampler
+from tokshuf.nanoset.staged import StagedNanoset
+from tokshuf.nanoset.stages import NanosetStage
 
 __all__ = [
     "BlendedNanoset",
     "Nanoset",
     "NanosetConfig",
     "NanosetSplits",
+    "NanosetStage",
     "SkipSampler",
+    "StagedNanoset",
     "build_nanosets",
     "resume_sampler",
 ]

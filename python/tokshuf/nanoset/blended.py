@@ -31,7 +31,7 @@ class BlendedNanoset(SampleDataset):
         once (Megatron's exhaustive blending; unweighted blends only).
     """
 
-    _pickled = ("datasets", "weights", "size")
+    _pickled: tuple[str, ...] = ("datasets", "weights", "size")
 
     def __init__(
         self,

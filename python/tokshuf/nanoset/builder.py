@@ -102,6 +102,16 @@ def build_nanosets(config: NanosetConfig, num_samples: Sequence[int | None] | No
         prefixes = [local_prefix(p) for p in prefixes]
     enabled = [i for i in range(3) if matrix[i] is not None]
     out: list[Dataset | None] = [None, None, None]
+    if config.stages and 0 in enabled:  # a staged run: the train split follows the stages
+        from tokshuf.nanoset.staged import build_staged
+
+        def train_range(prefix: str) -> tuple[int, int]:
+            r = _ranges(local_prefix(prefix) if config.remote == "copy" else prefix, matrix)[0]
+            assert r is not None
+            return r
+
+        out[0] = build_staged(config, sizes[0], train_range, lambda jobs: _build_all(jobs, config))
+        enabled.remove(0)
 
     if len(prefixes) == 1 and weights is None:
         rng = _ranges(prefixes[0], matrix)

@@ -16,6 +16,7 @@ from tokshuf import _core, _limits
 from tokshuf._deprecation import deprecated_parameters, renamed_attribute, renamed_parameters
 from tokshuf.errors import ConfigError
 from tokshuf.indexed import RemoteRead, check_remote
+from tokshuf.nanoset.stages import NanosetStage, check_stages
 
 __all__ = ["NanosetConfig", "SampleCounts"]
 
@@ -74,6 +75,14 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
     index_scheme
         ``"megatron"``: Megatron-LM's indices (one permutation across epochs). ``"repeat"``: one
         shuffled epoch whose order repeats every epoch (the Nanoset design of seed 000).
+    stages
+        A staged run (nanotron's ``data_stages``): :class:`~tokshuf.nanoset.NanosetStage` s (or
+        mappings of their fields), each owning the training steps from its ``start_step`` to the
+        next stage's with its own blend; the train split is then a
+        :class:`~tokshuf.nanoset.StagedNanoset` of ``num_samples[0]`` samples, and valid/test are
+        built from ``data_path`` (the first stage's blend). See ``docs/mixes.md``.
+    global_batch_size
+        Samples per training step (what turns the stages' steps into samples); needed by stages.
     remote
         For prefixes in a store (``s3://...``): ``"ranges"`` reads each batch's tokens by ranged
         requests (few, coalesced), ``"copy"`` downloads every ``.bin`` once and maps it. The
@@ -100,11 +109,14 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
     mid_level_dataset_surplus: float = 0.005
     index_scheme: Literal["megatron", "repeat"] = "megatron"
     remote: RemoteRead = "ranges"
+    stages: tuple[NanosetStage, ...] = ()
+    global_batch_size: int | None = None
 
     path_to_cache = renamed_attribute[str | Literal[False] | None]("cache_dir")
     eod_token_id = renamed_attribute[int | None]("eos_token_id")
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "stages", tuple(NanosetStage.of(x) for x in self.stages or ()))
         if isinstance(self.cache_dir, os.PathLike):
             object.__setattr__(self, "cache_dir", os.fspath(self.cache_dir))
         path = self.data_path
@@ -166,6 +178,7 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
         # Any int64 (Megatron's -1 marks padding when there is no pad token).
         pad = _limits.integer(self.pad_token_id, "pad_token_id", -(2**63), _limits.COUNT_MAX)
         object.__setattr__(self, "pad_token_id", pad)
+        check_stages(self.stages, self.global_batch_size)
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -195,10 +208,17 @@ reset_attention_mask, eod_mask_loss, create_attention_mask
             raise ConfigError(f"incomplete NanosetConfig: {e}") from None
 
     @classmethod
-    def from_yaml(cls, source: str | os.PathLike[str], *, stage: int | str = 0) -> NanosetConfig:
+    def from_yaml(cls, source: str | os.PathLike[str], *, stage: int | str | None = None) -> NanosetConfig:
         """Load from YAML text or a file, in nanotron's shape or flat.
 
-        nanotron's shape: the dataset of ``data`` (or of ``data_stages[stage].data``): its
+        nanotron's shape with several ``data_stages`` is the whole staged run (``stages``): each
+        stage starts at its ``start_training_step`` (nanotron counts steps from 1), blends its
+        ``dataset_folder`` (with ``dataset_weights``; a list without weights: equal weights, as
+        nanotron's staged runs read it), and every other key of the stages must agree (one
+        ``seed``, ``split``, sequence length: each prefix is numbered once for the whole run);
+        ``data_path`` is the first stage's. ``stage`` (an index or a name) picks one stage alone.
+
+        One stage, or ``data``: the dataset of ``data`` (or of ``data_stages[stage].data``): its
         ``dataset_folder`` (or ``dataset_path``: one prefix, a list, or ``{prefix: weight}``;
         ``dataset_weights`` may weight a list) is ``data_path``, ``data.seed`` the seed,
         ``tokens.sequence_length`` the sequence length. The sample counts are nanotron's:
@@ -230,9 +250,13 @@ NanosetConfig.__init__ = renamed_parameters(  # type: ignore[method-assign]
 )(NanosetConfig.__init__)
 
 
-def _from_nanotron(root: dict[str, Any], stage: int | str) -> dict[str, Any]:
+def _from_nanotron(root: dict[str, Any], stage: int | str | None) -> dict[str, Any]:
     if "data_stages" in root:
         stages = root["data_stages"] or []
+        if stage is None and len(stages) > 1:
+            return _staged(root, stages)
+        if stage is None:
+            stage = 0
         if isinstance(stage, str):
             found = [s for s in stages if isinstance(s, dict) and s.get("name") == stage]
             if not found:
@@ -247,6 +271,53 @@ def _from_nanotron(root: dict[str, Any], stage: int | str) -> dict[str, Any]:
         data = root["data"]
     else:
         return root
+    return _from_data(root, data)
+
+
+def _staged(root: dict[str, Any], stages: list[Any]) -> dict[str, Any]:
+    """The whole run of nanotron's ``data_stages``: one config whose ``stages`` hold each stage's
+    start and blend; everything else must be the same in every stage."""
+    parts: list[tuple[str, int, dict[str, Any]]] = []
+    for k, st in enumerate(stages):
+        if not isinstance(st, dict) or "start_training_step" not in st:
+            raise ConfigError(f"data stage {k} needs start_training_step (nanotron counts steps from 1)")
+        name, start = st.get("name", f"stage {k}"), st["start_training_step"]
+        start = _limits.integer(start, f"data stage {name!r}: start_training_step", 1)
+        seq = st.get("sequence_length")
+        if seq is not None and seq != (root.get("tokens") or {}).get("sequence_length", seq):
+            raise ConfigError(
+                f"data stage {name!r} has sequence_length {seq}, the run "
+                f"{root['tokens']['sequence_length']}: a staged run keeps one sequence length (nanotron "
+                "does not support changing it either)"
+            )
+        out = _from_data(root, st.get("data", {}))
+        path = out.pop("data_path", None)
+        if isinstance(path, list):  # nanotron's staged runs weight a list of folders equally
+            path = dict.fromkeys(path, 1.0)
+        parts.append((name, start, {**out, "data_path": path}))
+    parts.sort(key=lambda p: p[1])
+    first = {k: v for k, v in parts[0][2].items() if k != "data_path"}
+    for name, _, out in parts[1:]:
+        rest = {k: v for k, v in out.items() if k != "data_path"}
+        for key in sorted(set(first) | set(rest)):
+            if first.get(key) != rest.get(key):
+                raise ConfigError(
+                    f"data stage {name!r} has {key}={rest.get(key, '(unset)')!r}, stage {parts[0][0]!r} "
+                    f"{first.get(key, '(unset)')!r}: the stages of a run share everything but their blend "
+                    "(each prefix is read once for the whole run)"
+                )
+    tokens = root.get("tokens") or {}
+    dp = (root.get("parallelism") or {}).get("dp", 1)
+    gbs = tokens.get("micro_batch_size", 1) * tokens.get("batch_accumulation_per_replica", 1) * dp
+    return {
+        **first,
+        "data_path": parts[0][2]["data_path"],
+        "stages": [{"name": n, "start_step": s - 1, "data_path": o["data_path"]} for n, s, o in parts],
+        "global_batch_size": gbs,
+    }
+
+
+def _from_data(root: dict[str, Any], data: Any) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("dataset"), dict):
         raise ConfigError("the YAML has no data.dataset mapping (nanotron's NanosetDatasetsArgs)")
     out: dict[str, Any] = {k: v for k, v in data["dataset"].items() if k not in _NANOTRON_READER_KEYS}

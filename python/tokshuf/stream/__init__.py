@@ -8,7 +8,8 @@ Pieces, from the data up:
 * :class:`StreamingDataset` / :class:`StreamingDataLoader` — the torch integration, with
   ``state_dict()`` matching consumed batches (import needs torch);
 * :func:`save_state` / :func:`load_state` — checkpoints (JSON + ``.npy``, manifest, commit marker);
-* :class:`LoaderConfig` / :func:`build_dataloader` — config → DataLoader, Bamba-style.
+* :class:`LoaderConfig` / :func:`build_dataloader` — config → DataLoader, Bamba-style;
+* :class:`MixPhase` — a phase of a mix schedule (``docs/mixes.md``).
 """
 
 from typing import Any
@@ -20,6 +21,7 @@ from tokshuf.stream.handlers_arrow import ArrowHandler
 from tokshuf.stream.handlers_parquet import ParquetHandler
 from tokshuf.stream.handlers_tar import TarHandler
 from tokshuf.stream.inspect import render, summarize
+from tokshuf.stream.mix import MixPhase
 from tokshuf.stream.sources import SubDataset
 from tokshuf.stream.state import merge_states, worker_tables
 from tokshuf.stream.stream import TokenStream, WorkerStream
@@ -32,6 +34,7 @@ __all__ = [
     "HandlerReader",
     "IndexedHandler",
     "LoaderConfig",
+    "MixPhase",
     "NpyHandler",
     "ParquetHandler",
     "StreamingDataLoader",

@@ -1,12 +1,14 @@
 """Loader checkpoints on disk: JSON plus ``.npy`` tables, a manifest, and a commit marker.
 
-Layout of a checkpoint directory (format ``tokshuf.stream.checkpoint`` version 1; the full
-description is ``docs/stream-checkpoint.md``)::
+Layout of a checkpoint directory (format ``tokshuf.stream.checkpoint`` version 2; version 1,
+which had no ``history`` table, is read too; the full description is
+``docs/stream-checkpoint.md``)::
 
     part-00000.json           one per saving rank: state envelope, manifest, topology and,
     part-00000.rows.npy       for each table, {"file", "shape", "sha256"} (or the rows inline)
     part-00000.workers.npy
     part-00000.buffer.npy
+    part-00000.history.npy
     manifest.json             written last but one by rank 0: stream manifest, topology, and
                               the sha256 of every part file
     COMMITTED                 written last: the sha256 of manifest.json
@@ -31,14 +33,13 @@ from typing import Any
 import numpy as np
 
 from tokshuf.errors import FormatError
-from tokshuf.stream.state import FORMAT, VERSION, merge_states, validate_state
+from tokshuf.stream.state import FORMAT, TABLES, VERSION, checked, merge_states, table_width
 
 __all__ = ["commit", "load_state", "save_state"]
 
 CHECKPOINT_FORMAT = "tokshuf.stream.checkpoint"
 COMMITTED = "COMMITTED"
 MANIFEST = "manifest.json"
-_TABLES = {"rows": 7, "workers": None, "buffer": 8}
 # When a commit waiting for other ranks' parts first says so, then how often it repeats.
 _WAIT_LOG_FIRST_S = 1.0
 _WAIT_LOG_EVERY_S = 30.0
@@ -82,12 +83,28 @@ def _read_json(path: Path, what: str, kind: type, keys: tuple[str, ...] = ()) ->
 
 
 def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    _write_all([(path, data)])
+
+
+def _write_all(files: list[tuple[Path, bytes]]) -> None:
+    """Write each file under a temporary name, make them all durable, then rename them in order.
+    Written first and synced after, the first fsync flushes them together (one journal commit
+    instead of one per file: a part's five files cost about one disk flush)."""
+    tmps = []
+    try:
+        for path, data in files:
+            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            f = open(tmp, "wb")  # noqa: SIM115 (closed below, after the sync)
+            tmps.append((f, tmp, path))
+            f.write(data)
+            f.flush()
+        for f, _, _ in tmps:
+            os.fsync(f.fileno())
+    finally:
+        for f, _, _ in tmps:
+            f.close()
+    for _, tmp, path in tmps:
+        os.replace(tmp, path)
 
 
 def _json(obj: Any) -> bytes:
@@ -102,18 +119,19 @@ def save_state(
     The process holding rank 0 then waits until the parts of every rank are present (polling,
     up to ``commit_timeout`` seconds; ``None``: do not commit, call :func:`commit` later) and
     commits the checkpoint. Returns the directory."""
-    validate_state(state)
+    state = checked(state)
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     ranks = list(state["topology"].get("ranks", [0]))
     name = f"part-{min(ranks):05d}"
     arrays = {}
-    for key in _TABLES:
+    files = []
+    for key in TABLES:
         buf = io.BytesIO()
         np.save(buf, np.ascontiguousarray(state[key], dtype="<u8"), allow_pickle=False)
         data = buf.getvalue()
         fname = f"{name}.{key}.npy"
-        _write(d / fname, data)
+        files.append((d / fname, data))
         arrays[key] = {"file": fname, "shape": list(np.shape(state[key])), "sha256": _sha(data)}
     part = {
         "format": FORMAT,
@@ -122,7 +140,9 @@ def save_state(
         "topology": {**state["topology"], "ranks": ranks},
         "arrays": arrays,
     }
-    _write(d / f"{name}.json", _json(part))
+    # The part's JSON names its tables' hashes: it is renamed into place after them.
+    files.append((d / f"{name}.json", _json(part)))
+    _write_all(files)
     if 0 in ranks and commit_timeout is not None:
         commit(d, state["topology"]["world_size"], timeout=commit_timeout)
     return os.fspath(d)
@@ -212,20 +232,20 @@ def _table(d: Path, spec: Any, key: str, part: str) -> np.ndarray[Any, Any]:
 
 
 def _read_part(d: Path, path: Path) -> dict[str, Any]:
+    """One part file's state, its tables read and hash-checked (not validated: the caller
+    checks the whole once)."""
     part = _read_json(path, "checkpoint part", dict, ("format", "version", "manifest", "topology", "arrays"))
     try:
         n_sub = len(part["manifest"]["datasets"])
         state = {k: part[k] for k in ("format", "version", "manifest", "topology")}
-        for key, cols in _TABLES.items():
+        v1 = part["version"] == 1  # no history table, and narrower workers rows
+        for key in [k for k in TABLES if not (v1 and k == "history")]:
             arr = _table(d, part["arrays"][key], key, path.name)
-            width = cols if cols is not None else 3 + n_sub
+            width = 3 + n_sub if v1 and key == "workers" else table_width(key, n_sub)
             state[key] = arr.reshape(0, width) if arr.size == 0 else arr
+            state[key].flags.writeable = False
     except (KeyError, TypeError, ValueError) as e:
         raise FormatError(f"{path}: malformed checkpoint part ({type(e).__name__}: {e})") from e
-    try:
-        validate_state(state)
-    except FormatError as e:
-        raise FormatError(f"{path}: {e}") from e
     return state
 
 
@@ -234,7 +254,10 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     (``part-*.json``: that rank's state only, enough to resume on the same topology)."""
     p = Path(path)
     if p.is_file():
-        return _read_part(p.parent, p)
+        try:
+            return checked(_read_part(p.parent, p))
+        except FormatError as e:
+            raise FormatError(f"{p}: {e}") from e
     if not p.is_dir():
         raise FileNotFoundError(2, "no such checkpoint directory", os.fspath(p))
     marker = p / COMMITTED
@@ -249,7 +272,7 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     if _sha(data) != recorded:
         raise FormatError(f"{p}: {MANIFEST} is missing or does not match {COMMITTED}")
     manifest = _read_json(p / MANIFEST, "checkpoint manifest", dict, ("parts", "topology"))
-    if manifest.get("format") != CHECKPOINT_FORMAT or manifest.get("version") != VERSION:
+    if manifest.get("format") != CHECKPOINT_FORMAT or manifest.get("version") not in (1, VERSION):
         raise FormatError(
             f"{p}: unsupported checkpoint {manifest.get('format')!r} v{manifest.get('version')!r}"
         )
@@ -276,11 +299,8 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"{p}: parts {missing} listed in {MANIFEST} are missing; the checkpoint is incomplete"
         )
     try:
+        # Checked once, as a whole: every worker's rows, buffers no larger than what was read.
         state = merge_states(states)
-    except FormatError as e:
-        raise FormatError(f"{p}: {e}") from e
-    try:
-        validate_state(state)  # the whole: every worker's rows, buffers no larger than what was read
     except FormatError as e:
         raise FormatError(f"{p}: {e}") from e
     if set(state["topology"]["ranks"]) != set(range(world)):

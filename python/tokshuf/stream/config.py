@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tokshuf._summaries import BatchOutput, TokenDtype
 from tokshuf.errors import ConfigError
+from tokshuf.stream.mix import MixPhase
 from tokshuf.stream.sources import SubDataset
 from tokshuf.stream.stream import TokenStream
 
@@ -36,6 +37,11 @@ class LoaderConfig:
     ``arrow`` (``col_name``: the token column), ``parquet``/``hf_parquet`` (``col_name``: the
     text column, tokenized with ``tokenizer``), ``tar`` or ``npy`` (``npy_dtype``,
     ``npy_eos_token``, default ``eos_token``), or a handler object.
+
+    ``mix_schedule`` lists phases of the mix: :class:`~tokshuf.stream.MixPhase` objects or
+    mappings ``{"start_step": N, "weights": ...}`` (or ``"start_tokens"``), ``weights`` in the
+    forms of ``weights`` or as ``{name: weight}``; ``weights`` applies until the first phase
+    (``docs/mixes.md``).
     """
 
     data_path: str
@@ -70,6 +76,7 @@ class LoaderConfig:
     add_extra_token: bool = True
     snapshot_every: int | None = None
     ckpt_load_path: str | None = None
+    mix_schedule: Sequence[MixPhase | Mapping[str, Any]] = ()
     extra_handler_options: dict[str, Any] = field(default_factory=dict)
 
     def sub_datasets(self) -> list[SubDataset]:
@@ -123,6 +130,7 @@ def build_stream(cfg: LoaderConfig) -> TokenStream:
         position_ids=cfg.position_ids,
         label_mask_boundaries=cfg.label_mask_boundaries,
         provenance=cfg.provenance,
+        mix_schedule=cfg.mix_schedule,
     )
 
 

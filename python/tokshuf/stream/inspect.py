@@ -9,20 +9,23 @@ from typing import Any
 import numpy as np
 
 from tokshuf.stream.checkpoint import load_state
-from tokshuf.stream.state import shard_docs, validate_state
+from tokshuf.stream.state import checked, shard_docs, state_mix, state_step
 
 __all__ = ["render", "summarize"]
 
 
 def summarize(state: Mapping[str, Any]) -> dict[str, Any]:
     """Per sub-dataset: tokens read from the source, held in shuffle buffers, consumed (read
-    minus buffered), documents finished, and shard epoch progress (epochs + position/size)."""
-    validate_state(state)
+    minus buffered), documents finished, and shard epoch progress (epochs + position/size); per
+    phase of the mix schedule, the target and the realized share of the tokens drawn in it."""
+    state = checked(state)
     man = state["manifest"]
     n_shards = man["logical_shards"]
     rows = np.asarray(state["rows"], dtype=np.uint64)
     buf = np.asarray(state["buffer"], dtype=np.uint64)
-    total_w = sum(d["weight"] for d in man["datasets"]) or 1.0
+    # The weights in force at the saved step (the datasets' own ones without a schedule).
+    in_force = [p for p in state_mix(state) if p[0] <= state_step(state)][-1][1]
+    total_w = sum(in_force) or 1
     subs = []
     for i, d in enumerate(man["datasets"]):
         r = rows[rows[:, 0] == i]
@@ -36,7 +39,7 @@ def summarize(state: Mapping[str, Any]) -> dict[str, Any]:
         subs.append(
             {
                 "name": d["name"],
-                "weight": d["weight"] / total_w,
+                "weight": in_force[i] / total_w,
                 "documents": d["num_docs"],
                 "shards": len(r),
                 "tokens_read": read,
@@ -54,6 +57,8 @@ def summarize(state: Mapping[str, Any]) -> dict[str, Any]:
         s["share"] = s["tokens_consumed"] / consumed
     return {
         "format": f"{state['format']} v{state['version']}",
+        "step": state_step(state),
+        "mix": _phases(state),
         "seed": man["seed"],
         "logical_shards": n_shards,
         "topology": {k: v for k, v in state["topology"].items() if k != "ranks"},
@@ -64,6 +69,45 @@ def summarize(state: Mapping[str, Any]) -> dict[str, Any]:
         "packing": man["packing"],
         "datasets": subs,
     }
+
+
+def _phases(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per phase: its steps, target shares, and the tokens drawn in it per sub-dataset (what
+    the workers' mixers counted: live counters, and those of phases they left)."""
+    names = [d["name"] for d in state["manifest"]["datasets"]]
+    mix, step = state_mix(state), state_step(state)
+    drawn = np.zeros((len(mix), len(names)), np.uint64)
+    for table, phase_col in ((state["history"], 1), (state["workers"], 4)):
+        np.add.at(drawn, table[:, phase_col].astype(np.intp), table[:, phase_col + 1 :])
+    out = []
+    for k, (start, weights) in enumerate(mix):
+        end = mix[k + 1][0] if k + 1 < len(mix) else None
+        tokens = [int(t) for t in drawn[k]]
+        total, wsum = sum(tokens), sum(weights)
+        out.append(
+            {
+                "phase": k,
+                "start_step": start,
+                "end_step": end,
+                "status": "done"
+                if end is not None and end <= step
+                else "running"
+                if start <= step
+                else "scheduled",
+                "weights": list(weights),
+                "sources": [
+                    {
+                        "name": n,
+                        "target": w / wsum,
+                        "tokens": t,
+                        "share": t / total if total else 0.0,
+                    }
+                    for n, w, t in zip(names, weights, tokens, strict=True)
+                ],
+                "tokens": total,
+            }
+        )
+    return out
 
 
 def inspect_path(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -89,4 +133,18 @@ def render(summary: Mapping[str, Any]) -> str:
             f"{s['tokens_buffered']:>10,} {s['docs_finished']:>10,} "
             f"{s['epoch_min']:>6.3f}/{s['epoch_mean']:.3f}/{s['epoch_max']:.3f}"
         )
+    mix = summary.get("mix") or []
+    if len(mix) > 1 or any(p["status"] != "running" for p in mix):
+        lines += ["", f"mix schedule (saved at step {summary['step']}; tokens drawn per phase):"]
+        for p in mix:
+            end = "" if p["end_step"] is None else f"{p['end_step'] - 1}"
+            lines.append(
+                f"  phase {p['phase']}: steps {p['start_step']}-{end} ({p['status']}), "
+                f"{p['tokens']:,} tokens drawn"
+            )
+            for src in p["sources"]:
+                lines.append(
+                    f"    {src['name'][:26]:<26} target {src['target']:>7.2%}  realized {src['share']:>7.2%}"
+                    f"  {src['tokens']:>14,}"
+                )
     return "\n".join(lines)

@@ -22,6 +22,8 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from tokshuf import _limits
 from tokshuf._summaries import BatchOutput
 from tokshuf.errors import ConfigError
+from tokshuf.stream.mix import Phase
+from tokshuf.stream.state import state_step
 from tokshuf.stream.stream import TokenStream, WorkerStream
 
 __all__ = ["StreamingDataLoader", "StreamingDataset", "distributed_rank"]
@@ -81,6 +83,22 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         # belongs to another global worker, so torch worker i plays global worker i + rotation.
         return self.rank * nw + (wid + self._rotation) % nw, self.world_size * nw, nw
 
+    def _open(self, g: int, nw: int, state: Mapping[str, Any] | None) -> WorkerStream:
+        """Global worker ``g``'s stream from ``state``, placed on the training steps: a rank's
+        ``nw`` workers take turns, so each worker's batches are ``nw`` steps apart; its first
+        comes at the state's step plus its place in the turn after the resume (its own recorded
+        step when the topology is the one saved)."""
+        n = self.world_size * nw
+        same = state is not None and (state["topology"]["workers"], state["topology"]["num_workers"]) == (
+            n,
+            nw,
+        )
+        if same and state is not None and bool((state["workers"][:, 0] == g).any()):
+            return self.stream.worker(g, n, state, step_stride=nw)
+        start = 0 if state is None else state_step(state)
+        step = start + (g % nw - self._rotation) % nw
+        return self.stream.worker(g, n, state, step=step, step_stride=nw)
+
     def _every(self, n_workers: int) -> int:
         """Batches between state snapshots: about an eighth of the batch bytes per batch goes to
         state (rows of the owned shards, buffered runs), and replay stays under 256 batches."""
@@ -94,7 +112,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         g, n, nw = self._where()
-        w = self.stream.worker(g, n, self._start)
+        w = self._open(g, nw, self._start)
         self._live, self._num_workers = w, nw
         every = self._every(n)
         k = 0
@@ -116,9 +134,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Start the next iteration from ``state`` (``{}``: fresh)."""
-        if state:
-            self.stream.check_state(state)
-        self._start = state or None
+        self._start = self.stream.check_state(state, self.world_size) if state else None
         self._live = None
 
 
@@ -165,6 +181,7 @@ class StreamingDataLoader(DataLoader[dict[str, Any]]):
         # Per global worker, a main-process copy of its stream at some consumed position, so
         # that frequent state_dict() calls only replay what was consumed since the last one.
         self._replay: dict[int, tuple[int, WorkerStream]] = {}
+        self._mix: list[Phase] | None = None
 
     @property
     def stream(self) -> TokenStream:
@@ -182,7 +199,7 @@ class StreamingDataLoader(DataLoader[dict[str, Any]]):
 
     def __iter__(self) -> _TrackedIterator:  # type: ignore[override]
         start = self.state_dict() if self._progress else self._base
-        self._base, self._progress, self._cached, self._replay = start, {}, None, {}
+        self._base, self._progress, self._cached, self._replay, self._mix = start, {}, None, {}, None
         self._generation += 1
         self._ds._start = start
         self._ds._meta = True
@@ -214,7 +231,7 @@ class StreamingDataLoader(DataLoader[dict[str, Any]]):
         if self._cached is not None:
             return self._cached
         topo = self._topology()
-        n, nw, rank = topo["workers"], topo["num_workers"], self._ds.rank
+        nw, rank = topo["num_workers"], self._ds.rank
         sections: dict[int, Any] = {}
         buffer_cost = self.stream.shuffle_window / self.stream.batch_size  # in batches of reading
         for wid in range(nw):
@@ -227,18 +244,26 @@ class StreamingDataLoader(DataLoader[dict[str, Any]]):
             # Go on from the kept copy, or restart from the snapshot (which re-reads the
             # buffered lines), whichever replays less.
             if w is None or pos > k or (snap is not None and (k - sk) + buffer_cost < k - pos):
-                origin = self.stream.state({g: snap}, topo) if snap is not None else self._base
-                pos, w = sk, self.stream.worker(g, n, origin)
+                origin = (
+                    self.stream.state({g: snap}, topo, self._run_mix()) if snap is not None else self._base
+                )
+                pos, w = sk, self._ds._open(g, nw, origin)
             w.skip(k - pos)
             self._replay[g] = (k, w)
             sections[g] = w.tables()
-        self._cached = self.stream.state(sections, topo)
+        self._cached = self.stream.state(sections, topo, self._run_mix())
         return self._cached
+
+    def _run_mix(self) -> list[Phase]:
+        """The schedule the workers of this iteration run (from the state they started at)."""
+        if self._mix is None:
+            self._mix = self.stream.effective_mix(self._base, self._ds.world_size)
+        return self._mix
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state`` at the next ``iter()`` (live iterators become invalid)."""
-        self.stream.check_state(state)
-        self._base, self._progress, self._cached, self._replay = state, {}, None, {}
+        state = self.stream.check_state(state, self._ds.world_size)
+        self._base, self._progress, self._cached, self._replay, self._mix = state, {}, None, {}, None
         self._generation += 1
 
     def save(self, directory: str | os.PathLike[str], **kwargs: Any) -> str:

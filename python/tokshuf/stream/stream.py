@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from fractions import Fraction
-from math import lcm
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -16,34 +15,37 @@ from tokshuf import _core, _limits
 from tokshuf._deprecation import renamed_attribute, renamed_parameters
 from tokshuf._summaries import TokenDtype
 from tokshuf.errors import ConfigError, FormatError
+from tokshuf.stream.mix import (
+    MixPhase,
+    Phase,
+    describe,
+    effective_mix,
+    integer_weights,
+    mix_json,
+    phase_at,
+    resolve_schedule,
+)
 from tokshuf.stream.sources import SubDataset
-from tokshuf.stream.state import check_compatible, make_state, validate_state, worker_tables
+from tokshuf.stream.state import (
+    _IdentityCache,
+    check_compatible,
+    checked,
+    make_state,
+    state_mix,
+    state_step,
+    worker_tables,
+)
 
 __all__ = ["TokenStream", "WorkerStream", "integer_weights"]
+
+_log = logging.getLogger("tokshuf")
+# Mix changes already logged, per state (its rows table): a loader opens one worker per
+# DataLoader worker from the same state, and says it once.
+_LOGGED = _IdentityCache()
 
 #: Columns of the ``segments`` array of a batch (with ``provenance=True``).
 SEGMENT_COLUMNS = ("line", "at", "sub", "shard", "epoch", "doc", "start", "len")
 _TOKEN_DTYPES: tuple[TokenDtype, ...] = get_args(TokenDtype)
-
-
-def integer_weights(weights: Sequence[float]) -> list[int]:
-    """Exact integer ratios for the mixer: ``[0.6, 0.4] -> [3, 2]``, ``[1456, 1835] -> same``.
-
-    Decimals are taken as written (``Fraction(str(w))``); if the common denominator gets too
-    large, weights are rounded to 2^-40 of the total."""
-    if not weights or any((not np.isfinite(w)) or w < 0 for w in weights) or not any(w > 0 for w in weights):
-        raise ConfigError(f"weights {list(weights)}: need non-negative numbers, at least one positive")
-    fr = [Fraction(str(w)) if isinstance(w, float) else Fraction(w) for w in weights]
-    den = 1
-    for f in fr:
-        den = lcm(den, f.denominator)
-    ints = [int(f * den) for f in fr]
-    g = np.gcd.reduce([i for i in ints if i]) if any(ints) else 1
-    ints = [i // int(g) for i in ints]
-    if max(ints) <= 1 << 40:
-        return ints
-    total = sum(fr)
-    return [round(f / total * (1 << 40)) for f in fr]
 
 
 class TokenStream:
@@ -84,6 +86,10 @@ class TokenStream:
     validate : bool
         Check every ``.idx`` entry again whenever a worker opens the files (they are checked
         once when the :class:`SubDataset` is built; reads are always bounds-checked).
+    mix_schedule : sequence of MixPhase (or mappings with its fields)
+        Phases of the mix: from its start step (or token count) on, a phase's weights apply to
+        every token drawn; before the first phase, the sub-datasets' own weights. See
+        ``docs/mixes.md``.
     """
 
     seq_length = renamed_attribute[int]("sequence_length")
@@ -112,6 +118,7 @@ class TokenStream:
         label_mask_boundaries: bool = False,
         provenance: bool = False,
         validate: bool = False,
+        mix_schedule: Sequence[MixPhase | Mapping[str, Any]] | None = None,
     ) -> None:
         self.datasets = list(datasets)
         if not self.datasets:
@@ -154,19 +161,83 @@ class TokenStream:
         self.provenance = provenance
         self.validate = validate
         self.weights = integer_weights([d.weight for d in self.datasets])
-        self._core_json = json.dumps(self.core_config())
+        self.mix_schedule = [MixPhase.of(p) for p in mix_schedule or ()]
+        self.schedule(1)  # every phase's weights checked now, not in a worker
+        self._core_json: dict[tuple[Phase, ...], str] = {}
         self._manifest: dict[str, Any] | None = None
 
     @property
     def line_len(self) -> int:
         return self.sequence_length + int(self.add_extra_token)
 
-    def core_config(self) -> dict[str, Any]:
+    @property
+    def names(self) -> list[str]:
+        return [d.name for d in self.datasets]
+
+    def schedule(self, world_size: int = 1) -> list[Phase]:
+        """The configured mix schedule as (first step, integer weights), the first at step 0;
+        token counts become steps of ``world_size x batch_size x sequence_length`` tokens."""
+        tps = world_size * self.batch_size * self.sequence_length
+        return resolve_schedule(self.weights, self.mix_schedule, self.names, tps)
+
+    def effective_mix(
+        self,
+        state: Mapping[str, Any] | None,
+        world_size: int = 1,
+        *,
+        log: Literal["no", "once", "always"] = "no",
+    ) -> list[Phase]:
+        """The schedule workers resuming from ``state`` run: the recorded phases before the
+        state's step, the configured ones from it on (a change of the weights in force there
+        starts a phase at that step; said on the ``tokshuf`` logger with ``log``: ``"once"`` per
+        state, or ``"always"``)."""
+        configured = self.schedule(world_size)
+        if state is None:
+            return configured
+        state = checked(state)
+        step = state_step(state)
+        mix, changed = effective_mix(state_mix(state), configured, step)
+        if changed and log != "no":
+            self._log_change(state, mix, configured, step, again=log == "always")
+        return mix
+
+    def _log_change(
+        self,
+        state: Mapping[str, Any],
+        mix: Sequence[Phase],
+        configured: Sequence[Phase],
+        step: int,
+        again: bool = False,
+    ) -> None:
+        recorded = state_mix(state)
+        was = recorded[phase_at(recorded, step)]
+        now = [p for p in mix if p[0] >= step] or [mix[phase_at(mix, step)]]
+        phases = "; ".join(f"from step {s}: {describe(w, self.names)}" for s, w in now)
+        msg = (
+            f"the mix differs from the checkpoint's from its step {step} on, and the new one applies from "
+            f"there: {phases} (the checkpoint had {describe(was[1], self.names)} since step {was[0]}); "
+            f"tokens drawn before step {step} keep their mix"
+        )
+        rows = state["rows"]
+        logged = _LOGGED.get(rows)
+        if logged is None:
+            logged = set()
+            if not rows.flags.writeable:
+                _LOGGED.put(rows, logged)
+        if again or msg not in logged:
+            logged.add(msg)
+            # Weights that change at the resume step itself (no phase of the schedule starts
+            # there) are a decision of this resume: said at WARNING, seen without configuring
+            # logging. Phases that differ only later are said at INFO.
+            inserted = any(s == step for s, _ in mix) and not any(s == step for s, _ in configured)
+            _log.log(logging.WARNING if inserted else logging.INFO, msg)
+
+    def core_config(self, mix: Sequence[Phase] | None = None) -> dict[str, Any]:
         """The settings the Rust core takes (``tokshuf_core::stream::StreamConfig``)."""
         return {
             "seed": self.seed,
             "logical_shards": self.logical_shards,
-            "weights": self.weights,
+            "mix": mix_json(self.schedule(1) if mix is None else mix),
             "line_len": self.line_len,
             "chunk_size": self.chunk_size,
             "bos": self.bos_token_id,
@@ -176,8 +247,12 @@ class TokenStream:
             "shuffle_window": self.shuffle_window,
         }
 
-    def manifest(self) -> dict[str, Any]:
-        """The identity a checkpoint records and is checked against."""
+    def manifest(self, mix: Sequence[Phase] | None = None) -> dict[str, Any]:
+        """The identity a checkpoint records and is checked against, with the schedule the
+        workers ran (``mix``, default the configured one at world size 1; never checked)."""
+        return {**self._identity(), "mix": mix_json(self.schedule(1) if mix is None else mix)}
+
+    def _identity(self) -> dict[str, Any]:
         if self._manifest is None:
             self._manifest = {
                 "seed": self.seed,
@@ -199,11 +274,18 @@ class TokenStream:
             }
         return self._manifest
 
-    def check_state(self, state: Mapping[str, Any]) -> None:
-        """Raise if ``state`` cannot continue this stream (see :func:`check_compatible`)."""
-        validate_state(state)
-        check_compatible(state["manifest"], self.manifest())
-        p_s, p_c = state["manifest"]["packing"], self.manifest()["packing"]
+    def check_state(self, state: Mapping[str, Any], world_size: int = 1) -> dict[str, Any]:
+        """``state`` checked (see :func:`check_compatible`), as version 2; raises if it cannot
+        continue this stream. Logs a change of the mix from the state's step on (every load:
+        the workers then opened from it do not say it again)."""
+        state = checked(state)
+        self._check_identity(state)
+        self.effective_mix(state, world_size, log="always")
+        return state
+
+    def _check_identity(self, state: Mapping[str, Any]) -> None:
+        check_compatible(state["manifest"], self._identity())
+        p_s, p_c = state["manifest"]["packing"], self._identity()["packing"]
         resized = (p_s["seq_length"], p_s["add_extra_token"]) != (p_c["seq_length"], p_c["add_extra_token"])
         if resized and len(state["buffer"]):
             raise ConfigError(
@@ -212,16 +294,43 @@ class TokenStream:
                 "buffer"
             )
 
-    def worker(self, worker: int, n_workers: int, state: Mapping[str, Any] | None = None) -> WorkerStream:
+    def worker(
+        self,
+        worker: int,
+        n_workers: int,
+        state: Mapping[str, Any] | None = None,
+        *,
+        step: int | None = None,
+        step_stride: int = 1,
+    ) -> WorkerStream:
         """The stream of global worker ``worker`` of ``n_workers``, fresh or from ``state``
-        (any topology: the same worker count resumes bit-exactly, another one rescales)."""
+        (any topology: the same worker count resumes bit-exactly, another one rescales).
+
+        ``step`` is the training step of its next batch and ``step_stride`` the steps between
+        its batches: what places its batches in the mix schedule. By default each worker counts
+        its own batches (a worker per rank): from 0, or from its recorded step (the state's step
+        after a rescale). :class:`StreamingDataLoader` passes its DataLoader's turns."""
         n_workers = _limits.integer(n_workers, "n_workers", 1, 2**32 - 1)
         worker = _limits.integer(worker, "worker", 0, n_workers - 1)
+        step_stride = _limits.integer(step_stride, "step_stride", 1, n_workers)
+        if step is not None:
+            step = _limits.integer(step, "step", 0, _limits.COUNT_MAX)
+        if n_workers % step_stride:
+            raise ConfigError(f"step_stride {step_stride} must divide the {n_workers} global workers")
+        world = n_workers // step_stride
         if state is not None:
-            self.check_state(state)
-        tables = worker_tables(state, worker, n_workers)
+            state = checked(state)
+            self._check_identity(state)
+        mix = self.effective_mix(state, world, log="once")
+        tables = worker_tables(state, worker, n_workers, step=step, step_stride=step_stride, mix=mix)
+        first = step if step is not None else (0 if tables is None else tables["step"])
         sources = [d.core_source(self.validate) for d in self.datasets]
-        core = _core.StreamWorker(self._core_json, sources, worker, n_workers, tables)
+        key = tuple(mix)
+        if key not in self._core_json:
+            self._core_json[key] = json.dumps(self.core_config(mix))
+        core = _core.StreamWorker(
+            self._core_json[key], sources, worker, n_workers, tables, step=first, step_stride=step_stride
+        )
         found = list(core.num_docs)
         expected = [d.num_docs for d in self.datasets]
         if found != expected:
@@ -230,21 +339,36 @@ class TokenStream:
                 f"the sub-datasets {names} now hold {found} documents, not the {expected} counted when they "
                 "were built: a file changed underneath the loader"
             )
-        return WorkerStream(self, core, worker, n_workers)
+        return WorkerStream(self, core, worker, n_workers, mix)
 
-    def state(self, sections: Mapping[int, Mapping[str, Any]], topology: Mapping[str, Any]) -> dict[str, Any]:
-        """A state dict from worker sections (``WorkerStream.tables()``)."""
-        return make_state(self.manifest(), topology, sections)
+    def state(
+        self,
+        sections: Mapping[int, Mapping[str, Any]],
+        topology: Mapping[str, Any],
+        mix: Sequence[Phase] | None = None,
+    ) -> dict[str, Any]:
+        """A state dict from worker sections (``WorkerStream.tables()``) of workers that ran the
+        schedule ``mix`` (default: the configured one)."""
+        return make_state(self.manifest(mix), topology, sections)
 
 
 class WorkerStream:
     """One global worker's batches; ``iter()`` gives an endless iterator of batch dicts."""
 
-    def __init__(self, stream: TokenStream, core: _core.StreamWorker, worker: int, n_workers: int) -> None:
+    def __init__(
+        self,
+        stream: TokenStream,
+        core: _core.StreamWorker,
+        worker: int,
+        n_workers: int,
+        mix: Sequence[Phase] | None = None,
+    ) -> None:
         self.stream = stream
         self.core = core
         self.worker = worker
         self.n_workers = n_workers
+        #: The schedule this worker runs (recorded phases, then the configured ones).
+        self.mix = list(stream.schedule(1) if mix is None else mix)
         self._pool: list[tuple[npt.NDArray[Any], ...]] = []
 
     def __iter__(self) -> Iterator[dict[str, npt.NDArray[Any]]]:
@@ -253,8 +377,13 @@ class WorkerStream:
 
     @property
     def batches(self) -> int:
-        """Batches produced since the fresh start of the stream."""
+        """Batches produced since the fresh start of the stream (or the last rescale)."""
         return self.core.batches
+
+    @property
+    def step(self) -> int:
+        """The training step of the next batch."""
+        return self.core.step
 
     def next_batch(self) -> dict[str, npt.NDArray[Any]]:
         """``input``, ``label`` (``[batch, sequence_length]``), and the optional fields."""
@@ -327,7 +456,7 @@ class WorkerStream:
             "workers": self.n_workers,
             "ranks": [rank],
         }
-        return self.stream.state({self.worker: self.tables()}, topology)
+        return self.stream.state({self.worker: self.tables()}, topology, self.mix)
 
 
 def _doc_lens(seg: npt.NDArray[np.uint64], b: int, n: int) -> npt.NDArray[np.int32]:

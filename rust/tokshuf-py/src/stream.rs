@@ -109,9 +109,12 @@ fn writable<T: pyo3::buffer::Element>(b: &PyBuffer<T>) -> PyResult<std::ptr::Non
 impl PyStreamWorker {
     /// `config`: the stream settings as JSON; `sources`: per sub-dataset, `("indexed", prefixes,
     /// validate)`, `("npy", paths, dtype, eos)` or a reader object (`num_docs`, `get(i)`);
-    /// `state`: a dict of the worker's tables, or None for a fresh start.
+    /// `state`: a dict of the worker's tables (`rows`, `buffer`, `mixer`, `history`, `rng_counter`,
+    /// `batches`, `phase`, `step`, `step_stride`), or None for a fresh start; `step` and
+    /// `step_stride` (the training step of the next batch, the steps between batches) override.
     #[new]
-    #[pyo3(signature = (config, sources, worker, n_workers, state=None))]
+    #[pyo3(signature = (config, sources, worker, n_workers, state=None, step=None, step_stride=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         config: &str,
@@ -119,6 +122,8 @@ impl PyStreamWorker {
         worker: u32,
         n_workers: u32,
         state: Option<Bound<'_, PyDict>>,
+        step: Option<u64>,
+        step_stride: Option<u64>,
     ) -> PyResult<Self> {
         let cfg: StreamConfig =
             serde_json::from_str(config).map_err(|e| Error::invalid(format!("stream config: {e}"))).into_py(py)?;
@@ -127,23 +132,33 @@ impl PyStreamWorker {
         let state = match state {
             None => None,
             Some(d) => {
-                let rng: u64 = d.get_item("rng_counter")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
-                let batches: u64 = d.get_item("batches")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
-                let st = WorkerState::from_words(
+                let int = |key: &str, default: u64| -> PyResult<u64> {
+                    Ok(d.get_item(key)?.map(|v| v.extract()).transpose()?.unwrap_or(default))
+                };
+                let mut st = WorkerState::from_words(
                     &u64_array(&d, "rows")?,
                     &u64_array(&d, "buffer")?,
                     u64_array(&d, "mixer")?,
-                    rng,
-                    batches,
+                    int("rng_counter", 0)?,
+                    int("batches", 0)?,
                 )
                 .into_py(py)?;
+                st.history = WorkerState::history_from_words(&u64_array(&d, "history")?, cfg.n_sub()).into_py(py)?;
+                st.phase = u32::try_from(int("phase", 0)?)
+                    .map_err(|_| Error::invalid("mix phase does not fit 32 bits".to_string()))
+                    .into_py(py)?;
+                st.step = int("step", 0)?;
+                st.step_stride = int("step_stride", 1)?;
                 Some(st)
             }
         };
         let line_len = cfg.line_len;
-        let w = py
+        let mut w = py
             .detach(|| WorkerStream::new(cfg, srcs, worker, n_workers, state))
             .map_err(|e| take_error(py, &slot, e))?;
+        if step.is_some() || step_stride.is_some() {
+            w.set_clock(step.unwrap_or(w.step()), step_stride.unwrap_or(1)).into_py(py)?;
+        }
         Ok(PyStreamWorker { inner: Mutex::new(w), slot, line_len })
     }
 
@@ -155,6 +170,12 @@ impl PyStreamWorker {
     #[getter]
     fn batches(&self) -> u64 {
         self.lock().batches()
+    }
+
+    /// The training step of the next batch.
+    #[getter]
+    fn step(&self) -> u64 {
+        self.lock().step()
     }
 
     /// Documents per sub-dataset as the opened sources count them.
@@ -207,14 +228,18 @@ impl PyStreamWorker {
             .map_err(|e| self.slot.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or(e))
     }
 
-    /// The state after the last batch: `rows`, `buffer`, `mixer` (little-endian u64 tables as
-    /// bytes), `rng_counter`, `batches`.
+    /// The state after the last batch: `rows`, `buffer`, `mixer`, `history` (little-endian u64
+    /// tables as bytes), `rng_counter`, `batches`, `phase`, `step`, `step_stride`.
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let st = self.lock().state();
         let d = PyDict::new(py);
         d.set_item("rows", PyBytes::new(py, &words(&st.row_words())))?;
         d.set_item("buffer", PyBytes::new(py, &words(&st.buffer_words())))?;
         d.set_item("mixer", PyBytes::new(py, &words(&st.mixer)))?;
+        d.set_item("history", PyBytes::new(py, &words(&st.history_words())))?;
+        d.set_item("phase", st.phase)?;
+        d.set_item("step", st.step)?;
+        d.set_item("step_stride", st.step_stride)?;
         d.set_item("rng_counter", st.rng_counter)?;
         d.set_item("batches", st.batches)?;
         Ok(d)

@@ -5,6 +5,9 @@
 //! first in the ideal fluid schedule (smallest `(t_i + c_i) / w_i`). It keeps every sub-dataset
 //! within one chunk of its exact share `w_i·T` at every chunk boundary, for any weights and
 //! chunk sizes. All arithmetic is in integers, so the choice is the same on every machine.
+//!
+//! A phase of the mix schedule restarts the counters with its weights ([`Mixer::restart`]): the
+//! bound then holds for the tokens drawn in that phase alone.
 
 /// Tokens emitted per sub-dataset, and the rule that picks the next one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +32,18 @@ impl Mixer {
     /// Tokens emitted per sub-dataset.
     pub fn tokens(&self) -> &[u64] {
         &self.tokens
+    }
+
+    /// The weight of sub-dataset `i`.
+    pub fn weight(&self, i: usize) -> u64 {
+        self.weights[i]
+    }
+
+    /// Start a new phase with these weights and counters at zero; returns the old counters.
+    pub fn restart(&mut self, weights: Vec<u64>) -> Vec<u64> {
+        assert_eq!(weights.len(), self.weights.len());
+        self.weights = weights;
+        std::mem::replace(&mut self.tokens, vec![0; self.weights.len()])
     }
 
     /// Count `n` tokens emitted from sub-dataset `i`.

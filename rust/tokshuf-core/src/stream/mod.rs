@@ -26,7 +26,7 @@ pub mod worker;
 #[cfg(test)]
 mod tests;
 
-pub use config::StreamConfig;
+pub use config::{MixPhase, StreamConfig};
 pub use source::{DocSource, VecSource};
 pub use source_indexed::IndexedSource;
 pub use source_npy::{NpySource, TokenWidth};

@@ -10,18 +10,42 @@ pub const ROW_COLUMNS: [&str; 7] = ["sub", "shard", "epoch", "pos", "offset", "t
 pub const SEGMENT_COLUMNS: [&str; 7] = ["slot", "sub", "shard", "epoch", "doc", "start", "len"];
 
 /// Everything one global worker needs to continue exactly where it stopped.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerState {
     /// `(sub-dataset, logical shard, row)` for every owned shard.
     pub rows: Vec<(u32, u32, Row)>,
-    /// Tokens emitted per sub-dataset by this worker's mixer.
+    /// Tokens emitted per sub-dataset by this worker's mixer in mix phase `phase`.
     pub mixer: Vec<u64>,
+    /// The mix phase the mixer's counters belong to.
+    pub phase: u32,
+    /// The training step the next batch is for.
+    pub step: u64,
+    /// Steps between two batches of this worker (its rank's DataLoader workers take turns).
+    pub step_stride: u64,
+    /// Tokens drawn per sub-dataset in phases this worker has left: `(phase, counters)`.
+    pub history: Vec<(u32, Vec<u64>)>,
     /// Random draws made by the shuffle buffer.
     pub rng_counter: u64,
     /// Batches produced.
     pub batches: u64,
     /// The shuffle buffer, slot by slot, each line as the segments it is made of.
     pub buffer: Vec<Vec<Segment>>,
+}
+
+impl Default for WorkerState {
+    fn default() -> Self {
+        WorkerState {
+            rows: vec![],
+            mixer: vec![],
+            phase: 0,
+            step: 0,
+            step_stride: 1,
+            history: vec![],
+            rng_counter: 0,
+            batches: 0,
+            buffer: vec![],
+        }
+    }
 }
 
 fn u32_of(v: u64, what: &str) -> Result<u32> {
@@ -46,6 +70,19 @@ impl WorkerState {
             }
         }
         out
+    }
+
+    /// The history table, row-major (`phases left × (1 + sub-datasets)`: phase, counters).
+    pub fn history_words(&self) -> Vec<u64> {
+        self.history.iter().flat_map(|(p, c)| std::iter::once(u64::from(*p)).chain(c.iter().copied())).collect()
+    }
+
+    /// Parse a history table of `1 + n_sub` columns.
+    pub fn history_from_words(words: &[u64], n_sub: usize) -> Result<Vec<(u32, Vec<u64>)>> {
+        if words.len() % (n_sub + 1) != 0 {
+            return Err(Error::invalid(format!("the mix history table must have {} columns", n_sub + 1)));
+        }
+        words.chunks_exact(n_sub + 1).map(|c| Ok((u32_of(c[0], "mix phase")?, c[1..].to_vec()))).collect()
     }
 
     /// Parse the two tables (the inverse of [`Self::row_words`] and [`Self::buffer_words`]).
@@ -81,7 +118,7 @@ impl WorkerState {
             };
             lines.last_mut().expect("pushed").push(seg);
         }
-        Ok(WorkerState { rows, mixer, rng_counter, batches, buffer: lines })
+        Ok(WorkerState { rows, mixer, rng_counter, batches, buffer: lines, ..WorkerState::default() })
     }
 }
 
@@ -98,9 +135,13 @@ mod tests {
             rng_counter: 7,
             batches: 6,
             buffer: vec![vec![seg(1), seg(2)], vec![seg(3)]],
+            history: vec![(0, vec![4, 5])],
+            ..WorkerState::default()
         };
-        let back = WorkerState::from_words(&st.row_words(), &st.buffer_words(), vec![9, 8], 7, 6).unwrap();
+        let mut back = WorkerState::from_words(&st.row_words(), &st.buffer_words(), vec![9, 8], 7, 6).unwrap();
+        back.history = WorkerState::history_from_words(&st.history_words(), 2).unwrap();
         assert_eq!(back, st);
+        assert!(WorkerState::history_from_words(&[1, 2], 2).is_err());
         assert!(WorkerState::from_words(&[], &[1, 0, 0, 0, 0, 0, 1], vec![], 0, 0).is_err());
     }
 }

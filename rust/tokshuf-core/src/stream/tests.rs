@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 
-use super::config::{test_config, StreamConfig};
+use super::config::{test_config, MixPhase, StreamConfig};
 use super::source::{DocSource, VecSource};
 use super::state::WorkerState;
 use super::worker::{Line, WorkerStream};
@@ -42,7 +42,48 @@ fn lines(w: &mut WorkerStream, n: usize) -> Vec<Line> {
 }
 
 fn round_trip(st: &WorkerState) -> WorkerState {
-    WorkerState::from_words(&st.row_words(), &st.buffer_words(), st.mixer.clone(), st.rng_counter, st.batches).unwrap()
+    let mut back =
+        WorkerState::from_words(&st.row_words(), &st.buffer_words(), st.mixer.clone(), st.rng_counter, st.batches)
+            .unwrap();
+    back.history = WorkerState::history_from_words(&st.history_words(), st.mixer.len()).unwrap();
+    (back.phase, back.step, back.step_stride) = (st.phase, st.step, st.step_stride);
+    back
+}
+
+/// `n` batches of `b` lines, each as its tokens.
+fn batches(w: &mut WorkerStream, n: usize, b: usize) -> Vec<Vec<i64>> {
+    let s = w.config().line_len - 1;
+    (0..n)
+        .map(|_| {
+            let (mut input, mut label) = (vec![0i64; b * s], vec![0i64; b * s]);
+            w.next_batch(b, &mut input, Some(&mut label), None, &mut vec![]).unwrap();
+            input.extend(label);
+            input
+        })
+        .collect()
+}
+
+/// Phases starting at `starts` (the first is moved to 0), with weights cycling through `weights`.
+fn schedule(starts: &[u64], weights: &[Vec<u64>]) -> Vec<MixPhase> {
+    let mut at: Vec<u64> = starts.to_vec();
+    at.sort_unstable();
+    at.dedup();
+    at[0] = 0;
+    at.dedup();
+    at.iter()
+        .enumerate()
+        .map(|(k, &s)| MixPhase { start_step: s, weights: weights[k % weights.len()].clone() })
+        .collect()
+}
+
+/// Worst |t_i·W − w_i·T| / W over sub-datasets, in tokens.
+fn deviation(tokens: &[u64], weights: &[u64]) -> f64 {
+    let (t, w): (u64, u64) = (tokens.iter().sum(), weights.iter().sum());
+    tokens
+        .iter()
+        .zip(weights)
+        .map(|(&ti, &wi)| (ti as f64 * w as f64 - wi as f64 * t as f64).abs() / w as f64)
+        .fold(0.0, f64::max)
 }
 
 fn cfg_with(window: usize, shards: u32, weights: Vec<u64>) -> StreamConfig {
@@ -151,5 +192,66 @@ proptest! {
                 prop_assert!(dev <= i128::from(cfg.chunk_size * wsum), "sub {} off by {}/{}", i, dev, wsum);
             }
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Every phase's tokens stay within one chunk of its weights: while the phase runs (its
+    /// live counters) and once it is left (its counters in the history).
+    #[test]
+    fn each_phase_is_mixed_by_its_own_weights(
+        weights in proptest::collection::vec(proptest::collection::vec(0u64..6, 3), 2..5),
+        starts in proptest::collection::vec(0u64..30, 1..4),
+        stride in 1u64..4, seed: u64,
+    ) {
+        prop_assume!(weights.iter().all(|w| w.iter().any(|&x| x > 0)));
+        let sizes: Vec<Vec<usize>> =
+            (0..3).map(|i| (0..25).map(|d| 1 + (d * 7 + i * 3 + seed as usize % 5) % 23).collect()).collect();
+        let c = corpus(&sizes);
+        let mut cfg = cfg_with(0, 2, vec![1; 3]);
+        cfg.mix = schedule(&starts, &weights);
+        cfg.seed = seed;
+        let st = WorkerState { step_stride: stride, ..WorkerState::default() };
+        let mut st = Some(st);
+        let mut rows = vec![];
+        for (sub, docs) in c.iter().enumerate() {
+            for l in 0..2 {
+                rows.push((sub as u32, l, super::substream::Row::default()));
+            }
+            let _ = docs;
+        }
+        st.as_mut().unwrap().rows = rows;
+        st.as_mut().unwrap().mixer = vec![0; 3];
+        let mut w = WorkerStream::new(cfg.clone(), sources(&c), 0, 1, st).unwrap();
+        let chunk = cfg.chunk_size as f64;
+        for _ in 0..40 {
+            let step = w.step();
+            let _ = batches(&mut w, 1, 2);
+            let s = w.state();
+            prop_assert_eq!(s.phase as usize, cfg.phase_at(step));
+            prop_assert!(deviation(&s.mixer, &cfg.mix[s.phase as usize].weights) <= chunk + 1e-9);
+            for (p, counters) in &s.history {
+                prop_assert!(deviation(counters, &cfg.mix[*p as usize].weights) <= chunk + 1e-9);
+            }
+            prop_assert_eq!(s.step, step + stride);
+        }
+    }
+
+    /// A resume at any batch, before, at or after a phase boundary, continues bit-exactly.
+    #[test]
+    fn resume_across_phases_is_bit_exact(
+        starts in proptest::collection::vec(0u64..12, 1..4), k in 0usize..14, window in 0usize..3,
+    ) {
+        let c = corpus(&[vec![5, 9, 3, 12, 7, 4, 8], vec![6, 2, 11, 5, 9]]);
+        let mut cfg = cfg_with(window, 4, vec![1, 1]);
+        cfg.mix = schedule(&starts, &[vec![3, 1], vec![1, 0], vec![1, 4]]);
+        let mut a = WorkerStream::new(cfg.clone(), sources(&c), 0, 1, None).unwrap();
+        let _ = batches(&mut a, k, 2);
+        let st = round_trip(&a.state());
+        let mut b = WorkerStream::new(cfg.clone(), sources(&c), 0, 1, Some(st)).unwrap();
+        prop_assert_eq!(batches(&mut a, 12, 2), batches(&mut b, 12, 2));
+        prop_assert_eq!(a.state(), b.state());
     }
 }

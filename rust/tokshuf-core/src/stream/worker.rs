@@ -61,6 +61,11 @@ pub struct WorkerStream {
     n_workers: u32,
     subs: Vec<SubStream>,
     mixer: Mixer,
+    /// The mix phase the mixer follows, the step of the next batch and the steps between two.
+    phase: usize,
+    step: u64,
+    step_stride: u64,
+    history: Vec<(u32, Vec<u64>)>,
     buffer: Vec<Line>,
     rng_key: u64,
     rng_counter: u64,
@@ -81,7 +86,7 @@ impl WorkerStream {
         state: Option<WorkerState>,
     ) -> Result<Self> {
         cfg.validate()?;
-        let n_sub = cfg.weights.len();
+        let n_sub = cfg.n_sub();
         if sources.len() != n_sub {
             return Err(Error::invalid(format!("{} sources for {n_sub} weights", sources.len())));
         }
@@ -121,11 +126,21 @@ impl WorkerStream {
                 }
             }
         }
-        if state.mixer.len() != n_sub {
+        if state.mixer.len() != n_sub || state.history.iter().any(|(_, c)| c.len() != n_sub) {
             return Err(Error::invalid(format!(
                 "mixer state has {} counters for {n_sub} sub-datasets",
                 state.mixer.len()
             )));
+        }
+        let phase = state.phase as usize;
+        if phase >= cfg.mix.len() || state.history.iter().any(|&(p, _)| p as usize >= cfg.mix.len()) {
+            return Err(Error::invalid(format!(
+                "the state refers to mix phase {phase}, but the schedule has {} phases",
+                cfg.mix.len()
+            )));
+        }
+        if state.step_stride == 0 {
+            return Err(Error::invalid("step_stride must be at least 1".to_string()));
         }
         let mut subs = Vec::with_capacity(n_sub);
         for (i, (src, rows)) in sources.into_iter().zip(table).enumerate() {
@@ -144,7 +159,11 @@ impl WorkerStream {
             subs.push(SubStream::new(i as u32, &cfg, src, owned.clone(), &rows)?);
         }
         let mut w = WorkerStream {
-            mixer: Mixer::with_tokens(cfg.weights.clone(), state.mixer.clone()),
+            mixer: Mixer::with_tokens(cfg.mix[phase].weights.clone(), state.mixer.clone()),
+            phase,
+            step: state.step,
+            step_stride: state.step_stride,
+            history: state.history.clone(),
             rng_key: derive_key(&[cfg.seed, 0x5348_5546, u64::from(worker)]),
             next: vec![None; n_sub],
             cfg,
@@ -197,6 +216,38 @@ impl WorkerStream {
         self.batches
     }
 
+    /// The training step of the next batch.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Set the training step of the next batch and the steps between two batches.
+    pub fn set_clock(&mut self, step: u64, stride: u64) -> Result<()> {
+        if stride == 0 {
+            return Err(Error::invalid("step_stride must be at least 1".to_string()));
+        }
+        (self.step, self.step_stride) = (step, stride);
+        Ok(())
+    }
+
+    /// Enter the mix phase of the next batch's step: the counters of a phase left go to the
+    /// history, and the new phase's weights apply to every token drawn from here on.
+    fn begin_batch(&mut self) {
+        let p = self.cfg.phase_at(self.step);
+        if p != self.phase {
+            let old = self.mixer.restart(self.cfg.mix[p].weights.clone());
+            if old.iter().any(|&t| t > 0) {
+                self.history.push((self.phase as u32, old));
+            }
+            self.phase = p;
+        }
+    }
+
+    fn end_batch(&mut self) {
+        self.batches += 1;
+        self.step = self.step.saturating_add(self.step_stride);
+    }
+
     /// Documents per sub-dataset, as the sources report them.
     pub fn num_docs(&self) -> Vec<u64> {
         self.subs.iter().map(SubStream::num_docs).collect()
@@ -214,7 +265,7 @@ impl WorkerStream {
             return Ok(Some(i));
         }
         for (i, s) in self.subs.iter_mut().enumerate() {
-            self.next[i] = if self.cfg.weights[i] > 0 { s.next_chunk(&self.cfg)? } else { None };
+            self.next[i] = if self.mixer.weight(i) > 0 { s.next_chunk(&self.cfg)? } else { None };
         }
         Ok(self.mixer.choose(&self.next))
     }
@@ -319,6 +370,7 @@ impl WorkerStream {
             return Err(Error::invalid(format!("output arrays must hold {batch} x {s} elements")));
         }
         placed.clear();
+        self.begin_batch();
         let mut line = std::mem::take(&mut self.scratch);
         for b in 0..batch {
             self.next_line(&mut line)?;
@@ -341,7 +393,7 @@ impl WorkerStream {
             }
         }
         self.scratch = line;
-        self.batches += 1;
+        self.end_batch();
         Ok(())
     }
 
@@ -350,10 +402,11 @@ impl WorkerStream {
         let mut line = std::mem::take(&mut self.scratch);
         for _ in 0..n {
             cancel.check()?;
+            self.begin_batch();
             for _ in 0..batch {
                 self.next_line(&mut line)?;
             }
-            self.batches += 1;
+            self.end_batch();
         }
         self.scratch = line;
         Ok(())
@@ -369,6 +422,10 @@ impl WorkerStream {
                 .flat_map(|(i, s)| s.rows().map(move |(id, r)| (i as u32, id, r)))
                 .collect(),
             mixer: self.mixer.tokens().to_vec(),
+            phase: self.phase as u32,
+            step: self.step,
+            step_stride: self.step_stride,
+            history: self.history.clone(),
             rng_counter: self.rng_counter,
             batches: self.batches,
             buffer: self.buffer.iter().map(|l| l.segments.clone()).collect(),
