@@ -407,7 +407,7 @@ impl FastBpe {
         if text.is_empty() {
             return;
         }
-        let end = SafeCursor(cuts).next(text.as_bytes(), 0);
+        let end = SafeCursor::new(cuts).next(text.as_bytes(), 0);
         let first = self.normalizer.apply(&text[..end]);
         self.encode_with(WholeCursor, &first, out, state);
         self.encode_ordinary(&text[end..], out, state);
@@ -527,7 +527,7 @@ impl FastBpe {
                 Scanners::O200k(s) => self.encode_with(WindowCursor::new(s), text, out, state),
             },
             Splitter::Regex(a) => self.encode_with(RegexCursor(a), text, out, state),
-            Splitter::SafeCuts(cuts) => self.encode_with(SafeCursor(cuts), text, out, state),
+            Splitter::SafeCuts(cuts) => self.encode_with(SafeCursor::new(cuts), text, out, state),
             Splitter::Marks(mark) => self.encode_with(MarkCursor::every(*mark), text, out, state),
             Splitter::Whole => self.encode_with(WholeCursor, text, out, state),
             Splitter::Steps(_) => self.encode_steps(text, out, state),

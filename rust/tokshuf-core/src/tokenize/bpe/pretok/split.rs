@@ -140,7 +140,7 @@ impl Splitter {
         match self {
             Splitter::Scanner(p) => push_pieces(p.cursor(), t, out),
             Splitter::Regex(a) => push_pieces(RegexCursor(a), t, out),
-            Splitter::SafeCuts(c) => push_pieces(SafeCursor(c), t, out),
+            Splitter::SafeCuts(c) => push_pieces(SafeCursor::new(c), t, out),
             Splitter::Marks(c) => push_pieces(MarkCursor::every(*c), t, out),
             Splitter::Whole => {
                 if !t.is_empty() {
@@ -404,13 +404,93 @@ impl SafeCuts {
     }
 }
 
-/// The pieces of [`SafeCuts`].
-pub(crate) struct SafeCursor<'a>(pub &'a SafeCuts);
+/// The pieces of [`SafeCuts`]. Where the text may be cut is worked out for 64 bytes at a time
+/// (a bit per position), and each piece's end is then a bit search: a piece is a few bytes, so a
+/// window serves about ten of them.
+pub(crate) struct SafeCursor<'a> {
+    cuts: &'a SafeCuts,
+    /// The window's first byte, and the first byte past it (`w` itself: none loaded yet).
+    w: usize,
+    end: usize,
+    /// Bit `k`: the text may be cut before byte `w + k` (before the text's end only).
+    mask: u64,
+}
+
+impl<'a> SafeCursor<'a> {
+    pub(crate) fn new(cuts: &'a SafeCuts) -> Self {
+        SafeCursor { cuts, w: 0, end: 0, mask: 0 }
+    }
+
+    /// The cuts of the 64 bytes from `w` on: between two ASCII characters no token holds side by
+    /// side, before a space (a mark, `spaces`), and before a mark.
+    #[inline(never)]
+    fn load(&mut self, t: &[u8], w: usize) {
+        let cuts = self.cuts;
+        // The window and the byte before it, NUL past the text's ends (a cut needs a character on
+        // each side, so the positions without one are masked out below).
+        let mut buf = [0u8; 65];
+        let from = w.saturating_sub(1);
+        let end = (w + 64).min(t.len());
+        buf[1 - (w - from)..][..end - from].copy_from_slice(&t[from..end]);
+        let (spaces, high) = space_and_high(buf[1..].try_into().expect("64 bytes"));
+        // The pairs' entries of the table, then those with a non-ASCII side dropped.
+        let mut mask = 0u64;
+        for k in 0..64 {
+            mask |= u64::from(cuts.cut(buf[k], buf[k + 1])) << k;
+        }
+        mask &= !(high | high << 1 | u64::from(buf[0] >> 7));
+        if cuts.spaces {
+            mask |= spaces;
+        }
+        if high != 0 && cuts.mark_len > 0 {
+            let mut leads = high;
+            while leads != 0 {
+                let k = leads.trailing_zeros() as usize;
+                leads &= leads - 1;
+                if w + k < end && t[w + k] >= 0xc0 && cuts.mark_at(t, w + k) {
+                    mask |= 1 << k;
+                }
+            }
+        }
+        // No cut before the text's first byte, nor past its end.
+        let inside = if end - w == 64 { !0 } else { (1u64 << (end - w)) - 1 };
+        let first = if w == 0 { !1u64 } else { !0 };
+        (self.w, self.end, self.mask) = (w, w + 64, mask & inside & first);
+    }
+}
+
+/// The spaces and the bytes of 0x80 or more of 64 bytes, a bit each.
+#[inline(always)]
+fn space_and_high(b: &[u8; 64]) -> (u64, u64) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        let (mut spaces, mut high) = (0u64, 0u64);
+        for k in 0..4 {
+            // SAFETY: SSE2 is part of the x86-64 baseline; the load reads 16 of the 64 bytes.
+            unsafe {
+                let v = _mm_loadu_si128(b.as_ptr().add(16 * k).cast());
+                spaces |= u64::from(_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b' ' as i8))) as u16) << (16 * k);
+                high |= u64::from(_mm_movemask_epi8(v) as u16) << (16 * k);
+            }
+        }
+        (spaces, high)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let (mut spaces, mut high) = (0u64, 0u64);
+        for (k, &x) in b.iter().enumerate() {
+            spaces |= u64::from(x == b' ') << k;
+            high |= u64::from(x >> 7) << k;
+        }
+        (spaces, high)
+    }
+}
 
 impl Cursor for SafeCursor<'_> {
     #[inline]
     fn next(&mut self, t: &[u8], pos: usize) -> usize {
-        let cuts = self.0;
+        let cuts = self.cuts;
         let mut i = pos;
         // The run of marks that starts the piece belongs to it, and so does the character after.
         loop {
@@ -423,49 +503,21 @@ impl Cursor for SafeCursor<'_> {
         if i < t.len() {
             i += utf8_len(t[i]);
         }
-        // ASCII text sixteen bytes at a time: the cuts of a window by independent lookups, the
-        // first by a bit search, instead of a branch per byte.
-        while let Some(w) = t.get(i - 1..i + 16) {
-            let lo = u64::from_le_bytes(w[..8].try_into().expect("8 bytes"));
-            let hi = u64::from_le_bytes(w[8..16].try_into().expect("8 bytes"));
-            if (lo | hi | u64::from(w[16])) & 0x8080_8080_8080_8080 != 0 {
-                break;
+        // The first cut from there on (a cut before a continuation byte is never found: only
+        // ASCII bytes and a mark's first byte are cuts).
+        loop {
+            if i >= t.len() {
+                return t.len();
             }
-            let mut found = 0u32;
-            for k in 0..16 {
-                found |= u32::from(cuts.cut(w[k], w[k + 1])) << k;
+            if i < self.w || i >= self.end {
+                self.load(t, i);
             }
-            if cuts.spaces {
-                // Before a space that follows another character.
-                for k in 0..16 {
-                    found |= u32::from(w[k + 1] == b' ' && w[k] != b' ') << k;
-                }
+            let ahead = self.mask >> (i - self.w);
+            if ahead != 0 {
+                return i + ahead.trailing_zeros() as usize;
             }
-            if found != 0 {
-                return i + found.trailing_zeros() as usize;
-            }
-            i += 16;
+            i = self.end;
         }
-        while let Some(&b) = t.get(i) {
-            if b < 0x80 {
-                let a = t[i - 1];
-                if a < 0x80 && cuts.cut(a, b) != 0 {
-                    return i;
-                }
-                // A space after another character (never after a mark: a mark ends a piece).
-                if b == b' ' && cuts.spaces {
-                    return i;
-                }
-                i += 1;
-            } else {
-                // The character before is no mark: a mark would have ended the piece.
-                if cuts.mark_at(t, i) {
-                    return i;
-                }
-                i += utf8_len(b);
-            }
-        }
-        t.len()
     }
 }
 
@@ -519,9 +571,9 @@ mod tests {
             proptest::prop_assert!(raw_cuts.spaces());
             let escaped = raw.replace(' ', "▁");
             let mut a = Vec::new();
-            push_pieces(SafeCursor(&escaped_cuts), escaped.as_bytes(), &mut a);
+            push_pieces(SafeCursor::new(&escaped_cuts), escaped.as_bytes(), &mut a);
             let mut b = Vec::new();
-            push_pieces(SafeCursor(&raw_cuts), raw.as_bytes(), &mut b);
+            push_pieces(SafeCursor::new(&raw_cuts), raw.as_bytes(), &mut b);
             let unescape = |s: &str| s.replace('▁', " ");
             let pieces_a: Vec<String> = a.iter().map(|&(x, y)| unescape(&escaped[x..y])).collect();
             let pieces_b: Vec<String> = b.iter().map(|&(x, y)| unescape(&raw[x..y])).collect();
