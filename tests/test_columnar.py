@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.feather as feather
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
@@ -249,10 +250,19 @@ def test_directory_of_mixed_formats_and_corrupt_parquet(tmp_path: Path) -> None:
     run(both, tmp_path / "j")
     run(d, tmp_path / "dir")
     assert outputs(tmp_path / "dir") == outputs(tmp_path / "j")
-    bad = tmp_path / "bad.parquet"
-    bad.write_bytes((d / "a.parquet").read_bytes()[:-100])
-    with pytest.raises(OSError, match=r"bad\.parquet.*Parquet"):
-        tokshuf.preprocess(bad, tmp_path / "o", "byte")
+    # A partial download (no footer) is a damaged file: the error under `fail`, skipped and
+    # listed under `skip`, while the other files of the directory are read.
+    (d / "a2.parquet").write_bytes((d / "a.parquet").read_bytes()[:-100])
+    with pytest.raises(tokshuf.BadInputError, match=r"a2\.parquet:1: truncated_file: .*Parquet"):
+        tokshuf.preprocess(d / "a2.parquet", tmp_path / "o", "byte")
+    summary = run(d, tmp_path / "skip")
+    assert outputs(tmp_path / "skip") == outputs(tmp_path / "j")
+    [skipped] = summary["skipped_files"]
+    assert (skipped["path"], skipped["reason"], skipped["first_lost_line"]) == (
+        str(d / "a2.parquet"),
+        "truncated_file",
+        1,
+    )
 
 
 def test_parquet_corrupt_inside_is_a_truncated_file(tmp_path: Path) -> None:
@@ -341,3 +351,241 @@ def test_stdin(tmp_path: Path, compress: str | None) -> None:
     assert summary["input_bytes"] == len(data)
     with pytest.raises(tokshuf.ConfigError, match="standard input"):
         tokshuf.shuffle("-", tmp_path / "cells", tmp_path / "out", "byte")
+
+
+def byte_documents(prefix: Path, key: str = "text") -> list[bytes]:
+    """The documents of a `byte`-tokenized output, as the bytes they were (ids are byte + 1)."""
+    ds = tokshuf.IndexedDataset(f"{prefix}_{key}_document")
+    return [
+        b"".join(bytes((s - 1).astype("uint8")) for s in ds.document(d))
+        for d in range(len(ds.document_indices) - 1)
+    ]
+
+
+def test_every_codec_pyarrow_writes_is_read(tmp_path: Path) -> None:
+    """Parquet with each codec pyarrow writes (brotli too), Arrow IPC files and streams with LZ4
+    and ZSTD bodies (`write_feather` compresses with LZ4 by default): the JSON lines' documents,
+    nothing reported as a truncated file."""
+    rows = documents(900)
+    run(jsonl_twin(tmp_path / "c.jsonl", rows), tmp_path / "j", ("text", "title"))
+    table = pq.read_table(write_parquet(tmp_path / "plain.parquet", rows))
+    files: list[Path] = []
+    codecs = {"none": "UNCOMPRESSED", "snappy": "SNAPPY", "gzip": "GZIP", "brotli": "BROTLI"}
+    for codec, name in (codecs | {"lz4": "LZ4", "zstd": "ZSTD"}).items():
+        path = tmp_path / f"{codec}.parquet"
+        pq.write_table(table, path, compression=codec, row_group_size=250, data_page_version="2.0")
+        assert pq.ParquetFile(path).metadata.row_group(0).column(1).compression == name
+        files.append(path)
+    feather.write_feather(table, tmp_path / "feather-default.arrow", chunksize=300)
+    files.append(tmp_path / "feather-default.arrow")
+    for codec in ["lz4", "zstd"]:
+        options = ipc.IpcWriteOptions(compression=codec)
+        with ipc.new_stream(tmp_path / f"stream-{codec}.arrow", table.schema, options=options) as w:
+            w.write_table(table, max_chunksize=200)
+        with ipc.new_file(tmp_path / f"file-{codec}.arrow", table.schema, options=options) as w:
+            w.write_table(table, max_chunksize=400)
+        files += [tmp_path / f"stream-{codec}.arrow", tmp_path / f"file-{codec}.arrow"]
+    for path in files:
+        got = run(path, tmp_path / path.stem, ("text", "title"))
+        assert got["skipped_files"] == [], path.name
+        assert outputs(tmp_path / path.stem, ("text", "title")) == outputs(tmp_path / "j", ("text", "title"))
+    # Under `fail` too: the brotli file is read, not a truncated file.
+    tokshuf.preprocess(tmp_path / "brotli.parquet", tmp_path / "f", "byte", json_keys=["id"], on_error="skip")
+    fine = tmp_path / "fine.parquet"
+    pq.write_table(pa.table({"text": ["a", "b"]}), fine, compression="brotli")
+    feather.write_feather(pa.table({"text": ["c"]}), tmp_path / "fine.arrow")
+    tokshuf.preprocess([fine, tmp_path / "fine.arrow"], tmp_path / "f", "byte")
+    assert byte_documents(tmp_path / "f") == [b"a", b"b", b"c"]
+
+
+def string_array(values: list[bytes | None]) -> pa.Array:
+    """A string array holding `values` as they are, UTF-8 or not (as writers that do not check
+    write them): bytes seen as text, which pyarrow does not validate."""
+    return pa.array(values, pa.binary()).view(pa.string())
+
+
+def test_text_in_every_arrow_type_is_read_as_its_json_value(tmp_path: Path) -> None:
+    """fixed_size_list, list_view, large_list_view, large_list, run_end_encoded, dictionary
+    and fixed_size_binary hold text as their JSON lines do: strings and lists of strings."""
+    lists = [["a ", "b"], ["c", "d"], ["e", None], ["f", "g"]]
+    flat = [b"a ", b"b", b"c", b"d", b"e", None, b"f", b"g"]
+    items = string_array(flat)
+    mask = pa.array([False, False, False, True])
+    columns = {
+        "fixed_size_list": pa.FixedSizeListArray.from_arrays(items, 2, mask=mask),
+        "list_view": pa.ListViewArray.from_arrays(
+            pa.array([0, 2, 4, 6], pa.int32()), pa.array([2] * 4, pa.int32()), items, mask=mask
+        ),
+        "large_list_view": pa.array([*lists[:3], None], pa.large_list_view(pa.string())),
+        "large_list": pa.array([*lists[:3], None], pa.large_list(pa.string())),
+        "run_end_encoded": pa.RunEndEncodedArray.from_arrays(
+            pa.array([2, 3, 4], pa.int16()), pa.array(["ab", None, "ab"])
+        ),
+        "dictionary": pa.array(["x", "y", "x", None]).dictionary_encode(),
+        "fixed_size_binary": pa.array([b"abcd", b"efgh", b"ijkl", None], pa.binary(4)),
+        "list_of_dictionary": pa.array(
+            [["p"], ["q", "p"], [], None], pa.list_(pa.dictionary(pa.int8(), pa.string()))
+        ),
+    }
+    expected: dict[str, list[Any]] = {
+        "fixed_size_list": [lists[0], lists[1], lists[2], None],
+        "list_view": [lists[0], lists[1], lists[2], None],
+        "large_list_view": [lists[0], lists[1], lists[2], None],
+        "large_list": [lists[0], lists[1], lists[2], None],
+        "run_end_encoded": ["ab", "ab", None, "ab"],
+        "dictionary": ["x", "y", "x", None],
+        "fixed_size_binary": ["abcd", "efgh", "ijkl", None],
+        "list_of_dictionary": [["p"], ["q", "p"], [], None],
+    }
+    for name, column in columns.items():
+        table = pa.table({"text": column, "n": pa.array(range(4))})
+        arrow = tmp_path / f"{name}.arrow"
+        with ipc.new_stream(arrow, table.schema) as w:
+            w.write_table(table)
+        paths = [arrow]
+        if name != "run_end_encoded":  # Parquet has no run-end encoding
+            pq.write_table(table, tmp_path / f"{name}.parquet")
+            paths.append(tmp_path / f"{name}.parquet")
+        write_jsonl(tmp_path / f"{name}.jsonl", [{"text": v, "n": i} for i, v in enumerate(expected[name])])
+        want = tokshuf.preprocess(tmp_path / f"{name}.jsonl", tmp_path / f"{name}-j", "byte", on_error="skip")
+        assert want["documents"] >= 2, name
+        for path in paths:
+            got = tokshuf.preprocess(path, tmp_path / path.name, "byte", on_error="skip")
+            assert (got["documents"], got["skipped"]) == (want["documents"], want["skipped"]), path.name
+            assert got["decompressed_bytes"] <= want["decompressed_bytes"], path.name  # `"n":i` not counted
+            assert byte_documents(tmp_path / path.name) == byte_documents(tmp_path / f"{name}-j"), path.name
+
+
+def test_invalid_utf8_in_a_string_column_costs_its_row(tmp_path: Path) -> None:
+    """One value that is not UTF-8 in a string column (plain, dictionary-encoded, in a list,
+    in a compressed Arrow stream) is that row's `invalid_utf8`, as in its JSON line; the other
+    rows of its row group or record batch are kept."""
+    values = [b"good %d" % i for i in range(1000)]
+    values[3] = b"bad \xff here"
+    values[640] = b"cut \xe2\x82"
+    text = string_array(values)
+    table = pa.table({"text": text, "other": string_array([b"\xff"] * 1000), "n": pa.array(range(1000))})
+    (tmp_path / "x.jsonl").write_bytes(b"".join(b'{"text":"%s"}\n' % v for v in values))
+    want = tokshuf.preprocess(tmp_path / "x.jsonl", tmp_path / "j", "byte", on_error="skip")
+    assert (want["documents"], want["skipped"]) == (998, {"invalid_utf8": 2})
+    files = {}
+    for dictionary in (False, True):
+        files[f"d{dictionary}.parquet"] = lambda p, d=dictionary: pq.write_table(
+            table, p, row_group_size=300, use_dictionary=d
+        )
+    files["lz4.arrow"] = lambda p: feather.write_feather(table, p, chunksize=256)
+    dict_table = pa.table({"text": pa.DictionaryArray.from_arrays(pa.array(range(1000), pa.int32()), text)})
+    files["dict.arrow"] = lambda p: feather.write_feather(dict_table, p, compression="zstd")
+    for name, write in files.items():
+        write(tmp_path / name)
+        got = tokshuf.preprocess(tmp_path / name, tmp_path / name, "byte", on_error="skip")
+        assert got["skipped_files"] == [], name
+        assert (got["documents"], got["skipped"]) == (998, {"invalid_utf8": 2}), name
+        assert [r["line"] for r in got["first_skipped"]] == [4, 641], name
+        assert byte_documents(tmp_path / name) == byte_documents(tmp_path / "j"), name
+        with pytest.raises(
+            tokshuf.BadInputError, match=r":4: invalid_utf8: invalid UTF-8 at byte 4 of a value of \"text\""
+        ):
+            tokshuf.preprocess(tmp_path / name, tmp_path / "f", "byte")
+    # In a list of sentences: the row goes, as its JSON line would.
+    sents = pa.ListArray.from_arrays(
+        pa.array([0, 2, 3, 4], pa.int32()), string_array([b"a", b"b\xff", b"c", b"d"])
+    )
+    pq.write_table(pa.table({"text": sents}), tmp_path / "l.parquet")
+    got = tokshuf.preprocess(tmp_path / "l.parquet", tmp_path / "l", "byte", on_error="skip")
+    assert (got["documents"], got["skipped"]) == (2, {"invalid_utf8": 1})
+
+
+def test_b_and_f_are_measured_as_their_two_byte_escapes(tmp_path: Path) -> None:
+    """A row whose JSON line (as `json.dumps` writes it: `\\b`, `\\f`) is exactly
+    --max-line-bytes long is kept, as that line is; the decompressed bytes are that line's."""
+    texts = ["a\bb\fc" * 10, "\b", "\f\f\x01"]
+    lines = [json.dumps({"text": t}, ensure_ascii=False, separators=(",", ":")) for t in texts]
+    (tmp_path / "x.jsonl").write_text("".join(line + "\n" for line in lines))
+    pq.write_table(pa.table({"text": texts}), tmp_path / "x.parquet")
+    longest = max(len(line) for line in lines)
+    for limit, kept in [(longest, 3), (longest - 1, 2)]:
+        summaries = [
+            tokshuf.preprocess(
+                tmp_path / f"x.{ext}", tmp_path / ext, "byte", on_error="skip", max_line_bytes=limit
+            )
+            for ext in ("jsonl", "parquet")
+        ]
+        for s in summaries:
+            assert s["documents"] == kept, limit
+            assert s["decompressed_bytes"] == sum(len(line) + 1 for line in lines)
+
+
+def test_duplicate_columns_read_the_last_as_json_reads_the_last_key(tmp_path: Path) -> None:
+    table = pa.Table.from_arrays(
+        [pa.array(["first", "f2"]), pa.array([1, 2]), pa.array(["second", None]), pa.array(["t", "u"])],
+        names=["text", "n", "text", "title"],
+    )
+    pq.write_table(table, tmp_path / "dup.parquet")
+    with ipc.new_file(tmp_path / "dup.arrow", table.schema) as w:
+        w.write_table(table)
+    lines = [
+        '{"text":"first","n":1,"text":"second","title":"t"}',
+        '{"text":"f2","n":2,"text":null,"title":"u"}',
+    ]
+    (tmp_path / "dup.jsonl").write_text("\n".join(lines) + "\n")
+    for name in ("dup.jsonl", "dup.parquet", "dup.arrow"):
+        got = tokshuf.preprocess(
+            tmp_path / name, tmp_path / name, "byte", on_error="skip", json_keys=["title", "text"]
+        )
+        assert got["skipped"] == {"not_string": 1}, name
+        assert byte_documents(tmp_path / name) == [b"second"], name
+        assert byte_documents(tmp_path / name, "title") == [b"t"], name
+
+
+def test_a_damaged_file_is_skipped_and_listed_under_skip(tmp_path: Path) -> None:
+    """Parquet and Arrow files damaged anywhere (a cut download, a garbled footer, header or
+    body) are `truncated_file` under `--on-error skip`: listed, their readable rows kept, the run
+    goes on; under `fail` the same is the error. Never a crash."""
+    table = pa.table({"text": [f"row {i} " * 20 for i in range(3000)]})
+    pq.write_table(table, tmp_path / "good.parquet", row_group_size=1000)
+    feather.write_feather(table, tmp_path / "good-file.arrow", chunksize=1000)
+    with ipc.new_stream(tmp_path / "good-stream.arrow", table.schema) as w:
+        w.write_table(table, max_chunksize=1000)
+    damaged: dict[str, bytes] = {}
+    for name in ("good.parquet", "good-file.arrow", "good-stream.arrow"):
+        data = (tmp_path / name).read_bytes()
+        damaged[f"half-{name}"] = data[: len(data) // 2]
+        damaged[f"head-{name}"] = data[:7]
+        damaged[f"garbage-{name}"] = bytes(range(256)) * 40
+        for at in (len(data) // 3, len(data) - 40, 12):
+            flipped = bytearray(data)
+            flipped[at : at + 24] = b"\xff" * 24
+            damaged[f"flip{at}-{name}"] = bytes(flipped)
+    cases = sorted(damaged)
+    d = tmp_path / "in"
+    d.mkdir()
+    for i, name in enumerate(cases):
+        (d / f"{i:02d}-{name}").write_bytes(damaged[name])
+    (d / "zz-last.jsonl").write_text('{"text": "last"}\n')
+    summary = tokshuf.preprocess(d, tmp_path / "o", "byte", on_error="skip")
+    listed = {Path(f["path"]).name.split("-", 1)[1]: f for f in summary["skipped_files"]}
+    assert all(f["reason"] == "truncated_file" for f in listed.values()), listed
+    # Every cut or garbled file is listed (a flipped byte in data that only holds text may read).
+    for name in cases:
+        if not name.startswith("flip"):
+            assert name in listed, name
+    assert byte_documents(tmp_path / "o")[-1] == b"last"
+    for i, name in enumerate(cases):
+        path = d / f"{i:02d}-{name}"
+        single = tokshuf.preprocess(path, tmp_path / "one", "byte", on_error="skip")
+        if name in listed:
+            with pytest.raises(tokshuf.BadInputError, match="truncated_file"):
+                tokshuf.preprocess(path, tmp_path / "f", "byte")
+            assert single["skipped_files"][0]["first_lost_line"] == single["lines"] + 1, name
+
+
+def test_what_is_not_supported_is_refused_naming_it(tmp_path: Path) -> None:
+    """A file this build cannot read is an error naming the feature under any policy, never a
+    truncated file to skip: here a Parquet file with encrypted metadata."""
+    pq.write_table(pa.table({"text": ["a"]}), tmp_path / "e.parquet")
+    data = (tmp_path / "e.parquet").read_bytes()
+    (tmp_path / "e.parquet").write_bytes(data[:-4] + b"PARE")  # the magic of an encrypted footer
+    for policy in ("fail", "skip"):
+        with pytest.raises(tokshuf.FormatError, match=r"e\.parquet: unsupported Parquet encryption"):
+            tokshuf.preprocess(tmp_path / "e.parquet", tmp_path / "o", "byte", on_error=policy)

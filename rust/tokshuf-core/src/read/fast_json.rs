@@ -5,7 +5,8 @@
 //! is only validated. Anything else (a requested value that is not a string, an escaped key, a
 //! `\u` escape outside a requested value, a lone surrogate, deep nesting, any syntax error) gives
 //! `None`, and the line is read again by serde, which then gives the fields or the error: this
-//! path accepts only what serde accepts, with the same fields.
+//! path accepts only what that reader accepts (serde, and Python's `NaN`, `Infinity` and
+//! `-Infinity`), with the same fields.
 
 use std::borrow::Cow;
 
@@ -351,7 +352,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, or one of Python's non-finite numbers.
     fn skip_number(&mut self) -> Option<()> {
         let digits = |p: &mut Self| {
             let start = p.pos;
@@ -360,13 +361,14 @@ impl<'a> Parser<'a> {
             }
             (p.pos > start).then_some(())
         };
+        let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
         }
         if self.peek()? == b'0' {
             self.pos += 1;
-        } else {
-            digits(self)?;
+        } else if digits(self).is_none() {
+            return self.skip_non_finite(start);
         }
         if self.peek() == Some(b'.') {
             self.pos += 1;
@@ -379,6 +381,15 @@ impl<'a> Parser<'a> {
             }
             digits(self)?;
         }
+        Some(())
+    }
+
+    /// `NaN`, `Infinity` or `-Infinity` at `start`, as Python's `json` writes non-finite floats.
+    #[cold]
+    fn skip_non_finite(&mut self, start: usize) -> Option<()> {
+        let rest = &self.b[start..];
+        let word = [&b"NaN"[..], b"Infinity", b"-Infinity"].into_iter().find(|w| rest.starts_with(w))?;
+        self.pos = start + word.len();
         Some(())
     }
 }
@@ -536,9 +547,14 @@ mod tests {
             cut in any::<prop::sample::Index>(),
             junk in any::<(prop::sample::Index, u8)>(),
             mangle in 0u8..3,
+            non_finite in prop::option::of(prop::sample::select(vec!["NaN", "Infinity", "-Infinity"])),
         ) {
             let obj = serde_json::json!({"id": other, "text": text, "title": title});
             let mut line = serde_json::to_string(&obj).unwrap().into_bytes();
+            if let Some(word) = non_finite {
+                // A value serde_json cannot write: Python's `json.dumps(float("nan"))`.
+                line.splice(1..1, format!(r#""score":[{word},{{"s":{word}}}],"#).into_bytes());
+            }
             match mangle {
                 0 => {}
                 1 => line.truncate(cut.index(line.len() + 1)),

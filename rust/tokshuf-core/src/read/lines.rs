@@ -1,4 +1,9 @@
 //! Splitting a decompressed stream into batches of lines without holding the whole file.
+//!
+//! Lines end as Python's universal newlines end them (Megatron reads its input in text mode):
+//! at `\n`, `\r\n` or a lone `\r`. In valid JSON a raw CR can only be whitespace between
+//! tokens or a line end (a string holds it escaped), so this splits no valid JSON line that
+//! Python keeps whole, and old-Mac files read line by line.
 
 use std::io::{ErrorKind, Read};
 use std::ops::Range;
@@ -10,7 +15,7 @@ use crate::error::{Error, Result};
 /// One line of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LineSpan {
-    /// The line's bytes in [`LineBatch::data`], without its `\n` or `\r\n`.
+    /// The line's bytes in [`LineBatch::data`], without its `\n`, `\r\n` or `\r`.
     Text(Range<usize>),
     /// A line longer than the reader's limit, dropped while reading; holds its length in bytes.
     TooLong(u64),
@@ -55,7 +60,8 @@ pub(crate) fn is_decoding_error(e: &std::io::Error) -> bool {
     matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::Other)
 }
 
-/// Where a corrupt or truncated stream stopped (see [`LineReader::tolerate_corruption`]).
+/// Where a corrupt or truncated stream or file stopped (see [`LineReader::tolerate_corruption`];
+/// for Parquet and Arrow files the offset counts the JSON lines their rows stand for).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Truncation {
     /// Decompressed bytes read before the failure.
@@ -80,10 +86,11 @@ impl Truncation {
         } else {
             format!("anything after line {} is lost", self.line - 1)
         };
+        let message = self.message.trim();
         if self.offset == 0 {
-            format!("cannot decompress: {}; {lost}", self.message)
+            format!("cannot read it: {message}; {lost}")
         } else {
-            format!("decompression failed after {} bytes of output: {}; {lost}", self.offset, self.message)
+            format!("reading failed after {} bytes of decompressed data: {message}; {lost}", self.offset)
         }
     }
 }
@@ -105,6 +112,9 @@ pub struct LineReader<R> {
     /// Bytes the last read gave: the next one is offered about twice that, as new room must be
     /// zero-filled first (a decoder returns a block at a time, however much room it is given).
     last_read: usize,
+    /// The last line ended in a CR that was the last byte read: a LF that comes next is part of
+    /// that line end.
+    after_cr: bool,
 }
 
 const READ_CHUNK: usize = 1 << 20;
@@ -127,6 +137,7 @@ impl<R: Read> LineReader<R> {
             truncation: None,
             scanned: 0,
             last_read: READ_CHUNK,
+            after_cr: false,
         }
     }
 
@@ -197,14 +208,41 @@ impl<R: Read> LineReader<R> {
         Ok(n)
     }
 
+    /// The end of the line that ends at `data[end]` (a `\n` or `\r`): where the next line
+    /// starts. A CR that is the last byte held may be half of a CRLF: [`LineReader::after_cr`].
+    #[inline]
+    fn line_end(&mut self, data: &[u8], end: usize) -> usize {
+        if data[end] == b'\r' {
+            match data.get(end + 1) {
+                Some(b'\n') => return end + 2,
+                Some(_) => {}
+                None => self.after_cr = true,
+            }
+        }
+        end + 1
+    }
+
+    /// Drop the LF of a CRLF split between two reads, if `data[at]` is it.
+    #[inline]
+    fn skip_split_crlf(&mut self, data: &[u8], at: usize) -> usize {
+        match data.get(at) {
+            Some(&c) if self.after_cr => {
+                self.after_cr = false;
+                at + usize::from(c == b'\n')
+            }
+            _ => at,
+        }
+    }
+
     /// Discard the rest of an over-long line; returns the bytes discarded and keeps what follows
-    /// its newline in `buf`.
+    /// its line end in `buf`.
     fn skip_line(&mut self, buf: &mut Vec<u8>) -> Result<u64> {
         let mut skipped = 0u64;
         loop {
-            if let Some(pos) = memchr::memchr(b'\n', buf) {
+            if let Some(pos) = memchr::memchr2(b'\n', b'\r', buf) {
                 skipped += pos as u64;
-                buf.drain(..=pos);
+                let next = self.line_end(buf, pos);
+                buf.drain(..next);
                 return Ok(skipped);
             }
             skipped += buf.len() as u64;
@@ -257,16 +295,19 @@ impl<R: Read> LineReader<R> {
         let mut line_start = 0usize;
         let mut scan = 0usize;
         loop {
-            while let Some(pos) = memchr::memchr(b'\n', &data[scan..valid]) {
+            if scan == line_start {
+                line_start = self.skip_split_crlf(&data[..valid], line_start);
+                scan = line_start;
+            }
+            // One search for both line ends: a lone CR ends a line too.
+            while let Some(pos) = memchr::memchr2(b'\n', b'\r', &data[scan..valid]) {
                 let end = scan + pos;
-                let text_end = if end > line_start && data[end - 1] == b'\r' { end - 1 } else { end };
-                lines.push(self.span(line_start..text_end));
-                line_start = end + 1;
+                lines.push(self.span(line_start..end));
+                line_start = self.line_end(&data[..valid], end);
                 scan = line_start;
             }
             scan = valid;
-            // +1: the line may still end in a CR that is not part of it.
-            if valid - line_start > self.max_line_bytes.saturating_add(1) {
+            if valid - line_start > self.max_line_bytes {
                 data.truncate(valid);
                 let mut rest = data.split_off(line_start);
                 let skipped = self.skip_line(&mut rest)?;
@@ -277,15 +318,14 @@ impl<R: Read> LineReader<R> {
                 scan = line_start;
                 continue;
             }
-            if line_start >= self.batch_bytes || (self.eof && !lines.is_empty()) {
+            // (A skipped LF of a split CRLF moves `line_start` without a line.)
+            if !lines.is_empty() && (line_start >= self.batch_bytes || self.eof) {
                 break;
             }
             if self.eof {
                 if self.truncation.is_none() && line_start < valid {
-                    let end = valid;
-                    let text_end = if data[end - 1] == b'\r' { end - 1 } else { end };
-                    lines.push(self.span(line_start..text_end));
-                    line_start = end;
+                    lines.push(self.span(line_start..valid));
+                    line_start = valid;
                 }
                 break;
             }
@@ -364,7 +404,8 @@ mod tests {
 
     proptest::proptest! {
         /// Whatever the batch size, line limit and line lengths, the reader yields exactly the
-        /// lines of the input (CR before LF dropped), numbered in order, over-long ones flagged.
+        /// lines of the input as universal newlines cut them (at LF, CRLF or a lone CR), numbered
+        /// in order, over-long ones flagged.
         #[test]
         fn batches_are_the_lines(
             lines in proptest::collection::vec(proptest::collection::vec(proptest::sample::select(b"ab\r {}".to_vec()), 0..300), 0..60),
@@ -377,16 +418,10 @@ mod tests {
             if final_newline && !lines.is_empty() {
                 input.push(b'\n');
             }
-            let mut expected: Vec<Option<Vec<u8>>> = if input.is_empty() { vec![] } else {
-                let body = input.strip_suffix(b"\n").unwrap_or(&input);
-                body.split(|&b| b == b'\n').map(|l| {
-                    let l = l.strip_suffix(b"\r").unwrap_or(l);
-                    (l.len() <= max_line).then(|| l.to_vec())
-                }).collect()
-            };
-            if final_newline && lines.len() == 1 && lines[0].is_empty() {
-                expected = vec![Some(vec![])];
-            }
+            let expected: Vec<Option<Vec<u8>>> = universal_lines(&input)
+                .into_iter()
+                .map(|l| (l.len() <= max_line).then_some(l))
+                .collect();
             let batches = collect(&input[..], batch, max_line);
             let mut next = 1;
             for (first, b) in &batches {
@@ -402,6 +437,17 @@ mod tests {
         }
     }
 
+    /// The lines of `input` as Python's universal newlines give them: its text with CRLF and
+    /// then lone CRs turned into LFs, cut at each LF (a last line end starts no line).
+    fn universal_lines(input: &[u8]) -> Vec<Vec<u8>> {
+        let text = String::from_utf8_lossy(input).replace("\r\n", "\n").replace('\r', "\n");
+        let body = text.strip_suffix('\n').unwrap_or(&text);
+        if text.is_empty() {
+            return vec![];
+        }
+        body.split('\n').map(|l| l.as_bytes().to_vec()).collect()
+    }
+
     #[test]
     fn crlf_final_line_and_blank_lines() {
         let got = flat(&collect(&b"a\r\n\nb\nc"[..], 1 << 20, 1 << 20));
@@ -409,6 +455,33 @@ mod tests {
             vec![Some(b"a".to_vec()), Some(vec![]), Some(b"b".to_vec()), Some(b"c".to_vec())];
         assert_eq!(got, want);
         assert!(collect(&b""[..], 10, 10).is_empty());
+    }
+
+    #[test]
+    fn a_lone_cr_ends_a_line_and_a_crlf_split_between_reads_is_one_line_end() {
+        let want = |lines: &[&str]| lines.iter().map(|l| Some(l.as_bytes().to_vec())).collect::<Vec<_>>();
+        let input = b"{\"text\":\"a\"}\r{\"text\":\"b\"}\r\r\nc\r\n\rd\r";
+        let expected = want(&[r#"{"text":"a"}"#, r#"{"text":"b"}"#, "", "c", "", "d"]);
+        for read_size in 1..8 {
+            for batch in [1, 3, 1 << 20] {
+                let got = flat(&collect(Trickle(input, read_size), batch, 100));
+                assert_eq!(got, expected, "reads of {read_size}, batches of {batch}");
+            }
+        }
+        // An over-long line cut by a CR whose LF comes in the next read.
+        let mut input = vec![b'x'; 3000];
+        input.extend_from_slice(b"\r\nafter\r\n");
+        for read_size in [1, 7, 2999, 3000, 3001] {
+            let mut r = LineReader::new(Path::new("t"), Trickle(&input, read_size), 16, 100);
+            let mut spans = Vec::new();
+            while let Some(b) = r.next_batch().unwrap() {
+                spans.extend(b.lines.iter().map(|l| match l {
+                    LineSpan::Text(range) => Ok(b.data[range.clone()].to_vec()),
+                    other => Err(other.clone()),
+                }));
+            }
+            assert_eq!(spans, vec![Err(LineSpan::TooLong(3000)), Ok(b"after".to_vec())], "reads of {read_size}");
+        }
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! Reading inputs: which files (`inputs`), opened as batches of records whatever they hold
 //! (`source`): JSON lines, compressed or not (`decompress`), cut into lines (`lines`) whose text
-//! fields `json` reads, or the rows of Parquet and Arrow files (`columnar`), whose fields `rows`
-//! reads from the columns.
+//! fields `json` reads, or the rows of Parquet and Arrow files (`columnar`, Arrow IPC messages in
+//! `ipc`), whose fields `rows` reads from the columns.
 
 pub mod columnar;
 pub mod decompress;
 mod fast_json;
 pub mod inputs;
+mod ipc;
 pub mod json;
 pub mod lines;
 pub mod rows;

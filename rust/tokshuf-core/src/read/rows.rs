@@ -2,12 +2,15 @@
 //! read from the Arrow arrays as the JSON line `{"key":value,...}` the row stands for would be.
 //!
 //! A string is one sentence and a list of strings several (the text borrowed from the arrays,
-//! never copied or escaped); a null or any other value is `not_string`, with the words the JSON
-//! reader uses; invalid UTF-8 in a binary value is `invalid_utf8`, and comes first, as a line's
-//! encoding is checked before its values are read. The line itself is never written, only
-//! measured: its length is the row's size for `--max-line-bytes` and for the decompressed bytes
-//! of the summary. A value that is not text measures as `null`, `false`, `0` or `{}`, whatever
-//! it holds (it is rejected whatever it holds).
+//! never copied or escaped), whatever the Arrow type holding it: string or binary (plain, large,
+//! view, fixed-size), dictionary- or run-end-encoded, in a list, large list, list view or
+//! fixed-size list. A null or any other value is `not_string`, with the words the JSON reader
+//! uses. The readers decode text columns as bytes, so the UTF-8 of each value is checked here:
+//! invalid UTF-8 is `invalid_utf8` for that row alone, and comes first, as a line's encoding is
+//! checked before its values are read. The line itself is never written, only measured: its
+//! length is the row's size for `--max-line-bytes` and for the decompressed bytes of the summary.
+//! A value that is not text measures as `null`, `false`, `0` or `{}`, whatever it holds (it is
+//! rejected whatever it holds).
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -15,7 +18,8 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray as _;
 use arrow_array::types::{
-    GenericBinaryType, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    ArrowDictionaryKeyType, GenericBinaryType, Int16Type, Int32Type, Int64Type, Int8Type, RunEndIndexType, UInt16Type,
+    UInt32Type, UInt64Type, UInt8Type,
 };
 use arrow_array::{Array, ArrayRef, OffsetSizeTrait};
 use arrow_schema::DataType as T;
@@ -124,8 +128,21 @@ fn value(array: &dyn Array, i: usize) -> Value<'_> {
         T::Binary => Value::Bytes(array.as_bytes::<GenericBinaryType<i32>>().value(i)),
         T::LargeBinary => Value::Bytes(array.as_bytes::<GenericBinaryType<i64>>().value(i)),
         T::BinaryView => Value::Bytes(array.as_binary_view().value(i)),
+        T::FixedSizeBinary(_) => Value::Bytes(array.as_fixed_size_binary().value(i)),
         T::List(_) => list(array.as_list::<i32>(), i),
         T::LargeList(_) => list(array.as_list::<i64>(), i),
+        T::ListView(_) => list_view(array.as_list_view::<i32>(), i),
+        T::LargeListView(_) => list_view(array.as_list_view::<i64>(), i),
+        T::FixedSizeList(_, _) => {
+            let a = array.as_fixed_size_list();
+            let start = a.value_offset(i) as usize;
+            Value::List(a.values().as_ref(), start..start + a.value_length() as usize)
+        }
+        T::RunEndEncoded(run_ends, _) => match run_ends.data_type() {
+            T::Int16 => run_value(array.as_run::<Int16Type>(), i),
+            T::Int32 => run_value(array.as_run::<Int32Type>(), i),
+            _ => run_value(array.as_run::<Int64Type>(), i),
+        },
         T::Dictionary(key, _) => {
             let (values, k) = match key.as_ref() {
                 T::Int8 => dict_value(array.as_dictionary::<Int8Type>(), i),
@@ -150,10 +167,17 @@ fn list<O: OffsetSizeTrait>(array: &arrow_array::GenericListArray<O>, i: usize) 
     Value::List(array.values().as_ref(), offsets[i].as_usize()..offsets[i + 1].as_usize())
 }
 
-fn dict_value<K: arrow_array::types::ArrowDictionaryKeyType>(
-    d: &arrow_array::DictionaryArray<K>,
-    i: usize,
-) -> (&dyn Array, usize) {
+fn list_view<O: OffsetSizeTrait>(array: &arrow_array::GenericListViewArray<O>, i: usize) -> Value<'_> {
+    let start = array.value_offsets()[i].as_usize();
+    Value::List(array.values().as_ref(), start..start + array.value_sizes()[i].as_usize())
+}
+
+/// Row `i` of a run-end-encoded array: the value of the run it lies in.
+fn run_value<R: RunEndIndexType>(array: &arrow_array::RunArray<R>, i: usize) -> Value<'_> {
+    value(array.values().as_ref(), array.get_physical_index(i))
+}
+
+fn dict_value<K: ArrowDictionaryKeyType>(d: &arrow_array::DictionaryArray<K>, i: usize) -> (&dyn Array, usize) {
     use arrow_buffer::ArrowNativeType as _;
     (d.values().as_ref(), d.keys().value(i).as_usize())
 }
@@ -179,8 +203,12 @@ fn field<'a>(array: &'a dyn Array, i: usize, key: &str, options: FieldOptions) -
 }
 
 fn utf8<'a>(bytes: &'a [u8], key: &str) -> Result<&'a str, Rejection> {
-    std::str::from_utf8(bytes).map_err(|e| {
-        (BadInputReason::InvalidUtf8, format!("invalid UTF-8 at byte {} of a value of {key:?}", e.valid_up_to()))
+    // The SIMD check first (every value of a text column comes through here); std's for where
+    // the error lies.
+    simdutf8::basic::from_utf8(bytes).or_else(|_| {
+        std::str::from_utf8(bytes).map_err(|e| {
+            (BadInputReason::InvalidUtf8, format!("invalid UTF-8 at byte {} of a value of {key:?}", e.valid_up_to()))
+        })
     })
 }
 
@@ -204,13 +232,13 @@ fn json_len(array: &dyn Array, i: usize) -> usize {
     }
 }
 
-/// The length of `bytes` as a JSON string: in quotes, with `"`, `\` and control characters
-/// escaped (`\n`, `\r` and `\t` in two bytes, the others as `\u00XX`), everything else as is
-/// (invalid UTF-8 included).
+/// The length of `bytes` as a JSON string, as JSON writers (Python's `json`, serde_json) write
+/// it: in quotes, with `"`, `\` and control characters escaped (`\b`, `\t`, `\n`, `\f` and `\r`
+/// in two bytes, the others as `\u00XX`), everything else as is (invalid UTF-8 included).
 fn quoted_len(bytes: &[u8]) -> usize {
     #[inline(always)]
     fn extra(b: u8) -> u8 {
-        let short = (b == b'"') | (b == b'\\') | (b == b'\n') | (b == b'\r') | (b == b'\t');
+        let short = (b == b'"') | (b == b'\\') | (b == b'\n') | (b == b'\r') | (b == b'\t') | (b == 0x08) | (b == 0x0c);
         u8::from(short) | (u8::from((b < 0x20) & !short) * 5)
     }
     // Counted per 32 bytes in `u8` (at most 5 × 32), which the compiler vectorizes: ~10 GB/s.
@@ -236,6 +264,8 @@ mod tests {
                 b'\n' => out.extend_from_slice(b"\\n"),
                 b'\r' => out.extend_from_slice(b"\\r"),
                 b'\t' => out.extend_from_slice(b"\\t"),
+                0x08 => out.extend_from_slice(b"\\b"),
+                0x0c => out.extend_from_slice(b"\\f"),
                 0..=0x1f => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
                 _ => out.push(b),
             }
@@ -254,6 +284,12 @@ mod tests {
                     assert_eq!(quoted_len(&bytes), quoted(&bytes).len(), "{b} at {pos} of {len}");
                 }
             }
+        }
+        // As a JSON writer writes it (serde_json escapes as Python's `json` does): `\b` and `\f`
+        // in two bytes like `\n`.
+        for b in 0..0x80u8 {
+            let text = format!("a{}b", char::from(b));
+            assert_eq!(quoted_len(text.as_bytes()), serde_json::to_string(&text).unwrap().len(), "{b}");
         }
         // Every byte escaped in one 32-byte chunk: the count stays within a `u8`.
         assert_eq!(quoted_len(&[1; 64]), 2 + 6 * 64);
@@ -318,6 +354,67 @@ mod tests {
         // Dictionary-encoded text is its value.
         let dict: DictionaryArray<Int32Type> = vec!["x", "y", "x"].into_iter().collect();
         assert_eq!(sentences(rows(vec![Arc::new(dict)]).fields(2, &keys(&["v"]), all)), [vec!["x"]]);
+    }
+
+    #[test]
+    fn every_arrow_type_that_holds_text_is_read_as_its_json_value() {
+        use arrow_array::builder::{FixedSizeListBuilder, LargeListBuilder};
+        use arrow_array::{FixedSizeBinaryArray, GenericListViewArray, RunArray};
+        use arrow_buffer::ScalarBuffer;
+        let all = FieldOptions::default();
+        let one = |column: ArrayRef, row: usize| {
+            rows(vec![column])
+                .fields(row, &keys(&["v"]), all)
+                .map(|f| f[0].sentences.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        };
+        let mut fixed = FixedSizeListBuilder::new(StringBuilder::new(), 2);
+        for pair in [[Some("a"), Some("b")], [Some("c"), None], [Some("x"), Some("y")]] {
+            fixed.values().extend(pair);
+            fixed.append(pair[0] != Some("x"));
+        }
+        let fixed: ArrayRef = Arc::new(fixed.finish());
+        assert_eq!(one(fixed.clone(), 0), Ok(vec!["a".into(), "b".into()]));
+        assert_eq!(one(fixed.clone(), 1), Err((BadInputReason::NotString, describe_item("null", "v"))));
+        assert_eq!(one(fixed.clone(), 2), Err((BadInputReason::NotString, describe("null", "v"))));
+        let mut large = LargeListBuilder::new(StringBuilder::new());
+        large.append_value([Some("p"), Some("q")]);
+        assert_eq!(one(Arc::new(large.finish()), 0), Ok(vec!["p".into(), "q".into()]));
+        // Views may overlap and come in any order.
+        let items: ArrayRef = Arc::new(StringArray::from(vec!["s0", "s1", "s2"]));
+        let field = Arc::new(arrow_schema::Field::new_list_field(T::Utf8, true));
+        let view: ArrayRef = Arc::new(GenericListViewArray::<i32>::new(
+            field,
+            ScalarBuffer::from(vec![1, 0, 2]),
+            ScalarBuffer::from(vec![2, 3, 0]),
+            items,
+            None,
+        ));
+        assert_eq!(one(view.clone(), 0), Ok(vec!["s1".into(), "s2".into()]));
+        assert_eq!(one(view.clone(), 1), Ok(vec!["s0".into(), "s1".into(), "s2".into()]));
+        assert_eq!(one(view.clone(), 2), Ok(vec![]));
+        let runs: ArrayRef = Arc::new(
+            RunArray::<Int32Type>::try_new(
+                &arrow_array::Int32Array::from(vec![2, 3, 5]),
+                &StringArray::from(vec![Some("run"), None, Some("end")]),
+            )
+            .unwrap(),
+        );
+        let got: Vec<_> = (0..5).map(|i| one(runs.clone(), i)).collect();
+        let (run, end) = (Ok(vec!["run".to_string()]), Ok(vec!["end".to_string()]));
+        let null = Err((BadInputReason::NotString, describe("null", "v")));
+        assert_eq!(got, [run.clone(), run, null, end.clone(), end]);
+        let fsb: ArrayRef =
+            Arc::new(FixedSizeBinaryArray::try_from_iter([b"abcd", b"\xffbcd", b"efgh"].into_iter()).unwrap());
+        assert_eq!(one(fsb.clone(), 0), Ok(vec!["abcd".into()]));
+        assert_eq!(one(fsb.clone(), 1).unwrap_err().0, BadInputReason::InvalidUtf8);
+        // Measured as the JSON lines they stand for (`\xff` is one byte).
+        let lens = line_lengths(&[fixed, view, runs.slice(1, 3), fsb], &keys(&["a", "b", "c", "d"]));
+        let lines = [
+            r#"{"a":["a","b"],"b":["s1","s2"],"c":"run","d":"abcd"}"#,
+            r#"{"a":["c",null],"b":["s0","s1","s2"],"c":null,"d":"\xffbcd"}"#,
+            r#"{"a":null,"b":[],"c":"end","d":"efgh"}"#,
+        ];
+        assert_eq!(lens, lines.map(|l| l.replace(r"\xff", "X").len()));
     }
 
     #[test]
