@@ -177,8 +177,10 @@ fn parquet_batches(
     keys: &[String],
     counter: Arc<AtomicU64>,
 ) -> Result<impl Iterator<Item = io::Result<RecordBatch>> + Send> {
-    let source = Source { access: Arc::new(RandomAccess::open(path)?), counter, fetched: Arc::default() };
-    let meta = ArrowReaderMetadata::load(&source, ArrowReaderOptions::new()).map_err(|e| parquet_error(path, e))?;
+    let access = Arc::new(RandomAccess::open(path)?);
+    let source = Source { access, counter, fetched: Arc::default(), store_failure: Arc::default() };
+    let meta = ArrowReaderMetadata::load(&source, ArrowReaderOptions::new())
+        .map_err(|e| source.store_failure().map_or_else(|| parquet_error(path, e), |f| Error::io(path, f)))?;
     let schema = meta.schema().clone();
     let columns = keys
         .iter()
@@ -214,7 +216,8 @@ fn parquet_batches(
                 Some(Ok(batch)) => return Some(Ok(batch)),
                 Some(Err(e)) => {
                     fail = true;
-                    return Some(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
+                    let e = source.store_failure().unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidData, e));
+                    return Some(Err(e));
                 }
                 None => current = None,
             }
@@ -242,11 +245,16 @@ fn parquet_batches(
                 .with_row_groups(vec![next])
                 .with_batch_size(BATCH_ROWS)
                 .build()
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+                .map_err(|e| source.store_failure().unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidData, e)))
         })();
         next += 1;
         match step {
             Ok(reader) => current = Some(reader),
+            // A failed request names its object itself, and must stay a store error.
+            Err(e) if crate::storage::is_store_error(&e) => {
+                fail = true;
+                return Some(Err(e));
+            }
             Err(e) => {
                 fail = true;
                 return Some(Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))));
@@ -274,6 +282,9 @@ struct Source {
     access: Arc<RandomAccess>,
     counter: Arc<AtomicU64>,
     fetched: Arc<Mutex<Vec<Fetched>>>,
+    /// A failed request of a read the decoder asked for: the decoder's error only says it in
+    /// words, so the reader reports this one instead (a failing store is never a corrupt file).
+    store_failure: Arc<Mutex<Option<io::Error>>>,
 }
 
 impl Source {
@@ -284,9 +295,18 @@ impl Source {
             return Ok(b.slice((start - r.start) as usize..(end - r.start) as usize));
         }
         drop(fetched);
-        let bytes = self.access.read(start..end)?;
+        let bytes = self.access.read(start..end).inspect_err(|e| {
+            if crate::storage::is_store_error(e) {
+                *self.store_failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(crate::storage::same_error(e));
+            }
+        })?;
         self.counter.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         Ok(bytes)
+    }
+
+    /// The failed request of a read the decoder asked for, if there was one.
+    fn store_failure(&self) -> Option<io::Error> {
+        self.store_failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(crate::storage::same_error)
     }
 }
 
