@@ -283,13 +283,15 @@ def write_summary_file(args: argparse.Namespace, summary: Mapping[str, Any], def
 def emit(args: argparse.Namespace, summary: Mapping[str, Any], lines: Sequence[str]) -> None:
     """Print a finished run's summary as ``--json``/``--quiet`` say: JSON, or the human
     ``lines`` (skips and warnings went to the ``tokshuf`` logger, on stderr)."""
+    from tokshuf._storage import redact
+
     if args.quiet:
         return
     if args.json:
-        print(json.dumps(summary, default=str))
+        print(redact(json.dumps(summary, default=str)))
         return
     for line in lines:
-        print(line)
+        print(redact(line))
 
 
 def setup_logging(quiet: bool) -> None:
@@ -301,6 +303,9 @@ def setup_logging(quiet: bool) -> None:
     if not any(getattr(h, "_tokshuf_cli", False) for h in logger.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("tokshuf: %(levelname)s: %(message)s"))
+        from tokshuf._log import RedactFilter
+
+        handler.addFilter(RedactFilter())  # the loggers below tokshuf's too
         handler._tokshuf_cli = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
         logger.propagate = False

@@ -77,6 +77,8 @@ fn preprocess(
             cfg = cfg.for_task(task.parse()?)?;
         }
         let summary = run_preprocess(&cfg, tokenizer, cancel)?;
-        serde_json::to_string(&summary).map_err(|e| Error::invalid(e.to_string()))
+        // A summary lists its inputs: no URL's password or signature in it.
+        let json = serde_json::to_string(&summary).map_err(|e| Error::invalid(e.to_string()))?;
+        Ok(tokshuf_core::storage::redact(&json).into_owned())
     })
 }
