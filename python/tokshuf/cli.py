@@ -109,6 +109,7 @@ def _add_preprocess(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--shard",
         metavar="I/N",
+        type=cli_args.task,
         help="run task I (0-based) of N: a contiguous slice of the inputs, balanced by bytes, into "
         "{prefix}-part-IIIII-of-NNNNN_*; 'auto': this Slurm array task. Then: tokshuf merge --parts PREFIX",
     )

@@ -15,7 +15,14 @@ use crate::tokenizer::PyTokenizer;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(preprocess, m)?)?;
     m.add_function(wrap_pyfunction!(expand_input_paths, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_task, m)?)?;
     Ok(())
+}
+
+/// `(index, count)` of a task given as `i/N` (0-based `i`) or `auto` (this Slurm array task).
+#[pyfunction]
+fn parse_task(py: Python<'_>, text: &str) -> PyResult<(usize, usize)> {
+    text.parse::<tokshuf_core::tasks::Task>().map(|t| (t.index, t.count)).into_py(py)
 }
 
 /// The files `inputs` (files, directories, globs) expand to, in processing order.
