@@ -197,17 +197,31 @@ fn describe(e: &object_store::Error) -> String {
 /// HTTP's terms but are in effect (uploads of the same bytes to the same key or part). The
 /// budget bounds the whole wait, the client's per-request timeouts included. On failure, how
 /// long it tried.
-pub(crate) async fn within_budget<T, F, Fut>(mut attempt: F) -> std::result::Result<T, (Failure, Duration)>
+pub(crate) async fn within_budget<T, F, Fut>(attempt: F) -> std::result::Result<T, (Failure, Duration)>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = object_store::Result<T>>,
+{
+    within_budget_sending(0, attempt).await
+}
+
+/// [`within_budget`] for a request that sends `bytes`: sending is progress the client does not
+/// show, so an attempt may take a second per MiB beyond the budget (no attempt starts after it).
+pub(crate) async fn within_budget_sending<T, F, Fut>(
+    bytes: usize,
+    mut attempt: F,
+) -> std::result::Result<T, (Failure, Duration)>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = object_store::Result<T>>,
 {
     let start = Instant::now();
     let deadline = start + retry_time();
+    let sending = Duration::from_secs_f64(bytes as f64 / f64::from(1u32 << 20));
     let mut pause = Duration::from_millis(100);
     let mut last = None;
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.saturating_duration_since(Instant::now()) + sending;
         let failure = match tokio::time::timeout(left, attempt()).await {
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(e)) => Failure::Store(e),
@@ -230,7 +244,21 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = object_store::Result<T>>,
 {
-    within_budget(attempt).await.map_err(|(failure, elapsed)| failure.into_io(remote, request, elapsed))
+    retried_sending(remote, request, 0, attempt).await
+}
+
+/// [`within_budget_sending`], failing with the error of `request` on `remote`.
+pub(crate) async fn retried_sending<T, F, Fut>(
+    remote: &Remote,
+    request: &str,
+    bytes: usize,
+    attempt: F,
+) -> io::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = object_store::Result<T>>,
+{
+    within_budget_sending(bytes, attempt).await.map_err(|(failure, elapsed)| failure.into_io(remote, request, elapsed))
 }
 
 /// Blocking [`retried`] for a caller outside the runtime.

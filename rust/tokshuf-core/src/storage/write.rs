@@ -1,8 +1,9 @@
 //! Writing objects: a multipart upload, whose object appears under its key only when the upload
 //! completes (a reader never sees part of it). Every request (creating the upload, each part,
-//! completing it, a single PUT) is retried within the retry budget like a read, and an upload
-//! that fails is aborted, so a failed run leaves no incomplete upload behind (but one whose
-//! creation answer was lost: the store made it and never said its id).
+//! completing it, a single PUT) is retried within the retry budget like a read (a request that
+//! sends bytes may take a second per MiB beyond it), and an upload that fails is aborted, so a
+//! failed run leaves no incomplete upload behind (but one whose creation answer was lost: the
+//! store made it and never said its id).
 
 use std::collections::VecDeque;
 use std::io::Read;
@@ -13,7 +14,7 @@ use std::time::Duration;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::{MultipartId, ObjectStoreExt as _, PutPayload, WriteMultipart};
 
-use super::failure::{retried, Failure};
+use super::failure::{retried, retried_sending, Failure};
 use super::runtime::block_on;
 use super::stores::Remote;
 use crate::error::{Error, IoContext, Result};
@@ -40,8 +41,9 @@ pub fn upload_file(from: &Path, to: &Remote) -> Result<()> {
 
 /// Store `bytes` as the object `to` (one request, retried).
 pub fn put(to: &Remote, bytes: Vec<u8>) -> Result<()> {
+    let len = bytes.len();
     let payload = PutPayload::from(bytes);
-    block_on(retried(to, "PUT", || to.store.put(&to.key, payload.clone())))
+    block_on(retried_sending(to, "PUT", len, || to.store.put(&to.key, payload.clone())))
         .map(drop)
         .map_err(|e| Error::io(Path::new(&to.url), e))
 }
@@ -87,7 +89,8 @@ async fn upload_parts(
         let (store, target, id) = (Arc::clone(store), to.clone(), id.clone());
         in_flight.0.push_back(tokio::spawn(async move {
             let request = format!("upload part {}", index + 1);
-            retried(&target, &request, || store.put_part(&target.key, &id, index, payload.clone())).await
+            let attempt = || store.put_part(&target.key, &id, index, payload.clone());
+            retried_sending(&target, &request, n, attempt).await
         }));
         if in_flight.0.len() >= IN_FLIGHT {
             parts.push(in_flight.next(to).await.map_err(io)?);
