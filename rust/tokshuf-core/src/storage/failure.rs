@@ -132,16 +132,21 @@ impl Failure {
     }
 }
 
+/// What object_store's retry error says went wrong, without the request it names (the URI may
+/// hold a password): "Error performing GET <uri> in 1s, after 2 retries, ... - <what>".
+fn request_failure(text: &str) -> &str {
+    match text.find("Error performing ") {
+        Some(at) => text[at..].split_once(" - ").map_or("the request failed", |(_, what)| what),
+        None => text,
+    }
+}
+
 /// The cause of a store's error in words fit to print: the status and S3's `<Code>` and
 /// `<Message>` of an error answer (its body is never printed: it may echo the signed request,
 /// a session token included), else the failure's own words, redacted.
 fn describe(e: &object_store::Error) -> String {
     let text = e.to_string();
-    // object_store's retry error: "Error performing GET <uri> in 1s, after 2 retries, ... - <inner>".
-    let inner = match text.find("Error performing ") {
-        Some(at) => text[at..].split_once(" - ").map_or(&text[at..], |(_, inner)| inner),
-        None => text.as_str(),
-    };
+    let inner = request_failure(&text);
     const STATUS: &str = "Server returned non-2xx status code: ";
     const ANSWER: &str = "Server returned error response: ";
     let (status, body) = if let Some(at) = inner.find(STATUS) {
@@ -164,11 +169,12 @@ fn describe(e: &object_store::Error) -> String {
         // an answer's body.
         let mut source = std::error::Error::source(e);
         while let Some(cause) = source {
-            let words = cause.to_string();
+            let text = cause.to_string();
+            let words = request_failure(&text);
             if words.contains("Server returned") {
                 break;
             }
-            if !short.contains(&words) {
+            if !short.contains(words) {
                 short = format!("{short}: {words}");
             }
             source = cause.source();
