@@ -26,10 +26,10 @@ pub struct HfTokenizer {
 impl HfTokenizer {
     /// Load `model`.
     pub fn new(model: &HfModel) -> Result<Self> {
-        let inner: tokenizers::Tokenizer = model
-            .json
-            .parse()
-            .map_err(|e| Error::invalid(format!("tokenizer {:?} is not a usable tokenizer.json: {e}", model.spec)))?;
+        let inner: tokenizers::Tokenizer =
+            model.json.get()?.parse().map_err(|e| {
+                Error::invalid(format!("tokenizer {:?} is not a usable tokenizer.json: {e}", model.spec))
+            })?;
         let vocab = inner.get_vocab(true);
         let max_id = vocab.values().copied().max().map_or(0, |m| u64::from(m) + 1);
         let vocab_size = (inner.get_vocab_size(true) as u64).max(max_id);
