@@ -603,13 +603,16 @@ pub(crate) fn parse(json: &str) -> Result<Parsed, Unsupported> {
         return chars_model(model, &ids, pipeline);
     }
     let mut tokens = TokenList::with_capacity(vocab.len(), vocab.iter().map(|(s, _)| s.len()).sum());
+    let mut live = vec![false; vocab_bound as usize];
     for (s, _) in vocab {
+        // A token that is not written byte-level (DeepSeek-V3 writes its special tokens as they
+        // are) can never be made from bytes: it is reached as an added token, or not at all.
         let id = ids[s.as_ref()];
-        if tokens.push_with(id, |out| if decode_into(s, out) { Ok(()) } else { Err(()) }).is_err() {
-            return unsupported(format!("vocab token {s:?} is not byte-level"));
+        if tokens.push_with(id, |out| if decode_into(s, out) { Ok(()) } else { Err(()) }).is_ok() {
+            live[id as usize] = true;
         }
     }
-    let merges = merges(&model.merges, &ids, |_| true)?;
+    let merges = merges(&model.merges, &ids, |id| live[id as usize])?;
     keep_mergeable(&mut tokens, &pipeline.added, &merges, ignore_merges, <[u8]>::len);
     Ok(Parsed { tokens, units: Units::Bytes, merges, pipeline })
 }
@@ -880,6 +883,31 @@ mod tests {
     fn with_tokens(vocab: &str, added: &str) -> String {
         let gpt2 = r#"{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}"#;
         minimal(gpt2, added).replace("\"ab\": 256", &format!("\"ab\": 256, {vocab}"))
+    }
+
+    #[test]
+    fn vocabulary_tokens_written_as_they_are_are_reached_as_added_tokens() {
+        // DeepSeek-V3 writes its special tokens into the vocabulary as they are, not byte-level:
+        // bytes never merge into them, so only their added tokens reach them.
+        let json = with_tokens(
+            r#""<｜bos｜>": 257, "<｜tool｜>": 258"#,
+            &format!(r#"{{"id": 257, "content": "<｜bos｜>", "special": true, "normalized": true, {FLAGS}}}"#),
+        );
+        let hf = parse(&json).unwrap();
+        assert_eq!(hf.tokens.len(), 257);
+        assert_eq!(hf.pipeline.vocab_bound, 259);
+        let added: Vec<(String, u32)> = hf.pipeline.added.iter().map(|(t, _)| (t.content.clone(), t.id)).collect();
+        assert_eq!(added, [("<｜bos｜>".to_string(), 257)]);
+        let bpe = super::super::FastBpe::from_hf_json(&json).unwrap().with_special_tokens_in_text(true);
+        assert_eq!(bpe.encode("ab<｜bos｜>ab"), [256, 257, 256]);
+        // One that is no added token is text, as in `tokenizers` (its bytes, merged as they merge).
+        let raw: Vec<u32> = "<｜tool｜>".bytes().map(u32::from).collect();
+        assert_eq!(bpe.encode("<｜tool｜>"), raw);
+        assert_eq!(crate::tokenize::Tokenizer::vocab_size(&bpe), 259);
+        // A merge that makes one of them never applies.
+        let merged = json.replace(r#""merges": ["a b"]"#, r#""merges": ["a b", "<｜bos｜> a"]"#);
+        let merged = merged.replace("\"<｜tool｜>\": 258", "\"<｜tool｜>\": 258, \"<｜bos｜>a\": 259");
+        assert!(matches!(parse(&merged).unwrap().merges, Merges::List(l) if l.len() == 1));
     }
 
     #[test]
