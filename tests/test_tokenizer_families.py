@@ -316,6 +316,40 @@ def test_tokenizer_check_reports_the_encoder_and_compares(paths: dict[str, Path]
     assert result["mismatching_documents"] == 0
 
 
+def test_a_prepared_vocabulary_is_stored_once_and_read_back(
+    paths: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tokenizer.json or .model is prepared on its first load and the result stored under the
+    file's SHA-256; later loads read it back. A damaged entry, or another file's, is not used (and
+    is replaced); a cache that cannot be written only means nothing is kept."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TOKSHUF_CACHE_DIR", str(cache))
+    texts = [*EDGE_TEXTS, "<|im_start|>user<|im_end|> </s> ▁▁x"]
+    entries, encoded = {}, {}
+    for family, kind in [("qwen2", "hf-json"), ("mistral-v1.model", "sp-model")]:
+        entry = entries[family] = cache / "tokenizers" / f"{FILES[family][1]}.{kind}"
+        first = tokshuf.Tokenizer(paths[family])
+        ids = encoded[family] = first.encode_batch(texts)
+        stored, written = entry.read_bytes(), entry.stat()
+        again = tokshuf.Tokenizer(paths[family])
+        assert (entry.stat().st_ino, entry.stat().st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+        assert (again.encode_batch(texts), again.identity) == (ids, first.identity)
+        entry.write_bytes(stored[:-1] + bytes([stored[-1] ^ 1]))
+        assert tokshuf.Tokenizer(paths[family]).encode_batch(texts) == ids
+        assert entry.read_bytes() == stored, family
+    # Qwen2's entry under GPT-NeoX's name is Qwen2's: GPT-NeoX prepares its own.
+    neox = cache / "tokenizers" / f"{FILES['neox'][1]}.hf-json"
+    neox.write_bytes(entries["qwen2"].read_bytes())
+    ref = tokenizers.Tokenizer.from_file(str(paths["neox"]))
+    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    assert tokshuf.Tokenizer(paths["neox"]).encode_batch(texts) == expected
+    assert neox.read_bytes() != entries["qwen2"].read_bytes()
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("TOKSHUF_CACHE_DIR", str(blocked))
+    assert tokshuf.Tokenizer(paths["qwen2"]).encode_batch(texts) == encoded["qwen2"]
+
+
 # DeepSeek-V3's pipeline (its tokenizer.json): no normalizer, three Split steps, then bytes.
 DEEPSEEK_V3_SPLITS = [
     r"\p{N}{1,3}",
