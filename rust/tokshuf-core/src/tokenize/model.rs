@@ -200,7 +200,7 @@ fn hash_file(path: &Path) -> Result<(String, String)> {
     use std::io::Read as _;
     let mut file = std::fs::File::open(path).with_path(path)?;
     let mut hasher = sha2::Sha256::new();
-    let mut block = vec![0u8; 1 << 20];
+    let mut block = vec![0u8; 256 << 10];
     let mut head = Vec::new();
     loop {
         let n = match file.read(&mut block) {

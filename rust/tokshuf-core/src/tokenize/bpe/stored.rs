@@ -7,13 +7,15 @@
 //! by id, the merges or the proof, and the small parts of the pipeline) is stored the first
 //! time under the SHA-256 of the file, and read back on later loads instead.
 //!
-//! Entries live in `<cache root>/tokenizers/<sha256>.<kind>` (the cache root of
+//! Entries live in `<cache root>/tokenizers/<sha256>.<code>.<kind>` (the cache root of
 //! [`crate::storage::cache_root`]: `$TOKSHUF_CACHE_DIR`, else `$XDG_CACHE_HOME/tokshuf`, else
-//! `~/.cache/tokshuf`). Sharing them between processes is safe: an entry is written under a
-//! temporary name and renamed into place, so a reader sees a whole entry or none, and writers of
-//! one source write the same bytes. Each read is checked: the header names the format, the build
-//! of the tokenizer code that wrote it (a fingerprint of its sources, `build.rs`), the source's
-//! SHA-256 and the payload's length and checksum. An entry that fails a check is not used (and is
+//! `~/.cache/tokshuf`), `<code>` being the build of the tokenizer code that prepares them (a
+//! fingerprint of its sources, `build.rs`): a new tokshuf never reads what an older one prepared,
+//! and two installed side by side keep their own entries instead of replacing each other's.
+//! Sharing entries between processes is safe: an entry is written under a temporary name and
+//! renamed into place, so a reader sees a whole entry or none, and writers of one source write the
+//! same bytes. Each read is checked: the header names the format, the code, the source's SHA-256
+//! and the payload's length and checksum. An entry that fails a check is not used (and is
 //! replaced); one that cannot be written (a read-only cache) is only not kept.
 //!
 //! The payload's checksum is a CRC-32: it catches an entry cut short or damaged, at a fraction
@@ -45,7 +47,8 @@ impl Store {
     /// [`Store::for_source`] in `dir`.
     pub fn in_dir(dir: PathBuf, sha256: &str, kind: &'static str) -> Option<Store> {
         let hex = sha256.len() == 64 && sha256.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        hex.then(|| Store { path: dir.join(format!("{sha256}.{kind}")), source_sha256: sha256.to_string(), kind })
+        let name = format!("{sha256}.{CODE}.{kind}");
+        hex.then(|| Store { path: dir.join(name), source_sha256: sha256.to_string(), kind })
     }
 
     /// Where the entry is.
@@ -184,6 +187,11 @@ mod tests {
         let mut changed = whole.clone();
         *changed.last_mut().unwrap() ^= 1;
         std::fs::write(store.path(), &changed).unwrap();
+        assert_eq!(store.read(), None);
+        // Prepared by another build of the tokenizer code (which names its entries apart): not used.
+        assert!(store.path().to_str().unwrap().contains(CODE));
+        let other = String::from_utf8(whole.clone()).unwrap().replacen(CODE, "another-build", 1);
+        std::fs::write(store.path(), other).unwrap();
         assert_eq!(store.read(), None);
         // Written again, it is whole again.
         store.write(b"payload");
