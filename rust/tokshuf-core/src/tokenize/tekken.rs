@@ -95,7 +95,8 @@ pub fn read(json: &str, path: &Path, spec: String) -> Result<BpeModel> {
             c.pattern
         ))
     })?;
-    let mut tokens = TokenList::with_capacity(inner as usize, inner as usize * 8);
+    let n = file.vocab.len().min(inner as usize);
+    let mut tokens = TokenList::with_capacity(n, n * 8);
     for t in file.vocab.iter().filter(|t| t.rank < inner) {
         tokens
             .push_with(t.rank + n_special, |out| {

@@ -25,7 +25,7 @@ use super::pretok::split::{Behavior, Matcher, Prefix, PrependScheme, SplitStep, 
 use super::pretok::Automaton;
 use super::stored::{In, Out, Store};
 use super::unicode::single_char;
-use super::vocab::{Fallback, FastMap, MergeList, Merges, TokenList, Units, Vocab};
+use super::vocab::{too_sparse, Fallback, FastMap, MergeList, Merges, TokenList, Units, Vocab};
 
 /// Why a `tokenizer.json` cannot take the fast path: the first component it does not implement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -596,6 +596,9 @@ pub(crate) fn parse(json: &str) -> Result<Parsed, Unsupported> {
         vocab_bound = vocab_bound.max(u64::from(id) + 1);
     }
     let vocab_bound = u32::try_from(vocab_bound).map_err(|_| Unsupported("a vocabulary of 2^32 tokens".into()))?;
+    if too_sparse(vocab_bound as usize, vocab.len()) {
+        return unsupported(format!("vocabulary ids up to {vocab_bound} for {} tokens (too sparse)", vocab.len()));
+    }
     let added = added_tokens(&root.added_tokens, &ids, ids.len(), &normalizer)?;
     let source = [root.normalizer.clone(), root.pre_tokenizer.clone()];
     let pipeline = Pipeline { ignore_merges, normalizer, prefix, splitter, added, vocab_bound, source };
@@ -872,6 +875,9 @@ mod tests {
         assert!(parse(&minimal(gpt2, "").replace("\"BPE\"", "\"WordPiece\"")).is_err_and(|e| e.0.contains("WordPiece")));
         let nfkc = minimal(gpt2, "").replace("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFKC\"}");
         assert!(parse(&nfkc).is_err_and(|e| e.0.contains("NFKC")));
+        // Ids far beyond the number of tokens are refused before any table is sized by them.
+        let sparse = minimal(gpt2, "").replace("\"ab\": 256", "\"ab\": 4000000000");
+        assert!(parse(&sparse).is_err_and(|e| e.0.contains("too sparse")));
         let nfc = minimal(gpt2, "").replace("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}");
         assert_eq!(parse(&nfc).unwrap().pipeline.normalizer.steps(), [NormStep::Nfc]);
     }

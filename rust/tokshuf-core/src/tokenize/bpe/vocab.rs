@@ -237,6 +237,12 @@ pub(crate) struct Vocab {
     pub units: Units,
 }
 
+/// Whether ids up to `max_id` are too many for `tokens` tokens: the tables are by id, so ids far
+/// beyond the number of tokens would size them by the ids (real vocabularies are dense).
+pub(crate) fn too_sparse(max_id: usize, tokens: usize) -> bool {
+    max_id > tokens.saturating_mul(4).saturating_add(1 << 20)
+}
+
 /// What a vocabulary cannot be used for.
 #[derive(Debug)]
 pub(crate) struct VocabError(pub String);
@@ -264,6 +270,9 @@ impl Vocab {
             return Err(VocabError("the vocabulary is empty".into()));
         }
         let max_id = tokens.ids().iter().copied().max().unwrap_or(0) as usize;
+        if too_sparse(max_id, tokens.len()) {
+            return Err(VocabError(format!("ids up to {max_id} for {} tokens (too sparse)", tokens.len())));
+        }
         // Where each id's token is in the list.
         let mut at = vec![u32::MAX; max_id + 1];
         let mut short_count = 0;
@@ -407,7 +416,7 @@ impl Vocab {
         let units = match r.u32()? {
             0 => Units::Bytes,
             1 => {
-                let ids = r.u32s()?;
+                let ids = r.u32s().filter(|ids| ids.len() == 4 * 256)?;
                 let ids: Box<[u32; 256]> = (0..256).map(|i| u32_at(ids, i)).collect::<Vec<_>>().try_into().ok()?;
                 Units::Chars(Fallback::Bytes(ids))
             }
