@@ -261,7 +261,11 @@ impl WorkerStream {
     /// The sub-dataset to read next, `None` if the worker owns no document it can emit.
     fn pick(&mut self) -> Result<Option<usize>> {
         let c = self.cfg.chunk_size;
-        if let Some(i) = self.subs.iter().position(|s| s.mid_chunk(c)) {
+        // A chunk begun is finished, unless its sub-dataset's weight fell to zero at a phase
+        // boundary: it then waits, mid-chunk, for a phase that weighs it again, so that a phase
+        // draws nothing from a sub-dataset it does not weigh.
+        let mixer = &self.mixer;
+        if let Some(i) = self.subs.iter().enumerate().position(|(i, s)| mixer.weight(i) > 0 && s.mid_chunk(c)) {
             return Ok(Some(i));
         }
         for (i, s) in self.subs.iter_mut().enumerate() {
