@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import tempfile
@@ -14,6 +16,7 @@ from tokshuf.errors import ConfigError
 __all__ = ["check_summary", "exists", "summary_target", "write_summary"]
 
 PathLike = str | os.PathLike[str]
+_COUNTER = itertools.count()
 
 
 def summary_target(option: bool | PathLike, default: str) -> str | None:
@@ -54,8 +57,15 @@ def write_summary(summary: Mapping[str, Any] | list[Any], target: PathLike) -> s
                 f.write(text)
             _core.upload(local, t)
         return t
-    tmp_path = f"{t}.tmp-{os.getpid()}"
-    with open(tmp_path, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp_path, t)
+    # The temporary's name is the one the native writers use (`.tmp-PID-N`), so a later commit
+    # beside it removes it should this process be killed before the rename.
+    tmp_path = f"{t}.tmp-{os.getpid()}-{next(_COUNTER)}"
+    try:
+        with open(tmp_path, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp_path, t)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp_path)
+        raise
     return t

@@ -19,7 +19,15 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_prefixes, m)?)?;
     m.add_function(wrap_pyfunction!(write_index, m)?)?;
     m.add_function(wrap_pyfunction!(_fail_writes_after, m)?)?;
+    m.add_function(wrap_pyfunction!(local_pair, m)?)?;
     Ok(())
+}
+
+/// The local prefix of copies of the `.bin/.idx` pair `prefix` in a store, both of one committed
+/// version (downloaded as needed, GIL released, and checked against the set's commit record).
+#[pyfunction]
+fn local_pair(py: Python<'_>, prefix: String) -> PyResult<String> {
+    run_detached(py, move |_| indexed::local_pair(&prefix).map(|p| p.to_string_lossy().into_owned()))
 }
 
 /// Testing only: fail every write or rename of an output file from the `n + 1`-th on with
@@ -177,10 +185,12 @@ impl PyIndexWriter {
         .into_py(py)
     }
 
-    /// Write the `.idx` and move both files into place; returns counts.
+    /// Write the `.idx` and move both files into place, published by the pair's commit record;
+    /// returns counts.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let writer = self.inner.take().ok_or_else(|| Error::invalid("the writer is already finished or aborted"));
-        let summary = py.detach(|| writer?.finish()).into_py(py)?;
+        let summary =
+            py.detach(|| writer?.finish_as_set("IndexedDatasetWriter", serde_json::Value::Null)).into_py(py)?;
         summary_dict(py, &summary)
     }
 
@@ -190,10 +200,17 @@ impl PyIndexWriter {
     }
 }
 
-/// Concatenate datasets into `output` (every input must share one dtype).
+/// Concatenate datasets into `output` (every input must share one dtype); with `summary`, the
+/// counts are also written there as JSON, committed with the pair.
 #[pyfunction]
-fn merge<'py>(py: Python<'py>, prefixes: Vec<PathBuf>, output: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-    let summary = run_detached(py, |_| indexed::merge(&prefixes, &output))?;
+#[pyo3(signature = (prefixes, output, summary=None))]
+fn merge<'py>(
+    py: Python<'py>,
+    prefixes: Vec<PathBuf>,
+    output: PathBuf,
+    summary: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let summary = run_detached(py, |_| indexed::merge(&prefixes, &output, summary.as_deref()))?;
     summary_dict(py, &summary)
 }
 

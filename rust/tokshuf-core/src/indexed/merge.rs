@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use super::reader::{IndexedDataset, Validate};
 use super::writer::{IndexedDatasetWriter, WriteSummary};
 use crate::error::{Error, IoContext, Result};
+use crate::fsutil::record;
+use crate::fsutil::RecordSpec;
 
 /// The prefixes of every `.bin/.idx` pair in `dir`, sorted lexicographically (as Megatron does,
 /// so `shard_10` sorts before `shard_2`). Other files are ignored; a `.bin` without its `.idx`
@@ -37,11 +39,22 @@ pub fn list_prefixes(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(stems.into_iter().map(|s| dir.join(s)).collect())
 }
 
-/// Concatenate `prefixes` (in the given order) into `output`. Every input must have the same dtype.
-pub fn merge(prefixes: &[PathBuf], output: &Path) -> Result<WriteSummary> {
+/// Concatenate `prefixes` (in the given order) into `output`. Every input must have the same
+/// dtype. The pair, and the summary (the counts, as JSON) at `summary` if given, are published as
+/// one set by the record `{output}.commit.json`.
+pub fn merge(prefixes: &[PathBuf], output: &Path, summary: Option<&Path>) -> Result<WriteSummary> {
     let Some(first) = prefixes.first() else {
         return Err(Error::invalid("nothing to merge: no input datasets were given"));
     };
+    let inputs: Vec<PathBuf> = prefixes.iter().flat_map(|p| [super::bin_path(p), super::idx_path(p)]).collect();
+    let record = record::record_path(output);
+    let mut outputs = vec![super::bin_path(output), super::idx_path(output), record.clone()];
+    outputs.extend(summary.map(Path::to_path_buf));
+    crate::fsutil::check_outputs_are_not_inputs(&outputs, &inputs)?;
+    if let Some(dir) = output.parent() {
+        record::recover_dir(dir)?;
+    }
+    let identity = record::listing_identity(&inputs)?;
     let datasets: Vec<IndexedDataset> =
         prefixes.iter().map(|p| IndexedDataset::open(p, None, Validate::Full)).collect::<Result<_>>()?;
     let dtype = datasets[0].dtype();
@@ -60,5 +73,25 @@ pub fn merge(prefixes: &[PathBuf], output: &Path) -> Result<WriteSummary> {
     for ds in &datasets {
         writer.append(ds)?;
     }
-    writer.finish()
+    let (written, mut staged) = writer.finish_staged()?;
+    if let Some(path) = summary {
+        let counts = serde_json::json!({
+            "documents": written.documents,
+            "sequences": written.sequences,
+            "tokens": written.tokens,
+            "bin_bytes": written.bin_bytes,
+            "idx_bytes": written.idx_bytes,
+        });
+        let mut json = serde_json::to_vec_pretty(&counts).map_err(|e| Error::invalid(e.to_string()))?;
+        json.push(b'\n');
+        staged.add_index_bytes(path, &json)?;
+    }
+    staged.set_record(RecordSpec {
+        path: record,
+        command: "merge".into(),
+        run: serde_json::Value::Null,
+        inputs: identity,
+    });
+    staged.commit()?;
+    Ok(written)
 }

@@ -22,7 +22,7 @@ mod write;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-pub use cache::{cache_root, local_copy, local_copy_cancellable, local_path};
+pub use cache::{cache_root, local_copy, local_copy_cancellable, local_copy_verified, local_path, Expected, LocalCopy};
 pub use list::{all_under as list_all, glob, under as list};
 pub use ranges::{Pending, RandomAccess};
 pub use read::{counters, Counters, RemoteReader};
