@@ -379,6 +379,7 @@ def shuffle(
     tokenizer_special_tokens: list[tuple[str, int]] | None = None,
     stage: str | None = None,
     task: str | None = None,
+    summary_path: str | None = None,
 ) -> str: ...
 
 # -- fast byte-level BPE (bpe.rs) ---------------------------------------------------------------

@@ -12,7 +12,7 @@ pub mod fault;
 pub mod record;
 mod staging;
 mod streaming;
-pub use staging::{remove_dead_temporaries, RecordSpec, Staging};
+pub use staging::{remove_dead_temporaries, remove_dead_temporaries_in, RecordSpec, Staging};
 pub use streaming::StreamingFile;
 
 /// A temporary sibling of `target`, renamed onto it by [`TempFile::commit`] and

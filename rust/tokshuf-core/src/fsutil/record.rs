@@ -639,6 +639,17 @@ pub fn etag_of(version: &Value) -> Option<String> {
 /// the record is committed with the ETag each member got. A run killed between two steps leaves
 /// the `writing` record: readers refuse the set until a run completes it.
 pub fn publish_remote(spec: &RecordSpec, files: Vec<RemoteFile>, cancel: &crate::Cancel) -> Result<()> {
+    publish_remote_with(spec, Vec::new(), files, cancel)
+}
+
+/// [`publish_remote`], where the objects `present` (URL, size and checksum) are members already
+/// in place (uploaded by other tasks of the run) and only `files` are uploaded.
+pub fn publish_remote_with(
+    spec: &RecordSpec,
+    present: Vec<(PathBuf, Sum)>,
+    files: Vec<RemoteFile>,
+    cancel: &crate::Cancel,
+) -> Result<()> {
     let url = spec.path.to_string_lossy().into_owned();
     let dir = url_dir(&url).to_string();
     let member_name = |target: &Path| -> Option<String> {
@@ -646,8 +657,8 @@ pub fn publish_remote(spec: &RecordSpec, files: Vec<RemoteFile>, cancel: &crate:
         let name = t.strip_prefix(dir.as_str())?;
         (!name.contains('/')).then(|| name.to_string())
     };
-    let mut members: Vec<Member> =
-        files.iter().filter_map(|f| member_name(&f.target).map(|n| Member::new(n, f.sum))).collect();
+    let listed = present.iter().map(|(t, s)| (t, *s)).chain(files.iter().map(|f| (&f.target, f.sum)));
+    let mut members: Vec<Member> = listed.filter_map(|(t, sum)| member_name(t).map(|n| Member::new(n, sum))).collect();
     let old = read_remote(&url)?.map(|(r, _)| r);
     let record = remote_of(&spec.path)?;
     let committed = Record::committed(&spec.command, spec.run.clone(), spec.inputs.clone(), members.clone());

@@ -342,6 +342,22 @@ pub fn remove_dead_temporaries(target: &Path) {
     }
 }
 
+/// Remove every `{name}.tmp-{pid}-{n}` in `dir` whose process is gone (what killed runs left).
+pub fn remove_dead_temporaries_in(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(s) = name.to_str() else { continue };
+        let Some(at) = s.rfind(".tmp-") else { continue };
+        let stem = OsStr::new(&s[..at + 5]);
+        if let Some(pid) = temporary_pid(&name, stem) {
+            if !process_alive(pid) && entry.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
 /// The process id in `{stem}{pid}-{n}`.
 fn temporary_pid(name: &OsStr, stem: &OsStr) -> Option<u32> {
     let rest = name.as_encoded_bytes().strip_prefix(stem.as_encoded_bytes())?;
