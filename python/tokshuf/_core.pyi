@@ -18,6 +18,7 @@ __all__ = [
     "InstanceReader",
     "MappedBuffer",
     "SampleReader",
+    "StagedSet",
     "StreamWorker",
     "TokenWriter",
     "Tokenizer",
@@ -28,6 +29,7 @@ __all__ = [
     "build_gpt_indices",
     "build_profile",
     "build_sample_index",
+    "checksum_file",
     "convert_indexed",
     "expand_input_paths",
     "identity",
@@ -39,6 +41,7 @@ __all__ = [
     "list_objects",
     "list_prefixes",
     "local_copy",
+    "local_pair",
     "merge",
     "normalize",
     "numpy_random_words",
@@ -49,6 +52,7 @@ __all__ = [
     "padded_instances",
     "parse_split",
     "preprocess",
+    "publish_remote",
     "read_metadata",
     "remote_exists",
     "scan_documents",
@@ -121,6 +125,29 @@ def merge(
     prefixes: list[str], output: str | PathLike[str], summary: str | PathLike[str] | None = None
 ) -> dict[str, int]: ...
 def local_pair(prefix: str) -> str: ...
+def checksum_file(path: str | PathLike[str]) -> tuple[int, str]: ...
+def publish_remote(
+    record: str,
+    command: str,
+    run: str,
+    inputs: str,
+    files: list[tuple[str, str]],
+    summary: tuple[str, bytes] | None = None,
+) -> None: ...
+
+@final
+class StagedSet:
+    def __new__(cls) -> StagedSet: ...
+    def merge(self, prefixes: list[str], output: str | PathLike[str]) -> dict[str, int]: ...
+    def commit(
+        self,
+        record: str | PathLike[str],
+        command: str,
+        run: str,
+        inputs: str,
+        summary: tuple[str, bytes] | None = None,
+    ) -> None: ...
+
 def write_index(
     path: str | PathLike[str],
     dtype: str,

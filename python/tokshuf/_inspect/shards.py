@@ -14,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from tokshuf import _core
 from tokshuf._inspect._report import HIDDEN, Report
 from tokshuf.errors import FormatError
 
 __all__ = ["ShardReport", "ShardsReport", "inspect_shards"]
 
 MANIFEST = "manifest.jsonl"
+RECORD = "commit.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +111,45 @@ def _manifest(root: Path, problems: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
+def _check_record(root: Path, verify: bool, problems: list[str]) -> None:
+    """Compare the output with its commit record (``commit.json``), when it has one: every file
+    it lists must be there with its size (and, with ``verify``, its checksum), and nothing else
+    may claim to belong to the set."""
+    path = root / RECORD
+    if not path.is_file():
+        return
+    try:
+        record = json.loads(path.read_text())
+        members = {str(m["name"]): m for m in record["members"]}
+        state = record["state"]
+    except (ValueError, KeyError, TypeError) as e:
+        problems.append(f"{RECORD} is not a readable commit record: {e}")
+        return
+    if state != "committed":
+        problems.append(
+            f"{RECORD} says the output is still being written (or its run stopped before it finished): "
+            "no reader should trust it yet; rerun the shuffle"
+        )
+        return
+    for name, m in members.items():
+        file = root / name
+        if not file.is_file():
+            problems.append(f"{name} is in {RECORD} but missing")
+            continue
+        size = file.stat().st_size
+        if size != m["bytes"]:
+            problems.append(
+                f"{name} holds {size} bytes, {RECORD} lists {m['bytes']}: changed after the commit"
+            )
+        elif verify and _core.checksum_file(file)[1] != m["crc32c"]:
+            problems.append(
+                f"{name}: its bytes are not those {RECORD} lists (CRC32C differs): changed after the commit"
+            )
+    for file in [*sorted(root.glob("*.tar")), root / MANIFEST]:
+        if file.is_file() and file.name not in members:
+            problems.append(f"{file.name} is not in {RECORD}: not part of the committed output")
+
+
 def inspect_shards(
     path: str | os.PathLike[str],
     *,
@@ -131,6 +172,7 @@ def inspect_shards(
     if pad_token_id is None:
         pad_token_id = eos_token_id
     problems: list[str] = []
+    _check_record(root, verify, problems)
     rows = _manifest(root, problems)
     listed = {str(r["shard"]): int(r["num_sequences"]) for r in rows}
     tars = sorted(p.stem for p in root.glob("*.tar"))

@@ -7,7 +7,7 @@ use super::reader::{IndexedDataset, Validate};
 use super::writer::{IndexedDatasetWriter, WriteSummary};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::record;
-use crate::fsutil::RecordSpec;
+use crate::fsutil::{RecordSpec, Staging};
 
 /// The prefixes of every `.bin/.idx` pair in `dir`, sorted lexicographically (as Megatron does,
 /// so `shard_10` sorts before `shard_2`). Other files are ignored; a `.bin` without its `.idx`
@@ -43,37 +43,12 @@ pub fn list_prefixes(dir: &Path) -> Result<Vec<PathBuf>> {
 /// dtype. The pair, and the summary (the counts, as JSON) at `summary` if given, are published as
 /// one set by the record `{output}.commit.json`.
 pub fn merge(prefixes: &[PathBuf], output: &Path, summary: Option<&Path>) -> Result<WriteSummary> {
-    let Some(first) = prefixes.first() else {
-        return Err(Error::invalid("nothing to merge: no input datasets were given"));
-    };
-    let inputs: Vec<PathBuf> = prefixes.iter().flat_map(|p| [super::bin_path(p), super::idx_path(p)]).collect();
     let record = record::record_path(output);
-    let mut outputs = vec![super::bin_path(output), super::idx_path(output), record.clone()];
+    let mut outputs = vec![record.clone()];
     outputs.extend(summary.map(Path::to_path_buf));
-    crate::fsutil::check_outputs_are_not_inputs(&outputs, &inputs)?;
-    if let Some(dir) = output.parent() {
-        record::recover_dir(dir)?;
-    }
-    let identity = record::listing_identity(&inputs)?;
-    let datasets: Vec<IndexedDataset> =
-        prefixes.iter().map(|p| IndexedDataset::open(p, None, Validate::Full)).collect::<Result<_>>()?;
-    let dtype = datasets[0].dtype();
-    if let Some(other) = datasets.iter().find(|d| d.dtype() != dtype) {
-        let all: Vec<String> = datasets.iter().map(|d| format!("{} ({})", d.prefix().display(), d.dtype())).collect();
-        return Err(Error::invalid(format!(
-            "cannot merge datasets of different dtypes: {} is {} but {} is {}; inputs: {}",
-            first.display(),
-            dtype,
-            other.prefix().display(),
-            other.dtype(),
-            all.join(", ")
-        )));
-    }
-    let mut writer = IndexedDatasetWriter::create(output, dtype, datasets[0].multimodal())?;
-    for ds in &datasets {
-        writer.append(ds)?;
-    }
-    let (written, mut staged) = writer.finish_staged()?;
+    check_outputs(prefixes, output, &outputs)?;
+    let identity = record::listing_identity(&merge_inputs(prefixes))?;
+    let (written, mut staged) = merge_staged(prefixes, output)?;
     if let Some(path) = summary {
         let counts = serde_json::json!({
             "documents": written.documents,
@@ -94,4 +69,47 @@ pub fn merge(prefixes: &[PathBuf], output: &Path, summary: Option<&Path>) -> Res
     });
     staged.commit()?;
     Ok(written)
+}
+
+/// The files a merge of `prefixes` reads.
+pub fn merge_inputs(prefixes: &[PathBuf]) -> Vec<PathBuf> {
+    prefixes.iter().flat_map(|p| [super::bin_path(p), super::idx_path(p)]).collect()
+}
+
+/// Refuse a merge into `output` (and the other files `more` it writes) that would replace one
+/// of its inputs; finish an interrupted commit in the output's directory.
+pub fn check_outputs(prefixes: &[PathBuf], output: &Path, more: &[PathBuf]) -> Result<()> {
+    let mut outputs = vec![super::bin_path(output), super::idx_path(output)];
+    outputs.extend(more.iter().cloned());
+    crate::fsutil::check_outputs_are_not_inputs(&outputs, &merge_inputs(prefixes))?;
+    if let Some(dir) = output.parent() {
+        record::recover_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// [`merge`] without the commit: the written counts, and the pair staged under temporary names.
+pub fn merge_staged(prefixes: &[PathBuf], output: &Path) -> Result<(WriteSummary, Staging)> {
+    let Some(first) = prefixes.first() else {
+        return Err(Error::invalid("nothing to merge: no input datasets were given"));
+    };
+    let datasets: Vec<IndexedDataset> =
+        prefixes.iter().map(|p| IndexedDataset::open(p, None, Validate::Full)).collect::<Result<_>>()?;
+    let dtype = datasets[0].dtype();
+    if let Some(other) = datasets.iter().find(|d| d.dtype() != dtype) {
+        let all: Vec<String> = datasets.iter().map(|d| format!("{} ({})", d.prefix().display(), d.dtype())).collect();
+        return Err(Error::invalid(format!(
+            "cannot merge datasets of different dtypes: {} is {} but {} is {}; inputs: {}",
+            first.display(),
+            dtype,
+            other.prefix().display(),
+            other.dtype(),
+            all.join(", ")
+        )));
+    }
+    let mut writer = IndexedDatasetWriter::create(output, dtype, datasets[0].multimodal())?;
+    for ds in &datasets {
+        writer.append(ds)?;
+    }
+    writer.finish_staged()
 }

@@ -229,3 +229,43 @@ pub fn local_pair(prefix: &str) -> Result<PathBuf> {
     let idx = pinned.idx.to_string_lossy().into_owned();
     Ok(PathBuf::from(idx.strip_suffix(".idx").unwrap_or(&idx)))
 }
+
+/// Map the token file `path` (an OLMo `.npy`, local or in a store) as its set's record, when it
+/// has one (`{path}.commit.json`, written by `tokshuf olmo-convert`), lists it: a set being
+/// rewritten is refused, a file whose size (or, downloaded, checksum) differs is an error.
+pub fn open_token_file(path: &Path) -> Result<Mapping> {
+    let record_path = record::record_path(path);
+    let mut backoff = Backoff::new();
+    if let Some(url) = path.to_str().filter(|s| storage::is_remote(s)) {
+        loop {
+            let Some((found, _)) = record::read_remote(&record_path.to_string_lossy())? else {
+                return Mapping::open(path);
+            };
+            if found.state == State::Writing {
+                if found.writer_alive() && backoff.wait() {
+                    continue;
+                }
+                return Err(found.not_committed(&record_path));
+            }
+            let m = member(&record_path, &found, path)?;
+            let local = storage::local_copy_verified(url, &expected(m), &Cancel::new())?;
+            return Mapping::open(&local.path);
+        }
+    }
+    loop {
+        let Some(seen) = record::read_local(&record_path)? else { return Mapping::open(path) };
+        if seen.record.state == State::Writing {
+            if seen.record.writer_alive() && backoff.wait() {
+                continue;
+            }
+            return Err(seen.record.not_committed(&record_path));
+        }
+        let opened = Mapping::open(path);
+        if !record::unchanged(&record_path, &seen)? && backoff.wait() {
+            continue;
+        }
+        let map = opened?;
+        record::check_size(&record_path, member(&record_path, &seen.record, path)?, path, map.bytes().len() as u64)?;
+        return Ok(map);
+    }
+}
