@@ -617,15 +617,22 @@ fn remote_of(path: &Path) -> Result<crate::storage::Remote> {
 pub fn read_remote(url: &str) -> Result<Option<(Record, Option<String>)>> {
     let path = Path::new(url);
     let remote = remote_of(path)?;
-    let mut reader = match crate::storage::RemoteReader::open(remote) {
-        Ok(r) => r,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(path, e)),
-    };
-    let etag = etag_of(&reader.version().describe());
-    let mut bytes = Vec::new();
-    reader.read_to_end(&mut bytes).with_path(path)?;
-    Ok(Some((Record::parse(&bytes, path)?, etag)))
+    let mut attempt = 0;
+    loop {
+        let mut reader = match crate::storage::RemoteReader::open(remote.clone()) {
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        let etag = etag_of(&reader.version().describe());
+        let mut bytes = Vec::new();
+        match reader.read_to_end(&mut bytes) {
+            Ok(_) => return Ok(Some((Record::parse(&bytes, path)?, etag))),
+            // Replaced between the HEAD and the GET (a commit ran): read the new one.
+            Err(e) if attempt < 5 && e.to_string().contains("changed while it was read") => attempt += 1,
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
 }
 
 /// The ETag in a version's description (`{"etag": ...}`), if it has one.
