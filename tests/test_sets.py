@@ -25,7 +25,12 @@ from tokshuf.errors import ConfigError, FormatError
 from tokshuf.olmo_tokens import from_indexed
 
 KEYS = ("text", "title")
-SHUFFLE: dict[str, Any] = {"context_length": 65, "wds_chunk_size": 40, "num_local_cells": 4, "progress": "none"}
+SHUFFLE: dict[str, Any] = {
+    "context_length": 65,
+    "wds_chunk_size": 40,
+    "num_local_cells": 4,
+    "progress": "none",
+}
 
 
 def corpus(path: Path, tag: str, n: int = 60) -> Path:
@@ -127,7 +132,9 @@ def test_a_commit_killed_while_moving_files_is_finished_by_the_next_run(tmp_path
     # The last points: the moves of the new .bin files, then of the .idx files, then the
     # record's two writes. The kill lands between the two .bin moves: the old set is retracted,
     # half of the new one is in place, the other half and the old .idx files wait aside.
-    code = f"tokshuf.preprocess({str(new_in)!r}, {str(out / 'c')!r}, 'byte', json_keys={KEYS!r}, summary=False)"
+    code = (
+        f"tokshuf.preprocess({str(new_in)!r}, {str(out / 'c')!r}, 'byte', json_keys={KEYS!r}, summary=False)"
+    )
     crash(code, points - 5)
     assert json.loads((out / "c.commit.json").read_text())["state"] == "writing"
     with pytest.raises(FormatError, match="rerun"):
@@ -181,7 +188,9 @@ def test_a_remote_pair_replaced_while_it_opens_is_read_as_one_version(
 ) -> None:
     s3, bucket = store
     for name, tag in (("A", "aaaa"), ("B", "bbb")):
-        tokshuf.preprocess(corpus(tmp_path / f"{name}.jsonl", tag, 30), tmp_path / name, "byte", append_eod=True)
+        tokshuf.preprocess(
+            corpus(tmp_path / f"{name}.jsonl", tag, 30), tmp_path / name, "byte", append_eod=True
+        )
     pair = {n: {x: (tmp_path / f"{n}_text_document.{x}").read_bytes() for x in ("bin", "idx")} for n in "AB"}
     b_docs = docs(tmp_path / "B_text_document")
     # A pair without a record (Megatron's): another writer replaces it, .bin then .idx, just as
@@ -285,14 +294,16 @@ def test_a_shuffle_killed_at_its_first_write_resumes(tmp_path: Path, staged: boo
     stage = {"stage": "cells", "task": (0, 1)} if staged else {}
     call = (
         f"tokshuf.shuffle({str(data)!r}, {str(tmp_path / 'cells')!r}, {str(tmp_path / 'out')!r}, 'byte', "
-        f"**{({**SHUFFLE, **stage})!r})"
+        f"**{ ({**SHUFFLE, **stage})!r})"
     )
     # Killed at its first state write (a one-node run first claims its output: two points).
     crash(call, 0 if staged else 2)
     assert list((tmp_path / "cells").rglob("state.json.tmp-*")), "the kill left the state's temporary"
     tokshuf.shuffle(data, tmp_path / "cells", tmp_path / "out", "byte", **SHUFFLE, **stage)
     if staged:
-        tokshuf.shuffle(data, tmp_path / "cells", tmp_path / "out", "byte", stage="shards", task=(0, 1), **SHUFFLE)
+        tokshuf.shuffle(
+            data, tmp_path / "cells", tmp_path / "out", "byte", stage="shards", task=(0, 1), **SHUFFLE
+        )
         tokshuf.shuffle(data, tmp_path / "cells", tmp_path / "out", "byte", stage="manifest", **SHUFFLE)
     assert tree_digest(tmp_path / "out") == tree_digest(tmp_path / "ref")
 
@@ -342,12 +353,16 @@ def rewritten_while_read(tmp_path: Path, out: str, seconds: float, docs_a: int, 
     try:
         while writer.poll() is None:
             for key in KEYS:
+                error = ""
                 try:
                     got = docs(f"{out}_{key}_document", **kw)
                 except OSError as e:
+                    error = str(e)
+                if error:
                     # Ranged reads are pinned to the version opened: one replaced under them is
                     # an error naming the object, never bytes of the new version.
-                    assert kw.get("remote") == "ranges" and "changed while it was read" in str(e), e
+                    assert kw.get("remote") == "ranges", error
+                    assert "changed while it was read" in error, error
                     refused += 1
                     continue
                 assert got in (versions[0][key], versions[1][key]), f"a mixed {key} pair after {opened} opens"
@@ -359,7 +374,8 @@ def rewritten_while_read(tmp_path: Path, out: str, seconds: float, docs_a: int, 
 
 def test_readers_never_see_a_mixed_local_set_while_it_is_rewritten(tmp_path: Path) -> None:
     opened, rewrites = rewritten_while_read(tmp_path, str(tmp_path / "out" / "c"), 4.0, 80)
-    assert opened > 10 and rewrites > 3, (opened, rewrites)
+    assert opened > 10, opened
+    assert rewrites > 3, rewrites
 
 
 @pytest.mark.parametrize("mode", ["ranges", "copy"])
@@ -368,4 +384,5 @@ def test_readers_never_see_a_mixed_remote_set_while_it_is_rewritten(
 ) -> None:
     _, bucket = store
     opened, rewrites = rewritten_while_read(tmp_path, f"s3://{bucket}/c", 3.0, 9, remote=mode)
-    assert opened > 1 and rewrites > 1, (opened, rewrites)
+    assert opened > 1, opened
+    assert rewrites > 1, rewrites

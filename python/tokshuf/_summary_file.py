@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
+import errno
 import json
 import os
 import shutil
@@ -17,7 +17,6 @@ from tokshuf.errors import ConfigError
 __all__ = ["check_summary", "exists", "staging_directory", "summary_target", "write_summary"]
 
 PathLike = str | os.PathLike[str]
-_COUNTER = itertools.count()
 
 
 def summary_target(option: bool | PathLike, default: str) -> str | None:
@@ -50,22 +49,25 @@ def write_summary(summary: Mapping[str, Any] | list[Any], target: PathLike) -> s
     t = os.fspath(target)
     text = json.dumps(summary, indent=2) + "\n"
     if _core.is_remote(t):
-        with staging_directory("tokshuf-summary") as tmp:
+        with tempfile.TemporaryDirectory(
+            prefix="tokshuf-summary-", dir=os.environ.get("TOKSHUF_STAGING_DIR")
+        ) as tmp:
             local = os.path.join(tmp, "summary.json")
             with open(local, "w", encoding="utf-8") as f:
                 f.write(text)
             _core.upload(local, t)
         return t
-    # The temporary's name is the one the native writers use (`.tmp-PID-N`), so a later commit
-    # beside it removes it should this process be killed before the rename.
-    tmp_path = f"{t}.tmp-{os.getpid()}-{next(_COUNTER)}"
+    if os.path.isdir(t):
+        raise IsADirectoryError(errno.EISDIR, "the summary's path is a directory", t)
+    tmp_path = f"{t}.tmp-{os.getpid()}"
     try:
         with open(tmp_path, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp_path, t)
     except BaseException:
+        # A failed write (the target a directory, a full disk, Ctrl-C) leaves nothing behind.
         with contextlib.suppress(OSError):
-            os.remove(tmp_path)
+            os.unlink(tmp_path)
         raise
     return t
 

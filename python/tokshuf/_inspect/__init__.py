@@ -77,7 +77,8 @@ def detect(path: Any) -> str:
     if _core.is_remote(s):
         return "indexed"  # a remote .bin/.idx prefix: a local copy of the .idx, the .bin read by ranges
     if p.name == "manifest.jsonl" or (
-        p.is_dir() and ((p / "manifest.jsonl").is_file() or any(p.glob("*.tar")))
+        p.is_dir()
+        and ((p / "manifest.jsonl").is_file() or (p / "commit.json").is_file() or any(p.glob("*.tar")))
     ):
         return "shards"
     if (p.is_file() and p.name.startswith("part-") and p.suffix == ".json") or (
