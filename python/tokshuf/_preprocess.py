@@ -184,10 +184,19 @@ def check_outputs(
         return  # the run itself reports inputs it cannot list
     for out in outputs:
         for item in listed:
-            if out == item or (
-                not _core.is_remote(out) and os.path.exists(out) and os.path.samefile(out, item)
-            ):
+            if out == item or _same_file(out, item):
                 raise ConfigError(
                     f"the output {out} is also an input ({item}): an output never replaces an input; "
                     "choose another output prefix or summary path"
                 )
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether the local paths ``a`` and ``b`` name one existing file (links and relative paths
+    included)."""
+    if _core.is_remote(a) or _core.is_remote(b):
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False

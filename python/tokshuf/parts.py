@@ -107,15 +107,20 @@ def _listing(parts: list[tuple[str, dict[str, Any]]]) -> Any:
     return listing
 
 
+def _name(identity: dict[str, Any]) -> str:
+    return str(identity.get("path") or identity.get("url") or "?")
+
+
 def _difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str:
-    name = lambda i: i.get("path") or i.get("url") or "?"  # noqa: E731
-    only_a = [name(i) for i in a if i not in b]
-    only_b = [name(i) for i in b if i not in a]
+    """What tells two listings apart: the files only one of them lists (changed files count as
+    listed by one and not the other)."""
+    only_a = [_name(i) for i in a if i not in b]
+    only_b = [_name(i) for i in b if i not in a]
     said = []
     if only_b:
-        said.append(f"only the first lists {', '.join(map(str, only_b[:3]))}")
+        said.append(f"only the first lists {', '.join(only_b[:3])}")
     if only_a:
-        said.append(f"only the second lists {', '.join(map(str, only_a[:3]))}")
+        said.append(f"only the second lists {', '.join(only_a[:3])}")
     return "; ".join(said) or "the same files in another order"
 
 

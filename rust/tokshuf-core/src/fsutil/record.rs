@@ -517,10 +517,10 @@ fn recover(dir: &Path, path: &Path, record: &Record) -> Result<()> {
     if !old_complete {
         return Ok(());
     }
+    // New members that were already moved into place, where the old set had none, go.
     for m in &record.members {
-        if old.member(&m.name).is_none()
-            && !staged.get(m.name.as_str()).is_some_and(|t| size_of(&dir.join(t)).is_some())
-        {
+        let moved = staged.get(m.name.as_str()).is_none_or(|t| size_of(&dir.join(t)).is_none());
+        if old.member(&m.name).is_none() && moved {
             let _ = std::fs::remove_file(dir.join(&m.name));
         }
     }
@@ -727,6 +727,61 @@ mod tests {
         );
         assert_eq!(pair_candidates("m"), ["m.commit.json"]);
         assert_eq!(pair_candidates("s3://b/_x_document"), ["s3://b/_x_document.commit.json"]);
+    }
+
+    /// A directory left by a commit killed after it moved the old `x.bin` aside: the new `x.bin`
+    /// and `x.idx` wait under their temporary names (`idx_staged`: whether the `.idx` does).
+    fn interrupted(idx_staged: bool) -> (tempfile::TempDir, Record) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = Record::committed("test", Value::Null, Value::Null, vec![Member::new("x.bin", Checksum::of(b"old"))]);
+        let new = Record::committed(
+            "test",
+            Value::Null,
+            Value::Null,
+            vec![Member::new("x.bin", Checksum::of(b"new!")), Member::new("x.idx", Checksum::of(b"index"))],
+        );
+        let mv = |name: &str, temporary: &str| Move { name: name.into(), temporary: temporary.into() };
+        let mut writing = new.writing(
+            vec![mv("x.bin", "x.bin.tmp-1-0"), mv("x.idx", "x.idx.tmp-1-1")],
+            vec![mv("x.bin", "x.bin.tmp-1-2")],
+            Some(old),
+        );
+        writing.writer.as_mut().unwrap().pid = u32::MAX - 1; // no such process
+        std::fs::write(d.join("x.bin.tmp-1-0"), b"new!").unwrap();
+        if idx_staged {
+            std::fs::write(d.join("x.idx.tmp-1-1"), b"index").unwrap();
+        }
+        std::fs::write(d.join("x.bin.tmp-1-2"), b"old").unwrap();
+        std::fs::write(d.join("x.commit.json"), writing.to_bytes()).unwrap();
+        (dir, new)
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn an_interrupted_commit_is_finished_when_its_new_set_is_whole() {
+        let (dir, new) = interrupted(true);
+        recover_dir(dir.path()).unwrap();
+        assert_eq!(names(dir.path()), ["x.bin", "x.commit.json", "x.idx"]);
+        assert_eq!(std::fs::read(dir.path().join("x.bin")).unwrap(), b"new!");
+        let record = read_local(&dir.path().join("x.commit.json")).unwrap().unwrap().record;
+        assert_eq!(record, new);
+    }
+
+    #[test]
+    fn an_interrupted_commit_is_undone_when_its_new_set_is_not_whole() {
+        let (dir, _) = interrupted(false);
+        recover_dir(dir.path()).unwrap();
+        assert_eq!(names(dir.path()), ["x.bin", "x.commit.json"]);
+        assert_eq!(std::fs::read(dir.path().join("x.bin")).unwrap(), b"old");
+        let record = read_local(&dir.path().join("x.commit.json")).unwrap().unwrap().record;
+        assert_eq!((record.state, record.members.len()), (State::Committed, 1));
     }
 
     #[test]

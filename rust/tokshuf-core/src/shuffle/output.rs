@@ -168,7 +168,7 @@ pub(super) fn commit_local(
         .filter_map(|(p, sum)| record::member_name(output, p).map(|name| Member::new(name, *sum)))
         .collect();
     let committed = Record::committed("shuffle", run.clone(), inputs.clone(), listed);
-    write_atomic(&output.join(RECORD), &committed.to_bytes())
+    write_atomic(output.join(RECORD), &committed.to_bytes())
 }
 
 /// Publish a complete local output `local` (its members as [`members`] lists them) to `target`:
