@@ -10,7 +10,7 @@ from __future__ import annotations
 import http.client
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,6 +67,8 @@ class _Proxy(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.upstream = upstream
         self.faults = Faults()
+        #: (method, path part, action): ``action`` runs once, before such a request is forwarded.
+        self.before: tuple[str, str, Callable[[], None]] | None = None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -77,6 +79,10 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _forward(self) -> None:
+        hook = self.server.before
+        if hook is not None and self.command == hook[0] and hook[1] in self.path:
+            self.server.before = None
+            hook[2]()
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         faults = self.server.faults
@@ -205,6 +211,17 @@ class S3Server:
         finally:
             self._proxy.faults = Faults()
             f.released.set()
+
+    @contextmanager
+    def before(self, method: str, only: str, action: Callable[[], None]) -> Iterator[None]:
+        """Run ``action`` once, just before the first ``method`` request whose path contains
+        ``only`` reaches the server: another process's writes landing between two of tokshuf's
+        requests, at a chosen point instead of by chance."""
+        self._proxy.before = (method, only, action)
+        try:
+            yield
+        finally:
+            self._proxy.before = None
 
     def stop(self) -> None:
         self._proxy.shutdown()

@@ -131,9 +131,18 @@ def open_lm_samples(manifest: Path) -> list[Any]:
 
 def tree_digest(root: Path) -> dict[str, str]:
     """sha256 of every file under ``root`` by relative path, but the run summary
-    (``summary.json``, which records timings): the dataset's bytes."""
+    (``summary.json``, which records timings, and its entry in ``commit.json``): the dataset's
+    bytes."""
+
+    def content(p: Path) -> bytes:
+        if p.name != "commit.json":
+            return p.read_bytes()
+        record = json.loads(p.read_bytes())
+        record["members"] = [m for m in record["members"] if m["name"] != "summary.json"]
+        return json.dumps(record, sort_keys=True).encode()
+
     return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        str(p.relative_to(root)): hashlib.sha256(content(p)).hexdigest()
         for p in sorted(root.rglob("*"))
         if p.is_file() and p.name != "summary.json"
     }

@@ -92,18 +92,24 @@ def sets(tmp_path: Path) -> tuple[Path, Path, dict[str, bytes], dict[str, bytes]
             "c_title_document.bin",
             "c_title_document.idx",
             "c_summary.json",
+            "c.commit.json",
         }
     )
     return out, new_in, old, new
 
 
 def without_timing(files: dict[str, bytes]) -> dict[str, object]:
-    """The summary's `seconds` differs between two runs of the same input."""
+    """The summary's `seconds` differs between two runs of the same input (and so does its size
+    and checksum in the commit record)."""
     out: dict[str, object] = dict(files)
     if "c_summary.json" in files:
         summary = json.loads(files["c_summary.json"])
         summary.pop("seconds")
         out["c_summary.json"] = summary
+    if "c.commit.json" in files:
+        record = json.loads(files["c.commit.json"])
+        record["members"] = [m for m in record["members"] if m["name"] != "c_summary.json"]
+        out["c.commit.json"] = record
     return out
 
 
@@ -145,12 +151,14 @@ def reads_as(out: Path, key: str, files: dict[str, bytes]) -> str:
     return "same" if ours == (files[f"{name}.bin"], files[f"{name}.idx"]) else "other"
 
 
-def test_preprocess_killed_at_every_write_point_leaves_no_mixed_set(
-    sets: tuple[Path, Path, dict[str, bytes], dict[str, bytes]],
+def test_preprocess_killed_at_every_write_point_leaves_a_committed_set_or_a_refusal(
+    sets: tuple[Path, Path, dict[str, bytes], dict[str, bytes]], tmp_path: Path
 ) -> None:
     out, new_in, old, new = sets
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
     points = count_points(lambda: tokshuf.preprocess(new_in, out / "c", "byte", json_keys=KEYS))
-    restore(out, old)
+    seen = set()
     for n in range(points):
         restore(out, old)
         run = subprocess.run(
@@ -166,12 +174,27 @@ def test_preprocess_killed_at_every_write_point_leaves_no_mixed_set(
             # A pair the reader opens is exactly the old or exactly the new one.
             assert "other" not in (as_old, as_new) or "same" in (as_old, as_new), (n, key)
             states[key] = "old" if as_old == "same" else "new" if as_new == "same" else "refused"
-        assert not {"old", "new"} <= set(states.values()), f"kill at point {n}: {states}"
-        summary = out / "c_summary.json"
-        if summary.exists():
-            which = "old" if summary.read_bytes() == old["c_summary.json"] else "new"
-            # The summary stands only beside the complete set it describes.
-            assert set(states.values()) == {which}, f"kill at point {n}: {which} summary, pairs {states}"
+        # Every key reads as the same committed set, or every key is refused.
+        assert len(set(states.values())) == 1, f"kill at point {n}: {states}"
+        state = states[KEYS[0]]
+        seen.add(state)
+        record = json.loads((out / "c.commit.json").read_text())
+        assert record["state"] == ("writing" if state == "refused" else "committed"), (n, record["state"])
+        if state == "refused":
+            with pytest.raises(tokshuf.FormatError, match=r"stopped before it finished.*rerun"):
+                tokshuf.IndexedDataset(out / "c_text_document")
+            # The next run into the directory finishes the interrupted commit first (its new
+            # members were complete), even when the run itself then fails.
+            with pytest.raises(tokshuf.BadInputError):
+                tokshuf.preprocess(bad, out / "c", "byte", json_keys=KEYS)
+            assert without_timing(snapshot(out)) == without_timing(new), n
+            assert {reads_as(out, key, new) for key in KEYS} == {"same"}, n
+        # The next run of the same command gives the uninterrupted run's outputs, and nothing else.
+        tokshuf.preprocess(new_in, out / "c", "byte", json_keys=KEYS)
+        assert without_timing(snapshot(out)) == without_timing(new), n
+    # The commit record's rename is the last write point: a kill anywhere before it leaves the
+    # old set, or (once the old one is retracted) a refusal that the next run repairs.
+    assert seen == {"old", "refused"}, seen
 
 
 def test_merge_and_olmo_convert_fail_at_every_point_leaving_the_old_outputs(tmp_path: Path) -> None:
@@ -184,13 +207,12 @@ def test_merge_and_olmo_convert_fail_at_every_point_leaving_the_old_outputs(tmp_
     a, b = src / "a_text_document", src / "b_text_document"
 
     def merge_and_convert(inputs: list[Path]) -> None:
-        # The summaries are written after the outputs they describe; this test is about the outputs.
         tokshuf.merge(inputs, out / "m", summary=False)
         from_indexed(out / "m", out / "m.npy", summary=False)
 
     merge_and_convert([a])
     old = snapshot(out)
-    assert set(old) == {"m.bin", "m.idx", "m.npy", "m.csv.gz"}
+    assert set(old) == {"m.bin", "m.idx", "m.commit.json", "m.npy", "m.csv.gz", "m.npy.commit.json"}
     points = count_points(lambda: merge_and_convert([a, b]))
     new = snapshot(out)
     assert new != old
@@ -200,11 +222,9 @@ def test_merge_and_olmo_convert_fail_at_every_point_leaving_the_old_outputs(tmp_
             merge_and_convert([a, b])
         now = snapshot(out)
         # Each command's outputs are all old or all new (merge may succeed before convert fails).
-        assert {k: now[k] for k in ("m.bin", "m.idx")} in (
-            {k: old[k] for k in ("m.bin", "m.idx")},
-            {k: new[k] for k in ("m.bin", "m.idx")},
-        ), n
-        assert {k: now[k] for k in ("m.npy", "m.csv.gz")} == {k: old[k] for k in ("m.npy", "m.csv.gz")}, n
+        merged, converted = ("m.bin", "m.idx", "m.commit.json"), ("m.npy", "m.csv.gz", "m.npy.commit.json")
+        assert {k: now[k] for k in merged} in ({k: old[k] for k in merged}, {k: new[k] for k in merged}), n
+        assert {k: now[k] for k in converted} == {k: old[k] for k in converted}, n
         assert set(now) == set(old), n
 
 

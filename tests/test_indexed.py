@@ -249,6 +249,13 @@ def test_a_bin_beside_another_runs_idx_is_refused_without_full_validation(tmp_pa
             for k in range(n):
                 w.add_document(np.arange(k + 1), [k + 1])
     Path(tmp_path / "old.bin").write_bytes(Path(tmp_path / "new.bin").read_bytes())
+    # The pair's commit record catches it first, naming both files.
+    with pytest.raises(
+        tokshuf.FormatError, match=r"old\.bin: does not match the commit record .*old\.commit\.json"
+    ):
+        tokshuf.IndexedDataset(tmp_path / "old")
+    # Without a record (Megatron's pairs), the index itself does.
+    (tmp_path / "old.commit.json").unlink()
     for validate in (True, False):
         with pytest.raises(tokshuf.FormatError, match="do not belong together"):
             tokshuf.IndexedDataset(tmp_path / "old", validate=validate)

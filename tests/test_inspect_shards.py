@@ -112,7 +112,10 @@ def test_mismatches_between_manifest_and_tars_are_reported(
     )
     assert any(f"{rows[1]['shard']}.tar is in manifest.jsonl but missing" in p for p in r.problems)
     assert any(f"{last}.tar is not in manifest.jsonl" in p for p in r.problems)
-    assert len(r.problems) == 3
+    # The commit record sees the same tampering: a listed shard gone, the manifest changed.
+    assert any(f"{rows[1]['shard']}.tar is in commit.json but missing" in p for p in r.problems)
+    assert any(p.startswith("manifest.jsonl holds") and "commit.json lists" in p for p in r.problems)
+    assert len(r.problems) == 5
     (bad / "manifest.jsonl").write_text(json.dumps(rows[0]))  # no final newline
     assert any("does not end with a newline" in p for p in inspect_shards(bad).problems)
 

@@ -78,6 +78,7 @@ def test_round_robin_partitions(tmp_path: Path, megatron_manifest: dict[str, Any
     )
     # No partition file is left behind.
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "p2.commit.json",
         "p2_summary.json",
         "p2_text_document.bin",
         "p2_text_document.idx",

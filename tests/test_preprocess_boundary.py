@@ -210,7 +210,12 @@ def test_progress_json_lines_and_summary_file(tmp_path: Path, make_corpus: Any) 
 def test_summary_path_options(tmp_path: Path, make_corpus: Any) -> None:
     corpus, _ = make_corpus("c1.jsonl", "--size", "1MB", "--seed", "1")
     tokshuf.preprocess(corpus, tmp_path / "a", "byte", summary=False)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_text_document.bin", "a_text_document.idx"]
+    # No summary; the commit record that publishes the pair is always written.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "a.commit.json",
+        "a_text_document.bin",
+        "a_text_document.idx",
+    ]
     tokshuf.preprocess(corpus, tmp_path / "b", "byte", summary=tmp_path / "elsewhere.json")
     assert json.loads((tmp_path / "elsewhere.json").read_text())["outputs"][0]["key"] == "text"
 

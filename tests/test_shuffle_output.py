@@ -72,7 +72,7 @@ def test_manifest_matches_the_tars(shuffled: Path) -> None:
     assert [r["shard"] for r in rows] == [f"shard_{i:08d}" for i in range(len(rows))]
     assert all(set(r) == {"shard", "num_sequences"} for r in rows)
     assert sorted(p.name for p in shuffled.iterdir()) == sorted(
-        ["manifest.jsonl", "summary.json"] + [f"{r['shard']}.tar" for r in rows]
+        ["commit.json", "manifest.jsonl", "summary.json"] + [f"{r['shard']}.tar" for r in rows]
     )
     for r in rows:
         with tarfile.open(shuffled / f"{r['shard']}.tar") as t:

@@ -74,8 +74,9 @@ def test_shuffle_summary_flag(corpus: list[Path], tmp_path: Path, capsys: pytest
     assert main([*base, "--local-cell-dir", str(tmp_path / "c2"), "--output", str(tmp_path / "o2"),
                  "--summary", "none"]) == 0  # fmt: skip
     _printed(capsys)
+    # No summary; the commit record that publishes the output is always written.
     assert sorted(p.name for p in (tmp_path / "o2").iterdir()) == sorted(
-        ["manifest.jsonl"] + [f"{r['shard']}.tar" for r in read_manifest(tmp_path / "o2")]
+        ["commit.json", "manifest.jsonl"] + [f"{r['shard']}.tar" for r in read_manifest(tmp_path / "o2")]
     )
 
 

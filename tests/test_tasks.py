@@ -199,4 +199,9 @@ def test_parts_and_shards_in_s3(s3: Any, tmp_path: Path, monkeypatch: pytest.Mon
     expected = shards(tmp_path / "o1")
     written = {k.removeprefix("shards/"): s3.get(bucket, k) for k in s3.keys(bucket, "shards")}
     assert json.loads(written.pop("summary.json")) == done
+    # The set is published by its commit record, listing every member with the ETag it got.
+    record = json.loads(written.pop("commit.json"))
+    assert record["state"] == "committed"
+    assert {m["name"] for m in record["members"]} == set(expected) | {"summary.json"}
+    assert all(m["etag"] for m in record["members"])
     assert written == expected

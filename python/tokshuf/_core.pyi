@@ -18,6 +18,7 @@ __all__ = [
     "InstanceReader",
     "MappedBuffer",
     "SampleReader",
+    "StagedSet",
     "StreamWorker",
     "TokenWriter",
     "Tokenizer",
@@ -28,6 +29,7 @@ __all__ = [
     "build_gpt_indices",
     "build_profile",
     "build_sample_index",
+    "checksum_file",
     "convert_indexed",
     "expand_input_paths",
     "identity",
@@ -40,6 +42,7 @@ __all__ = [
     "list_objects",
     "list_prefixes",
     "local_copy",
+    "local_pair",
     "merge",
     "normalize",
     "numpy_random_words",
@@ -51,6 +54,7 @@ __all__ = [
     "parse_split",
     "parse_task",
     "preprocess",
+    "publish_remote",
     "read_metadata",
     "redact",
     "remote_exists",
@@ -120,7 +124,33 @@ class IndexWriter:
     def finish(self) -> dict[str, int]: ...
     def abort(self) -> None: ...
 
-def merge(prefixes: list[str], output: str | PathLike[str]) -> dict[str, int]: ...
+def merge(
+    prefixes: list[str], output: str | PathLike[str], summary: str | PathLike[str] | None = None
+) -> dict[str, int]: ...
+def local_pair(prefix: str) -> str: ...
+def checksum_file(path: str | PathLike[str]) -> tuple[int, str]: ...
+def publish_remote(
+    record: str,
+    command: str,
+    run: str,
+    inputs: str,
+    files: list[tuple[str, str]],
+    summary: tuple[str, bytes] | None = None,
+) -> None: ...
+
+@final
+class StagedSet:
+    def __new__(cls) -> StagedSet: ...
+    def merge(self, prefixes: list[str], output: str | PathLike[str]) -> dict[str, int]: ...
+    def commit(
+        self,
+        record: str | PathLike[str],
+        command: str,
+        run: str,
+        inputs: str,
+        summary: tuple[str, bytes] | None = None,
+    ) -> None: ...
+
 def write_index(
     path: str | PathLike[str],
     dtype: str,
@@ -177,6 +207,7 @@ def convert_indexed(
     dtype: str,
     append_eos: int | None = None,
     metadata: str | PathLike[str] | None = None,
+    summary: str | PathLike[str] | None = None,
 ) -> MappedBuffer: ...
 def _fail_writes_after(n: int | None, crash: bool = False) -> int: ...
 
@@ -384,6 +415,7 @@ def shuffle(
     tokenizer_special_tokens: list[tuple[str, int]] | None = None,
     stage: str | None = None,
     task: str | None = None,
+    summary_path: str | None = None,
 ) -> str: ...
 
 # -- fast byte-level BPE (bpe.rs) ---------------------------------------------------------------

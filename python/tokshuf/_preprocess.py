@@ -14,10 +14,10 @@ from tokshuf._limits import check_num_threads, check_open_files
 from tokshuf._log import log_run
 from tokshuf._summaries import OnError, PreprocessSummary, Progress
 from tokshuf._summary_file import check_summary
-from tokshuf.errors import ConfigError
+from tokshuf.errors import ConfigError, TokshufError
 from tokshuf.tokenizer import as_tokenizer
 
-__all__ = ["preprocess"]
+__all__ = ["check_outputs", "preprocess"]
 
 #: Files each output (one JSON key in one partition) holds open: its ``.bin``, and the two index
 #: columns once they spill to disk.
@@ -128,6 +128,7 @@ def preprocess(
         partitions * len(keys) * _FILES_PER_OUTPUT, f"partitions={partitions} with {len(keys)} JSON key(s)"
     )
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
+    check_outputs(items, output_prefix, keys, summary, shard)
     tok = as_tokenizer(tokenizer, eos_token_id, special_tokens)
     if progress is None:
         progress = "bar" if sys.stderr.isatty() else "none"
@@ -154,3 +155,49 @@ def preprocess(
     )
     log_run("preprocess", result)
     return cast(PreprocessSummary, result)
+
+
+def check_outputs(
+    inputs: Sequence[str | os.PathLike[str]],
+    output_prefix: str | os.PathLike[str],
+    json_keys: Sequence[str],
+    summary: bool | str | os.PathLike[str],
+    shard: str | tuple[int, int] | None = None,
+) -> None:
+    """Raise :class:`ConfigError` for an empty ``output_prefix`` or when a file the run would write
+    (a key's ``.bin``/``.idx``, the summary, the commit record) is one of the inputs: an output
+    never replaces an input. (The native run checks again once the inputs are listed.)"""
+    prefix = os.fspath(output_prefix)
+    if not prefix:
+        raise ConfigError("output_prefix (--output-prefix) must not be empty")
+    if shard is not None:
+        # Parts are named -part-IIIII-of-NNNNN; only the name's shape matters here.
+        prefix += "-part-"
+    outputs = [f"{prefix}_{k}_document.{ext}" for k in json_keys for ext in ("bin", "idx")]
+    outputs.append(f"{prefix}.commit.json")
+    if summary is True:
+        outputs.append(f"{prefix}_summary.json")
+    elif summary is not False:
+        outputs.append(os.fspath(summary))
+    try:
+        listed = [os.fspath(p) for p in _core.expand_input_paths([os.fspath(i) for i in inputs])]
+    except (OSError, TokshufError):
+        return  # the run itself reports inputs it cannot list
+    for out in outputs:
+        for item in listed:
+            if out == item or _same_file(out, item):
+                raise ConfigError(
+                    f"the output {out} is also an input ({item}): an output never replaces an input; "
+                    "choose another output prefix or summary path"
+                )
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether the local paths ``a`` and ``b`` name one existing file (links and relative paths
+    included)."""
+    if _core.is_remote(a) or _core.is_remote(b):
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False

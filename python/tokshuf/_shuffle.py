@@ -13,7 +13,7 @@ from tokshuf._deprecation import renamed_parameters
 from tokshuf._limits import MAX_SEQUENCE_LENGTH, check_num_threads, integer
 from tokshuf._log import log_run
 from tokshuf._summaries import MemberFormat, OnError, Progress, ShuffleSummary, SpecialTokenPreset
-from tokshuf._summary_file import exists, summary_target, write_summary
+from tokshuf._summary_file import summary_target
 from tokshuf.errors import ConfigError
 from tokshuf.tokenizer import Tokenizer, native_spec, special_tokens_mapping
 
@@ -198,6 +198,12 @@ def shuffle(
     _check_context_length(context_length)
     check_num_threads(num_threads)
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
+    # The one-node run and the manifest step write the summary, as a member of the output's set.
+    summary_path = (
+        summary_target(summary, os.fspath(output).rstrip("/") + "/summary.json")
+        if stage in (None, "manifest")
+        else None
+    )
     if progress is None:
         progress = "bar" if sys.stderr.isatty() else "none"
     result: dict[str, Any] = json.loads(
@@ -229,11 +235,10 @@ def shuffle(
             tokenizer_special_tokens=_listed(tokenizer_special_tokens),
             stage=stage,
             task=f"{task[0]}/{task[1]}" if isinstance(task, tuple) else task,
+            summary_path=summary_path,
         )
     )
     log_run("shuffle", result)
-    if stage in (None, "manifest"):
-        _write(result, summary, os.fspath(output))
     return cast(ShuffleSummary, result)
 
 
@@ -245,13 +250,6 @@ def _check_context_length(value: int) -> None:
             f"{name} {value} is too long: a context is held whole in memory, and at most "
             f"{MAX_CONTEXT_LENGTH} tokens (4 GiB of ids) are allowed"
         )
-
-
-def _write(result: dict[str, Any], option: bool | PathLike, output: str) -> None:
-    target = summary_target(option, output.rstrip("/") + "/summary.json")
-    if target is None or (result.get("already_complete") and exists(target)):
-        return
-    write_summary(result, target)
 
 
 def _listed(value: Mapping[str, int] | PathLike | None) -> list[tuple[str, int]] | None:

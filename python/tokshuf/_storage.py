@@ -38,13 +38,11 @@ def local_path(path: str | os.PathLike[str]) -> str:
 def local_prefix(prefix: str | os.PathLike[str]) -> str:
     """``prefix`` itself, or for a storage URL the local prefix of copies of its ``.idx``
     (fetched first: it is small, and a missing one fails before a large ``.bin`` is fetched)
-    and ``.bin``."""
+    and ``.bin``, both of one committed version (checked against the set's commit record)."""
     s = os.fspath(prefix)
     if not _core.is_remote(s):
         return s
-    idx = _core.local_copy(s + ".idx")
-    _core.local_copy(s + ".bin")
-    return idx[: -len(".idx")]
+    return _core.local_pair(s)
 
 
 def localize(path: str | os.PathLike[str]) -> str:

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping
 from typing import Any
@@ -14,7 +15,7 @@ from tokshuf import _core
 from tokshuf._storage import redact
 from tokshuf.errors import ConfigError
 
-__all__ = ["check_summary", "exists", "summary_target", "write_summary"]
+__all__ = ["check_summary", "exists", "staging_directory", "summary_target", "write_summary"]
 
 PathLike = str | os.PathLike[str]
 
@@ -71,3 +72,26 @@ def write_summary(summary: Mapping[str, Any] | list[Any], target: PathLike) -> s
             os.unlink(tmp_path)
         raise
     return t
+
+
+def staging_directory(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory ``{prefix}-{pid}-XXXX`` (under ``TOKSHUF_STAGING_DIR``, else the
+    system's), removed when done; those that killed processes left are removed first."""
+    root = os.environ.get("TOKSHUF_STAGING_DIR") or tempfile.gettempdir()
+    stem = f"{prefix}-"
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            pid = name[len(stem) :].split("-", 1)[0] if name.startswith(stem) else ""
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    return tempfile.TemporaryDirectory(prefix=f"{stem}{os.getpid()}-", dir=root)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

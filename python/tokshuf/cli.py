@@ -10,7 +10,7 @@ from typing import Any
 from tokshuf import __version__, cli_args, cli_instances, cli_shuffle, cli_tokenizer
 from tokshuf._storage import redact
 from tokshuf._summaries import PreprocessSummary
-from tokshuf.errors import BadInputError, TokshufError
+from tokshuf.errors import BadInputError, ConfigError, TokshufError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -125,8 +125,15 @@ def _add_preprocess(sub: Any) -> argparse.ArgumentParser:
 
 
 def _preprocess(args: argparse.Namespace) -> int:
-    from tokshuf._preprocess import preprocess
+    from tokshuf._preprocess import check_outputs, preprocess
 
+    try:
+        # Usage errors (exit 2): an empty prefix, an output that would replace an input.
+        check_outputs(
+            args.input, args.output_prefix, args.json_keys, cli_args.summary_option(args), args.shard
+        )
+    except ConfigError as e:
+        args.subparser.error(str(e))
     tokenizer = cli_args.megatron_tokenizer(args, args.subparser.error)
     megatron = cli_args.megatron_options(args)
     progress = args.progress
@@ -238,6 +245,8 @@ def _merge(args: argparse.Namespace) -> int:
     if args.output_prefix is None:
         print("tokshuf: error: merge --input needs --output-prefix", file=sys.stderr)
         return 2
+    if not args.output_prefix:
+        args.subparser.error("--output-prefix must not be empty")
     summary = merge(args.input, args.output_prefix, summary=cli_args.summary_option(args))
     line = (
         f"{args.output_prefix}.{{bin,idx}}: {summary['documents']:,} documents, {summary['tokens']:,} tokens"

@@ -364,7 +364,12 @@ def merge(
     if not prefixes:
         raise ConfigError(f"no .bin/.idx pairs found in {[os.fspath(i) for i in items]}")
     out = _prefix(output_prefix)
-    sizes = _core.merge(prefixes, out)
+    if not out:
+        raise ConfigError("output_prefix must not be empty")
+    target = summary_target(summary, f"{out}_summary.json")
+    # A local summary is committed with the pair (one set); one in a store is uploaded after.
+    local = target if target is not None and not _core.is_remote(target) else None
+    sizes = _core.merge(prefixes, out, local)
     result = MergeSummary(
         documents=sizes["documents"],
         sequences=sizes["sequences"],
@@ -372,8 +377,7 @@ def merge(
         bin_bytes=sizes["bin_bytes"],
         idx_bytes=sizes["idx_bytes"],
     )
-    target = summary_target(summary, f"{out}_summary.json")
-    if target is not None:
+    if target is not None and local is None:
         write_summary(result, target)
     return result
 

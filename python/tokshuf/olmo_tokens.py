@@ -212,10 +212,12 @@ def from_indexed(
     # The token file and its metadata are committed together: both new or both as before.
     meta = os.fspath(metadata_path(output)) if metadata else None
     out = os.fspath(output)
-    spans = _arrays.spans(_core.convert_indexed(p, out, d.name, append_eos, meta))
     stem = out[: -len(".npy")] if out.endswith(".npy") else out
     target = summary_target(summary, f"{stem}_summary.json")
-    if target is not None:
+    # A local summary is committed with the token file and its metadata (one set).
+    local = target if target is not None and not _core.is_remote(target) else None
+    spans = _arrays.spans(_core.convert_indexed(p, out, d.name, append_eos, meta, local))
+    if target is not None and local is None:
         tokens = int(spans[-1, 1]) if len(spans) else 0
         write_summary({"output": out, "documents": len(spans), "tokens": tokens}, target)
     return spans

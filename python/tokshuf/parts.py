@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from typing import Any
 
 from tokshuf import _core, _storage
 from tokshuf._log import log_run
-from tokshuf._summary_file import check_summary, summary_target, write_summary
+from tokshuf._summary_file import check_summary, staging_directory, summary_target, write_summary
 from tokshuf.errors import ConfigError
-from tokshuf.indexed import merge
 
 __all__ = ["merge_parts"]
 
@@ -71,6 +69,61 @@ def _parts(prefix: str) -> list[tuple[str, dict[str, Any]]]:
     return parts
 
 
+def _record(part: str) -> dict[str, Any] | None:
+    """The commit record of a part (``None`` for a part written before records existed)."""
+    url = part + ".commit.json"
+    if _core.is_remote(url):
+        if not _core.remote_exists(url):
+            return None
+        url = _core.local_copy(url)
+    try:
+        with open(url, encoding="utf-8") as f:
+            record: dict[str, Any] = json.load(f)
+    except FileNotFoundError:
+        return None
+    return record
+
+
+def _listing(parts: list[tuple[str, dict[str, Any]]]) -> Any:
+    """The input listing every part was cut from, checked to be one and the same: parts of
+    different listings (the input directory changed between tasks) would read some files twice
+    and miss others. ``None`` when the parts predate commit records."""
+    records = [(part, _record(part)) for part, _ in parts]
+    if all(r is None for _, r in records):
+        return None
+    for part, r in records:
+        if r is None or r.get("state") != "committed":
+            what = "has no commit record" if r is None else "is not committed (its run did not finish)"
+            raise ConfigError(f"{part} {what}; rerun its task")
+    first, listing = records[0][0], records[0][1]["inputs"]  # type: ignore[index]
+    for part, r in records[1:]:
+        other = r["inputs"]  # type: ignore[index]
+        if other != listing:
+            raise ConfigError(
+                f"{part} and {first} were cut from different input listings "
+                f"({_difference(listing, other)}): the inputs changed between the tasks; rerun every "
+                "task on the same inputs"
+            )
+    return listing
+
+
+def _name(identity: dict[str, Any]) -> str:
+    return str(identity.get("path") or identity.get("url") or "?")
+
+
+def _difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str:
+    """What tells two listings apart: the files only one of them lists (changed files count as
+    listed by one and not the other)."""
+    only_a = [_name(i) for i in a if i not in b]
+    only_b = [_name(i) for i in b if i not in a]
+    said = []
+    if only_b:
+        said.append(f"only the first lists {', '.join(only_b[:3])}")
+    if only_a:
+        said.append(f"only the second lists {', '.join(only_a[:3])}")
+    return "; ".join(said) or "the same files in another order"
+
+
 def merge_parts(
     output_prefix: str | os.PathLike[str], *, summary: bool | str | os.PathLike[str] = True
 ) -> dict[str, Any]:
@@ -84,27 +137,43 @@ def merge_parts(
     check_summary(summary)
     started = time.perf_counter()
     prefix = os.fspath(output_prefix)
+    if not prefix:
+        raise ConfigError("output_prefix must not be empty")
     parts = _parts(prefix)
+    listing = _listing(parts)
+    target = summary_target(summary, prefix + "_summary.json")
+    run = json.dumps({"parts": len(parts)})
+    inputs = json.dumps(listing)
     if _core.is_remote(prefix):
         # Parts in object storage: local copies (the cache), merged in a staging directory, then
-        # every .bin, every .idx and the summary uploaded in that order.
-        with tempfile.TemporaryDirectory(
-            prefix="tokshuf-merge-", dir=os.environ.get("TOKSHUF_STAGING_DIR")
-        ) as tmp:
+        # published as one set: every .bin, every .idx, the summary, the commit record last.
+        with staging_directory("tokshuf-merge") as tmp:
             local = os.path.join(tmp, prefix.rsplit("/", 1)[1])
             keys: list[str] = parts[0][1]["config"]["json_keys"]
-            merged = _merge(local, [(_local_part(p, keys), s) for p, s in parts], started)
-            for ext in ("bin", "idx"):
-                for out in merged["outputs"]:
-                    key_prefix = f"{prefix}_{out['key']}_document"
-                    _core.upload(f"{out['prefix']}.{ext}", f"{key_prefix}.{ext}")
+            staged = _core.StagedSet()
+            merged = _merge(staged, local, [(_local_part(p, keys), s) for p, s in parts], started)
+            staged.commit(local + ".commit.json", "merge --parts", run, inputs)
+            files = [
+                (f"{out['prefix']}.{ext}", f"{prefix}_{out['key']}_document.{ext}")
+                for ext in ("bin", "idx")
+                for out in merged["outputs"]
+            ]
             for out in merged["outputs"]:
                 out["prefix"] = f"{prefix}_{out['key']}_document"
+            text = (json.dumps(merged, indent=2) + "\n").encode()
+            remote_summary = (target, text) if target is not None and _core.is_remote(target) else None
+            _core.publish_remote(prefix + ".commit.json", "merge --parts", run, inputs, files, remote_summary)
+            if target is not None and remote_summary is None:
+                write_summary(merged, target)
     else:
-        merged = _merge(prefix, parts, started)
-    target = summary_target(summary, prefix + "_summary.json")
-    if target is not None:
-        write_summary(merged, target)
+        staged = _core.StagedSet()
+        merged = _merge(staged, prefix, parts, started)
+        local_summary = None
+        if target is not None and not _core.is_remote(target):
+            local_summary = (target, (json.dumps(merged, indent=2) + "\n").encode())
+        staged.commit(prefix + ".commit.json", "merge --parts", run, inputs, local_summary)
+        if target is not None and local_summary is None:
+            write_summary(merged, target)
     log_run("merge", merged)
     return merged
 
@@ -117,15 +186,15 @@ def _local_part(part: str, keys: list[str]) -> str:
     return local[: -len(f"_{keys[-1]}_document")]
 
 
-def _merge(prefix: str, parts: list[tuple[str, dict[str, Any]]], started: float) -> dict[str, Any]:
-    """Merge local parts into ``prefix``'s datasets; the combined summary."""
+def _merge(
+    staged: _core.StagedSet, prefix: str, parts: list[tuple[str, dict[str, Any]]], started: float
+) -> dict[str, Any]:
+    """Merge local parts into ``prefix``'s datasets, staged in ``staged``; the combined summary."""
     first = parts[0][1]
     keys: list[str] = first["config"]["json_keys"]
     outputs = []
     for key in keys:
-        written = merge(
-            [f"{part}_{key}_document" for part, _ in parts], f"{prefix}_{key}_document", summary=False
-        )
+        written = staged.merge([f"{part}_{key}_document" for part, _ in parts], f"{prefix}_{key}_document")
         outputs.append({"key": key, "prefix": f"{prefix}_{key}_document", **written})
     summary: dict[str, Any] = {k: v for k, v in first.items() if k not in ("task", "outputs")}
     for field in _SUMS:

@@ -78,7 +78,8 @@ def detect(path: Any) -> str:
     if _core.is_remote(s):
         return _detect_remote(s)
     if p.name == "manifest.jsonl" or (
-        p.is_dir() and ((p / "manifest.jsonl").is_file() or any(p.glob("*.tar")))
+        p.is_dir()
+        and ((p / "manifest.jsonl").is_file() or (p / "commit.json").is_file() or any(p.glob("*.tar")))
     ):
         return "shards"
     if (p.is_file() and p.name.startswith("part-") and p.suffix == ".json") or (

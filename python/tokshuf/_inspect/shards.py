@@ -23,6 +23,7 @@ from tokshuf.errors import FormatError
 __all__ = ["ShardReport", "ShardsReport", "inspect_shards"]
 
 MANIFEST = "manifest.jsonl"
+RECORD = "commit.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,24 +114,28 @@ class _Output:
             root = Path(s)
             self.root = os.fspath(root.parent if root.name == MANIFEST else root)
 
-    def manifest(self) -> str | None:
-        """The manifest's text, ``None`` if there is none."""
+    def read(self, name: str) -> str | None:
+        """The text of file ``name`` of the output, ``None`` if there is none."""
         if self.remote:
-            url = f"{self.root}/{MANIFEST}"
+            url = f"{self.root}/{name}"
             return Path(local_path(url)).read_text() if _core.remote_exists(url) else None
-        path = Path(self.root) / MANIFEST
+        path = Path(self.root) / name
         return path.read_text() if path.is_file() else None
+
+    def sizes(self) -> dict[str, int]:
+        """``{file name: bytes}`` of the files directly in the output."""
+        if self.remote:
+            out = {}
+            for url, size in _core.list_object_sizes(self.root + "/", [""]):
+                name = url[len(self.root) + 1 :]
+                if "/" not in name:
+                    out[name] = size
+            return out
+        return {p.name: p.stat().st_size for p in Path(self.root).iterdir() if p.is_file()}
 
     def tars(self) -> dict[str, int]:
         """``{shard name: bytes}`` of the tars directly in the output."""
-        if self.remote:
-            out = {}
-            for url, size in _core.list_object_sizes(self.root + "/", [".tar"]):
-                name = url[len(self.root) + 1 :]
-                if "/" not in name:
-                    out[name[: -len(".tar")]] = size
-            return out
-        return {p.stem: p.stat().st_size for p in sorted(Path(self.root).glob("*.tar")) if p.is_file()}
+        return {name[: -len(".tar")]: n for name, n in sorted(self.sizes().items()) if name.endswith(".tar")}
 
     def tar(self, name: str) -> str:
         """A local path of shard ``name`` (for an object: its local copy in the cache)."""
@@ -140,7 +145,7 @@ class _Output:
 
 
 def _manifest(out: _Output, problems: list[str]) -> list[dict[str, Any]]:
-    text = out.manifest()
+    text = out.read(MANIFEST)
     if text is None:
         problems.append(f"no {MANIFEST}: open_lm cannot read this directory")
         return []
@@ -164,6 +169,49 @@ def _manifest(out: _Output, problems: list[str]) -> list[dict[str, Any]]:
             continue
         rows.append(row)
     return rows
+
+
+def _check_record(out: _Output, verify: bool, problems: list[str]) -> None:
+    """Compare the output with its commit record (``commit.json``), when it has one: every file
+    it lists must be there with its size (and, with ``verify``, a local file its checksum), and
+    nothing else may claim to belong to the set."""
+    text = out.read(RECORD)
+    if text is None:
+        return
+    try:
+        record = json.loads(text)
+        members = {str(m["name"]): m for m in record["members"]}
+        state = record["state"]
+    except (ValueError, KeyError, TypeError) as e:
+        problems.append(f"{RECORD} is not a readable commit record: {e}")
+        return
+    if state != "committed":
+        problems.append(
+            f"{RECORD} says the output is still being written (or its run stopped before it finished): "
+            "no reader should trust it yet; rerun the shuffle"
+        )
+        return
+    sizes = out.sizes()
+    for name, m in members.items():
+        if name not in sizes:
+            problems.append(f"{name} is in {RECORD} but missing")
+            continue
+        if sizes[name] != m["bytes"]:
+            problems.append(
+                f"{name} holds {sizes[name]} bytes, {RECORD} lists {m['bytes']}: changed after the commit"
+            )
+        elif (
+            verify
+            and not out.remote
+            and "crc32c" in m
+            and _core.checksum_file(os.path.join(out.root, name))[1] != m["crc32c"]
+        ):
+            problems.append(
+                f"{name}: its bytes are not those {RECORD} lists (CRC32C differs): changed after the commit"
+            )
+    for name in sorted(sizes):
+        if (name.endswith(".tar") or name == MANIFEST) and name not in members:
+            problems.append(f"{name} is not in {RECORD}: not part of the committed output")
 
 
 def inspect_shards(
@@ -191,6 +239,7 @@ def inspect_shards(
     if pad_token_id is None:
         pad_token_id = eos_token_id
     problems: list[str] = []
+    _check_record(out, verify, problems)
     rows = _manifest(out, problems)
     listed = {str(r["shard"]): int(r["num_sequences"]) for r in rows}
     tars = out.tars()

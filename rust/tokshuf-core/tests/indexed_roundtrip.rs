@@ -81,7 +81,7 @@ fn merge_is_concatenation() {
     write("whole", &[&[&[1, 2], &[3]], &[], &[&[4]], &[&[5, 6, 7]]]);
     let prefixes = tokshuf_core::indexed::list_prefixes(dir.path()).unwrap();
     assert_eq!(prefixes.len(), 3);
-    tokshuf_core::indexed::merge(&[dir.path().join("a"), dir.path().join("b")], &dir.path().join("m")).unwrap();
+    tokshuf_core::indexed::merge(&[dir.path().join("a"), dir.path().join("b")], &dir.path().join("m"), None).unwrap();
     for ext in ["bin", "idx"] {
         let merged = std::fs::read(dir.path().join(format!("m.{ext}"))).unwrap();
         let whole = std::fs::read(dir.path().join(format!("whole.{ext}"))).unwrap();

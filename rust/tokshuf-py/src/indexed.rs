@@ -19,7 +19,112 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_prefixes, m)?)?;
     m.add_function(wrap_pyfunction!(write_index, m)?)?;
     m.add_function(wrap_pyfunction!(_fail_writes_after, m)?)?;
+    m.add_function(wrap_pyfunction!(local_pair, m)?)?;
+    m.add_function(wrap_pyfunction!(publish_remote, m)?)?;
+    m.add_function(wrap_pyfunction!(checksum_file, m)?)?;
+    m.add_class::<PyStagedSet>()?;
     Ok(())
+}
+
+/// The size and CRC32C (8 hex digits) of the file at `path`, as commit records list them.
+#[pyfunction]
+fn checksum_file(py: Python<'_>, path: PathBuf) -> PyResult<(u64, String)> {
+    run_detached(py, move |_| {
+        let sum = tokshuf_core::fsutil::record::Checksum::of_file(&path)?;
+        Ok((sum.bytes, sum.hex()))
+    })
+}
+
+fn parse_json(what: &str, text: &str) -> Result<serde_json::Value, Error> {
+    serde_json::from_str(text).map_err(|e| Error::invalid(format!("{what} is not JSON: {e}")))
+}
+
+/// Outputs staged under temporary names, committed together as one set by a commit record
+/// (`tokshuf merge --parts`: every key's merged pair and the summary).
+#[pyclass(module = "tokshuf._core", name = "StagedSet")]
+pub struct PyStagedSet {
+    inner: Option<tokshuf_core::fsutil::Staging>,
+}
+
+#[pymethods]
+impl PyStagedSet {
+    #[new]
+    fn new() -> Self {
+        Self { inner: Some(tokshuf_core::fsutil::Staging::new()) }
+    }
+
+    /// Merge `prefixes` into `output`, staged in this set; returns the counts.
+    fn merge<'py>(&mut self, py: Python<'py>, prefixes: Vec<PathBuf>, output: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+        let staging = self.inner.as_mut().ok_or_else(|| Error::invalid("the set is already committed")).into_py(py)?;
+        let (written, staged) = run_detached(py, |_| {
+            indexed::check_merge_outputs(&prefixes, &output, &[])?;
+            indexed::merge_staged(&prefixes, &output)
+        })?;
+        staging.extend(staged);
+        summary_dict(py, &written)
+    }
+
+    /// Add `data` as the file `path` (a summary), then move everything into place, published by
+    /// the record at `record` (`run` and `inputs` are JSON).
+    #[pyo3(signature = (record, command, run, inputs, summary=None))]
+    fn commit(
+        &mut self,
+        py: Python<'_>,
+        record: PathBuf,
+        command: String,
+        run: &str,
+        inputs: &str,
+        summary: Option<(PathBuf, Vec<u8>)>,
+    ) -> PyResult<()> {
+        let mut staging =
+            self.inner.take().ok_or_else(|| Error::invalid("the set is already committed")).into_py(py)?;
+        let (run, inputs) = (parse_json("run", run).into_py(py)?, parse_json("inputs", inputs).into_py(py)?);
+        run_detached(py, move |_| {
+            if let Some((path, data)) = &summary {
+                staging.add_index_bytes(path, data)?;
+            }
+            staging.set_record(tokshuf_core::fsutil::RecordSpec { path: record, command, run, inputs });
+            staging.commit()
+        })
+    }
+}
+
+/// Publish local files as one set in an object store: a `writing` record at `record` first, then
+/// every `(local path, URL)` of `files` uploaded in order, then `summary` (URL, bytes), then the
+/// committed record listing each with its size, checksum and ETag.
+#[pyfunction]
+#[pyo3(signature = (record, command, run, inputs, files, summary=None))]
+fn publish_remote(
+    py: Python<'_>,
+    record: String,
+    command: String,
+    run: &str,
+    inputs: &str,
+    files: Vec<(PathBuf, String)>,
+    summary: Option<(String, Vec<u8>)>,
+) -> PyResult<()> {
+    use tokshuf_core::fsutil::record::{self as rec, Checksum, RemoteFile};
+    let (run, inputs) = (parse_json("run", run).into_py(py)?, parse_json("inputs", inputs).into_py(py)?);
+    run_detached(py, move |cancel| {
+        let mut uploads = Vec::new();
+        for (from, to) in files {
+            let sum = Checksum::of_file(&from)?;
+            uploads.push(RemoteFile::upload(from, PathBuf::from(to), sum));
+        }
+        if let Some((to, bytes)) = summary {
+            let sum = Checksum::of(&bytes);
+            uploads.push(RemoteFile::bytes(bytes, PathBuf::from(to), sum));
+        }
+        let spec = tokshuf_core::fsutil::RecordSpec { path: PathBuf::from(record), command, run, inputs };
+        rec::publish_remote(&spec, uploads, cancel)
+    })
+}
+
+/// The local prefix of copies of the `.bin/.idx` pair `prefix` in a store, both of one committed
+/// version (downloaded as needed, GIL released, and checked against the set's commit record).
+#[pyfunction]
+fn local_pair(py: Python<'_>, prefix: String) -> PyResult<String> {
+    run_detached(py, move |_| indexed::local_pair(&prefix).map(|p| p.to_string_lossy().into_owned()))
 }
 
 /// Testing only: fail every write or rename of an output file from the `n + 1`-th on with
@@ -177,10 +282,12 @@ impl PyIndexWriter {
         .into_py(py)
     }
 
-    /// Write the `.idx` and move both files into place; returns counts.
+    /// Write the `.idx` and move both files into place, published by the pair's commit record;
+    /// returns counts.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let writer = self.inner.take().ok_or_else(|| Error::invalid("the writer is already finished or aborted"));
-        let summary = py.detach(|| writer?.finish()).into_py(py)?;
+        let summary =
+            py.detach(|| writer?.finish_as_set("IndexedDatasetWriter", serde_json::Value::Null)).into_py(py)?;
         summary_dict(py, &summary)
     }
 
@@ -190,10 +297,17 @@ impl PyIndexWriter {
     }
 }
 
-/// Concatenate datasets into `output` (every input must share one dtype).
+/// Concatenate datasets into `output` (every input must share one dtype); with `summary`, the
+/// counts are also written there as JSON, committed with the pair.
 #[pyfunction]
-fn merge<'py>(py: Python<'py>, prefixes: Vec<PathBuf>, output: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-    let summary = run_detached(py, |_| indexed::merge(&prefixes, &output))?;
+#[pyo3(signature = (prefixes, output, summary=None))]
+fn merge<'py>(
+    py: Python<'py>,
+    prefixes: Vec<PathBuf>,
+    output: PathBuf,
+    summary: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let summary = run_detached(py, |_| indexed::merge(&prefixes, &output, summary.as_deref()))?;
     summary_dict(py, &summary)
 }
 

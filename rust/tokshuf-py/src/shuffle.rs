@@ -38,7 +38,7 @@ fn extensions(ext: Option<Vec<String>>, shuffle_only: bool) -> Vec<String> {
     special_tokens="native", eot_id=None, pad_id=None, bos_id=None, content_key="text",
     on_error="fail", member_format="json.gz", gzip_level=1, all_pad_context=false,
     buffer_bytes=33554432, batch_bytes=1048576, max_line_bytes=1073741824, progress="none",
-    tokenizer_special_tokens=None, stage=None, task=None,
+    tokenizer_special_tokens=None, stage=None, task=None, summary_path=None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn shuffle(
@@ -70,6 +70,7 @@ fn shuffle(
     tokenizer_special_tokens: Option<Vec<(String, u32)>>,
     stage: Option<String>,
     task: Option<String>,
+    summary_path: Option<PathBuf>,
 ) -> PyResult<String> {
     let on_error: ErrorPolicy = on_error.parse().into_py(py)?;
     let progress: ProgressStyle = progress.parse().into_py(py)?;
@@ -107,6 +108,7 @@ fn shuffle(
         cfg.batch_bytes = batch_bytes;
         cfg.max_line_bytes = max_line_bytes;
         cfg.progress = progress;
+        cfg.summary = summary_path;
         let summary = match stage {
             Some(stage) => run_step(&cfg, tok, Step::parse(&stage, task.as_deref())?, warnings, cancel)?,
             None if task.is_some() => return Err(Error::invalid("a task needs its stage (cells, shards or manifest)")),

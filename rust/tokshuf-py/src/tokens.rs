@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use tokshuf_core::indexed::{IndexedDataset, Validate};
+use tokshuf_core::fsutil::{check_outputs_are_not_inputs, record, RecordSpec};
+use tokshuf_core::indexed::{self, IndexedDataset, Validate};
 use tokshuf_core::tokens::{self, TokenArray, TokenFileWriter, TokenType};
 use tokshuf_core::Error;
 
@@ -67,10 +68,10 @@ fn write_metadata(py: Python<'_>, path: PathBuf, spans: PyBuffer<u64>, src: &str
     run_detached(py, |_| tokens::write_metadata(&path, &spans, src))
 }
 
-/// Copy an indexed dataset into an OLMo token file (and, given a path, its Dolma metadata, both
-/// committed together); returns the documents' spans in it.
+/// Copy an indexed dataset into an OLMo token file (and, given paths, its Dolma metadata and the
+/// run's summary), published as one set by `{output}.commit.json`; returns the documents' spans.
 #[pyfunction]
-#[pyo3(signature = (prefix, output, dtype, append_eos=None, metadata=None))]
+#[pyo3(signature = (prefix, output, dtype, append_eos=None, metadata=None, summary=None))]
 fn convert_indexed(
     py: Python<'_>,
     prefix: PathBuf,
@@ -78,12 +79,32 @@ fn convert_indexed(
     dtype: &str,
     append_eos: Option<u64>,
     metadata: Option<PathBuf>,
+    summary: Option<PathBuf>,
 ) -> PyResult<PyMappedBuffer> {
     let ty: TokenType = dtype.parse().into_py(py)?;
     let src = prefix.to_string_lossy().into_owned();
     let spans = run_detached(py, |cancel| {
+        let inputs = [indexed::bin_path(&prefix), indexed::idx_path(&prefix)];
+        let record_path = record::record_path(&output);
+        let mut outputs = vec![output.clone(), record_path.clone()];
+        outputs.extend(metadata.iter().chain(summary.iter()).cloned());
+        check_outputs_are_not_inputs(&outputs, &inputs)?;
+        if let Some(dir) = output.parent() {
+            record::recover_dir(dir)?;
+        }
+        let identity = record::listing_identity(&inputs)?;
         let ds = IndexedDataset::open(&prefix, None, Validate::Full)?;
-        tokens::convert_indexed(&ds, &output, ty, append_eos, metadata.as_deref().map(|m| (m, src.as_str())), cancel)
+        let also = tokens::ConvertOutputs {
+            metadata: metadata.as_deref().map(|m| (m, src.as_str())),
+            summary: summary.as_deref(),
+            record: Some(RecordSpec {
+                path: record_path,
+                command: "olmo-convert".into(),
+                run: serde_json::Value::Null,
+                inputs: identity,
+            }),
+        };
+        tokens::convert_indexed(&ds, &output, ty, append_eos, also, cancel)
     })?;
     Ok(spans_out(&spans))
 }

@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::error::{IoContext, Result};
 
 pub mod fault;
+pub mod record;
 mod staging;
 mod streaming;
-pub use staging::{remove_dead_temporaries, Staging};
+pub use staging::{remove_dead_temporaries, remove_dead_temporaries_in, RecordSpec, Staging};
 pub use streaming::StreamingFile;
 
 /// A temporary sibling of `target`, renamed onto it by [`TempFile::commit`] and
@@ -87,4 +88,24 @@ pub fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
     let mut s = prefix.as_os_str().to_os_string();
     s.push(suffix);
     PathBuf::from(s)
+}
+
+/// Refuse to write `outputs` when one of them is one of `inputs` (the same file, whatever the
+/// path that names it; or the same object URL): an output never replaces an input.
+pub fn check_outputs_are_not_inputs(outputs: &[PathBuf], inputs: &[PathBuf]) -> Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let inputs: Vec<(&PathBuf, Option<(u64, u64)>)> = inputs.iter().map(|p| (p, id(p))).collect();
+    for out in outputs {
+        let out_id = if crate::storage::is_remote(&out.to_string_lossy()) { None } else { id(out) };
+        let same = inputs.iter().find(|(p, i)| *p == out || (out_id.is_some() && *i == out_id));
+        if let Some((input, _)) = same {
+            return Err(crate::error::Error::invalid(format!(
+                "the output {} is also an input ({}): an output never replaces an input; choose another output",
+                out.display(),
+                input.display()
+            )));
+        }
+    }
+    Ok(())
 }

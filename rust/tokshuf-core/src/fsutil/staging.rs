@@ -1,26 +1,33 @@
-//! All-or-nothing commit of the several files of one run (every key's `.bin/.idx`, a summary).
+//! All-or-nothing commit of the several files of one run (every key's `.bin/.idx`, a summary),
+//! published by its commit record (see [`super::record`]).
 //!
 //! Every file is first written and synced under a temporary name: a run that fails while
 //! writing (a full disk, a bad input, Ctrl-C) has renamed nothing, and the old set stays whole.
-//! [`Staging::commit`] then only renames, in an order that a reader can rely on should the
-//! process die between two renames:
+//! [`Staging::commit`] then:
 //!
-//! 1. the old files a reader opens a set by (`.idx`, summary) are moved aside first, then the old
-//!    data files (`.bin`);
-//! 2. the new data files are moved into place, then the new index files, the summary last.
+//! 1. retracts the old set: the record becomes `writing`, naming the new members with their
+//!    sizes and checksums, where each waits, and where each old file will be moved aside (from
+//!    here on no reader trusts the files under the final names);
+//! 2. moves the old files a reader opens a set by (`.idx`, summary) aside first, then the old
+//!    data files (`.bin`); then moves the new data files into place, the index files after;
+//! 3. publishes the set: the record becomes `committed`, listing the new members.
 //!
-//! So a crash leaves each pair either old and whole, new and whole, or without its `.idx` (which
-//! no reader opens), and never an old `.idx` beside a new `.bin` or old pairs beside new ones.
-//! A rename that fails (not a crash) undoes the renames made so far and puts the old files back.
-//! The old files wait under `{name}.tmp-{pid}-{n}` names, which [`remove_dead_temporaries`]
-//! removes once their process is gone.
+//! A failure (not a crash) undoes the moves and puts the old record back. A crash leaves the
+//! `writing` record, which readers refuse and which the next commit into the directory (every
+//! writing command starts with one, [`super::record::recover_dir`]) finishes: the new members
+//! were complete before step 1, so they are moved into place and the record committed. Without a
+//! record (a set of files no reader opens through one), the order alone protects readers: a crash
+//! leaves each pair old and whole, new and whole, or without its `.idx`.
 
 use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use serde_json::Value;
+
+use super::record::{self, Member, Move, Record, State, Sum};
 use super::{fault, TempFile};
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 
 /// What a staged file is to a reader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,10 +38,31 @@ enum Role {
     Index,
 }
 
+#[derive(Debug)]
+struct Staged {
+    file: TempFile,
+    role: Role,
+    sum: Sum,
+}
+
+/// The record a set is published by: where, and what it says besides its members.
+#[derive(Debug, Clone)]
+pub struct RecordSpec {
+    /// The record's path ([`record::record_path`] of the output name).
+    pub path: PathBuf,
+    /// The command that writes the set.
+    pub command: String,
+    /// What identifies the run beyond its inputs, if anything.
+    pub run: Value,
+    /// The identity of the input listing.
+    pub inputs: Value,
+}
+
 /// Files written under temporary names, to be moved into place together.
 #[derive(Debug, Default)]
 pub struct Staging {
-    files: Vec<(TempFile, Role)>,
+    files: Vec<Staged>,
+    record: Option<RecordSpec>,
 }
 
 impl Staging {
@@ -43,15 +71,21 @@ impl Staging {
         Self::default()
     }
 
-    /// Add a complete, synced data file (read only through an index of the same set).
-    pub fn add_data(&mut self, file: TempFile) {
-        self.files.push((file, Role::Data));
+    /// Publish the set by a commit record (see the module's documentation).
+    pub fn set_record(&mut self, spec: RecordSpec) {
+        self.record = Some(spec);
+    }
+
+    /// Add a complete, synced data file (read only through an index of the same set), whose
+    /// bytes `sum` describes.
+    pub fn add_data(&mut self, file: TempFile, sum: Sum) {
+        self.files.push(Staged { file, role: Role::Data, sum });
     }
 
     /// Add a complete, synced file that readers open (an index, a summary). Index files are
     /// placed in the order added, after every data file: add the summary last.
-    pub fn add_index(&mut self, file: TempFile) {
-        self.files.push((file, Role::Index));
+    pub fn add_index(&mut self, file: TempFile, sum: Sum) {
+        self.files.push(Staged { file, role: Role::Index, sum });
     }
 
     /// Write `bytes` to a temporary sibling of `target`, sync it and add it as an index file.
@@ -61,7 +95,7 @@ impl Staging {
         fault::point().with_path(tmp.path())?;
         f.write_all(bytes).with_path(tmp.path())?;
         f.sync_all().with_path(tmp.path())?;
-        self.add_index(tmp);
+        self.add_index(tmp, record::Checksum::of(bytes));
         Ok(())
     }
 
@@ -70,42 +104,65 @@ impl Staging {
         self.files.extend(other.files);
     }
 
+    /// The final path and the size and checksum of every file, in the order they are placed.
+    pub fn sums(&self) -> Vec<(PathBuf, Sum)> {
+        let mut files: Vec<&Staged> = self.files.iter().collect();
+        files.sort_by_key(|f| f.role == Role::Index);
+        files.into_iter().map(|f| (f.file.target().to_path_buf(), f.sum)).collect()
+    }
+
     /// Move every file into place (see the module's documentation for the order).
     pub fn commit(self) -> Result<()> {
-        let mut files = self.files;
+        let Staging { mut files, record } = self;
         // Stable: data files keep their order, index files theirs.
-        files.sort_by_key(|(_, role)| *role == Role::Index);
-        for (f, _) in &files {
-            remove_dead_temporaries(f.target());
+        files.sort_by_key(|f| f.role == Role::Index);
+        let mut dirs: Vec<PathBuf> =
+            files.iter().filter_map(|f| f.file.target().parent()).map(Path::to_path_buf).collect();
+        if let Some(spec) = &record {
+            dirs.extend(spec.path.parent().map(Path::to_path_buf));
         }
-        let mut log = Log { aside: Vec::new(), placed: Vec::new() };
+        dirs.sort();
+        dirs.dedup();
+        for dir in &dirs {
+            record::recover_dir(dir)?;
+        }
+        for f in &files {
+            remove_dead_temporaries(f.file.target());
+        }
+        let mut log = Log::default();
+        // Where each old file goes while the new one moves in.
+        let mut backups: Vec<Option<TempFile>> = files
+            .iter()
+            .map(|f| std::fs::symlink_metadata(f.file.target()).is_ok().then(|| TempFile::new(f.file.target())))
+            .collect();
+        let published = match &record {
+            Some(spec) => Publish::prepare(spec, &files, &backups)?,
+            None => Publish::default(),
+        };
         let result = (|| -> Result<()> {
+            published.retract(&mut log)?;
             // Aside: index files first, so that no old index outlives its data.
-            for (f, _) in files.iter().rev() {
-                let target = f.target();
-                if std::fs::symlink_metadata(target).is_ok() {
-                    let backup = TempFile::new(target);
-                    fault::point().with_path(target)?;
-                    std::fs::rename(target, backup.path()).with_path(target)?;
-                    log.aside.push(backup);
-                }
+            for (f, backup) in files.iter().zip(backups.iter_mut()).rev() {
+                let Some(backup) = backup.take() else { continue };
+                let target = f.file.target();
+                fault::point().with_path(target)?;
+                std::fs::rename(target, backup.path()).with_path(target)?;
+                log.aside.push(backup);
             }
-            for (f, _) in &files {
-                fault::point().with_path(f.target())?;
-                std::fs::rename(f.path(), f.target()).with_path(f.target())?;
-                log.placed.push(f.target().to_path_buf());
+            for f in &files {
+                fault::point().with_path(f.file.target())?;
+                std::fs::rename(f.file.path(), f.file.target()).with_path(f.file.target())?;
+                log.placed.push(f.file.target().to_path_buf());
             }
-            Ok(())
+            published.publish()
         })();
         match result {
             Ok(()) => {
-                for (f, _) in files {
-                    f.placed();
+                for f in files {
+                    f.file.placed();
                 }
-                let mut dirs: Vec<&Path> = log.placed.iter().filter_map(|p| p.parent()).collect();
-                dirs.dedup();
                 for dir in dirs {
-                    sync_dir(dir);
+                    sync_dir(&dir);
                 }
                 // The old files go with `log` (their temporary names are removed on drop).
                 Ok(())
@@ -118,14 +175,111 @@ impl Staging {
     }
 }
 
+/// The record side of a commit: what to retract, the `writing` and the `committed` record.
+#[derive(Default)]
+struct Publish {
+    path: Option<PathBuf>,
+    /// The record file as it was (restored on failure).
+    old_bytes: Option<Vec<u8>>,
+    /// Other sets' records that list a member of this one (they would describe files that are
+    /// about to change): removed before anything moves.
+    foreign: Vec<(PathBuf, Vec<u8>)>,
+    writing: Vec<u8>,
+    committed: Vec<u8>,
+}
+
+impl Publish {
+    fn prepare(spec: &RecordSpec, files: &[Staged], backups: &[Option<TempFile>]) -> Result<Publish> {
+        let dir = spec.path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        remove_dead_temporaries(&spec.path);
+        let old = record::read_local(&spec.path)?;
+        if let Some(old) = &old {
+            let w = old.record.writer.as_ref();
+            if old.record.state == State::Writing
+                && old.record.writer_alive()
+                && w.is_some_and(|w| w.host == record::host_name())
+            {
+                let pid = w.map_or(0, |w| w.pid);
+                return Err(Error::invalid(format!(
+                    "another tokshuf process (pid {pid}) is writing this set ({}); wait for it or stop it",
+                    spec.path.display()
+                )));
+            }
+        }
+        let (mut members, mut staged, mut aside) = (Vec::new(), Vec::new(), Vec::new());
+        for (f, backup) in files.iter().zip(backups) {
+            let target = f.file.target();
+            let name = record::member_name(&dir, target);
+            if let Some(name) = &name {
+                members.push(Member::new(name.clone(), f.sum));
+                let tmp_name = |p: &Path| p.file_name().and_then(OsStr::to_str).unwrap_or_default().to_string();
+                staged.push(Move { name: name.clone(), temporary: tmp_name(f.file.path()) });
+                if let Some(b) = &backup {
+                    aside.push(Move { name: name.clone(), temporary: tmp_name(b.path()) });
+                }
+            }
+        }
+        // Other sets' records that claim a file this set replaces no longer describe it.
+        let mut foreign = Vec::new();
+        for candidate in record::records_in(&dir) {
+            if candidate.file_name() == spec.path.file_name() {
+                continue;
+            }
+            if let Ok(Some(seen)) = record::read_local(&candidate) {
+                let claims = |n: &str| {
+                    seen.record.member(n).is_some()
+                        || seen.record.writer.as_ref().is_some_and(|w| w.staged.iter().any(|m| m.name == n))
+                };
+                if members.iter().any(|m| claims(&m.name)) {
+                    let bytes = std::fs::read(&candidate).with_path(&candidate)?;
+                    foreign.push((candidate, bytes));
+                }
+            }
+        }
+        let committed = Record::committed(&spec.command, spec.run.clone(), spec.inputs.clone(), members);
+        let old_record = old.as_ref().map(|s| s.record.clone());
+        let writing = committed.writing(staged, aside, old_record);
+        Ok(Publish {
+            path: Some(spec.path.clone()),
+            old_bytes: old.map(|_| std::fs::read(&spec.path)).transpose().with_path(&spec.path)?,
+            foreign,
+            writing: writing.to_bytes(),
+            committed: committed.to_bytes(),
+        })
+    }
+
+    /// Make the old set (and any other set's record of these files) no longer committed.
+    fn retract(&self, log: &mut Log) -> Result<()> {
+        let Some(path) = &self.path else { return Ok(()) };
+        for (p, bytes) in &self.foreign {
+            fault::point().with_path(p)?;
+            std::fs::remove_file(p).with_path(p)?;
+            log.records.push((p.clone(), Some(bytes.clone())));
+        }
+        log.records.push((path.clone(), self.old_bytes.clone()));
+        super::write_atomic(path, &self.writing)
+    }
+
+    fn publish(&self) -> Result<()> {
+        match &self.path {
+            Some(path) => super::write_atomic(path, &self.committed),
+            None => Ok(()),
+        }
+    }
+}
+
 /// What [`Staging::commit`] did so far, to undo it.
+#[derive(Default)]
 struct Log {
     aside: Vec<TempFile>,
     placed: Vec<PathBuf>,
+    /// Records to put back as they were (`None`: there was none).
+    records: Vec<(PathBuf, Option<Vec<u8>>)>,
 }
 
 impl Log {
-    /// Remove the new files placed so far (index files first) and put the old ones back.
+    /// Remove the new files placed so far (index files first), put the old ones back, then
+    /// their records.
     fn undo(&mut self) {
         for path in self.placed.drain(..).rev() {
             let _ = std::fs::remove_file(&path);
@@ -135,11 +289,34 @@ impl Log {
                 std::mem::forget(backup);
             }
         }
+        for (path, bytes) in self.records.drain(..).rev() {
+            // Not through the fault points: this runs after one failed.
+            let _ = match bytes {
+                Some(bytes) => write_unchecked(&path, &bytes),
+                None => std::fs::remove_file(&path).or_else(|e| {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                }),
+            };
+        }
     }
 }
 
+fn write_unchecked(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = TempFile::new(path);
+    let mut f = std::fs::File::create(tmp.path())?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(tmp.path(), path)?;
+    tmp.placed();
+    Ok(())
+}
+
 /// Make the renames in `dir` durable (best effort: not every filesystem syncs directories).
-fn sync_dir(dir: &Path) {
+pub(crate) fn sync_dir(dir: &Path) {
     let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
@@ -165,6 +342,22 @@ pub fn remove_dead_temporaries(target: &Path) {
     }
 }
 
+/// Remove every `{name}.tmp-{pid}-{n}` in `dir` whose process is gone (what killed runs left).
+pub fn remove_dead_temporaries_in(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(s) = name.to_str() else { continue };
+        let Some(at) = s.rfind(".tmp-") else { continue };
+        let stem = OsStr::new(&s[..at + 5]);
+        if let Some(pid) = temporary_pid(&name, stem) {
+            if !process_alive(pid) && entry.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
 /// The process id in `{stem}{pid}-{n}`.
 fn temporary_pid(name: &OsStr, stem: &OsStr) -> Option<u32> {
     let rest = name.as_encoded_bytes().strip_prefix(stem.as_encoded_bytes())?;
@@ -175,7 +368,7 @@ fn temporary_pid(name: &OsStr, stem: &OsStr) -> Option<u32> {
 }
 
 #[cfg(unix)]
-fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     if pid == std::process::id() {
         return true;
     }
@@ -189,6 +382,6 @@ fn process_alive(pid: u32) -> bool {
 }
 
 #[cfg(not(unix))]
-fn process_alive(_pid: u32) -> bool {
+pub(crate) fn process_alive(_pid: u32) -> bool {
     true
 }

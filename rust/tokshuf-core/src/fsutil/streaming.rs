@@ -10,9 +10,14 @@
 //! handed to the disk every [`WRITEBACK_EVERY`] bytes so that the final sync has less to wait for.
 //! `TOKSHUF_DIRECT_IO=0` asks for that path everywhere (say, for a network filesystem whose direct
 //! writes are slow).
+//!
+//! The bytes are summed (CRC32C, for the set's commit record) a buffer at a time as they leave
+//! for the disk: one pass over memory that is about to be written anyway.
 
 use std::fs::File;
 use std::io::{self, Write};
+
+use super::record::{Checksum, Sum};
 
 /// Bytes buffered before a write: a multiple of any block size `O_DIRECT` asks for.
 const CAPACITY: usize = 8 << 20;
@@ -44,6 +49,8 @@ pub struct StreamingFile {
     /// Buffered mode: the length of the range kicked last (it ends at `kicked`).
     previous: u64,
     every: u64,
+    /// What was handed to the file so far.
+    sum: Checksum,
 }
 
 impl StreamingFile {
@@ -55,7 +62,17 @@ impl StreamingFile {
     }
 
     fn with_mode(file: File, direct: bool, every: u64) -> Self {
-        Self { file, storage: vec![0; CAPACITY + ALIGN], len: 0, direct, written: 0, kicked: 0, previous: 0, every }
+        Self {
+            file,
+            storage: vec![0; CAPACITY + ALIGN],
+            len: 0,
+            direct,
+            written: 0,
+            kicked: 0,
+            previous: 0,
+            every,
+            sum: Checksum::new(),
+        }
     }
 
     /// Whether full buffers bypass the page cache.
@@ -73,15 +90,17 @@ impl StreamingFile {
         &mut self.storage[start..start + CAPACITY]
     }
 
-    /// Write what is buffered and wait until the whole file is on the disk.
-    pub fn finish(mut self) -> io::Result<()> {
+    /// Write what is buffered and wait until the whole file is on the disk; the file's size
+    /// and checksum.
+    pub fn finish(mut self) -> io::Result<Sum> {
         self.drain()?;
         if self.len > 0 {
             // The tail is shorter than a block: the page cache takes it.
             self.go_buffered()?;
             self.drain()?;
         }
-        self.file.sync_all()
+        self.file.sync_all()?;
+        Ok(self.sum.sum())
     }
 
     /// Write the buffer out: all of it, or in direct mode its whole blocks (the rest moves to
@@ -89,6 +108,8 @@ impl StreamingFile {
     fn drain(&mut self) -> io::Result<()> {
         super::fault::point()?;
         let n = if self.direct { self.len / ALIGN * ALIGN } else { self.len };
+        let start = self.start();
+        self.sum.update(&self.storage[start..start + n]);
         let mut done = 0;
         while done < n {
             let (direct, start) = (self.direct, self.start());
@@ -214,8 +235,10 @@ mod tests {
             }
         }
         assert_eq!(f.is_direct(), direct, "direct writes fell back to buffered ones");
-        f.finish().unwrap();
-        std::fs::read(&path).unwrap()
+        let sum = f.finish().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(sum, Checksum::of(&bytes), "the sum is not that of the bytes written");
+        bytes
     }
 
     fn chunks(seed: usize, count: usize, max: usize) -> Vec<Vec<u8>> {

@@ -4,11 +4,13 @@
 mod column;
 mod format;
 mod merge;
+mod pinned;
 mod reader;
 mod writer;
 
 pub use format::{Header, Layout, HEADER_LEN, MAGIC, VERSION};
-pub use merge::{list_prefixes, merge};
+pub use merge::{check_outputs as check_merge_outputs, list_prefixes, merge, merge_inputs, merge_staged};
+pub use pinned::{local_pair, open_token_file};
 pub use reader::{IndexedDataset, Mapping, RemoteBin, Validate};
 pub use writer::{write_index_file, IndexedDatasetWriter, WriteSummary};
 

@@ -157,17 +157,17 @@ impl IndexedDataset {
         remote: RemoteBin,
     ) -> Result<Self> {
         let prefix = prefix.as_ref().to_path_buf();
-        let idx_path = idx_path(&prefix);
-        let bin_path = bin_path(&prefix);
-        // The index first: it is small, and a missing one fails before a large .bin is touched.
-        let idx = Mapping::open(&idx_path)?;
-        let ranged = remote == RemoteBin::Ranges && bin_path.to_str().is_some_and(crate::storage::is_remote);
-        let bin = if ranged {
-            Bin::Ranged(Arc::new(RandomAccess::open(&bin_path)?))
-        } else {
-            Bin::Mapped(Mapping::open(&bin_path)?)
-        };
-        Self::with_bin(prefix, idx, bin, multimodal, validate)
+        if let Some(url) = prefix.to_str().filter(|s| crate::storage::is_remote(s)) {
+            let pinned = super::pinned::pin_remote_pair(url, remote)?;
+            let idx = Mapping::open(&pinned.idx)?;
+            let bin = match pinned.bin {
+                super::pinned::PinnedBin::Local(path) => Bin::Mapped(Mapping::open(&path)?),
+                super::pinned::PinnedBin::Ranged(ra) => Bin::Ranged(Arc::new(ra)),
+            };
+            return Self::with_bin(prefix, idx, bin, multimodal, validate);
+        }
+        let (idx, bin) = super::pinned::open_local_pair(&prefix)?;
+        Self::with_bin(prefix, idx, Bin::Mapped(bin), multimodal, validate)
     }
 
     /// A dataset over already-loaded `.idx` and `.bin` bytes; `prefix` is only used in messages.

@@ -12,7 +12,8 @@ use super::reader::IndexedDataset;
 use super::{bin_path, idx_path};
 use crate::dtype::DType;
 use crate::error::{Error, IoContext, Result};
-use crate::fsutil::{Staging, StreamingFile, TempFile};
+use crate::fsutil::record::{self, Sum, Summing};
+use crate::fsutil::{RecordSpec, Staging, StreamingFile, TempFile};
 
 /// What a finished writer produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -257,6 +258,17 @@ impl IndexedDatasetWriter {
         Ok(summary)
     }
 
+    /// [`finish`](Self::finish), publishing the pair as a set by its own commit record
+    /// (`{prefix}.commit.json`, see [`crate::fsutil::record`]) written by `command` from `inputs`
+    /// (the identity of what it read).
+    pub fn finish_as_set(self, command: &str, inputs: serde_json::Value) -> Result<WriteSummary> {
+        let path = record::record_path(&self.prefix);
+        let (summary, mut staged) = self.finish_staged()?;
+        staged.set_record(RecordSpec { path, command: command.into(), run: serde_json::Value::Null, inputs });
+        staged.commit()?;
+        Ok(summary)
+    }
+
     /// Write the `.idx` and sync both files, but leave them under their temporary names in the
     /// returned set, to be committed together with the other outputs of a run.
     pub fn finish_staged(mut self) -> Result<(WriteSummary, Staging)> {
@@ -265,10 +277,10 @@ impl IndexedDatasetWriter {
             self.end_document()?;
         }
         let bin_path = self.bin_tmp.path().to_path_buf();
-        self.bin.finish().with_path(&bin_path)?;
+        let bin_sum = self.bin.finish().with_path(&bin_path)?;
 
         let idx_file = self.idx_tmp.create()?;
-        let idx_bytes = write_index(
+        let (idx_bytes, idx_sum) = write_index(
             idx_file,
             self.dtype,
             self.lengths.len(),
@@ -286,8 +298,8 @@ impl IndexedDatasetWriter {
             idx_bytes,
         };
         let mut staged = Staging::new();
-        staged.add_data(self.bin_tmp);
-        staged.add_index(self.idx_tmp);
+        staged.add_data(self.bin_tmp, bin_sum);
+        staged.add_index(self.idx_tmp, idx_sum);
         Ok((summary, staged))
     }
 }
@@ -324,7 +336,7 @@ pub fn write_index_file(
     let (mut lengths, mut document_indices, mut modes) = (lengths, document_indices, modes);
     let tmp = TempFile::new(path);
     let file = tmp.create()?;
-    let n = write_index(
+    let (n, _) = write_index(
         file,
         dtype,
         lengths.len() as u64,
@@ -339,16 +351,17 @@ pub fn write_index_file(
 }
 
 /// Write the header and the arrays (`lengths` twice: as themselves, then as byte offsets) and
-/// sync; the `.idx`'s size.
+/// sync; the `.idx`'s size and checksum.
 fn write_index(
-    mut file: File,
+    file: File,
     dtype: DType,
     sequences: u64,
     documents: u64,
     lengths: &mut dyn LeChunks,
     document_indices: &mut dyn LeChunks,
     modes: Option<&mut dyn LeChunks>,
-) -> io::Result<u64> {
+) -> io::Result<(u64, Sum)> {
+    let mut file = Summing::new(file);
     let header = Header { dtype, sequence_count: sequences, document_count: documents };
     crate::fsutil::fault::point()?;
     file.write_all(&header.to_bytes())?;
@@ -379,6 +392,7 @@ fn write_index(
             copy(b)
         })?;
     }
+    let (file, sum) = file.into_parts();
     file.sync_all()?;
-    Ok(HEADER_LEN as u64 + sequences * 12 + documents * 8 + n_modes)
+    Ok((HEADER_LEN as u64 + sequences * 12 + documents * 8 + n_modes, sum))
 }

@@ -20,6 +20,7 @@ pub use summary::{OutputSummary, SkipRecord, SkippedFile, Summary};
 use crate::cancel::Cancel;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::fsutil::{with_suffix, RecordSpec};
 use crate::progress::ProgressStyle;
 use crate::read::ScanReport;
 use crate::tasks::Task;
@@ -80,6 +81,10 @@ pub struct PreprocessConfig {
     pub task: Option<Task>,
     /// What the scans that listed `inputs` passed over, for the summary.
     pub scan: ScanReport,
+    /// The whole input listing a task's `inputs` were cut from (empty: `inputs` is the listing).
+    /// Its identity goes into the commit record, so that parts of different listings are never
+    /// merged.
+    pub listing: Vec<PathBuf>,
 }
 
 impl PreprocessConfig {
@@ -102,7 +107,34 @@ impl PreprocessConfig {
             progress: ProgressStyle::Off,
             task: None,
             scan: ScanReport::default(),
+            listing: Vec::new(),
         }
+    }
+
+    /// The whole input listing (a task's too).
+    pub fn listing(&self) -> &[PathBuf] {
+        if self.listing.is_empty() {
+            &self.inputs
+        } else {
+            &self.listing
+        }
+    }
+
+    /// Every file a run writes: each key's `.bin/.idx` (and Megatron's partition files), the
+    /// summary and the commit record.
+    pub fn output_paths(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for key in &self.json_keys {
+            let prefix = self.key_prefix(key);
+            for p in 0..self.partitions.max(1) {
+                let target = if p == 0 { prefix.clone() } else { with_suffix(&prefix, &format!(".partition{p}")) };
+                out.push(crate::indexed::bin_path(&target));
+                out.push(crate::indexed::idx_path(&target));
+            }
+        }
+        out.extend(self.summary_path.clone());
+        out.push(crate::fsutil::record::record_path(&self.output_prefix));
+        out
     }
 
     /// Task `task` of this run: the inputs of its slice of the listing ([`Task::slice`]), and
@@ -118,6 +150,7 @@ impl PreprocessConfig {
             return Err(Error::invalid("standard input (`-`) cannot be cut into tasks"));
         }
         let mut part = self.clone();
+        part.listing = self.listing().to_vec();
         part.inputs = self.inputs[task.slice(&sizes)].to_vec();
         part.output_prefix = part_prefix(&self.output_prefix, task);
         if self.summary_path.is_some() {
@@ -133,6 +166,9 @@ impl PreprocessConfig {
     }
 
     fn check(&self) -> Result<()> {
+        if self.output_prefix.as_os_str().is_empty() {
+            return Err(Error::invalid("the output prefix (--output-prefix) must not be empty"));
+        }
         // A task's slice may be empty (more tasks than inputs): it writes empty parts.
         if self.inputs.is_empty() && self.task.is_none() {
             return Err(Error::invalid("no input files"));
@@ -189,9 +225,24 @@ pub fn preprocess(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
             )));
         }
     }
+    crate::fsutil::check_outputs_are_not_inputs(&cfg.output_paths(), cfg.listing())?;
+    let inputs = crate::fsutil::record::listing_identity(cfg.listing())?;
+    let record = RecordSpec {
+        path: crate::fsutil::record::record_path(&cfg.output_prefix),
+        command: "preprocess".into(),
+        run: cfg
+            .task
+            .map_or(serde_json::Value::Null, |t| serde_json::json!({"task": {"index": t.index, "count": t.count}})),
+        inputs,
+    };
     match crate::storage::remote(&cfg.output_prefix)? {
-        None => pipeline::run(cfg, tokenizer, cancel),
-        Some(_) => remote_outputs(cfg, tokenizer, cancel),
+        None => {
+            if let Some(dir) = cfg.output_prefix.parent() {
+                crate::fsutil::record::recover_dir(dir)?;
+            }
+            pipeline::run(cfg, tokenizer, Some(record), cancel)
+        }
+        Some(_) => remote_outputs(cfg, tokenizer, record, cancel),
     }
 }
 
@@ -199,35 +250,42 @@ pub fn preprocess(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
 /// `TOKSHUF_STAGING_DIR`, else the system's temporary directory), then every `.bin` is uploaded,
 /// then every `.idx`, then the summary: an index, which is what a reader opens, appears only
 /// beside its complete data, and the summary only once the whole dataset is there.
-fn remote_outputs(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel) -> Result<Summary> {
-    use crate::error::IoContext;
-    use crate::fsutil::with_suffix;
-    use crate::storage;
+fn remote_outputs(
+    cfg: &PreprocessConfig,
+    tokenizer: Arc<dyn Tokenizer>,
+    record: RecordSpec,
+    cancel: &Cancel,
+) -> Result<Summary> {
+    use crate::fsutil::record::{staging_dir, Checksum, RemoteFile};
 
-    let root = std::env::var_os("TOKSHUF_STAGING_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
-    let staging = tempfile::Builder::new().prefix("tokshuf-staging-").tempdir_in(&root).with_path(&root)?;
+    let staging = staging_dir("tokshuf-staging")?;
     let name = cfg.output_prefix.file_name().map_or_else(|| "out".into(), |n| n.to_os_string());
     let mut local = cfg.clone();
     local.output_prefix = staging.path().join(name);
     local.summary_path = None;
-    let mut summary = pipeline::run(&local, tokenizer, cancel)?;
+    let (mut summary, sums) = pipeline::run_staged(&local, tokenizer, cancel)?;
+    let sum_of = |p: &std::path::Path| sums.iter().find(|(t, _)| t == p).map(|(_, s)| *s).unwrap_or_default();
+    let mut files = Vec::new();
     for ext in [".bin", ".idx"] {
         for (key, out) in cfg.json_keys.iter().zip(&summary.outputs) {
-            cancel.check()?;
-            let target = storage::resolve(&with_suffix(&cfg.key_prefix(key), ext).to_string_lossy())?;
-            storage::upload_file(&with_suffix(&out.prefix, ext), &target)?;
+            let local = with_suffix(&out.prefix, ext);
+            let sum = sum_of(&local);
+            files.push(RemoteFile::upload(local, with_suffix(&cfg.key_prefix(key), ext), sum));
         }
     }
     for (key, out) in cfg.json_keys.iter().zip(summary.outputs.iter_mut()) {
         out.prefix = cfg.key_prefix(key);
     }
     if let Some(path) = &cfg.summary_path {
-        let json = serde_json::to_string_pretty(&summary).map_err(|e| Error::invalid(e.to_string()))?;
-        let json = storage::redact(&json).into_owned().into_bytes();
-        match storage::remote(path)? {
-            Some(target) => storage::put(&target, json)?,
+        let json = summary.to_json()?;
+        match crate::storage::remote(path)? {
+            Some(_) => {
+                let sum = Checksum::of(&json);
+                files.push(RemoteFile::bytes(json, path.clone(), sum));
+            }
             None => crate::fsutil::write_atomic(path, &json)?,
         }
     }
+    crate::fsutil::record::publish_remote(&record, files, cancel)?;
     Ok(summary)
 }

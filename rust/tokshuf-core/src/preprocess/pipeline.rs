@@ -18,7 +18,8 @@ use super::{ErrorPolicy, PreprocessConfig};
 use crate::cancel::Cancel;
 use crate::dtype::DType;
 use crate::error::{BadInputReason, Error, Result};
-use crate::fsutil::{with_suffix, Staging};
+use crate::fsutil::record::Sum;
+use crate::fsutil::{with_suffix, RecordSpec, Staging};
 use crate::indexed::{IndexedDataset, IndexedDatasetWriter, Validate};
 use crate::progress::{Progress, ProgressSnapshot};
 use crate::read::lines::{LineBatch, Truncation};
@@ -281,7 +282,40 @@ impl Outputs {
     }
 }
 
-pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel) -> Result<Summary> {
+/// Run the pipeline and commit its outputs (with the summary, if any) as one set, published by
+/// `record` when given.
+pub(super) fn run(
+    cfg: &PreprocessConfig,
+    tokenizer: Arc<dyn Tokenizer>,
+    record: Option<RecordSpec>,
+    cancel: &Cancel,
+) -> Result<Summary> {
+    let (summary, mut staged) = write(cfg, tokenizer, cancel)?;
+    // Every key's pair and the summary appear together or not at all.
+    if let Some(path) = &cfg.summary_path {
+        staged.add_index_bytes(path, &summary.to_json()?)?;
+    }
+    if let Some(record) = record {
+        staged.set_record(record);
+    }
+    staged.commit()?;
+    Ok(summary)
+}
+
+/// Run the pipeline and move its outputs into place without a record (they are to be uploaded);
+/// the size and checksum of each.
+pub(super) fn run_staged(
+    cfg: &PreprocessConfig,
+    tokenizer: Arc<dyn Tokenizer>,
+    cancel: &Cancel,
+) -> Result<(Summary, Vec<(std::path::PathBuf, Sum)>)> {
+    let (summary, staged) = write(cfg, tokenizer, cancel)?;
+    let sums = staged.sums();
+    staged.commit()?;
+    Ok((summary, sums))
+}
+
+fn write(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel) -> Result<(Summary, Staging)> {
     let start = Instant::now();
     let dtype = cfg.dtype.unwrap_or_else(|| DType::optimal(Some(tokenizer.vocab_size())));
     let rules = DocumentRules {
@@ -405,14 +439,7 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
         documents: summary.documents,
         tokens: summary.tokens,
     });
-    // Every key's pair and the summary appear together or not at all.
-    let mut staged = staged;
-    if let Some(path) = &cfg.summary_path {
-        let json = serde_json::to_string_pretty(&summary).map_err(|e| Error::invalid(e.to_string()))?;
-        staged.add_index_bytes(path, storage::redact(&json).as_bytes())?;
-    }
-    staged.commit()?;
-    Ok(summary)
+    Ok((summary, staged))
 }
 
 /// Why the reader and workers should stop: Ctrl-C, or the writer is done (finished or failed).

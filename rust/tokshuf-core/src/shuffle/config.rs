@@ -70,6 +70,9 @@ pub struct ShuffleConfig {
     pub files: Option<std::ops::Range<usize>>,
     /// What the scans that listed `inputs` passed over, for the summary.
     pub scan: ScanReport,
+    /// Where the run's summary is written (as JSON, with the output's set: before its commit
+    /// record), if anywhere: the one-node run and the manifest step write it.
+    pub summary: Option<PathBuf>,
 }
 
 /// The longest context: 2^30 tokens, 4 GiB as ids.
@@ -99,6 +102,7 @@ impl ShuffleConfig {
             progress: ProgressStyle::Off,
             files: None,
             scan: ScanReport::default(),
+            summary: None,
         }
     }
 

@@ -16,6 +16,7 @@ mod contexts;
 mod deflate;
 mod encode;
 pub mod json_gz;
+mod output;
 mod rng;
 mod samples;
 mod shard;
@@ -178,24 +179,46 @@ pub fn shuffle(
     };
     let mut local = cfg.clone();
     local.output = cfg.local_cell_dir.join(state::STAGING_DIR);
-    let manifest = target.child("manifest.jsonl");
+    local.summary = None;
+    std::fs::create_dir_all(&local.output).with_path(&local.output)?;
+    let fp = fingerprint(&local, tokenizer.as_deref())?;
+    let run = output::run_id(&fp);
     let fresh = !state_path(&cfg.local_cell_dir).exists();
-    if fresh && crate::storage::size(&crate::storage::as_path(&manifest)).is_ok() {
-        return Err(Error::invalid(format!(
-            "the output {} already holds a dataset (manifest.jsonl); remove it or choose another --output",
-            target.url
-        )));
+    if output::claim_remote(&target, &run, &fp["inputs"], fresh)? {
+        // Committed there by this very command: nothing to do but report.
+        let mut summary = shuffle_local(&local, tokenizer, warnings, cancel)?;
+        summary.output = cfg.output.clone();
+        summary.manifest = crate::storage::as_path(&target.child("manifest.jsonl"));
+        return Ok(summary);
     }
     let mut summary = shuffle_local(&local, tokenizer, warnings, cancel)?;
-    for s in 0..summary.shards {
-        cancel.check()?;
-        let name = format!("shard_{s:08}.tar");
-        crate::storage::upload_file(&shard_path(&local.output, s), &target.child(&name))?;
-    }
-    crate::storage::upload_file(&summary.manifest, &manifest)?;
     summary.output = cfg.output.clone();
-    summary.manifest = crate::storage::as_path(&manifest);
+    summary.manifest = crate::storage::as_path(&target.child("manifest.jsonl"));
+    let members = local_members(&local.output)?;
+    let summary_file = summary_bytes(cfg, &summary)?;
+    output::publish(&target, &run, &fp["inputs"], members, summary_file, false, cancel)?;
     Ok(summary)
+}
+
+/// The members of the complete output in the local `dir`, as its committed record lists them.
+fn local_members(dir: &Path) -> Result<Vec<(std::path::PathBuf, crate::fsutil::record::Sum)>> {
+    let path = dir.join(output::RECORD);
+    let seen = crate::fsutil::record::read_local(&path)?
+        .filter(|s| s.record.state == crate::fsutil::record::State::Committed)
+        .ok_or_else(|| Error::format(&path, "the local output is not committed"))?;
+    let sums = seen.record.members.iter().map(|m| {
+        let crc = u32::from_str_radix(&m.crc32c, 16).unwrap_or(0);
+        (dir.join(&m.name), crate::fsutil::record::Sum { bytes: m.bytes, crc32c: crc })
+    });
+    Ok(sums.collect())
+}
+
+/// The summary file to write for `summary` (its path and bytes), if `cfg` asks for one.
+fn summary_bytes(cfg: &ShuffleConfig, summary: &Summary) -> Result<Option<(std::path::PathBuf, Vec<u8>)>> {
+    let Some(path) = &cfg.summary else { return Ok(None) };
+    let mut json = serde_json::to_vec_pretty(summary).map_err(|e| Error::invalid(e.to_string()))?;
+    json.push(b'\n');
+    Ok(Some((path.clone(), json)))
 }
 
 fn shuffle_local(
@@ -209,12 +232,14 @@ fn shuffle_local(
     let dir = &cfg.local_cell_dir;
     std::fs::create_dir_all(&cfg.output).with_path(&cfg.output)?;
     let fp = fingerprint(cfg, tokenizer.as_deref())?;
+    let run = output::run_id(&fp);
     let _lock = DirLock::acquire(dir)?;
     let (mut state, resumed) = match state::load(dir, &fp)? {
         Some(s) => (s, true),
         None => {
             check_output_is_free(&cfg.output)?;
-            let s = State::fresh(fp);
+            output::claim_local(&cfg.output, &run, &fp["inputs"], true)?;
+            let s = State::fresh(fp.clone());
             save(dir, &s)?;
             (s, false)
         }
@@ -240,6 +265,9 @@ fn shuffle_local(
         summary.seconds = started.elapsed().as_secs_f64();
         return Ok(summary);
     }
+    if resumed {
+        output::claim_local(&cfg.output, &run, &fp["inputs"], false)?;
+    }
 
     let t1 = Instant::now();
     if state.stage == Stage::Cells {
@@ -263,14 +291,24 @@ fn shuffle_local(
     }
     let t2 = Instant::now();
     let kind = if cfg.shuffle_only { PayloadKind::Sample } else { PayloadKind::Member(cfg.member_format.extension()) };
-    let shards = stage2::run(cfg, kind, &mut state, cancel)?;
-    let manifest = write_manifest(&cfg.output, state.counts.contexts, cfg.wds_chunk_size)?;
+    let (shards, sums) = stage2::run(cfg, kind, &mut state, cancel)?;
+    let (manifest, manifest_sum) = write_manifest(&cfg.output, state.counts.contexts, cfg.wds_chunk_size)?;
     crash_point("manifest-written");
     let mut summary = build_summary(cfg, tokenizer.as_deref(), &state, shards, &manifest, warnings);
     summary.resumed = resumed;
     summary.stage1_seconds = stage1_seconds;
     summary.stage2_seconds = t2.elapsed().as_secs_f64();
     summary.seconds = started.elapsed().as_secs_f64();
+    let summary_file = summary_bytes(cfg, &summary)?;
+    let beside = summary_file.as_ref().filter(|(p, _)| p.parent() == Some(cfg.output.as_path()));
+    let members = output::members(&cfg.output, shards, &sums, manifest_sum, beside.map(|(_, b)| b.as_slice()))?;
+    output::commit_local(
+        &cfg.output,
+        &run,
+        &fp["inputs"],
+        &members,
+        summary_file.as_ref().map(|(p, b)| (p.as_path(), b.as_slice())),
+    )?;
     state.stage = Stage::Complete;
     state.summary = Some(serde_json::to_value(&summary).map_err(|e| Error::invalid(e.to_string()))?);
     save(dir, &state)?;

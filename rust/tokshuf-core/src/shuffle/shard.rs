@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use super::samples::decode_sample;
 use super::tar;
 use crate::error::{Error, IoContext, Result};
+use crate::fsutil::record::{Sum, Summing};
 use crate::fsutil::{write_atomic, TempFile};
 
 /// How cell payloads become members.
@@ -30,7 +31,7 @@ pub fn shard_path(dir: &Path, s: u64) -> PathBuf {
 struct Open {
     shard: u64,
     tmp: TempFile,
-    w: BufWriter<File>,
+    w: BufWriter<Summing<File>>,
     bytes: u64,
 }
 
@@ -52,7 +53,7 @@ impl<'a> ShardWriter<'a> {
     pub fn add(&mut self, shard: u64, index: u64, payload: &[u8]) -> Result<()> {
         if self.current.is_none() {
             let tmp = TempFile::new(shard_path(self.dir, shard));
-            let w = BufWriter::with_capacity(1 << 20, tmp.create()?);
+            let w = BufWriter::with_capacity(1 << 20, Summing::new(tmp.create()?));
             self.current = Some(Open { shard, tmp, w, bytes: 0 });
         }
         let open = self.current.as_mut().expect("an open shard");
@@ -80,8 +81,9 @@ impl<'a> ShardWriter<'a> {
     pub fn finish(&mut self) -> Result<Option<FinishedShard>> {
         let Some(mut open) = self.current.take() else { return Ok(None) };
         open.bytes += tar::write_end(&mut open.w).with_path(open.tmp.path())?;
-        let file = open.w.into_inner().map_err(|e| Error::io(open.tmp.path(), e.into_error()))?;
-        Ok(Some(FinishedShard { shard: open.shard, tmp: open.tmp, file, bytes: open.bytes }))
+        let summing = open.w.into_inner().map_err(|e| Error::io(open.tmp.path(), e.into_error()))?;
+        let (file, sum) = summing.into_parts();
+        Ok(Some(FinishedShard { shard: open.shard, tmp: open.tmp, file, bytes: open.bytes, sum }))
     }
 }
 
@@ -92,12 +94,18 @@ pub struct FinishedShard {
     tmp: TempFile,
     file: File,
     bytes: u64,
+    sum: Sum,
 }
 
 impl FinishedShard {
     /// Its size in bytes.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Its size and checksum.
+    pub fn sum(&self) -> Sum {
+        self.sum
     }
 
     /// fsync it and rename it into place; returns its number.
@@ -115,8 +123,9 @@ pub fn shard_len(s: u64, total: u64, chunk: u64) -> u64 {
 }
 
 /// Write `manifest.jsonl`: one `{"shard": ..., "num_sequences": ...}` line per shard, sorted,
-/// every line ending in a newline (open_lm drops a last line without one).
-pub fn write_manifest(dir: &Path, total: u64, chunk: u64) -> Result<PathBuf> {
+/// every line ending in a newline (open_lm drops a last line without one). Returns its path and
+/// its size and checksum.
+pub fn write_manifest(dir: &Path, total: u64, chunk: u64) -> Result<(PathBuf, Sum)> {
     let shards = total.div_ceil(chunk);
     let mut out = String::with_capacity(shards as usize * 56);
     for s in 0..shards {
@@ -124,7 +133,7 @@ pub fn write_manifest(dir: &Path, total: u64, chunk: u64) -> Result<PathBuf> {
     }
     let path = dir.join("manifest.jsonl");
     write_atomic(&path, out.as_bytes())?;
-    Ok(path)
+    Ok((path, crate::fsutil::record::Checksum::of(out.as_bytes())))
 }
 
 /// fsync a directory so the renames in it are durable.
@@ -139,7 +148,7 @@ mod tests {
     #[test]
     fn manifest_lines() {
         let dir = tempfile::tempdir().unwrap();
-        let p = write_manifest(dir.path(), 10, 4).unwrap();
+        let (p, _) = write_manifest(dir.path(), 10, 4).unwrap();
         let text = std::fs::read_to_string(p).unwrap();
         assert_eq!(
             text,
@@ -147,7 +156,7 @@ mod tests {
              {\"shard\":\"shard_00000001\",\"num_sequences\":4}\n\
              {\"shard\":\"shard_00000002\",\"num_sequences\":2}\n"
         );
-        let p = write_manifest(dir.path(), 0, 4).unwrap();
+        let (p, _) = write_manifest(dir.path(), 0, 4).unwrap();
         assert_eq!(std::fs::read_to_string(p).unwrap(), "");
     }
 
@@ -159,11 +168,13 @@ mod tests {
         assert!(!shard_path(dir.path(), 3).exists());
         let finished = w.finish().unwrap().unwrap();
         assert_eq!(finished.bytes(), 512 * 4);
+        let sum = finished.sum();
         assert!(!shard_path(dir.path(), 3).exists());
         assert_eq!(finished.commit().unwrap(), 3);
         let bytes = std::fs::read(shard_path(dir.path(), 3)).unwrap();
         assert_eq!(&bytes[..26], b"00000003_00000000.json.gz\0");
         assert_eq!(bytes.len(), 512 * 4);
+        assert_eq!(sum, crate::fsutil::record::Checksum::of(&bytes));
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

@@ -27,6 +27,7 @@ use super::shard::{shard_len, sync_dir, FinishedShard, PayloadKind, ShardWriter}
 use super::state::{run_path, save, State};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::fsutil::record::Sum;
 use crate::progress::{Progress, ProgressSnapshot};
 
 /// A cell read into memory, in its shuffled order.
@@ -59,8 +60,17 @@ fn cell_counts(runs: &[Run], cells: u32) -> Vec<u64> {
     (0..cells as usize).map(|c| runs.iter().map(|r| r.segments[c].count).sum()).collect()
 }
 
-/// Run stage 2 from shard `state.shards_done`; returns the number of shards.
-pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, cancel: &Cancel) -> Result<u64> {
+/// The size and checksum of each shard written, by number.
+pub(super) type ShardSums = BTreeMap<u64, Sum>;
+
+/// Run stage 2 from shard `state.shards_done`; returns the number of shards and the sums of
+/// those this call wrote.
+pub(super) fn run(
+    cfg: &ShuffleConfig,
+    kind: PayloadKind,
+    state: &mut State,
+    cancel: &Cancel,
+) -> Result<(u64, ShardSums)> {
     let runs = (0..state.runs)
         .map(|i| Run::open(&run_path(&cfg.local_cell_dir, i), cfg.num_local_cells))
         .collect::<Result<Vec<_>>>()?;
@@ -68,7 +78,7 @@ pub(super) fn run(cfg: &ShuffleConfig, kind: PayloadKind, state: &mut State, can
 }
 
 /// Write shards `state.shards_done..end` (default: to the last) from the cells of `runs`;
-/// returns the number of shards of the whole output. Without `end`, the state is saved as shards
+/// returns the number of shards of the whole output, and the sums of the shards written. Without `end`, the state is saved as shards
 /// are committed and cells no longer needed are released; with `end` (a task's share of the
 /// shards, the runs shared with other tasks) neither.
 pub(super) fn write_shards(
@@ -78,7 +88,7 @@ pub(super) fn write_shards(
     state: &mut State,
     end: Option<u64>,
     cancel: &Cancel,
-) -> Result<u64> {
+) -> Result<(u64, ShardSums)> {
     let persist = end.is_none();
     let counts = cell_counts(runs, cfg.num_local_cells);
     let total: u64 = counts.iter().sum();
@@ -120,7 +130,7 @@ pub(super) fn write_shards(
     let stop = Cancel::new();
     let mut writer = ShardWriter::new(&cfg.output, kind);
 
-    let committed = std::thread::scope(|s| -> Result<State> {
+    let (committed, sums) = std::thread::scope(|s| -> Result<(State, ShardSums)> {
         for _ in 0..cfg.threads {
             let (slot_rx, done_tx, next, todo, runs, stop) =
                 (slot_rx.clone(), done_tx.clone(), &next, &todo, &runs, &stop);
@@ -190,13 +200,13 @@ pub(super) fn write_shards(
         match (written, committed) {
             (_, Err(e)) => Err(e),
             (Err(e), _) => Err(e),
-            (Ok(()), Ok(state)) => Ok(state),
+            (Ok(()), Ok(done)) => Ok(done),
         }
     })?;
     *state = committed;
     debug_assert_eq!(pos, end_pos);
     sync_dir(&cfg.output)?;
-    Ok(shards)
+    Ok((shards, sums))
 }
 
 /// Saving the state after a shard is optional (a resume recomputes identical shards from an
@@ -244,13 +254,16 @@ fn commit_shards(
     mut state: State,
     mut progress: Progress,
     reclaimer: &mut Reclaimer<'_>,
-) -> Result<State> {
+) -> Result<(State, ShardSums)> {
+    let mut sums = ShardSums::new();
     let mut last_save = Instant::now();
     let first = state.shards_done;
     let mut snap = ProgressSnapshot::default();
     for finished in shards.iter() {
         let bytes = finished.bytes();
+        let sum = finished.sum();
         let shard = finished.commit()?;
+        sums.insert(shard, sum);
         crash_point("shard-renamed");
         state.shards_done = shard + 1;
         // Documents here are contexts written; tokens, their tokens (PAD included).
@@ -269,5 +282,5 @@ fn commit_shards(
         }
     }
     progress.finish(snap);
-    Ok(state)
+    Ok((state, sums))
 }

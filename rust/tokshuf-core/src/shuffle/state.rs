@@ -186,6 +186,8 @@ pub fn load(dir: &Path, fingerprint: &Value) -> Result<Option<State>> {
             Ok(Some(state))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A run killed before its first state was saved left only temporaries: not foreign.
+            crate::fsutil::remove_dead_temporaries_in(dir);
             let foreign: Vec<String> = std::fs::read_dir(dir)
                 .with_path(dir)?
                 .filter_map(|e| e.ok())

@@ -25,7 +25,7 @@ use super::config::ShuffleConfig;
 use super::shard::{shard_path, write_manifest, PayloadKind};
 use super::state::{self, clean_leftovers, run_path, save, DirLock, Stage, State};
 use super::summary::Summary;
-use super::{build_summary, fingerprint, stage1, stage2};
+use super::{build_summary, fingerprint, output, stage1, stage2};
 use crate::cancel::Cancel;
 use crate::error::{Error, IoContext, Result};
 use crate::tasks::Task;
@@ -97,9 +97,16 @@ pub fn run_step(
     if let Some(target) = crate::storage::remote(&cfg.output)? {
         let mut local = cfg.clone();
         local.output = cfg.local_cell_dir.join(super::state::STAGING_DIR);
+        local.summary = None;
+        std::fs::create_dir_all(&local.output).with_path(&local.output)?;
+        let fp = fingerprint(&local, tokenizer.as_deref())?;
+        let owner = (output::run_id(&fp), fp["inputs"].clone());
         let mut summary = run_local_step(&local, tokenizer, step, warnings, cancel)?;
-        upload_step(&local, &target, &mut summary, step, cancel)?;
+        if !matches!(step, Step::Cells(_)) {
+            output::claim_remote(&target, &owner.0, &owner.1, true)?;
+        }
         summary.output = cfg.output.clone();
+        upload_step(cfg, &local, &target, &owner, &mut summary, step, cancel)?;
         return Ok(summary);
     }
     run_local_step(cfg, tokenizer, step, warnings, cancel)
@@ -107,8 +114,10 @@ pub fn run_step(
 
 /// The uploads of a step whose output is in an object store.
 fn upload_step(
+    cfg: &ShuffleConfig,
     local: &ShuffleConfig,
     target: &crate::storage::Remote,
+    (run, inputs): &(Value, Value),
     summary: &mut Summary,
     step: Step,
     cancel: &Cancel,
@@ -120,7 +129,9 @@ fn upload_step(
             let (start, end) = share(summary.shards, task);
             for s in start..end {
                 cancel.check()?;
-                crate::storage::upload_file(&shard_path(&local.output, s), &target.child(&name(s)))?;
+                let to = target.child(&name(s));
+                crate::fsutil::fault::point().map_err(|e| Error::io(std::path::Path::new(&to.url), e))?;
+                crate::storage::upload_file(&shard_path(&local.output, s), &to)?;
             }
             Ok(())
         }
@@ -135,10 +146,10 @@ fn upload_step(
                     target.url
                 )));
             }
-            let manifest = target.child("manifest.jsonl");
-            crate::storage::upload_file(&summary.manifest, &manifest)?;
-            summary.manifest = crate::storage::as_path(&manifest);
-            Ok(())
+            summary.manifest = crate::storage::as_path(&target.child("manifest.jsonl"));
+            let members = super::local_members(&local.output)?;
+            let summary_file = super::summary_bytes(cfg, summary)?;
+            output::publish(target, run, inputs, members, summary_file, true, cancel)
         }
     }
 }
@@ -154,6 +165,15 @@ fn run_local_step(
     std::fs::create_dir_all(&cfg.output).with_path(&cfg.output)?;
     let tokenizer = tokenizer.ok_or_else(|| Error::invalid("a tokenizer is needed to shuffle JSON lines"))?;
     let tok = Some(tokenizer.as_ref());
+    let fp = fingerprint(cfg, tok)?;
+    let run = output::run_id(&fp);
+    // Before a step writes into the output: the output must be this run's (checked after the
+    // cells, whose refusals name what differs).
+    let claim = || -> Result<()> {
+        // Temporaries of killed shards tasks (only theirs: other tasks may be writing now).
+        crate::fsutil::remove_dead_temporaries_in(&cfg.output);
+        output::claim_local(&cfg.output, &run, &fp["inputs"], true).map(drop)
+    };
     let mut summary = match step {
         Step::Cells(task) => {
             let state = cells(cfg, Arc::clone(&tokenizer), task, cancel)?;
@@ -164,19 +184,22 @@ fn run_local_step(
         }
         Step::Shards(task) => {
             let (merged, runs) = all_cells(cfg, tok)?;
+            claim()?;
             let total = merged.counts.contexts;
             let shards = total.div_ceil(cfg.wds_chunk_size);
             let (start, end) = share(shards, task);
             let mut state = merged.clone();
             state.shards_done = start;
             let kind = PayloadKind::Member(cfg.member_format.extension());
-            stage2::write_shards(cfg, kind, &runs, &mut state, Some(end), cancel)?;
+            let (_, sums) = stage2::write_shards(cfg, kind, &runs, &mut state, Some(end), cancel)?;
+            save_sums(cfg, task, &run, &sums)?;
             let mut s = build_summary(cfg, tok, &merged, shards, Path::new(""), warnings);
             s.task = Some(json!({"step": "shards", "index": task.index, "count": task.count, "shards": [start, end]}));
             s
         }
         Step::Manifest => {
             let (merged, _) = all_cells(cfg, tok)?;
+            claim()?;
             let total = merged.counts.contexts;
             let shards = total.div_ceil(cfg.wds_chunk_size);
             let missing: Vec<u64> = (0..shards).filter(|&s| !shard_path(&cfg.output, s).is_file()).collect();
@@ -187,14 +210,72 @@ fn run_local_step(
                     missing[0]
                 )));
             }
-            let manifest = write_manifest(&cfg.output, total, cfg.wds_chunk_size)?;
+            let sums = load_sums(cfg, &run)?;
+            let (manifest, manifest_sum) = write_manifest(&cfg.output, total, cfg.wds_chunk_size)?;
             let mut s = build_summary(cfg, tok, &merged, shards, &manifest, warnings);
             s.task = Some(json!({"step": "manifest"}));
+            s.seconds = started.elapsed().as_secs_f64();
+            let summary_file = super::summary_bytes(cfg, &s)?;
+            let beside = summary_file.as_ref().filter(|(p, _)| p.parent() == Some(cfg.output.as_path()));
+            let members = output::members(&cfg.output, shards, &sums, manifest_sum, beside.map(|(_, b)| b.as_slice()))?;
+            for (path, sum) in members.iter().take(shards as usize) {
+                let size = std::fs::metadata(path).with_path(path)?.len();
+                if size != sum.bytes {
+                    return Err(Error::invalid(format!(
+                        "{} holds {size} bytes, but the shards task that wrote it made {}: it was replaced by \
+                         another process; rerun the shards tasks",
+                        path.display(),
+                        sum.bytes
+                    )));
+                }
+            }
+            let summary_at = summary_file.as_ref().map(|(p, b)| (p.as_path(), b.as_slice()));
+            output::commit_local(&cfg.output, &run, &fp["inputs"], &members, summary_at)?;
             s
         }
     };
-    summary.seconds = started.elapsed().as_secs_f64();
+    if !matches!(step, Step::Manifest) {
+        // (The manifest step's summary was written with its time.)
+        summary.seconds = started.elapsed().as_secs_f64();
+    }
     Ok(summary)
+}
+
+/// Where a shards task records the sums of the shards it wrote (for the manifest step's record).
+fn sums_path(cfg: &ShuffleConfig, task: Task) -> PathBuf {
+    cfg.local_cell_dir.join(TASKS_DIR).join(format!("shards-{}.json", task.part_name()))
+}
+
+fn save_sums(cfg: &ShuffleConfig, task: Task, run: &Value, sums: &super::stage2::ShardSums) -> Result<()> {
+    let shards: serde_json::Map<String, Value> =
+        sums.iter().map(|(s, sum)| (s.to_string(), json!([sum.bytes, sum.crc32c]))).collect();
+    let bytes =
+        serde_json::to_vec(&json!({"run": run, "shards": shards})).map_err(|e| Error::invalid(e.to_string()))?;
+    std::fs::create_dir_all(cfg.local_cell_dir.join(TASKS_DIR)).with_path(&cfg.local_cell_dir)?;
+    crate::fsutil::write_atomic(sums_path(cfg, task), &bytes)
+}
+
+/// The sums the shards tasks of `run` recorded (shards missing there are read back later).
+fn load_sums(cfg: &ShuffleConfig, run: &Value) -> Result<super::stage2::ShardSums> {
+    let root = cfg.local_cell_dir.join(TASKS_DIR);
+    let mut sums = super::stage2::ShardSums::new();
+    for entry in std::fs::read_dir(&root).with_path(&root)? {
+        let path = entry.with_path(&root)?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if !(name.starts_with("shards-part-") && name.ends_with(".json")) {
+            continue;
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(&std::fs::read(&path).with_path(&path)?) else { continue };
+        if v.get("run") != Some(run) {
+            continue;
+        }
+        for (s, pair) in v["shards"].as_object().into_iter().flatten() {
+            if let (Ok(s), Some(b), Some(c)) = (s.parse::<u64>(), pair[0].as_u64(), pair[1].as_u64()) {
+                sums.insert(s, crate::fsutil::record::Sum { bytes: b, crc32c: c as u32 });
+            }
+        }
+    }
+    Ok(sums)
 }
 
 fn sizes(cfg: &ShuffleConfig) -> Result<Vec<u64>> {

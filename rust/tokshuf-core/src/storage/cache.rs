@@ -53,25 +53,64 @@ pub fn local_copy(url: &str) -> Result<PathBuf> {
 
 /// [`local_copy`], stopping (and removing the partial download) when `cancel` is set.
 pub fn local_copy_cancellable(url: &str, cancel: &Cancel) -> Result<PathBuf> {
+    local_copy_verified(url, &Expected::default(), cancel).map(|c| c.path)
+}
+
+/// What a reader knows an object must be (from a set's commit record), if anything.
+#[derive(Debug, Clone, Default)]
+pub struct Expected {
+    /// The ETag the object had when its set was committed.
+    pub etag: Option<String>,
+    /// Its size.
+    pub bytes: Option<u64>,
+    /// The CRC32C of its bytes.
+    pub crc32c: Option<u32>,
+}
+
+/// A local copy, and the version of the object it is a copy of.
+#[derive(Debug, Clone)]
+pub struct LocalCopy {
+    /// The copy.
+    pub path: PathBuf,
+    /// The object's version (`{"etag": ...}` or `{"modified": ...}`).
+    pub version: serde_json::Value,
+}
+
+/// [`local_copy_cancellable`], checked against `expected`: an object whose ETag or size is not
+/// the expected one, or whose downloaded bytes do not have the expected checksum, is an error
+/// naming it. Every copy's CRC32C is computed as it downloads and kept with the file's identity
+/// (device, inode, size, modification time): a copy changed on disk since is hashed again, and
+/// downloaded again unless its bytes are still the object's.
+pub fn local_copy_verified(url: &str, expected: &Expected, cancel: &Cancel) -> Result<LocalCopy> {
     let remote = super::resolve(url)?;
     let local = local_path(url)?;
     let meta_path = crate::fsutil::with_suffix(&local, ".source.json");
     let dir = local.parent().expect("a cached path has a parent");
     std::fs::create_dir_all(dir).with_path(dir)?;
     let reader = RemoteReader::open(remote.clone()).with_path(Path::new(url))?;
-    let want =
-        serde_json::json!({"url": super::redact(url), "bytes": reader.size(), "version": reader.version().describe()});
-    let current = || -> bool {
-        let recorded =
-            std::fs::read(&meta_path).ok().and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
-        recorded.as_ref() == Some(&want) && std::fs::metadata(&local).is_ok_and(|m| m.len() == reader.size())
-    };
-    if current() {
-        return Ok(local);
+    let version = reader.version().describe();
+    let etag = version.get("etag").and_then(serde_json::Value::as_str);
+    if expected.etag.is_some() && expected.etag.as_deref() != etag || expected.bytes.is_some_and(|b| b != reader.size())
+    {
+        return Err(Error::format(
+            Path::new(url),
+            format!(
+                "the object is not the one its commit record lists (ETag {etag:?} and {} bytes, the record lists {:?} \
+                 and {:?}): it changed after its set was committed",
+                reader.size(),
+                expected.etag,
+                expected.bytes
+            ),
+        ));
+    }
+    let want = serde_json::json!({"url": super::redact(url), "bytes": reader.size(), "version": version});
+    let copy = || LocalCopy { path: local.clone(), version: version.clone() };
+    if copy_is_current(&meta_path, &local, &want, expected) {
+        return Ok(copy());
     }
     let _lock = Lock::take(&crate::fsutil::with_suffix(&local, ".lock"), cancel)?;
-    if current() {
-        return Ok(local); // another process downloaded it while this one waited
+    if copy_is_current(&meta_path, &local, &want, expected) {
+        return Ok(copy()); // another process downloaded it while this one waited
     }
     // A download killed earlier (SIGKILL, OOM) left its temporary: full-size, and never reused.
     crate::fsutil::remove_dead_temporaries(&local);
@@ -82,27 +121,81 @@ pub fn local_copy_cancellable(url: &str, cancel: &Cancel) -> Result<PathBuf> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(&meta_path, e)),
         _ => {}
     }
-    download(reader, &remote, &local, cancel)?;
-    let meta = serde_json::to_vec(&want).expect("JSON");
-    crate::fsutil::write_atomic(&meta_path, &meta)?;
-    Ok(local)
+    let sum = download(reader, &remote, &local, expected, cancel)?;
+    let mut meta = want;
+    meta["crc32c"] = sum.hex().into();
+    meta["stamp"] = file_stamp(&local);
+    crate::fsutil::write_atomic(&meta_path, &serde_json::to_vec(&meta).expect("JSON"))?;
+    Ok(copy())
 }
 
-fn download(mut reader: RemoteReader, remote: &Remote, local: &Path, cancel: &Cancel) -> Result<()> {
+/// What the filesystem says of a file's current contents: device, inode, size, modification time.
+fn file_stamp(path: &Path) -> serde_json::Value {
+    use std::os::unix::fs::MetadataExt as _;
+    match std::fs::metadata(path) {
+        Ok(m) => serde_json::json!([m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()]),
+        Err(_) => serde_json::Value::Null,
+    }
+}
+
+/// Whether the copy at `local` is the object `want` describes, whole and unchanged.
+fn copy_is_current(meta_path: &Path, local: &Path, want: &serde_json::Value, expected: &Expected) -> bool {
+    let Some(recorded) =
+        std::fs::read(meta_path).ok().and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    else {
+        return false;
+    };
+    if ["url", "bytes", "version"].iter().any(|k| recorded.get(k) != want.get(k)) {
+        return false;
+    }
+    let crc = recorded.get("crc32c").and_then(serde_json::Value::as_str).and_then(|h| u32::from_str_radix(h, 16).ok());
+    if expected.crc32c.is_some_and(|e| crc != Some(e)) {
+        return false;
+    }
+    if !std::fs::metadata(local).is_ok_and(|m| Some(m.len()) == want["bytes"].as_u64()) {
+        return false;
+    }
+    if recorded.get("stamp").is_some_and(|s| *s == file_stamp(local)) {
+        return true;
+    }
+    // Changed on disk since it was verified (or a copy made by an older tokshuf): hash it again.
+    crc.is_some_and(|crc| crate::fsutil::record::Checksum::of_file(local).is_ok_and(|s| s.crc32c == crc))
+}
+
+fn download(
+    mut reader: RemoteReader,
+    remote: &Remote,
+    local: &Path,
+    expected: &Expected,
+    cancel: &Cancel,
+) -> Result<crate::fsutil::record::Sum> {
     let tmp = crate::fsutil::TempFile::new(local);
     let mut out = tmp.create()?;
     let mut buf = vec![0u8; 4 << 20];
+    let mut sum = crate::fsutil::record::Checksum::new();
     loop {
         cancel.check()?;
         let n = reader.read(&mut buf).with_path(Path::new(&remote.url))?;
         if n == 0 {
             break;
         }
+        sum.update(&buf[..n]);
         out.write_all(&buf[..n]).with_path(tmp.path())?;
+    }
+    let sum = sum.sum();
+    if let Some(want) = expected.crc32c.filter(|&c| c != sum.crc32c) {
+        return Err(Error::format(
+            Path::new(&remote.url),
+            format!(
+                "its bytes have CRC32C {}, its commit record lists {want:08x}: the object is not the committed one",
+                sum.hex()
+            ),
+        ));
     }
     out.sync_all().with_path(tmp.path())?;
     drop(out);
-    tmp.commit()
+    tmp.commit()?;
+    Ok(sum)
 }
 
 fn check_space(dir: &Path, bytes: u64, url: &str) -> Result<()> {

@@ -25,7 +25,7 @@ mod write;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-pub use cache::{cache_root, local_copy, local_copy_cancellable, local_path};
+pub use cache::{cache_root, local_copy, local_copy_cancellable, local_copy_verified, local_path, Expected, LocalCopy};
 pub(crate) use failure::again as same_error;
 pub use failure::{is_store_error, redact, StoreError};
 pub use list::{all_under as list_all, glob, sized_under as list_sized, under as list};

@@ -85,7 +85,7 @@ impl NpySource {
         let files = paths
             .iter()
             .map(|p| {
-                let map = Mapping::open(p)?;
+                let map = crate::indexed::open_token_file(p)?;
                 let b = map.bytes();
                 if b.len() % width.size() != 0 {
                     return Err(Error::format(

@@ -193,7 +193,7 @@ impl TokenArray {
     /// and is an error rather than OLMo's silent floor.
     pub fn open(path: impl AsRef<Path>, ty: TokenType) -> Result<TokenArray> {
         let path = path.as_ref().to_path_buf();
-        let map = Mapping::open(&path)?;
+        let map = crate::indexed::open_token_file(&path)?;
         let size = map.bytes().len();
         if size % ty.itemsize() != 0 {
             return Err(Error::format(

@@ -11,6 +11,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 
 use crate::error::{Error, IoContext, Result};
+use crate::fsutil::record::{Sum, Summing};
 use crate::fsutil::TempFile;
 
 /// `data/part-0.npy` → `data/part-0.csv.gz` (other names get `.csv.gz` appended).
@@ -61,23 +62,25 @@ pub fn parse_metadata(reader: impl BufRead, path: &Path, num_tokens: u64) -> Res
 /// Write `spans` as Dolma metadata (`start,end,id,src,loc`; `id` and `loc` are the row number),
 /// atomically.
 pub fn write_metadata(path: &Path, spans: &[[u64; 2]], src: &str) -> Result<()> {
-    write_metadata_staged(path, spans, src)?.commit()
+    write_metadata_staged(path, spans, src)?.0.commit()
 }
 
-/// [`write_metadata`], left under a temporary name (to commit with the token file).
-pub fn write_metadata_staged(path: &Path, spans: &[[u64; 2]], src: &str) -> Result<TempFile> {
+/// [`write_metadata`], left under a temporary name (to commit with the token file); its size
+/// and checksum.
+pub fn write_metadata_staged(path: &Path, spans: &[[u64; 2]], src: &str) -> Result<(TempFile, Sum)> {
     let tmp = TempFile::new(path);
     let file = tmp.create()?;
-    let mut gz = GzEncoder::new(BufWriter::new(file), Compression::fast());
+    let mut gz = GzEncoder::new(BufWriter::new(Summing::new(file)), Compression::fast());
     let src = src.replace([',', '\n'], "_");
     for (i, [s, e]) in spans.iter().enumerate() {
         writeln!(gz, "{s},{e},{i},{src},{i}").with_path(tmp.path())?;
     }
-    let file = gz.finish().with_path(tmp.path())?.into_inner().map_err(|e| Error::io(tmp.path(), e.into_error()))?;
+    let summing = gz.finish().with_path(tmp.path())?.into_inner().map_err(|e| Error::io(tmp.path(), e.into_error()))?;
+    let (file, sum) = summing.into_parts();
     crate::fsutil::fault::point().with_path(tmp.path())?;
     file.sync_all().with_path(tmp.path())?;
     drop(file);
-    Ok(tmp)
+    Ok((tmp, sum))
 }
 
 #[cfg(test)]

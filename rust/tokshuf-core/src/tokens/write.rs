@@ -7,7 +7,8 @@ use std::path::Path;
 use super::array::{TokenArray, TokenType};
 use crate::cancel::Cancel;
 use crate::error::{IoContext, Result};
-use crate::fsutil::{Staging, TempFile};
+use crate::fsutil::record::{Sum, Summing};
+use crate::fsutil::{RecordSpec, Staging, TempFile};
 use crate::indexed::IndexedDataset;
 
 /// Writes one flat token file (`np.memmap` layout, no header); nothing appears at the target
@@ -15,7 +16,7 @@ use crate::indexed::IndexedDataset;
 #[derive(Debug)]
 pub struct TokenFileWriter {
     tmp: TempFile,
-    out: BufWriter<File>,
+    out: BufWriter<Summing<File>>,
     ty: TokenType,
     tokens: u64,
     buf: Vec<u8>,
@@ -25,7 +26,7 @@ impl TokenFileWriter {
     /// Start writing `path` with element type `ty`.
     pub fn create(path: impl AsRef<Path>, ty: TokenType) -> Result<Self> {
         let tmp = TempFile::new(path.as_ref());
-        let out = BufWriter::with_capacity(1 << 20, tmp.create()?);
+        let out = BufWriter::with_capacity(1 << 20, Summing::new(tmp.create()?));
         Ok(Self { tmp, out, ty, tokens: 0, buf: Vec::new() })
     }
 
@@ -45,31 +46,44 @@ impl TokenFileWriter {
 
     /// Flush, sync and move the file into place; returns the number of tokens.
     pub fn finish(self) -> Result<u64> {
-        let (tokens, tmp) = self.finish_staged()?;
+        let (tokens, tmp, _) = self.finish_staged()?;
         tmp.commit()?;
         Ok(tokens)
     }
 
-    /// Flush and sync, leaving the file under its temporary name (to commit with others).
-    pub fn finish_staged(self) -> Result<(u64, TempFile)> {
-        let file = self.out.into_inner().map_err(|e| crate::error::Error::io(self.tmp.path(), e.into_error()))?;
+    /// Flush and sync, leaving the file under its temporary name (to commit with others); the
+    /// tokens, the file and its size and checksum.
+    pub fn finish_staged(self) -> Result<(u64, TempFile, Sum)> {
+        let summing = self.out.into_inner().map_err(|e| crate::error::Error::io(self.tmp.path(), e.into_error()))?;
+        let (file, sum) = summing.into_parts();
         crate::fsutil::fault::point().with_path(self.tmp.path())?;
         file.sync_all().with_path(self.tmp.path())?;
         drop(file);
-        Ok((self.tokens, self.tmp))
+        Ok((self.tokens, self.tmp, sum))
     }
+}
+
+/// Where [`convert_indexed`] writes besides the token file.
+#[derive(Debug, Default)]
+pub struct ConvertOutputs<'a> {
+    /// Dolma metadata: its path, and the `src` column.
+    pub metadata: Option<(&'a Path, &'a str)>,
+    /// The run's summary (`output`, `documents`, `tokens`) as JSON.
+    pub summary: Option<&'a Path>,
+    /// Publish the outputs as a set by this record.
+    pub record: Option<RecordSpec>,
 }
 
 /// Copy every document of an indexed dataset into an OLMo token file of type `ty`, appending
 /// `append_eos` to documents that do not already end with it. Returns each document's
-/// `(start, end)` in the output. With `metadata = Some((path, src))` also writes Dolma metadata
-/// there; the token file and its metadata appear together or not at all.
+/// `(start, end)` in the output. The token file, its metadata and summary (as `also` asks)
+/// appear together or not at all.
 pub fn convert_indexed(
     ds: &IndexedDataset,
     out: &Path,
     ty: TokenType,
     append_eos: Option<u64>,
-    metadata: Option<(&Path, &str)>,
+    also: ConvertOutputs<'_>,
     cancel: &Cancel,
 ) -> Result<Vec<[u64; 2]>> {
     let tokens = TokenArray::from_indexed(ds)?;
@@ -95,11 +109,21 @@ pub fn convert_indexed(
         w.write(&doc)?;
         spans.push([start, w.tokens()]);
     }
-    let (_, tokens_tmp) = w.finish_staged()?;
+    let (total, tokens_tmp, sum) = w.finish_staged()?;
     let mut staged = Staging::new();
-    staged.add_data(tokens_tmp);
-    if let Some((path, src)) = metadata {
-        staged.add_index(super::metadata::write_metadata_staged(path, &spans, src)?);
+    staged.add_data(tokens_tmp, sum);
+    if let Some((path, src)) = also.metadata {
+        let (tmp, sum) = super::metadata::write_metadata_staged(path, &spans, src)?;
+        staged.add_index(tmp, sum);
+    }
+    if let Some(path) = also.summary {
+        let summary = serde_json::json!({"output": out, "documents": spans.len(), "tokens": total});
+        let mut json = serde_json::to_vec_pretty(&summary).map_err(|e| crate::Error::invalid(e.to_string()))?;
+        json.push(b'\n');
+        staged.add_index_bytes(path, &json)?;
+    }
+    if let Some(record) = also.record {
+        staged.set_record(record);
     }
     staged.commit()?;
     Ok(spans)

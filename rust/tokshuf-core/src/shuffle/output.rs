@@ -1,0 +1,211 @@
+//! A shuffle's output directory as one set: `commit.json` (see [`crate::fsutil::record`]) names the
+//! run that owns the directory and, once the run is complete, lists every shard, the manifest and
+//! the summary with their sizes and checksums (and ETags, in an object store).
+//!
+//! A run claims the directory before its first shard lands there: it writes a `writing` record
+//! naming itself (a digest of its fingerprint), and every later step of the same run (a resumed
+//! run, a shards task, the manifest step) accepts the directory only if the record names it.
+//! A directory whose record names another run, or that holds shards or a manifest without any
+//! record, belongs to someone else and is refused, locally and in a store alike. The record is
+//! committed last, after the manifest and the summary.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::shard::shard_path;
+use crate::error::{Error, Result};
+use crate::fsutil::record::{self, Checksum, Member, Record, RemoteFile, State, Sum};
+use crate::fsutil::{write_atomic, RecordSpec};
+use crate::storage::Remote;
+
+/// The record's name in the output directory.
+pub(super) const RECORD: &str = record::DIR_RECORD;
+
+/// What names a run in the record: a digest of the command's fingerprint, without the task (the
+/// same for every task of a run cut into tasks) and the output (the same command gives the same
+/// record wherever it writes).
+pub(super) fn run_id(fingerprint: &Value) -> Value {
+    let mut fp = fingerprint.clone();
+    if let Some(o) = fp.as_object_mut() {
+        o.remove("task");
+        o.remove("output");
+    }
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(fp.to_string().as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    json!({"id": hex})
+}
+
+fn foreign(output: &str, what: &str) -> Error {
+    Error::invalid(format!(
+        "the output dir {output} already holds a dataset ({what}) that this run did not write; remove it or \
+         choose another --output"
+    ))
+}
+
+/// Why a record in `output` is not this run's, if it is not.
+fn check_owner(output: &str, found: &Record, run: &Value) -> Result<()> {
+    if found.run == *run {
+        return Ok(());
+    }
+    let what = match found.state {
+        State::Committed => format!("{RECORD} of a complete {} run", found.command),
+        State::Writing => format!("{RECORD} of another {} run, not finished", found.command),
+    };
+    Err(foreign(output, &what))
+}
+
+fn is_dataset_file(name: &str) -> bool {
+    name == "manifest.jsonl" || (name.starts_with("shard_") && name.ends_with(".tar"))
+}
+
+/// The `writing` record that claims a directory for `run`.
+fn claim_record(run: &Value, inputs: &Value) -> Record {
+    Record::committed("shuffle", run.clone(), inputs.clone(), Vec::new()).writing(Vec::new(), Vec::new(), None)
+}
+
+/// Claim the local output dir for `run` (see the module documentation); `fresh`: the run has not
+/// written anything yet, so shards or a manifest without a record are another dataset's.
+/// Returns whether the run's set is already committed there.
+pub(super) fn claim_local(output: &Path, run: &Value, inputs: &Value, fresh: bool) -> Result<bool> {
+    let shown = output.display().to_string();
+    let path = output.join(RECORD);
+    crate::fsutil::remove_dead_temporaries(&path);
+    match record::read_local(&path)? {
+        Some(seen) => {
+            check_owner(&shown, &seen.record, run)?;
+            if seen.record.state == State::Committed {
+                return Ok(true);
+            }
+        }
+        None => {
+            let mut entries = std::fs::read_dir(output).map_err(|e| Error::io(output, e))?;
+            let held = entries.find_map(|e| {
+                let name = e.ok()?.file_name().to_string_lossy().into_owned();
+                is_dataset_file(&name).then_some(name)
+            });
+            if let Some(name) = held {
+                if fresh {
+                    return Err(foreign(&shown, &name));
+                }
+            }
+        }
+    }
+    // (Re)written with this process as the writer, so readers know the set is being made.
+    write_atomic(&path, &claim_record(run, inputs).to_bytes())?;
+    Ok(false)
+}
+
+/// Claim the output prefix `target` in a store for `run`; `fresh` as for [`claim_local`].
+/// Returns whether the run's set is already committed there.
+pub(super) fn claim_remote(target: &Remote, run: &Value, inputs: &Value, fresh: bool) -> Result<bool> {
+    let url = target.child(RECORD).url;
+    match record::read_remote(&url)? {
+        Some((found, _)) => {
+            check_owner(&target.url, &found, run)?;
+            if found.state == State::Committed {
+                return Ok(true);
+            }
+        }
+        None if fresh => {
+            let listed = crate::storage::list(target, &[".tar", "manifest.jsonl"])?;
+            let held = listed.iter().find_map(|r| {
+                let name = r.key.as_ref().rsplit('/').next().unwrap_or_default();
+                is_dataset_file(name).then(|| name.to_string())
+            });
+            if let Some(name) = held {
+                return Err(foreign(&target.url, &name));
+            }
+        }
+        None => {}
+    }
+    crate::fsutil::fault::point().map_err(|e| Error::io(Path::new(&url), e))?;
+    crate::storage::put(&target.child(RECORD), claim_record(run, inputs).to_bytes())?;
+    Ok(false)
+}
+
+/// The members of a complete output in `dir`: shards `0..shards` (their sums from `sums`, else
+/// read back: shards written by an earlier process), the manifest, the summary.
+pub(super) fn members(
+    dir: &Path,
+    shards: u64,
+    sums: &BTreeMap<u64, Sum>,
+    manifest: Sum,
+    summary: Option<&[u8]>,
+) -> Result<Vec<(PathBuf, Sum)>> {
+    let mut out = Vec::with_capacity(shards as usize + 2);
+    for s in 0..shards {
+        let path = shard_path(dir, s);
+        let sum = match sums.get(&s) {
+            Some(sum) => *sum,
+            None => Checksum::of_file(&path)?,
+        };
+        out.push((path, sum));
+    }
+    out.push((dir.join("manifest.jsonl"), manifest));
+    if let Some(bytes) = summary {
+        out.push((dir.join("summary.json"), Checksum::of(bytes)));
+    }
+    Ok(out)
+}
+
+/// Commit the local output: the summary (when it is to be written at `summary`), then the record
+/// listing `members`.
+pub(super) fn commit_local(
+    output: &Path,
+    run: &Value,
+    inputs: &Value,
+    members: &[(PathBuf, Sum)],
+    summary: Option<(&Path, &[u8])>,
+) -> Result<()> {
+    if let Some((path, bytes)) = summary {
+        write_atomic(path, bytes)?;
+    }
+    let listed = members
+        .iter()
+        .filter_map(|(p, sum)| record::member_name(output, p).map(|name| Member::new(name, *sum)))
+        .collect();
+    let committed = Record::committed("shuffle", run.clone(), inputs.clone(), listed);
+    write_atomic(output.join(RECORD), &committed.to_bytes())
+}
+
+/// Publish a complete local output `local` (its members as [`members`] lists them) to `target`:
+/// the record's `writing` state first, every shard, the manifest, the summary, then the record.
+/// `uploaded`: the shards already there (uploaded by shards tasks), not uploaded again.
+pub(super) fn publish(
+    target: &Remote,
+    run: &Value,
+    inputs: &Value,
+    members: Vec<(PathBuf, Sum)>,
+    summary: Option<(PathBuf, Vec<u8>)>,
+    uploaded: bool,
+    cancel: &crate::Cancel,
+) -> Result<()> {
+    let mut files = Vec::new();
+    let mut present = Vec::new();
+    for (path, sum) in members {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name == "summary.json" {
+            continue;
+        }
+        let to = PathBuf::from(target.child(&name).url);
+        if uploaded && name.starts_with("shard_") {
+            present.push((to, sum));
+        } else {
+            files.push(RemoteFile::upload(path, to, sum));
+        }
+    }
+    if let Some((to, bytes)) = summary {
+        let sum = Checksum::of(&bytes);
+        files.push(RemoteFile::bytes(bytes, to, sum));
+    }
+    let spec = RecordSpec {
+        path: PathBuf::from(target.child(RECORD).url),
+        command: "shuffle".into(),
+        run: run.clone(),
+        inputs: inputs.clone(),
+    };
+    record::publish_remote_with(&spec, present, files, cancel)
+}
