@@ -755,10 +755,18 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=REPO / "bench-out" / "peers", help="corpora, cache, results")
     p.add_argument("--docs", type=Path, default=None, help="where benchmarks.md and its plots go")
     p.add_argument("--quick", action="store_true", help="small corpora and one pass; docs under --out")
+    p.add_argument(
+        "--report", type=Path, help="rewrite the page and plots from a results.json; measure nothing"
+    )
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         worker(json.loads(args.worker))
+        return 0
+    if args.report:
+        saved = json.loads(args.report.read_text())
+        docs = args.docs or REPO / "docs"
+        print(write_outputs(saved["results"], saved["meta"], None, docs))
         return 0
 
     families = args.families.split(",")
@@ -844,10 +852,11 @@ def main() -> int:
     return 1 if bad else 0
 
 
-def write_outputs(results: list[dict[str, Any]], meta: dict[str, Any], out: Path, docs: Path) -> str:
-    """``out/results.json``, the plots and ``benchmarks.md`` (returned) of the runs so far."""
-    meta["load_average"]["end"] = os.getloadavg()
-    (out / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+def write_outputs(results: list[dict[str, Any]], meta: dict[str, Any], out: Path | None, docs: Path) -> str:
+    """``out/results.json`` (unless ``out`` is None), the plots and ``benchmarks.md`` (returned)."""
+    if out is not None:
+        meta["load_average"]["end"] = os.getloadavg()
+        (out / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     docs.mkdir(parents=True, exist_ok=True)
     plots = {}
     for label in meta["corpora"]:
@@ -993,7 +1002,7 @@ def report(results: list[dict[str, Any]], meta: dict[str, Any], plots: dict[str,
         f"{m['memory_gib']} GiB; {m['os']}; Python {m['python']}",
         f"- Load average (1 min): {load['start'][0]:.2f} at the start, "
         + (f"{min(loads):.2f}-{max(loads):.2f} before the runs, " if loads else "")
-        + f"{load['end'][0]:.2f} at the end (a shared machine reads lower than an idle one)",
+        + f"{load['end'][0]:.2f} at the end (on a busy machine every figure reads low)",
         f"- Versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}",
         f"- Tokenizer files: `{shown_path(meta['tokenizers'])}`",
         "",
@@ -1003,8 +1012,9 @@ def report(results: list[dict[str, Any]], meta: dict[str, Any], plots: dict[str,
         "(cold caches). MB = 10^6 bytes of UTF-8 text. Tokenize only: the texts are preloaded in Python, "
         "1,000 per call, and only the call is timed (work a library defers from loading to its first "
         "call counts). End to end: `tokshuf.preprocess` from the JSON-lines "
-        "file to `.bin/.idx`, loading the tokenizer included; no peer reads JSON lines into ids, so they "
-        "have none. Ids are compared per document with the defining library (tiktoken for rank files, "
+        "file to `.bin/.idx`, loading the tokenizer included; no peer reads JSON lines into ids (tokie's "
+        "`encode_files` reads plain text split at a separator), so theirs is n/a. Ids are compared per "
+        "document with the defining library (tiktoken for rank files, "
         "`tokenizers` for `tokenizer.json`, sentencepiece for `.model`).",
         "",
         "Calls: " + "; ".join(f"{lib} {API[lib]}" for lib in libs) + ".",
