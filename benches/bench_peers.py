@@ -34,10 +34,11 @@ are unpacked from ``tests/fixtures`` and OpenAI's rank files rebuilt from the on
 (checked against the SHA-256 that tiktoken pins).
 
 Output: ``docs/benchmarks.md`` and ``docs/benchmarks-<corpus>.png`` (``--docs``; a ``--quick`` run
-writes them under ``--out`` instead), with the machine, the command, the date and the versions;
-every run's figures in ``--out/results.json``. Targets (issue 42): tokenize only >= 1.3x
-fastokens on GPT-2, cl100k, o200k and Qwen2 at 1 and 2 threads on both corpora; ``preprocess`` end
-to end >= 1.2x fastokens' tokenize-only rate. Exits non-zero if tokshuf's ids differ anywhere.
+writes them to ``--out/quick``), with the machine, the command, the date and the versions; every
+run's figures in ``--out/results.json`` (``results-quick.json``), from which ``--report`` rewrites
+the page. Targets (issue 42): tokenize only >= 1.3x fastokens on GPT-2, cl100k, o200k and Qwen2 at
+1 and 2 threads on both corpora; ``preprocess`` end to end >= 1.2x fastokens' tokenize-only rate.
+Exits non-zero if tokshuf's ids differ anywhere.
 """
 
 from __future__ import annotations
@@ -764,9 +765,8 @@ def main() -> int:
         worker(json.loads(args.worker))
         return 0
     if args.report:
-        saved = json.loads(args.report.read_text())
-        docs = args.docs or REPO / "docs"
-        print(write_outputs(saved["results"], saved["meta"], None, docs))
+        stored = json.loads(args.report.read_text())
+        print(write_outputs(stored["results"], stored["meta"], None, args.docs or REPO / "docs"))
         return 0
 
     families = args.families.split(",")
@@ -781,7 +781,8 @@ def main() -> int:
     if any(FAMILIES[n].form == "model" for n in families) and "sentencepiece" not in libs:
         libs.append("sentencepiece")
     passes = args.passes or (1 if args.quick else 3)
-    docs = args.docs or (args.out / "quick-docs" if args.quick else REPO / "docs")
+    docs = args.docs or (args.out / "quick" if args.quick else REPO / "docs")
+    saved = args.out / ("results-quick.json" if args.quick else "results.json")
     args.out.mkdir(parents=True, exist_ok=True)
     tokenizers = (args.tokenizers or default_tokenizers(args.out, families)).resolve()
 
@@ -844,7 +845,7 @@ def main() -> int:
                         finish(result, ref, stats, label, nonempty=mode == "e2e")
                         results.append(result)
             # after each tokenizer, so that a long run shows (and keeps) what it has measured
-            text = write_outputs(results, meta, args.out, docs)
+            text = write_outputs(results, meta, saved, docs)
     print(text)
     print(f"wrote {docs / 'benchmarks.md'}", file=sys.stderr)
     ours = [r for r in results if r["lib"] == "tokshuf" and r["status"] in ("ok", "error")]
@@ -852,11 +853,11 @@ def main() -> int:
     return 1 if bad else 0
 
 
-def write_outputs(results: list[dict[str, Any]], meta: dict[str, Any], out: Path | None, docs: Path) -> str:
-    """``out/results.json`` (unless ``out`` is None), the plots and ``benchmarks.md`` (returned)."""
-    if out is not None:
+def write_outputs(results: list[dict[str, Any]], meta: dict[str, Any], saved: Path | None, docs: Path) -> str:
+    """The results (to ``saved`` unless None), the plots and ``benchmarks.md`` (returned)."""
+    if saved is not None:
         meta["load_average"]["end"] = os.getloadavg()
-        (out / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+        saved.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     docs.mkdir(parents=True, exist_ok=True)
     plots = {}
     for label in meta["corpora"]:
@@ -1140,29 +1141,33 @@ def ids_section(results: list[dict[str, Any]], meta: dict[str, Any], libs: list[
 
 
 def startup_section(results: list[dict[str, Any]], meta: dict[str, Any], libs: list[str]) -> list[str]:
+    fewest = min(meta["threads"])
     lines = [
         "",
         "## Loading the tokenizer",
         "",
-        "Seconds to build a tokenizer from its file, and (after the +) to make the first call on 1,000 "
-        "documents, where work deferred from loading shows; medians over every pass at the fewest threads.",
+        "Seconds to build a tokenizer from its file, and (after the +) how much longer the first call "
+        "took than the average of the others: work deferred from loading (medians over every pass at "
+        f"{fewest} thread{'s' if fewest > 1 else ''}).",
         "",
         "| tokenizer | " + " | ".join(libs) + " |",
         "|" + " --- |" * (1 + len(libs)),
     ]
-    fewest = min(meta["threads"])
     for name in meta["families"]:
         row = [FAMILIES[name].label]
         for lib in libs:
-            runs = [
-                r
-                for r in results
-                if (r["family"], r["lib"], r["status"], r["mode"], r["threads"])
-                == (name, lib, "ok", "tokenize", fewest)
-            ]
-            loads = [s for r in runs for s in r["load_seconds"]]
-            firsts = [s for r in runs for s in r["first_call_seconds"]]
-            row.append(f"{statistics.median(loads):.3f} + {statistics.median(firsts):.3f}" if loads else "")
+            loads, extra = [], []
+            for r in results:
+                if (r["family"], r["lib"], r["status"], r["mode"], r["threads"]) != (
+                    name, lib, "ok", "tokenize", fewest,
+                ):  # fmt: skip
+                    continue
+                calls = -(-r["documents"] // BATCH)
+                loads += r["load_seconds"]
+                for total, first in zip(r["seconds"], r["first_call_seconds"], strict=True):
+                    # below 0: the first batch was simply shorter (nothing deferred to measure)
+                    extra.append(max(0.0, first - (total - first) / (calls - 1)) if calls > 1 else first)
+            row.append(f"{statistics.median(loads):.3f} + {statistics.median(extra):.3f}" if loads else "")
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -1207,11 +1212,13 @@ def plot(results: list[dict[str, Any]], meta: dict[str, Any], label: str, path: 
             for bar, flagged, x in zip(bars, flags, xs, strict=True):
                 if flagged:
                     bar.set_hatch("///")
-                ax.text(x * 1.04, bar.get_y() + height / 2, f"{x:.3g}" + (" ≠" if flagged else ""),
-                        va="center", fontsize=6)  # fmt: skip
+                mark = (" †" if lib in FORKED and threads > 1 and mode == "tokenize" else "") + (
+                    " ≠" if flagged else ""
+                )
+                ax.text(x * 1.04, bar.get_y() + height / 2, f"{x:.3g}{mark}", va="center", fontsize=6)
         ax.set_xscale("log")
         ax.set_title(f"{threads} thread{'s' if threads > 1 else ''}", fontsize=10)
-        ax.set_xlabel("MB/s of text (log scale); hatched, ≠: ids differ from the defining library")
+        ax.set_xlabel("MB/s of text (log scale); hatched, ≠: ids differ; †: forked processes")
         ax.set_yticks(range(len(families)), [FAMILIES[f].label for f in families])
         ax.set_ylim(len(families) - 0.5, -0.5)
         ax.grid(axis="x", which="both", alpha=0.3)

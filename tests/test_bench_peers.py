@@ -50,7 +50,7 @@ def test_tables_plot_and_ids(tmp_path: Path) -> None:
     proc = run(*common, "--families", "gpt2,cl100k", "--libs", "tokshuf,tiktoken,tokenizers")
     assert proc.returncode == 0, proc.stderr[-3000:]
 
-    results = json.loads((out / "results.json").read_text())["results"]
+    results = json.loads((out / "results-quick.json").read_text())["results"]
     by = {(r["family"], r["lib"], r["mode"]): r for r in results}
     for family in ("gpt2", "cl100k"):
         tokenize, e2e = by[(family, "tokshuf", "tokenize")], by[(family, "tokshuf", "e2e")]
@@ -81,7 +81,7 @@ def test_tables_plot_and_ids(tmp_path: Path) -> None:
     assert (docs / "benchmarks-tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the page is a function of results.json: --report rewrites it without measuring
     again = tmp_path / "again"
-    cmd = [sys.executable, str(BENCH), "--report", str(out / "results.json"), "--docs", str(again)]
+    cmd = [sys.executable, str(BENCH), "--report", str(out / "results-quick.json"), "--docs", str(again)]
     subprocess.run(cmd, capture_output=True, check=True, timeout=120)
     assert (again / "benchmarks.md").read_text() == page
     assert (again / "benchmarks-tiny.png").exists()
@@ -93,6 +93,6 @@ def test_tables_plot_and_ids(tmp_path: Path) -> None:
     cache.write_text(json.dumps(digests))
     proc = run(*common, "--families", "cl100k", "--libs", "tokshuf", "--no-end-to-end")
     assert proc.returncode == 1
-    (result,) = json.loads((out / "results.json").read_text())["results"]
+    (result,) = json.loads((out / "results-quick.json").read_text())["results"]
     assert (result["mismatching_docs"], result["compared_docs"]) == (1, len(texts))
     assert f"**1** of {len(texts)}" in (docs / "benchmarks.md").read_text()
