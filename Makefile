@@ -43,8 +43,8 @@ fmt:  ## format Rust and Python sources
 	$(PY) -m ruff format python tests benches examples
 	$(PY) -m ruff check --fix python tests benches examples
 
-bench:  ## run the benchmarks in benches/ on a release build (minutes; prints ratios against the peers)
-	$(MAKE) dev PROFILE=release
+bench:  ## run benches/ on a release build beside the peers (the `bench` extra); rewrites docs/benchmarks.md
+	$(MAKE) dev PROFILE=release EXTRAS=$(EXTRAS),bench
 	$(PY) benches/run_all.py
 
 # The example's build: release speed for the hot loops without fat LTO's link time.

@@ -1,4 +1,4 @@
-"""Benchmark: `tokshuf preprocess` against the tools people use today, side by side in one run.
+"""Benchmark: `tokshuf preprocess` against Megatron-LM's `preprocess_data.py`, side by side in one run.
 
     python benches/bench_preprocess.py                      # 200 MB corpus, 1 and 2 threads
     python benches/bench_preprocess.py --size 10MB --quick  # a smoke run
@@ -10,25 +10,20 @@ For each thread count:
 * tokshuf, ``.jsonl.zst`` → ``.bin/.idx`` end to end (read, decompress, parse, tokenize, write,
   sync), ``--append-eod``: GPT-2 (``tokenizer.json``), ``tiktoken:r50k_base`` (same ids),
   ``tiktoken:cl100k_base``; "threads" are tokenizing workers, and the reader and writer threads
-  run beside them (at one thread, on the second core: CPU% above 100), so at one thread cl100k
-  also runs with the whole process pinned to one core;
-* HF ``tokenizers`` ``encode_batch`` (GPT-2 ``tokenizer.json``) and ``tiktoken``
-  ``encode_ordinary_batch`` (r50k_base, cl100k_base): tokenization only, texts preloaded;
-* ``fastokens`` ``encode_batch_flat`` (GPT-2 ``tokenizer.json``, cl100k_base), tokenization only,
-  when it is installed (``pip install fastokens``): the fastest exact library on PyPI;
+  run beside them (at one thread, on the second core: CPU% above 100);
 * Megatron-LM ``tools/preprocess_data.py`` (HuggingFaceTokenizer, GPT-2), when a checkout is given:
   ``git archive core_v0.16.1 tools megatron/training megatron/legacy`` of NVIDIA/Megatron-LM into
   DIR, ``megatron/training/__init__.py`` replaced by a stub (``def __getattr__(name): return lambda
   *a, **k: None``), and a Python with ``megatron-core==0.16.1 transformers`` installed.
 
+The tokenizer libraries (fastokens, tiktoken, HF ``tokenizers``, ...) beside ``preprocess``, with
+their ids checked per document, are in ``bench_peers.py``.
+
 Each run is its own process: peak RSS is that process's (``wait4``), CPU% = (user + sys) / wall.
 A shared 2-core VM runs the same job 20-40% slower or faster from one minute to the next, so the
-tokshuf and fastokens runs (the target's two sides) are repeated ``--rounds`` times, interleaved,
-and the fastest of each is reported (the spread is printed too), with the median of the rounds'
-ratios (each round's two sides run seconds apart); the far slower peers run once.
-The ids of every peer are checked equal to tokshuf's ``.bin`` (hashed the same way), and
-Megatron's ``.bin/.idx`` byte-equal to tokshuf's. Ratios compare runs with the same thread count.
-Results: a table on stdout and ``--out/results.json``.
+tokshuf runs are repeated ``--rounds`` times, interleaved, and the fastest of each is reported
+(the spread is printed too). Megatron's ``.bin/.idx`` must be byte-equal to tokshuf's, and every
+round's ids the same. Results: a table on stdout and ``--out/results.json``.
 """
 
 from __future__ import annotations
@@ -37,7 +32,6 @@ import argparse
 import hashlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -48,7 +42,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 MAKE_CORPUS = REPO / "tests" / "fixtures" / "make_corpus.py"
 GPT2 = REPO / "tests" / "fixtures" / "gpt2"
-PEER = Path(__file__).resolve().parent / "peer_tokenize.py"
 
 
 @dataclass
@@ -74,16 +67,12 @@ class Result:
         return self.tokens / self.seconds / 1e6
 
 
-def measured(
-    cmd: list[str], env: dict[str, str] | None = None, cpus: set[int] | None = None
-) -> tuple[float, int, float, str]:
-    """(wall seconds, peak RSS bytes, CPU seconds, stdout) of one child process, on ``cpus`` if
-    given (all its threads)."""
+def measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, float, str]:
+    """(wall seconds, peak RSS bytes, CPU seconds, stdout) of one child process."""
     out = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-{os.getpid()}.out"
-    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     with open(out, "w+") as f:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=f, env={**os.environ, **(env or {})}, preexec_fn=pin)
+        proc = subprocess.Popen(cmd, stdout=f, env={**os.environ, **(env or {})})
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -114,11 +103,8 @@ def make_corpus(out_dir: Path, size: str, seed: int) -> tuple[Path, dict[str, An
     return path, manifest
 
 
-def run_tokshuf(
-    corpus: Path, out: Path, name: str, spec: str, threads: int, text_bytes: int, one_core: bool = False
-) -> Result:
-    """``threads`` tokenizing workers; the reader and writer threads run beside them, on the
-    other cores unless ``one_core`` pins the whole process to one."""
+def run_tokshuf(corpus: Path, out: Path, name: str, spec: str, threads: int, text_bytes: int) -> Result:
+    """``threads`` tokenizing workers; the reader and writer threads run beside them."""
     prefix = out / f"tokshuf-{name}-{threads}"
     summary = Path(f"{prefix}.json")
     cmd = [
@@ -141,13 +127,12 @@ def run_tokshuf(
         "--summary",
         str(summary),
     ]
-    cpus = set(sorted(os.sched_getaffinity(0))[:1]) if one_core else None
-    wall, rss, cpu, _ = measured(cmd, {"TOKSHUF_NUM_THREADS": str(threads)}, cpus)
+    wall, rss, cpu, _ = measured(cmd, {"TOKSHUF_NUM_THREADS": str(threads)})
     s = json.loads(summary.read_text())
     bin_path = Path(f"{prefix}_text_document.bin")
     tokens = s["tokens"] - _non_empty_documents(Path(f"{prefix}_text_document.idx"))  # without eods
     result = Result(
-        f"tokshuf {name}" + (", whole process on one core" if one_core else ""),
+        f"tokshuf {name}",
         threads,
         s["seconds"],
         wall,
@@ -171,28 +156,6 @@ def _non_empty_documents(idx: Path) -> int:
     s, d = np.frombuffer(b, "<u8", 2, 18)
     docs = np.frombuffer(b, "<i8", int(d), 34 + 12 * int(s))
     return int((np.diff(docs) > 0).sum())
-
-
-def run_peer(
-    corpus: Path, lib: str, tokenizer: str, threads: int, dtype: str, eod: int | None = None
-) -> Result:
-    cmd = [sys.executable, str(PEER), str(corpus), "--lib", lib, "--tokenizer", tokenizer]
-    cmd += ["--threads", str(threads), "--dtype", dtype]
-    if eod is not None:
-        cmd += ["--eod-id", str(eod)]
-    wall, rss, cpu, stdout = measured(cmd)
-    r = json.loads(stdout)
-    label = {
-        "hf": "HF tokenizers encode_batch",
-        "tiktoken": "tiktoken encode_ordinary_batch",
-        "sentencepiece": "sentencepiece encode",
-        "fastokens": "fastokens encode_batch_flat",
-    }[lib]
-    short = Path(tokenizer).parent.name if tokenizer.endswith(".json") else tokenizer
-    return Result(
-        f"{label} {short}", threads, r["seconds"], wall, rss, cpu / wall, r["tokens"], r["text_bytes"],
-        ids_sha256=r["ids_sha256"],
-    )  # fmt: skip
 
 
 def run_megatron(
@@ -236,12 +199,6 @@ def best_of(rounds: list[Result]) -> Result:
     return best
 
 
-def fastokens_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("fastokens") is not None
-
-
 def seconds(r: Result) -> str:
     rounds = r.extra.get("seconds_all", [])
     return f"{r.seconds:.2f}" + (f" ({', '.join(f'{x:.2f}' for x in rounds)})" if len(rounds) > 1 else "")
@@ -268,9 +225,7 @@ def main() -> int:
     ap.add_argument("--megatron-lm", type=Path, default=os.environ.get("MEGATRON_LM"))
     ap.add_argument("--megatron-python", default=os.environ.get("MEGATRON_PYTHON", sys.executable))
     ap.add_argument("--quick", action="store_true", help="a 10 MB corpus (unless --size is given)")
-    ap.add_argument(
-        "--rounds", type=int, default=3, help="interleaved repeats of tokshuf and fastokens (best of)"
-    )
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved repeats of the tokshuf runs (best of)")
     args = ap.parse_args()
     if args.quick and "--size" not in sys.argv:
         args.size = "10MB"
@@ -287,97 +242,29 @@ def main() -> int:
     results: list[Result] = []
     checks: list[tuple[str, bool]] = []
     ratios: list[tuple[str, float]] = []
-    tokshuf_runs = [("gpt2", str(GPT2), "uint16"), ("r50k", "tiktoken:r50k_base", "uint16")]
-    tokshuf_runs.append(("cl100k", "tiktoken:cl100k_base", "int32"))
+    tokshuf_runs = [("gpt2", str(GPT2)), ("r50k", "tiktoken:r50k_base"), ("cl100k", "tiktoken:cl100k_base")]
     zst = compressed(corpus)
     for threads in args.threads:
         rounds: dict[str, list[Result]] = {}
         for _ in range(args.rounds):
-            for name, spec, _dtype in tokshuf_runs:
+            for name, spec in tokshuf_runs:
                 rounds.setdefault(name, []).append(
                     run_tokshuf(zst, args.out, name, spec, threads, text_bytes)
                 )
-            if fastokens_installed():
-                for name, tok, dtype in [("fk-gpt2", str(GPT2 / "tokenizer.json"), "uint16"),
-                                         ("fk-cl100k", "cl100k_base", "int32")]:  # fmt: skip
-                    rounds.setdefault(name, []).append(run_peer(corpus, "fastokens", tok, threads, dtype))
-        best = {name: best_of(rs) for name, rs in rounds.items()}
+        ours = {name: best_of(rs) for name, rs in rounds.items()}
         checks += [
             (f"{threads}t: {name} ids the same in every round", len({r.ids_sha256 for r in rs}) == 1)
             for name, rs in rounds.items()
         ]
-        ours = {name: best[name] for name, _, _ in tokshuf_runs}
-        hf = run_peer(corpus, "hf", str(GPT2 / "tokenizer.json"), threads, "uint16")
-        r50k = run_peer(corpus, "tiktoken", "r50k_base", threads, "uint16")
-        cl100k = run_peer(corpus, "tiktoken", "cl100k_base", threads, "int32")
-        results += [*ours.values(), hf, r50k, cl100k]
-        checks += [
-            (f"{threads}t: tokshuf gpt2 ids == HF tokenizers", ours["gpt2"].ids_sha256 == hf.ids_sha256),
-            (f"{threads}t: tokshuf r50k ids == tiktoken r50k", ours["r50k"].ids_sha256 == r50k.ids_sha256),
-            (
-                f"{threads}t: tokshuf cl100k ids == tiktoken cl100k",
-                ours["cl100k"].ids_sha256 == cl100k.ids_sha256,
-            ),
-            (f"{threads}t: tokshuf gpt2 == tokshuf r50k", ours["gpt2"].ids_sha256 == ours["r50k"].ids_sha256),
-        ]
-        ratios += [
-            (f"{threads}t tokshuf gpt2 (HF json) / HF encode_batch", ours["gpt2"].text_mb_s / hf.text_mb_s),
-            (f"{threads}t tokshuf r50k / tiktoken r50k", ours["r50k"].text_mb_s / r50k.text_mb_s),
-            (f"{threads}t tokshuf cl100k / tiktoken cl100k", ours["cl100k"].text_mb_s / cl100k.text_mb_s),
-        ]
-        if fastokens_installed():
-            fk_gpt2, fk_cl100k = best["fk-gpt2"], best["fk-cl100k"]
-            results += [fk_gpt2, fk_cl100k]
-            checks += [
-                (
-                    f"{threads}t: fastokens gpt2 ids == tokshuf gpt2",
-                    fk_gpt2.ids_sha256 == ours["gpt2"].ids_sha256,
-                ),
-                (
-                    f"{threads}t: fastokens cl100k ids == tokshuf cl100k",
-                    fk_cl100k.ids_sha256 == ours["cl100k"].ids_sha256,
-                ),
-            ]
-            ratios += [
-                (
-                    f"{threads}t tokshuf gpt2 end to end / fastokens gpt2 tokenization only",
-                    ours["gpt2"].text_mb_s / fk_gpt2.text_mb_s,
-                ),
-                (
-                    f"{threads}t tokshuf cl100k end to end / fastokens cl100k tokenization only",
-                    ours["cl100k"].text_mb_s / fk_cl100k.text_mb_s,
-                ),
-            ]
-            # The two sides of a round run a few seconds apart, so their ratio is the least
-            # touched by the VM's slow and fast minutes.
-            for name in ("gpt2", "cl100k"):
-                pairs = zip(rounds[name], rounds[f"fk-{name}"], strict=True)
-                per_round = [fk.seconds / us.seconds for us, fk in pairs]
-                label = f"{threads}t tokshuf {name} / fastokens {name}, median of {len(per_round)} rounds"
-                spread = f"range {min(per_round):.2f}-{max(per_round):.2f}"
-                ratios.append((f"{label} ({spread})", statistics.median(per_round)))
-            if threads == 1:
-                # At one thread the reader (decompression, JSON) and the writer run on the second
-                # core, beside the one tokenizing worker (CPU% > 100): this row pins all of
-                # tokshuf to the core fastokens' one thread has.
-                pinned = run_tokshuf(zst, args.out, "cl100k", "tiktoken:cl100k_base", 1, text_bytes, True)
-                results.append(pinned)
-                checks.append(
-                    (
-                        "1t: tokshuf cl100k on one core ids == on two",
-                        pinned.ids_sha256 == ours["cl100k"].ids_sha256,
-                    )
-                )
-                ratios.append(
-                    (
-                        "1t tokshuf cl100k end to end on one core / fastokens cl100k tokenization only",
-                        pinned.text_mb_s / fk_cl100k.text_mb_s,
-                    )
-                )
+        results += ours.values()
+        checks.append(
+            (f"{threads}t: tokshuf gpt2 == tokshuf r50k", ours["gpt2"].ids_sha256 == ours["r50k"].ids_sha256)
+        )
         if args.megatron_lm:
             meg = run_megatron(
-                corpus, args.out, args.megatron_lm, args.megatron_python, threads, text_bytes, hf.tokens
-            )
+                corpus, args.out, args.megatron_lm, args.megatron_python, threads, text_bytes,
+                ours["gpt2"].tokens,
+            )  # fmt: skip
             results.append(meg)
             same = (meg.ids_sha256, meg.extra["idx_sha256"]) == (
                 ours["gpt2"].ids_sha256,
@@ -390,8 +277,6 @@ def main() -> int:
                     ours["gpt2"].text_mb_s / meg.text_mb_s,
                 )
             )
-    if not fastokens_installed():
-        print("fastokens: not installed (pip install fastokens to compare)", file=sys.stderr)
     if not args.megatron_lm:
         print("Megatron-LM: not run (give --megatron-lm DIR, see the docstring)", file=sys.stderr)
 

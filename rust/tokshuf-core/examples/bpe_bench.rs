@@ -1,5 +1,5 @@
 //! Micro-benchmark of the fast BPE encoder (development aid; the comparisons with
-//! other libraries are in `benches/bench_tokenize.py`).
+//! other libraries are in `benches/bench_peers.py`).
 //!
 //! `cargo run --profile profiling -p tokshuf-core --example bpe_bench -- FILE.jsonl [ENCODING | tokenizer.json ...]`
 //! prints MB/s of text per encoding for a cold cache (first pass) and a warm one (last pass),
