@@ -1,6 +1,7 @@
-"""A griffe extension for the API reference: the docstrings' doctest blocks (``>>>`` lines and
-their output) become fenced Python code, their ``# doctest:`` flags removed. Markdown would
-otherwise read ``>>>`` as nested quotes and ``x[0]["k"]`` as a reference link."""
+"""A griffe extension for the API reference, which reads the docstrings as Markdown: their
+doctest blocks (``>>>`` lines and their output) become fenced Python code without the
+``# doctest:`` flags (Markdown would read ``>>>`` as nested quotes and ``x[0]["k"]`` as a
+reference link), and Sphinx roles (``:class:`Nanoset```, ``:func:`~tokshuf.merge```) become code."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ from typing import Any
 import griffe
 
 FLAG = re.compile(r"\s*#\s*doctest:.*$")
+ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj|const):`(~?)([^`]+)`")
+
+
+def _role(m: re.Match[str]) -> str:
+    target = m.group(2)
+    return f"`{target.rsplit('.', 1)[-1] if m.group(1) else target}`"
 
 
 def fence(text: str) -> str:
@@ -34,10 +41,10 @@ def fence(text: str) -> str:
             close()
             out.append(line)
     close()
-    return "\n".join(out)
+    return ROLE.sub(_role, "\n".join(out))
 
 
 class Doctests(griffe.Extension):
     def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
-        if obj.docstring is not None and ">>>" in obj.docstring.value:
+        if obj.docstring is not None:
             obj.docstring.value = fence(obj.docstring.value)
