@@ -1,6 +1,6 @@
 # The habits of this project. `make help` lists them.
 PY ?= python3
-EXTRAS ?= test,torch,ray,plot
+EXTRAS ?= test,torch,ray,plot,docs
 CARGO_TEST_FLAGS ?=
 PYTEST_FLAGS ?=
 
@@ -12,7 +12,7 @@ PROFILE ?= fast
 STAMP := build/.installed-$(PROFILE)-$(subst $(comma),-,$(EXTRAS))
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test test-rust test-python lint fmt bench example wheel-check clean
+.PHONY: help dev test test-rust test-python lint fmt docs bench example wheel-check clean
 
 help:  ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
@@ -25,27 +25,41 @@ dev: $(STAMP)  ## build the extension (release) and install the package in edita
 
 test: dev test-rust test-python  ## the whole suite: Rust unit/property tests, then pytest
 
-test-rust:  ## cargo test for the workspace (the core needs no Python)
-	cargo test --workspace $(CARGO_TEST_FLAGS)
+# The Rust tests build with the extension's profile, so they reuse every dependency `make dev`
+# (and `make example`) compiled, the C libraries included; the core alone gets its debug
+# assertions and overflow checks back, as the dev profile would give them.
+RUST_TEST_PROFILE := --profile $(PROFILE) \
+	--config 'profile.$(PROFILE).package.tokshuf-core.debug-assertions=true' \
+	--config 'profile.$(PROFILE).package.tokshuf-core.overflow-checks=true'
+
+test-rust:  ## cargo test for the workspace (the core needs no Python), on the extension's profile
+	cargo test --workspace $(RUST_TEST_PROFILE) $(CARGO_TEST_FLAGS)
 
 test-python: dev  ## pytest (PYTEST_FLAGS="-k storage" to pick tests)
 	$(PY) -m pytest $(PYTEST_FLAGS)
 
+PY_SOURCES := python tests benches examples docs/hooks
+
 lint:  ## rustfmt, clippy, ruff, mypy
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	$(PY) -m ruff check python tests benches examples
-	$(PY) -m ruff format --check python tests benches examples
+	$(PY) -m ruff check $(PY_SOURCES)
+	$(PY) -m ruff format --check $(PY_SOURCES)
 	$(PY) -m mypy
 
 fmt:  ## format Rust and Python sources
 	cargo fmt --all
-	$(PY) -m ruff format python tests benches examples
-	$(PY) -m ruff check --fix python tests benches examples
+	$(PY) -m ruff format $(PY_SOURCES)
+	$(PY) -m ruff check --fix $(PY_SOURCES)
+
+docs: dev  ## the documentation site into site/ (warnings, broken links included, are errors)
+	$(PY) docs/hooks/bench_table.py
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 bench:  ## run benches/ on a release build beside the peers (the `bench` extra); rewrites docs/benchmarks.md
 	$(MAKE) dev PROFILE=release EXTRAS=$(EXTRAS),bench
 	$(PY) benches/run_all.py
+	$(PY) docs/hooks/bench_table.py
 
 # The example's build: release speed for the hot loops without fat LTO's link time.
 EXAMPLE_PROFILE ?= fast
@@ -59,4 +73,4 @@ wheel-check:  ## build the release wheel into dist/, install it where no Rust to
 
 clean:  ## remove build outputs
 	cargo clean
-	rm -rf build python/tokshuf/*.so
+	rm -rf build site python/tokshuf/*.so

@@ -123,7 +123,8 @@ def test_shuffle_from_and_to_s3_is_byte_identical(s3: Any, tmp_path: Path) -> No
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert s3.keys(bucket, "shards/") == [f"shards/{n}" for n in names]
     for n in names:
-        if n != "summary.json":  # it records timings
+        # The summary records timings; the commit record, the input listing and ETags in a store.
+        if n not in ("summary.json", "commit.json"):
             assert s3.get(bucket, f"shards/{n}") == (tmp_path / "out" / n).read_bytes(), n
     # The summary beside the manifest, uploaded after it.
     assert json.loads(s3.get(bucket, "shards/summary.json")) == remote
@@ -131,8 +132,9 @@ def test_shuffle_from_and_to_s3_is_byte_identical(s3: Any, tmp_path: Path) -> No
     again = tokshuf.shuffle("s3://shuf/corpus/", tmp_path / "cells-r", "s3://shuf/shards", CL100K, **args)
     assert again["already_complete"]
     assert json.loads(s3.get(bucket, "shards/summary.json")) == remote  # the run's, kept
+    # Another run (another seed) into the same output is refused.
     with pytest.raises(tokshuf.ConfigError, match="already holds a dataset"):
-        tokshuf.shuffle("s3://shuf/corpus/", tmp_path / "cells-x", "s3://shuf/shards", CL100K, **args)
+        tokshuf.shuffle("s3://shuf/corpus/", tmp_path / "cells-x", "s3://shuf/shards", CL100K, seed=7, **args)
 
 
 @pytest.mark.parametrize("seed", [1, 2])

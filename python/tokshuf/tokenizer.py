@@ -49,7 +49,8 @@ def _is_hf_tokenizer(obj: object) -> bool:
 
 
 class Tokenizer:
-    """A tokenizer loaded by the Rust core, usable from many threads.
+    """A tokenizer loaded by the Rust core, usable from many threads. Pickles by its spec (or,
+    for a ``tokenizers.Tokenizer``, by its JSON).
 
     Parameters
     ----------
@@ -63,8 +64,6 @@ class Tokenizer:
         Special tokens of a tiktoken rank file, which has none of its own: ``{token: id}``, or the
         path of a JSON file holding that object. Ids must be above the file's ranks. A token
         named ``<|endoftext|>``, ``<|end_of_text|>`` or ``</s>`` becomes the end-of-document id.
-
-    Pickles by its spec (or, for a ``tokenizers.Tokenizer``, by its JSON).
     """
 
     __slots__ = ("_core", "_eod_override", "_hf_json", "_spec", "_special_tokens")

@@ -25,10 +25,11 @@ fn parse_task(py: Python<'_>, text: &str) -> PyResult<(usize, usize)> {
     text.parse::<tokshuf_core::tasks::Task>().map(|t| (t.index, t.count)).into_py(py)
 }
 
-/// The files `inputs` (files, directories, globs) expand to, in processing order.
+/// The files `inputs` (files, directories, globs) expand to, in processing order. Without the
+/// GIL: listing a store is network requests (and the store may be served by this process).
 #[pyfunction]
 fn expand_input_paths(py: Python<'_>, inputs: Vec<String>) -> PyResult<Vec<PathBuf>> {
-    expand_inputs(&inputs, INPUT_EXTENSIONS).map(|i| i.files).into_py(py)
+    run_detached(py, move |_| expand_inputs(&inputs, INPUT_EXTENSIONS).map(|i| i.files))
 }
 
 /// Tokenize JSON lines into `{output_prefix}_{key}_document.bin/.idx`; returns the run summary as JSON.

@@ -337,10 +337,10 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_lists_every_reason_a_scan_passes_over() {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    fn the_docs_list_every_reason_a_scan_passes_over() {
+        let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/preprocess.md")).unwrap();
         for reason in ["hidden", "extension", "link_loop", "invalid_key"] {
-            assert!(readme.contains(&format!("`{reason}`")), "README does not list `{reason}`");
+            assert!(page.contains(&format!("`{reason}`")), "docs/preprocess.md does not list `{reason}`");
         }
     }
 

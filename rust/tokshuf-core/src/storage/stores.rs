@@ -179,7 +179,18 @@ fn retry() -> RetryConfig {
 const TIMEOUTS: [(ClientConfigKey, &str); 2] =
     [(ClientConfigKey::ConnectTimeout, "10 seconds"), (ClientConfigKey::Timeout, "120 seconds")];
 
+/// TLS through rustls with ring's primitives, installed as rustls' process-wide default before
+/// the first store builds its HTTP client (reqwest, built without a provider of its own, takes
+/// the default). If one is installed already, it stays.
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 fn build(scheme: &str, bucket: &str) -> std::result::Result<Backend, object_store::Error> {
+    install_crypto_provider();
     Ok(match scheme {
         "s3" | "s3a" => {
             let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
