@@ -190,10 +190,10 @@ impl PyIndexWriter {
     }
 }
 
-/// Concatenate datasets into `output` (every input must share one dtype).
+/// Concatenate datasets into `output_prefix` (every input must share one dtype).
 #[pyfunction]
-fn merge<'py>(py: Python<'py>, prefixes: Vec<PathBuf>, output: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-    let summary = run_detached(py, |_| indexed::merge(&prefixes, &output))?;
+fn merge<'py>(py: Python<'py>, prefixes: Vec<PathBuf>, output_prefix: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let summary = run_detached(py, |_| indexed::merge(&prefixes, &output_prefix))?;
     summary_dict(py, &summary)
 }
 

@@ -25,19 +25,19 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// `(start, end)` of every document of an OLMo token file, by scanning for EOS (and BOS).
 #[pyfunction]
-#[pyo3(signature = (path, dtype, eos_token_id, bos_token_id=None, threads=None))]
+#[pyo3(signature = (path, dtype, eos_token_id, bos_token_id=None, num_threads=None))]
 fn scan_documents(
     py: Python<'_>,
     path: PathBuf,
     dtype: &str,
     eos_token_id: u64,
     bos_token_id: Option<u64>,
-    threads: Option<usize>,
+    num_threads: Option<usize>,
 ) -> PyResult<PyMappedBuffer> {
     let ty: TokenType = dtype.parse().into_py(py)?;
     let spans = run_detached(py, |cancel| {
         let arr = TokenArray::open(&path, ty)?;
-        tokens::document_spans(&arr, eos_token_id, bos_token_id, threads, cancel)
+        tokens::document_spans(&arr, eos_token_id, bos_token_id, num_threads, cancel)
     })?;
     Ok(spans_out(&spans))
 }
@@ -70,20 +70,27 @@ fn write_metadata(py: Python<'_>, path: PathBuf, spans: PyBuffer<u64>, src: &str
 /// Copy an indexed dataset into an OLMo token file (and, given a path, its Dolma metadata, both
 /// committed together); returns the documents' spans in it.
 #[pyfunction]
-#[pyo3(signature = (prefix, output, dtype, append_eos=None, metadata=None))]
+#[pyo3(signature = (prefix, output, dtype, append_eos=None, metadata_path=None))]
 fn convert_indexed(
     py: Python<'_>,
     prefix: PathBuf,
     output: PathBuf,
     dtype: &str,
     append_eos: Option<u64>,
-    metadata: Option<PathBuf>,
+    metadata_path: Option<PathBuf>,
 ) -> PyResult<PyMappedBuffer> {
     let ty: TokenType = dtype.parse().into_py(py)?;
     let src = prefix.to_string_lossy().into_owned();
     let spans = run_detached(py, |cancel| {
         let ds = IndexedDataset::open(&prefix, None, Validate::Full)?;
-        tokens::convert_indexed(&ds, &output, ty, append_eos, metadata.as_deref().map(|m| (m, src.as_str())), cancel)
+        tokens::convert_indexed(
+            &ds,
+            &output,
+            ty,
+            append_eos,
+            metadata_path.as_deref().map(|m| (m, src.as_str())),
+            cancel,
+        )
     })?;
     Ok(spans_out(&spans))
 }
