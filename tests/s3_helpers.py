@@ -1,7 +1,8 @@
 """A real S3-compatible server for the tests (moto in server mode, on 127.0.0.1), behind a small
 HTTP proxy that injects faults at seeded random points: dropped connections, 503 SlowDown and
-500 answers, and bodies cut short. tokshuf talks to the proxy; the tests set up buckets and read
-results straight from the server with boto3.
+500 answers, bodies cut short, 412 (the object changed), a Range header ignored, a request held
+without an answer. tokshuf talks to the proxy; the tests set up buckets and read results
+straight from the server with boto3.
 """
 
 from __future__ import annotations
@@ -25,19 +26,33 @@ ERROR_BODY = (
 @dataclass
 class Faults:
     """Which requests fail, and how: each request whose path contains ``only`` (all, if empty)
-    fails with probability ``rate``, drawing the kind from ``kinds``; ``seed`` fixes the draws."""
+    and whose method is ``method`` (any, if empty), past the first ``after`` such requests,
+    fails with probability ``rate``, drawing the kind from ``kinds``, at most ``limit`` times
+    (no limit if negative); ``seed`` fixes the draws. Besides :data:`FAULTS`: ``412`` (a
+    precondition failed: the object changed), ``norange`` (the Range header is dropped: the whole
+    object comes back with 200), ``hang`` (no answer until the faults are cleared)."""
 
     rate: float = 0.0
     kinds: tuple[str, ...] = FAULTS
     only: str = ""
+    method: str = ""
+    after: int = 0
+    limit: int = -1
     seed: int = 0
     injected: int = 0
+    seen: int = 0
+    released: threading.Event = field(default_factory=threading.Event)
     _rng: random.Random = field(default_factory=random.Random)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def draw(self, path: str) -> str | None:
+    def draw(self, method: str, path: str) -> str | None:
         with self._lock:
             if self.rate <= 0 or (self.only and self.only not in path):
+                return None
+            if self.method and self.method != method:
+                return None
+            self.seen += 1
+            if self.seen <= self.after or self.injected == self.limit:
                 return None
             if self._rng.random() >= self.rate:
                 return None
@@ -64,12 +79,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _forward(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
-        fault = self.server.faults.draw(self.path)
+        faults = self.server.faults
+        fault = faults.draw(self.command, self.path)
+        if fault == "hang":
+            faults.released.wait(60)
+            fault = "drop"
         if fault == "drop":
             self.close_connection = True
             return
-        if fault in ("503", "500"):
-            payload = ERROR_BODY.format(code="SlowDown" if fault == "503" else "InternalError").encode()
+        if fault in ("503", "500", "412"):
+            code = {"503": "SlowDown", "500": "InternalError", "412": "PreconditionFailed"}[fault]
+            payload = ERROR_BODY.format(code=code).encode()
             self.send_response(int(fault))
             self.send_header("Content-Type", "application/xml")
             self.send_header("Content-Length", str(len(payload)))
@@ -77,7 +97,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
             return
         conn = http.client.HTTPConnection(*self.server.upstream, timeout=60)
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive")}
+        dropped = (
+            ("connection", "keep-alive", "range") if fault == "norange" else ("connection", "keep-alive")
+        )
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
         conn.request(self.command, self.path, body=body, headers=headers)
         resp = conn.getresponse()
         data = resp.read()
@@ -152,17 +175,36 @@ class S3Server:
         pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
         return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
 
+    def uploads(self, bucket: str) -> list[str]:
+        """The keys of the multipart uploads begun in ``bucket`` and neither completed nor aborted."""
+        return [u["Key"] for u in self.client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
+
     @contextmanager
     def faults(
-        self, rate: float, seed: int = 0, kinds: tuple[str, ...] = FAULTS, only: str = ""
+        self,
+        rate: float,
+        seed: int = 0,
+        kinds: tuple[str, ...] = FAULTS,
+        only: str = "",
+        method: str = "",
+        after: int = 0,
+        limit: int = -1,
     ) -> Iterator[Faults]:
         self._proxy.faults = f = Faults(
-            rate=rate, kinds=kinds, only=only, seed=seed, _rng=random.Random(seed)
+            rate=rate,
+            kinds=kinds,
+            only=only,
+            method=method,
+            after=after,
+            limit=limit,
+            seed=seed,
+            _rng=random.Random(seed),
         )
         try:
             yield f
         finally:
             self._proxy.faults = Faults()
+            f.released.set()
 
     def stop(self) -> None:
         self._proxy.shutdown()

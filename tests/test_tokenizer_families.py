@@ -314,3 +314,119 @@ def test_tokenizer_check_reports_the_encoder_and_compares(paths: dict[str, Path]
     assert result["encoder"] == "tokenizers"
     assert "Punctuation" in result["fast_bpe_unsupported"]
     assert result["mismatching_documents"] == 0
+
+
+def test_a_prepared_vocabulary_is_stored_once_and_read_back(
+    paths: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tokenizer.json or .model is prepared on its first load and the result stored under the
+    file's SHA-256; later loads read it back. A damaged entry, or another file's, is not used (and
+    is replaced); a cache that cannot be written only means nothing is kept."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TOKSHUF_CACHE_DIR", str(cache))
+    texts = [*EDGE_TEXTS, "<|im_start|>user<|im_end|> </s> ▁▁x"]
+    entries, encoded = {}, {}
+    for family, kind in [("qwen2", "hf-json"), ("mistral-v1.model", "sp-model")]:
+        first = tokshuf.Tokenizer(paths[family])
+        # <sha256>.<build of the tokenizer code>.<kind>
+        (entry,) = (cache / "tokenizers").glob(f"{FILES[family][1]}.*.{kind}")
+        entries[family] = entry
+        ids = encoded[family] = first.encode_batch(texts)
+        stored, written = entry.read_bytes(), entry.stat()
+        again = tokshuf.Tokenizer(paths[family])
+        assert (entry.stat().st_ino, entry.stat().st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+        assert (again.encode_batch(texts), again.identity) == (ids, first.identity)
+        entry.write_bytes(stored[:-1] + bytes([stored[-1] ^ 1]))
+        assert tokshuf.Tokenizer(paths[family]).encode_batch(texts) == ids
+        assert entry.read_bytes() == stored, family
+    # Qwen2's entry under GPT-NeoX's name is Qwen2's: GPT-NeoX prepares its own.
+    neox = entries["qwen2"].with_name(entries["qwen2"].name.replace(FILES["qwen2"][1], FILES["neox"][1]))
+    neox.write_bytes(entries["qwen2"].read_bytes())
+    ref = tokenizers.Tokenizer.from_file(str(paths["neox"]))
+    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    assert tokshuf.Tokenizer(paths["neox"]).encode_batch(texts) == expected
+    assert neox.read_bytes() != entries["qwen2"].read_bytes()
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("TOKSHUF_CACHE_DIR", str(blocked))
+    assert tokshuf.Tokenizer(paths["qwen2"]).encode_batch(texts) == encoded["qwen2"]
+
+
+# DeepSeek-V3's pipeline (its tokenizer.json): no normalizer, three Split steps, then bytes.
+DEEPSEEK_V3_SPLITS = [
+    r"\p{N}{1,3}",
+    "[一-龥぀-ゟ゠-ヿ]+",
+    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"""
+    r"""| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+]
+DEEPSEEK_V3_RAW = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>"]
+DEEPSEEK_V3_ADDED = ["<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"] + [
+    f"<｜place▁holder▁no▁{i}｜>" for i in range(12)
+]
+
+
+def deepseek_v3_like(qwen2: Path, out: Path) -> Path:
+    """A stand-in for DeepSeek-V3's tokenizer.json, laid out as it is: its vocabulary starts with
+    its special tokens written as they are (not in GPT-2's byte-to-character spelling), which are
+    also added tokens with those ids; its other added tokens follow the vocabulary. The merges
+    and byte-level tokens are Qwen2's (ids moved up by three); one more raw token is in the
+    vocabulary only."""
+    data = json.loads(qwen2.read_text(encoding="utf-8"))
+    data["normalizer"] = {"type": "Sequence", "normalizers": []}
+    split = [
+        {"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False}
+        for r in DEEPSEEK_V3_SPLITS
+    ]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [*split, byte_level]}
+    vocab = {token: i for i, token in enumerate(DEEPSEEK_V3_RAW)}
+    vocab.update({token: i + len(DEEPSEEK_V3_RAW) for token, i in data["model"]["vocab"].items()})
+    vocab["<｜tool▁sep｜>"] = len(vocab)
+    data["model"]["vocab"] = vocab
+
+    def added(content: str, id: int, special: bool, normalized: bool) -> dict[str, object]:
+        flags = {"single_word": False, "lstrip": False, "rstrip": False}
+        return {"id": id, "content": content, **flags, "normalized": normalized, "special": special}
+
+    qwen_added = [t["content"] for t in data["added_tokens"]]
+    tokens = [added(t, i, True, True) for i, t in enumerate(DEEPSEEK_V3_RAW)]
+    for i, t in enumerate(qwen_added + DEEPSEEK_V3_ADDED):
+        special = "holder" in t or t in qwen_added
+        tokens.append(added(t, len(vocab) + i, special=special, normalized="｜" in t))
+    data["added_tokens"] = tokens
+    path = out / "tokenizer.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    config = {"bos_token": {"content": DEEPSEEK_V3_RAW[0]}, "eos_token": {"content": DEEPSEEK_V3_RAW[1]}}
+    (out / "tokenizer_config.json").write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def test_deepseek_v3_raw_special_tokens_take_the_fast_encoder(
+    paths: dict[str, Path], texts: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = deepseek_v3_like(paths["qwen2"], tmp_path)
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    tok = tokshuf.Tokenizer(path)
+    assert tok.identity["encoder"] == "fast_bpe", tok.identity
+    assert tok.eos_token_id == ref.token_to_id(DEEPSEEK_V3_RAW[1]) == 1
+    # Each special and added token, whole, cut, doubled and beside what the splits treat apart.
+    specials = [*DEEPSEEK_V3_RAW, "<｜tool▁sep｜>", "<|endoftext|>", *DEEPSEEK_V3_ADDED]
+    neighbours = ["", " ", "\n", "a", "A1", "12345", "中文", "カナ", "!", "｜", "▁", "<", ">", "<｜"]
+    around = [f"{a}{s}{b}" for s in specials for a in neighbours for b in neighbours[::3]]
+    cut = [part for s in specials for k in range(1, len(s)) for part in (s[:k], s[k:])]
+    chat = "".join(
+        f"{DEEPSEEK_V3_RAW[0]}You are kind.<｜User｜>1+1=? 日本語で<｜Assistant｜><think>\n2</think>"
+        f"2{DEEPSEEK_V3_RAW[1]}{s}"
+        for s in specials
+    )
+    batch = [*texts, *around, *cut, chat, "".join(specials), " ".join(specials) * 3]
+    got = tok.encode_batch(batch)
+    expected = [e.ids for e in ref.encode_batch(batch, add_special_tokens=False)]
+    bad = mismatches(got, expected, batch)
+    assert not bad, f"{len(bad)} of {len(batch)} documents differ, e.g. {bad[:3]}"
+    # The same tokenizer on the `tokenizers` crate: the same size and identity.
+    monkeypatch.setenv("TOKSHUF_FAST_BPE", "0")
+    slow = tokshuf.Tokenizer(path)
+    assert slow.identity["encoder"] == "tokenizers"
+    same = {k: v for k, v in tok.identity.items() if k not in ("encoder", "fast_bpe_unsupported")}
+    assert same == {k: v for k, v in slow.identity.items() if k not in ("encoder", "fast_bpe_unsupported")}

@@ -50,8 +50,10 @@ __all__ = [
     "pack_documents",
     "padded_instances",
     "parse_split",
+    "parse_task",
     "preprocess",
     "read_metadata",
+    "redact",
     "remote_exists",
     "scan_documents",
     "shuffle",
@@ -138,7 +140,9 @@ def list_object_sizes(url: str, suffixes: list[str]) -> list[tuple[str, int]]: .
 def upload(path: str | PathLike[str], url: str) -> None: ...
 def identity(path: str | PathLike[str]) -> str: ...
 def storage_counters() -> tuple[int, int]: ...
+def redact(text: str) -> str: ...
 def expand_input_paths(inputs: list[str]) -> list[Path]: ...
+def parse_task(text: str) -> tuple[int, int]: ...
 def preprocess(
     inputs: list[str],
     output_prefix: str | PathLike[str],

@@ -10,6 +10,20 @@ from typing import Any
 
 log = logging.getLogger("tokshuf")
 
+
+class RedactFilter(logging.Filter):
+    """Every record of the ``tokshuf`` logger leaves with credentials masked (a path may be a
+    URL with a password): whatever handler an application adds, it gets the redacted text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from tokshuf._storage import redact
+
+        record.msg, record.args = redact(record.getMessage()), None
+        return True
+
+
+log.addFilter(RedactFilter())
+
 #: Skipped lines listed one by one (the summary keeps more).
 _LISTED = 5
 

@@ -112,7 +112,8 @@ def preprocess(
         ``(i, n)`` or ``"i/n"``: run task ``i`` (0-based) of ``n`` only. The input listing is cut
         into ``n`` contiguous slices balanced by bytes; this task tokenizes its slice into
         ``{output_prefix}-part-IIIII-of-NNNNN_{key}_document.bin/.idx`` (empty when the slice
-        is). ``"auto"``: the task of this Slurm array job (``SLURM_ARRAY_TASK_ID``).
+        is). ``"auto"``: the task of this Slurm array job (``SLURM_ARRAY_TASK_ID``, counted from
+        ``SLURM_ARRAY_TASK_MIN`` by ``SLURM_ARRAY_TASK_STEP``).
         :func:`tokshuf.merge_parts` then writes the outputs of the one-task run, byte for byte.
 
     Returns

@@ -3,6 +3,9 @@
 (``$TOKSHUF_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokshuf``, else ``~/.cache/tokshuf``), downloaded
 once and again only when the object changes (its size or ETag). A `.bin/.idx` prefix becomes a
 local prefix. Everything after this boundary sees local files.
+
+:func:`redact` is the package's one redaction: every text that may hold a URL or a store's words
+(messages, logs, summaries, progress) passes through it before it is printed or written.
 """
 
 from __future__ import annotations
@@ -11,7 +14,15 @@ import os
 
 from tokshuf import _core
 
-__all__ = ["is_remote", "local_path", "local_prefix", "localize"]
+__all__ = ["is_remote", "local_path", "local_prefix", "localize", "redact"]
+
+
+def redact(text: str) -> str:
+    """``text`` with credentials masked as ``***``: a URL's ``user:password@``, the secrets of
+    signed URLs and headers (``X-Amz-Signature=``, ``X-Amz-Credential=``,
+    ``x-amz-security-token:``, ``Signature=``, ``sig=``, ...) and the values of the environment's
+    credential variables (``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ...)."""
+    return _core.redact(text)
 
 
 def is_remote(path: str | os.PathLike[str]) -> bool:

@@ -65,11 +65,12 @@ class SkippedFile(TypedDict):
 class ScanSkip(TypedDict):
     """A path a directory scan of the inputs passed over: ``hidden`` (its name begins with ``.``;
     nothing below a hidden directory is looked at), ``extension`` (its name ends in none of the
-    input extensions, compared case-sensitively) or ``link_loop`` (a directory link back to a
-    directory being scanned)."""
+    input extensions, compared case-sensitively), ``link_loop`` (a directory link back to a
+    directory being scanned) or ``invalid_key`` (an object key the store client cannot name: a
+    control character, an empty part as in ``a//b``)."""
 
     path: str
-    reason: Literal["hidden", "extension", "link_loop"]
+    reason: Literal["hidden", "extension", "link_loop", "invalid_key"]
 
 
 class OutputSummary(TypedDict):

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokshuf import _core
+from tokshuf._storage import redact
 from tokshuf.errors import ConfigError
 
 __all__ = ["check_summary", "exists", "summary_target", "write_summary"]
@@ -46,7 +47,8 @@ def write_summary(summary: Mapping[str, Any] | list[Any], target: PathLike) -> s
     replaced atomically (a reader sees the old file or the new one whole); a storage URL is
     written to a local temporary file and uploaded. Returns ``target``."""
     t = os.fspath(target)
-    text = json.dumps(summary, indent=2) + "\n"
+    # A summary lists inputs and outputs: no URL's password or signature in the file.
+    text = redact(json.dumps(summary, indent=2)) + "\n"
     if _core.is_remote(t):
         with tempfile.TemporaryDirectory(
             prefix="tokshuf-summary-", dir=os.environ.get("TOKSHUF_STAGING_DIR")

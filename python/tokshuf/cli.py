@@ -9,6 +9,7 @@ from typing import Any
 
 from tokshuf import __version__, cli_args, cli_instances, cli_shuffle, cli_tokenizer
 from tokshuf._preprocess import DEFAULTS
+from tokshuf._storage import redact
 from tokshuf._summaries import PreprocessSummary
 from tokshuf.errors import BadInputError, TokshufError
 
@@ -107,6 +108,7 @@ def _add_preprocess(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--shard",
         metavar="I/N",
+        type=cli_args.task,
         help="run task I (0-based) of N: a contiguous slice of the inputs, balanced by bytes, into "
         "{prefix}-part-IIIII-of-NNNNN_*; 'auto': this Slurm array task. Then: tokshuf merge --parts PREFIX",
     )
@@ -379,11 +381,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("tokshuf: interrupted; no partial output was kept", file=sys.stderr)
         return 130
     except BadInputError as e:
-        print(f"tokshuf: bad input: {e}", file=sys.stderr)
+        print(f"tokshuf: bad input: {redact(str(e))}", file=sys.stderr)
         print("  (use --on-error skip to skip and count bad lines)", file=sys.stderr)
         return 1
     except (TokshufError, OSError) as e:
-        print(f"tokshuf: error: {e}", file=sys.stderr)
+        print(f"tokshuf: error: {redact(str(e))}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        # A bug: its traceback, with any credential a message quotes masked.
+        import traceback
+
+        print(redact("".join(traceback.format_exception(e))), end="", file=sys.stderr)
         return 1
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "progress_option",
     "setup_logging",
     "summary_option",
+    "task",
     "write_summary_file",
 ]
 
@@ -98,6 +99,25 @@ def dtype(*extra: str, integers_only: bool = True) -> Callable[[str], str]:
     return parse
 
 
+#: Flags whose value is a task ``I/N``.
+TASK_FLAGS = ("--shard", "--task")
+
+
+def task(text: str) -> str:
+    """An argparse ``type=`` for a task flag (``--shard``, ``--task``): ``I/N`` (task ``I``,
+    0-based, of ``N``) or ``auto`` (this Slurm array task, numbered from its array's
+    ``SLURM_ARRAY_TASK_MIN`` by ``SLURM_ARRAY_TASK_STEP``), returned as ``I/N``; anything else
+    exits with status 2 and a message naming the flag."""
+    from tokshuf import _core
+    from tokshuf.errors import ConfigError
+
+    try:
+        index, count = _core.parse_task(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return f"{index}/{count}"
+
+
 def name_subparsers(parser: argparse.ArgumentParser) -> None:
     """Record in the namespace which (sub)parser handled the command line, for :func:`parse_args`."""
     for action in parser._actions:
@@ -109,7 +129,19 @@ def name_subparsers(parser: argparse.ArgumentParser) -> None:
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """``parser.parse_args(argv)``, except that an unknown flag is reported with the usage of the
-    subcommand it was given to (argparse reports it with the top-level usage)."""
+    subcommand it was given to (argparse reports it with the top-level usage). A task flag's
+    value that begins with ``-`` (``--shard -1/3``) is its value, not a flag, and is refused by
+    the flag's own check."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    argv, i = [], 0
+    while i < len(given):
+        value = given[i + 1] if i + 1 < len(given) else ""
+        if given[i] in TASK_FLAGS and value[:1] == "-" and value[1:2].isdigit():
+            argv.append(f"{given[i]}={value}")
+            i += 2
+        else:
+            argv.append(given[i])
+            i += 1
     args, extra = parser.parse_known_args(argv)
     if extra:
         sub: argparse.ArgumentParser = getattr(args, "subparser", parser)
@@ -426,13 +458,15 @@ def write_summary_file(args: argparse.Namespace, summary: Mapping[str, Any], def
 def emit(args: argparse.Namespace, summary: Mapping[str, Any], lines: Sequence[str]) -> None:
     """Print a finished run's summary as ``--json``/``--quiet`` say: JSON, or the human
     ``lines`` (skips and warnings went to the ``tokshuf`` logger, on stderr)."""
+    from tokshuf._storage import redact
+
     if args.quiet:
         return
     if args.json:
-        print(json.dumps(summary, default=str))
+        print(redact(json.dumps(summary, default=str)))
         return
     for line in lines:
-        print(line)
+        print(redact(line))
 
 
 def setup_logging(quiet: bool) -> None:
@@ -449,6 +483,9 @@ def setup_logging(quiet: bool) -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("tokshuf: %(levelname)s: %(message)s"))
+        from tokshuf._log import RedactFilter
+
+        handler.addFilter(RedactFilter())  # the loggers below tokshuf's too
         handler._tokshuf_cli = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
         logger.propagate = False

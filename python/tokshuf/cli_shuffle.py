@@ -170,7 +170,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "cells --task I/N, then shards --task J/M, then manifest; the same bytes as one run",
     )
     p.add_argument(
-        "--task", metavar="I/N", help="the task of --stage cells|shards (0-based I); auto: Slurm array"
+        "--task",
+        metavar="I/N",
+        type=cli_args.task,
+        help="the task of --stage cells|shards (0-based I); auto: Slurm array",
     )
     cli_args.add_summary_flag(p, "OUTPUT/summary.json, beside manifest.jsonl")
     cli_args.add_output_flags(p)

@@ -87,8 +87,8 @@ impl fmt::Display for BadInputReason {
 /// Errors of the core.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// An I/O failure on a named file.
-    #[error("{}: {source}", path.display())]
+    /// An I/O failure on a named file (a failed request to a store names its object itself).
+    #[error("{}", io_message(path, source))]
     Io {
         /// The file.
         path: PathBuf,
@@ -97,7 +97,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A file that exists but is not what it should be (corrupt or foreign `.idx/.bin`, torn archive).
-    #[error("{}: {msg}", path.display())]
+    #[error("{}: {}", shown(path), redact(msg))]
     Format {
         /// The file.
         path: PathBuf,
@@ -105,7 +105,7 @@ pub enum Error {
         msg: String,
     },
     /// A bad input record under the `fail` policy.
-    #[error("{}{}: {reason}: {msg}", path.display(), if *line > 0 { format!(":{line}") } else { String::new() })]
+    #[error("{}{}: {reason}: {}", shown(path), if *line > 0 { format!(":{line}") } else { String::new() }, redact(msg))]
     BadInput {
         /// The input file.
         path: PathBuf,
@@ -117,11 +117,29 @@ pub enum Error {
         msg: String,
     },
     /// An argument or configuration value that cannot be used.
-    #[error("{0}")]
+    #[error("{}", redact(.0))]
     InvalidArgument(String),
     /// The work was stopped by the caller (Ctrl-C).
     #[error("cancelled")]
     Cancelled,
+}
+
+/// Messages pass through the storage layer's redaction: a path may be a URL with a password, a
+/// message may quote a store's words.
+fn redact(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::storage::redact(text)
+}
+
+fn shown(path: &Path) -> String {
+    redact(&path.display().to_string()).into_owned()
+}
+
+fn io_message(path: &Path, source: &std::io::Error) -> String {
+    if crate::storage::is_store_error(source) {
+        redact(&source.to_string()).into_owned()
+    } else {
+        format!("{}: {}", shown(path), redact(&source.to_string()))
+    }
 }
 
 impl Error {

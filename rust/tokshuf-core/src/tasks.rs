@@ -25,8 +25,11 @@ impl Task {
         Ok(Task { index, count })
     }
 
-    /// The task of this Slurm array job: `SLURM_ARRAY_TASK_ID` counted from
-    /// `SLURM_ARRAY_TASK_MIN`, of `SLURM_ARRAY_TASK_COUNT`.
+    /// The task of this Slurm array job. Slurm numbers an array's tasks by the ids given to
+    /// `--array` (`0-7`, `1-15:2`, `10-40:10`): `SLURM_ARRAY_TASK_ID` is one of `MIN`, `MIN + STEP`,
+    /// ... `MAX` (`SLURM_ARRAY_TASK_MIN`, `_STEP`, `_MAX`), and `SLURM_ARRAY_TASK_COUNT` says how
+    /// many there are; the task index is `(ID - MIN) / STEP`. An array whose ids are not such a
+    /// range (a list such as `--array=0,4,5`) cannot be numbered and is refused.
     pub fn from_slurm() -> Result<Task> {
         let var = |name: &str| -> Result<Option<usize>> {
             match std::env::var(name) {
@@ -45,10 +48,30 @@ impl Task {
             ));
         };
         let min = var("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
-        let index = id
+        let step = var("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1);
+        if step == 0 {
+            return Err(Error::invalid("SLURM_ARRAY_TASK_STEP=0: an array's step is at least 1"));
+        }
+        let offset = id
             .checked_sub(min)
             .ok_or_else(|| Error::invalid(format!("SLURM_ARRAY_TASK_ID={id} is below SLURM_ARRAY_TASK_MIN={min}")))?;
-        Task::new(index, count)
+        let irregular = |why: String| {
+            Error::invalid(format!(
+                "{why}: the array's task ids are not the range MIN-MAX:STEP that `auto` numbers tasks by \
+                 (SLURM_ARRAY_TASK_MIN={min}, SLURM_ARRAY_TASK_STEP={step}, SLURM_ARRAY_TASK_COUNT={count}); \
+                 submit the array as --array=0-{}, or give each task as i/N",
+                count.saturating_sub(1)
+            ))
+        };
+        if offset % step != 0 {
+            return Err(irregular(format!("SLURM_ARRAY_TASK_ID={id} is not MIN + a multiple of STEP")));
+        }
+        if let Some(max) = var("SLURM_ARRAY_TASK_MAX")? {
+            if max < min || (max - min) / step + 1 != count || (max - min) % step != 0 {
+                return Err(irregular(format!("SLURM_ARRAY_TASK_MAX={max} does not end {count} ids")));
+            }
+        }
+        Task::new(offset / step, count)
     }
 
     /// `part-00003-of-00008`: the name of this task's part of an output.
@@ -116,6 +139,37 @@ mod tests {
         for bad in ["8/8", "1/0", "x", "1-2", "-1/3"] {
             assert!(bad.parse::<Task>().is_err(), "{bad}");
         }
+    }
+
+    /// Sets the Slurm array variables of one task, runs `f`, and removes them (one test holds
+    /// the environment: no other test of this crate reads these variables).
+    fn with_slurm<T>(vars: &[(&str, &str)], f: impl FnOnce() -> T) -> T {
+        const NAMES: [&str; 5] = ["ID", "COUNT", "MIN", "MAX", "STEP"];
+        for (name, value) in vars {
+            std::env::set_var(format!("SLURM_ARRAY_TASK_{name}"), value);
+        }
+        let out = f();
+        for name in NAMES {
+            std::env::remove_var(format!("SLURM_ARRAY_TASK_{name}"));
+        }
+        out
+    }
+
+    #[test]
+    fn slurm_arrays_are_numbered_by_min_and_step() {
+        // --array=1-15:2: ids 1, 3, ... 15, eight tasks; id 7 is task 3.
+        let all = [("ID", "7"), ("COUNT", "8"), ("MIN", "1"), ("MAX", "15"), ("STEP", "2")];
+        assert_eq!(with_slurm(&all, Task::from_slurm).unwrap(), Task { index: 3, count: 8 });
+        // --array=10-40:10 without MAX: id 40 is task 3 of 4.
+        let no_max = [("ID", "40"), ("COUNT", "4"), ("MIN", "10"), ("STEP", "10")];
+        assert_eq!(with_slurm(&no_max, || "auto".parse::<Task>()).unwrap(), Task { index: 3, count: 4 });
+        // --array=0,4,5 (not a range): refused rather than numbered wrongly.
+        let list = [("ID", "4"), ("COUNT", "3"), ("MIN", "0"), ("MAX", "5"), ("STEP", "1")];
+        let err = with_slurm(&list, Task::from_slurm).unwrap_err().to_string();
+        assert!(err.contains("SLURM_ARRAY_TASK_MAX=5") && err.contains("i/N"), "{err}");
+        let off_step = [("ID", "4"), ("COUNT", "8"), ("MIN", "1"), ("STEP", "2")];
+        let err = with_slurm(&off_step, Task::from_slurm).unwrap_err().to_string();
+        assert!(err.contains("not MIN + a multiple of STEP"), "{err}");
     }
 
     #[test]

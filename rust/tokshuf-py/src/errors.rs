@@ -5,7 +5,7 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
-use tokshuf_core::Error;
+use tokshuf_core::{storage, Error};
 
 fn exception_type<'py>(
     py: Python<'py>,
@@ -37,6 +37,7 @@ fn io_errno(kind: std::io::ErrorKind) -> Option<i32> {
         AlreadyExists => libc::EEXIST,
         IsADirectory => libc::EISDIR,
         NotADirectory => libc::ENOTDIR,
+        TimedOut => libc::ETIMEDOUT,
         _ => return None,
     })
 }
@@ -45,16 +46,20 @@ fn io_errno(kind: std::io::ErrorKind) -> Option<i32> {
 pub fn to_py_err(py: Python<'_>, err: Error) -> PyErr {
     match err {
         Error::Io { path, source } => {
-            let filename = path.to_string_lossy().into_owned();
+            // A path may be a URL with a password; a store's error may quote its answer.
+            let filename = storage::redact(&path.to_string_lossy()).into_owned();
             let errno = source.raw_os_error().or_else(|| io_errno(source.kind()));
             let strerror = match source.raw_os_error() {
                 // CPython's own text for OS errors; ours (e.g. "input does not exist") otherwise.
                 Some(_) => source.to_string().split(" (os error").next().unwrap_or_default().to_string(),
                 None => source.to_string(),
             };
+            let strerror = storage::redact(&strerror).into_owned();
             match errno {
                 // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError, ...).
                 Some(errno) => PyOSError::new_err((errno, strerror, filename)),
+                // A failed request to a store names its object itself.
+                None if storage::is_store_error(&source) => PyOSError::new_err(strerror),
                 None => PyOSError::new_err(format!("{filename}: {strerror}")),
             }
         }

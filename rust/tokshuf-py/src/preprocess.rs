@@ -16,7 +16,14 @@ use crate::tokenizer::PyTokenizer;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(preprocess, m)?)?;
     m.add_function(wrap_pyfunction!(expand_input_paths, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_task, m)?)?;
     Ok(())
+}
+
+/// `(index, count)` of a task given as `i/N` (0-based `i`) or `auto` (this Slurm array task).
+#[pyfunction]
+fn parse_task(py: Python<'_>, text: &str) -> PyResult<(usize, usize)> {
+    text.parse::<tokshuf_core::tasks::Task>().map(|t| (t.index, t.count)).into_py(py)
 }
 
 /// The files `inputs` (files, directories, globs) expand to, in processing order.
@@ -100,6 +107,8 @@ fn preprocess(
             cfg = cfg.for_task(task.parse()?)?;
         }
         let summary = run_preprocess(&cfg, tokenizer, cancel)?;
-        serde_json::to_string(&summary).map_err(|e| Error::invalid(e.to_string()))
+        // A summary lists its inputs: no URL's password or signature in it.
+        let json = serde_json::to_string(&summary).map_err(|e| Error::invalid(e.to_string()))?;
+        Ok(tokshuf_core::storage::redact(&json).into_owned())
     })
 }

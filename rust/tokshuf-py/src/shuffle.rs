@@ -135,6 +135,8 @@ fn shuffle(
             None if task.is_some() => return Err(Error::invalid("a task needs its stage (cells, shards or manifest)")),
             None => run_shuffle(&cfg, tokenizer, warnings, cancel)?,
         };
-        serde_json::to_string(&summary).map_err(|e| Error::invalid(e.to_string()))
+        // A summary lists its inputs: no URL's password or signature in it.
+        let json = serde_json::to_string(&summary).map_err(|e| Error::invalid(e.to_string()))?;
+        Ok(tokshuf_core::storage::redact(&json).into_owned())
     })
 }

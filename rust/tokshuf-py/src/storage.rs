@@ -14,6 +14,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(upload, m)?)?;
     m.add_function(wrap_pyfunction!(identity, m)?)?;
     m.add_function(wrap_pyfunction!(storage_counters, m)?)?;
+    m.add_function(wrap_pyfunction!(redact, m)?)?;
     Ok(())
 }
 
@@ -82,4 +83,11 @@ fn identity(py: Python<'_>, path: std::path::PathBuf) -> PyResult<String> {
 fn storage_counters() -> (u64, u64) {
     let c = storage::counters();
     (c.requests, c.bytes)
+}
+
+/// `text` with credentials masked (a URL's `user:password@`, signed URLs' and headers' secrets,
+/// the values of the environment's credential variables): the one redaction of the package.
+#[pyfunction]
+fn redact(text: &str) -> String {
+    storage::redact(text).into_owned()
 }

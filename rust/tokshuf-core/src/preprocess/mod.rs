@@ -235,7 +235,8 @@ fn remote_outputs(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
         out.prefix = cfg.key_prefix(key);
     }
     if let Some(path) = &cfg.summary_path {
-        let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::invalid(e.to_string()))?;
+        let json = serde_json::to_string_pretty(&summary).map_err(|e| Error::invalid(e.to_string()))?;
+        let json = storage::redact(&json).into_owned().into_bytes();
         match storage::remote(path)? {
             Some(target) => storage::put(&target, json)?,
             None => crate::fsutil::write_atomic(path, &json)?,

@@ -408,8 +408,8 @@ pub(super) fn run(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
     // Every key's pair and the summary appear together or not at all.
     let mut staged = staged;
     if let Some(path) = &cfg.summary_path {
-        let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::invalid(e.to_string()))?;
-        staged.add_index_bytes(path, &json)?;
+        let json = serde_json::to_string_pretty(&summary).map_err(|e| Error::invalid(e.to_string()))?;
+        staged.add_index_bytes(path, storage::redact(&json).as_bytes())?;
     }
     staged.commit()?;
     Ok(summary)

@@ -472,7 +472,7 @@ impl Source {
             ));
         }
         let bytes = self.access.read(start..end).inspect_err(|e| {
-            *self.failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(io::Error::new(e.kind(), e.to_string()));
+            *self.failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(crate::storage::same_error(e));
         })?;
         self.counter.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         Ok(bytes)

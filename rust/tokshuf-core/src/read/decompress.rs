@@ -185,7 +185,8 @@ impl<R: BufRead> Members<R> {
         Ok(())
     }
 
-    /// Say what went wrong inside the member that starts at `start`.
+    /// Say what went wrong inside the member that starts at `start` (a failed read of the
+    /// compressed bytes from a store is not this: it is passed on as it is).
     fn member_error(&self, e: io::Error, start: u64, at_eof: bool) -> io::Error {
         let (name, unit) = (self.format.name(), self.unit());
         if e.kind() == ErrorKind::UnexpectedEof || at_eof {
@@ -222,6 +223,7 @@ impl<R: BufRead> Read for Members<R> {
                         self.state = MemberState::Gzip(d, start);
                         return Err(e);
                     }
+                    Err(e) if crate::storage::is_store_error(&e) => return Err(e),
                     Err(e) => {
                         let at_eof = d.get_mut().fill_buf().is_ok_and(|b| b.is_empty());
                         return Err(self.member_error(e, start, at_eof));
@@ -240,6 +242,7 @@ impl<R: BufRead> Read for Members<R> {
                         self.state = MemberState::Zstd(d, start);
                         return Err(e);
                     }
+                    Err(e) if crate::storage::is_store_error(&e) => return Err(e),
                     Err(e) => {
                         let at_eof = d.get_mut().fill_buf().is_ok_and(|b| b.is_empty());
                         return Err(self.member_error(e, start, at_eof));

@@ -20,13 +20,14 @@ const LISTED: usize = 100;
 
 /// A file or directory a directory scan passed over, and why: `hidden` (its name begins with `.`;
 /// nothing below a hidden directory is looked at), `extension` (its name ends in none of the
-/// input extensions, compared case-sensitively) or `link_loop` (a directory link back to a
-/// directory being scanned).
+/// input extensions, compared case-sensitively), `link_loop` (a directory link back to a
+/// directory being scanned) or `invalid_key` (an object key the store client cannot name: a
+/// control character, an empty part as in `a//b`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScanSkip {
     /// The file or directory.
     pub path: PathBuf,
-    /// `hidden`, `extension` or `link_loop`.
+    /// `hidden`, `extension`, `link_loop` or `invalid_key`.
     pub reason: String,
 }
 
@@ -170,17 +171,33 @@ fn walk(
 }
 
 /// An object-store input: an object, or a prefix (as a directory: keys with a hidden part below
-/// it, or none of `exts`, are passed over), or a glob over keys.
+/// it, or none of `exts`, are passed over), or a glob over keys. A URL naming no object (a
+/// bucket root) or ending in `/` is a prefix; otherwise the object it names is looked up first
+/// (so a key with `*`, `?` or `[` in its name is read as itself), and only if the store says it
+/// does not exist is the URL a glob or a prefix: a failing store fails the run with its own
+/// answer. A key the store client cannot name is passed over as `invalid_key`.
 fn expand_remote(spec: &str, exts: &[&str], files: &mut Vec<PathBuf>, scan: &mut ScanReport) -> Result<()> {
     let remote = storage::resolve(spec)?;
-    let found = if has_glob_chars(remote.key.as_ref()) {
-        storage::glob(&remote)?
-    } else if storage::size(Path::new(spec)).is_ok() {
-        vec![remote]
+    let key = remote.key.as_ref();
+    if !key.is_empty() && !spec.ends_with('/') {
+        match storage::size(Path::new(spec)) {
+            Ok(_) => {
+                files.push(storage::as_path(&remote));
+                return Ok(());
+            }
+            Err(Error::Io { ref source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let passed_before = scan.total();
+    let (found, invalid) = if has_glob_chars(key) && !spec.ends_with('/') {
+        let listing = storage::glob(&remote)?;
+        (listing.objects, listing.invalid)
     } else {
-        let prefix = remote.key.as_ref().len();
+        let listing = storage::list_all(&remote)?;
+        let prefix = key.len();
         let mut taken = Vec::new();
-        for object in storage::list_all(&remote)? {
+        for object in listing.objects {
             let key = object.key.as_ref();
             let below = key.get(prefix..).unwrap_or(key).trim_start_matches('/');
             let hidden = below.split('/').any(|part| part.starts_with('.'));
@@ -189,9 +206,17 @@ fn expand_remote(spec: &str, exts: &[&str], files: &mut Vec<PathBuf>, scan: &mut
                 None => taken.push(object),
             }
         }
-        taken
+        (taken, listing.invalid)
     };
-    if found.is_empty() {
+    let base = remote
+        .url
+        .split_once("://")
+        .map_or(String::new(), |(scheme, rest)| format!("{scheme}://{}/", rest.split('/').next().unwrap_or_default()));
+    for key in invalid {
+        // Control characters escaped: the path goes into logs and summaries.
+        scan.add(PathBuf::from(format!("{base}{}", key.escape_debug())), "invalid_key");
+    }
+    if found.is_empty() && scan.total() == passed_before {
         return Err(Error::io(
             Path::new(spec),
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such object, and no objects under it"),
@@ -314,7 +339,7 @@ mod tests {
     #[test]
     fn the_readme_lists_every_reason_a_scan_passes_over() {
         let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-        for reason in ["hidden", "extension", "link_loop"] {
+        for reason in ["hidden", "extension", "link_loop", "invalid_key"] {
             assert!(readme.contains(&format!("`{reason}`")), "README does not list `{reason}`");
         }
     }

@@ -55,9 +55,12 @@ impl LineBatch {
 }
 
 /// Whether a read error is the input's content being undecodable (a truncated or corrupt
-/// stream or file) rather than the input being unreadable.
+/// stream or file) rather than the input being unreadable: never a failed request to a store,
+/// whatever its kind (a store that fails, ignores Range or changes the object mid-read is not
+/// bad data, and `--on-error skip` must not skip it).
 pub(crate) fn is_decoding_error(e: &std::io::Error) -> bool {
     matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::Other)
+        && !crate::storage::is_store_error(e)
 }
 
 /// Where a corrupt or truncated stream or file stopped (see [`LineReader::tolerate_corruption`];

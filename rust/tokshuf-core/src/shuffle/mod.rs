@@ -86,7 +86,7 @@ fn input_identity(path: &Path) -> Result<Value> {
 /// (Threads and buffer sizes do not change the output; `--on-error` may change between resumes.)
 fn fingerprint(cfg: &ShuffleConfig, tokenizer: Option<&dyn Tokenizer>) -> Result<Value> {
     let inputs = cfg.inputs.iter().map(|p| input_identity(p)).collect::<Result<Vec<_>>>()?;
-    Ok(json!({
+    let fingerprint = json!({
         "command": "tokshuf shuffle",
         "inputs": inputs,
         "output": cfg.output.canonicalize().with_path(&cfg.output)?,
@@ -101,7 +101,10 @@ fn fingerprint(cfg: &ShuffleConfig, tokenizer: Option<&dyn Tokenizer>) -> Result
         "shuffle_only": cfg.shuffle_only,
         "all_pad_context": cfg.all_pad_context,
         "max_line_bytes": cfg.max_line_bytes,
-    }))
+    });
+    // As the state file holds it (redacted), so that a rerun compares like with like.
+    let text = crate::storage::redact(&fingerprint.to_string()).into_owned();
+    serde_json::from_str(&text).map_err(|e| Error::invalid(e.to_string()))
 }
 
 /// A fresh run must not write over another dataset.

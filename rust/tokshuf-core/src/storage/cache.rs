@@ -33,6 +33,8 @@ pub fn cache_root() -> PathBuf {
 
 /// Where the local copy of the object `url` lives (whether or not it is there yet).
 pub fn local_path(url: &str) -> Result<PathBuf> {
+    // Redacted: a URL's password or signature is no part of a file name.
+    let url = super::redact(url);
     let (scheme, rest) = url.split_once("://").ok_or_else(|| Error::invalid(format!("not a storage URL: {url:?}")))?;
     let mut path = cache_root().join("remote").join(scheme);
     for part in rest.split('/').filter(|p| !p.is_empty()) {
@@ -57,7 +59,8 @@ pub fn local_copy_cancellable(url: &str, cancel: &Cancel) -> Result<PathBuf> {
     let dir = local.parent().expect("a cached path has a parent");
     std::fs::create_dir_all(dir).with_path(dir)?;
     let reader = RemoteReader::open(remote.clone()).with_path(Path::new(url))?;
-    let want = serde_json::json!({"url": url, "bytes": reader.size(), "version": reader.version().describe()});
+    let want =
+        serde_json::json!({"url": super::redact(url), "bytes": reader.size(), "version": reader.version().describe()});
     let current = || -> bool {
         let recorded =
             std::fs::read(&meta_path).ok().and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());

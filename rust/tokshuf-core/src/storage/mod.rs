@@ -9,9 +9,12 @@
 //! - [`counters`] tells how many GETs were made and how many bytes they brought.
 //! - [`local_copy`] gives the readers that map their data (`.idx/.bin`, `.npy`) a local copy.
 //! - [`upload_file`] and [`put`] write objects, which appear under their keys only complete.
+//! - Every request runs within the retry budget; a failed one is a [`StoreError`] naming the
+//!   object, the request and the cause, and [`redact`] masks credentials in any text.
 
 mod cache;
 mod coalesce;
+mod failure;
 mod list;
 mod ranges;
 mod read;
@@ -23,15 +26,15 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use cache::{cache_root, local_copy, local_copy_cancellable, local_path};
+pub(crate) use failure::again as same_error;
+pub use failure::{is_store_error, redact, StoreError};
 pub use list::{all_under as list_all, glob, sized_under as list_sized, under as list};
 pub use ranges::{Pending, RandomAccess};
 pub use read::{counters, Counters, RemoteReader};
 pub use stores::{is_remote, resolve, Remote, SCHEMES};
 pub use write::{put, upload_file};
 
-use object_store::ObjectStoreExt as _;
-
-use crate::error::{Error, IoContext, Result};
+use crate::error::{IoContext, Result};
 
 /// The object a path names, if it is a storage URL.
 pub fn remote(path: &Path) -> Result<Option<Remote>> {
@@ -57,10 +60,7 @@ pub fn open(path: &Path) -> Result<Box<dyn Read + Send>> {
 /// The size of an input in bytes.
 pub fn size(path: &Path) -> Result<u64> {
     match remote(path)? {
-        Some(r) => {
-            let meta = runtime::block_on(r.store.head(&r.key)).map_err(|e| Error::io(path, read::to_io(&r, e)))?;
-            Ok(meta.size)
-        }
+        Some(r) => Ok(read::head(&r).with_path(path)?.size),
         None => Ok(std::fs::metadata(path).with_path(path)?.len()),
     }
 }
@@ -70,9 +70,10 @@ pub fn size(path: &Path) -> Result<u64> {
 /// ETag, or the modification time where a store gives no strong ETag).
 pub fn identity(path: &Path) -> Result<serde_json::Value> {
     if let Some(r) = remote(path)? {
-        let meta = runtime::block_on(r.store.head(&r.key)).map_err(|e| Error::io(path, read::to_io(&r, e)))?;
+        let meta = read::head(&r).with_path(path)?;
         let version = read::Version::of(&meta).describe();
-        return Ok(serde_json::json!({"url": r.url, "bytes": meta.size, "etag": meta.e_tag, "version": version}));
+        let url = redact(&r.url);
+        return Ok(serde_json::json!({"url": url, "bytes": meta.size, "etag": meta.e_tag, "version": version}));
     }
     let meta = std::fs::metadata(path).with_path(path)?;
     let since_epoch = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());

@@ -10,10 +10,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{StreamExt as _, TryStreamExt as _};
-use object_store::ObjectStoreExt as _;
 
 use super::coalesce::coalesce;
-use super::read::{fetch, to_io, Version};
+use super::read::{fetch, Version};
 use super::runtime::{block_on, runtime};
 use super::stores::Remote;
 use crate::error::{IoContext, Result};
@@ -46,7 +45,7 @@ impl RandomAccess {
     pub fn open(path: &Path) -> Result<RandomAccess> {
         match super::remote(path)? {
             Some(remote) => {
-                let meta = block_on(remote.store.head(&remote.key)).map_err(|e| to_io(&remote, e)).with_path(path)?;
+                let meta = super::read::head(&remote).with_path(path)?;
                 Ok(RandomAccess::Remote { remote, version: Version::of(&meta), size: meta.size })
             }
             None => {

@@ -2,12 +2,13 @@
 //! decompressor downstream never waits for a round trip, in bounded memory (`AHEAD` × `CHUNK`
 //! per open object). A range whose body breaks off is requested again from where it broke;
 //! every range names the object's ETag, so an object rewritten meanwhile is an error, not a mix
-//! of two versions.
+//! of two versions. Every failure is a [`super::StoreError`]: a reader never takes it for a
+//! truncated file.
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use chrono::{DateTime, Utc};
@@ -15,6 +16,7 @@ use futures::StreamExt;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStoreExt as _};
 use tokio::task::JoinHandle;
 
+use super::failure::{call, Failure};
 use super::runtime::{block_on, runtime};
 use super::stores::Remote;
 
@@ -22,9 +24,6 @@ use super::stores::Remote;
 const CHUNK: u64 = 8 << 20;
 /// Ranges in flight ahead of the reader.
 const AHEAD: usize = 4;
-/// Attempts at a range whose body breaks off (request errors are retried by the store itself),
-/// within the retry time (`TOKSHUF_STORAGE_RETRY_SECONDS`).
-const ATTEMPTS: u32 = 10;
 
 static REQUESTS: AtomicU64 = AtomicU64::new(0);
 static BYTES: AtomicU64 = AtomicU64::new(0);
@@ -41,6 +40,11 @@ pub struct Counters {
 /// What this process has read from stores so far (for measuring read amplification).
 pub fn counters() -> Counters {
     Counters { requests: REQUESTS.load(Ordering::Relaxed), bytes: BYTES.load(Ordering::Relaxed) }
+}
+
+/// The object's size, ETag and modification time (one HEAD request, retried within the budget).
+pub(crate) fn head(remote: &Remote) -> io::Result<ObjectMeta> {
+    call(remote, "HEAD", || remote.store.head(&remote.key))
 }
 
 /// The version of an object its reads are pinned to, from one HEAD: every ranged read asks for
@@ -86,12 +90,15 @@ pub struct RemoteReader {
     next: u64,
     pending: VecDeque<JoinHandle<io::Result<Bytes>>>,
     current: Bytes,
+    /// The failure that stopped the reader: every later read fails with it too (the ranges
+    /// after a failed one must never be read as if they followed the bytes before it).
+    failed: Option<io::Error>,
 }
 
 impl RemoteReader {
     /// Open `remote` (its size and ETag come from one HEAD request).
     pub fn open(remote: Remote) -> io::Result<RemoteReader> {
-        let meta = block_on(remote.store.head(&remote.key)).map_err(|e| to_io(&remote, e))?;
+        let meta = head(&remote)?;
         Ok(RemoteReader {
             size: meta.size,
             version: Version::of(&meta),
@@ -99,6 +106,7 @@ impl RemoteReader {
             next: 0,
             pending: VecDeque::new(),
             current: Bytes::new(),
+            failed: None,
         })
     }
 
@@ -125,10 +133,22 @@ impl RemoteReader {
 
 impl Read for RemoteReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(e) = &self.failed {
+            return Err(super::failure::again(e));
+        }
         if self.current.is_empty() {
             self.fill();
             let Some(next) = self.pending.pop_front() else { return Ok(0) };
-            self.current = block_on(next).map_err(|e| io::Error::other(format!("{}: {e}", self.remote.url)))??;
+            let got = block_on(next).unwrap_or_else(|e| {
+                Err(Failure::Other(format!("the read task failed: {e}")).into_io(&self.remote, "GET", Duration::ZERO))
+            });
+            match got {
+                Ok(bytes) => self.current = bytes,
+                Err(e) => {
+                    self.failed = Some(super::failure::again(&e));
+                    return Err(e);
+                }
+            }
             self.fill();
         }
         let n = buf.len().min(self.current.len());
@@ -146,76 +166,72 @@ impl Drop for RemoteReader {
     }
 }
 
-/// The bytes of `range`, resuming where a broken body stopped.
+/// The bytes of `range`, resuming where a broken body stopped. The retry budget bounds each wait
+/// for an answer or for more of the body, and starts again whenever bytes arrive: a long range
+/// goes on as long as it keeps moving, and a store that stops answering fails within the budget.
 pub(super) async fn fetch(remote: Remote, version: Version, range: std::ops::Range<u64>) -> io::Result<Bytes> {
     let mut got = BytesMut::with_capacity((range.end - range.start) as usize);
     let mut failures = 0;
-    let mut deadline = std::time::Instant::now() + super::stores::retry_time();
+    let budget = super::stores::retry_time();
+    // Since the last bytes arrived (or the first request).
+    let mut waiting = Instant::now();
+    let request = |start: u64| format!("GET bytes {start}-{}", range.end.saturating_sub(1));
     loop {
         let start = range.start + got.len() as u64;
         if start == range.end {
             return Ok(got.freeze());
         }
+        let deadline = tokio::time::Instant::from_std(waiting + budget);
         let mut options = GetOptions { range: Some(GetRange::Bounded(start..range.end)), ..GetOptions::default() };
         version.pin(&mut options);
         REQUESTS.fetch_add(1, Ordering::Relaxed);
-        let error = match remote.store.get_opts(&remote.key, options).await {
-            Ok(result) => {
+        let failure = match tokio::time::timeout_at(deadline, remote.store.get_opts(&remote.key, options)).await {
+            Err(_) => Failure::Stalled(waiting.elapsed()),
+            Ok(Ok(result)) => {
                 let mut body = result.into_stream();
                 let mut broke = None;
-                while let Some(part) = body.next().await {
-                    match part {
-                        Ok(bytes) => {
+                loop {
+                    let deadline = tokio::time::Instant::from_std(waiting + budget);
+                    match tokio::time::timeout_at(deadline, body.next()).await {
+                        Err(_) => broke = Some(Failure::Stalled(waiting.elapsed())),
+                        Ok(None) => {}
+                        Ok(Some(Ok(bytes))) => {
                             BYTES.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                            got.extend_from_slice(&bytes)
+                            got.extend_from_slice(&bytes);
+                            waiting = Instant::now();
+                            failures = 0;
+                            continue;
                         }
-                        Err(e) => {
-                            broke = Some(e);
-                            break;
-                        }
+                        Ok(Some(Err(e))) => broke = Some(Failure::Store(e)),
                     }
+                    break;
                 }
                 match broke {
                     None if range.start + got.len() as u64 >= range.end => {
                         got.truncate((range.end - range.start) as usize);
                         return Ok(got.freeze());
                     }
-                    None => object_store::Error::Generic {
-                        store: "storage",
-                        source: format!("the body ended at byte {} of {}", range.start + got.len() as u64, range.end)
-                            .into(),
-                    },
-                    Some(e) => e,
+                    None => Failure::Other(format!(
+                        "the body ended at byte {} of {}",
+                        range.start + got.len() as u64,
+                        range.end
+                    )),
+                    Some(f) => f,
                 }
             }
             // A rewritten object is not retried: its bytes would mix two versions.
-            Err(e @ object_store::Error::Precondition { .. }) => {
-                return Err(io::Error::other(format!("{} changed while it was read: {e}", remote.url)))
+            Ok(Err(object_store::Error::Precondition { .. })) => {
+                let why = "the object changed while it was read (it no longer has the ETag or modification time \
+                           it had when opened)";
+                return Err(Failure::Other(why.into()).into_io(&remote, &request(start), waiting.elapsed()));
             }
-            Err(e) => return Err(to_io(&remote, e)),
+            Ok(Err(e)) => Failure::Store(e),
         };
-        // A body that broke after bringing bytes made progress: a long range (whose request
-        // may outlive the client's timeout) is resumed as often as it keeps moving.
-        if range.start + got.len() as u64 > start {
-            failures = 0;
-            deadline = std::time::Instant::now() + super::stores::retry_time();
-        }
         failures += 1;
         let pause = Duration::from_millis(100 << failures.min(7));
-        if failures >= ATTEMPTS || std::time::Instant::now() + pause > deadline {
-            return Err(to_io(&remote, error));
+        if !failure.transient() || Instant::now() + pause > waiting + budget {
+            return Err(failure.into_io(&remote, &request(start), waiting.elapsed()));
         }
         tokio::time::sleep(pause).await;
     }
-}
-
-pub(crate) fn to_io(remote: &Remote, e: object_store::Error) -> io::Error {
-    let kind = match e {
-        object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
-        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
-            io::ErrorKind::PermissionDenied
-        }
-        _ => io::ErrorKind::Other,
-    };
-    io::Error::new(kind, format!("{}: {e}", remote.url))
 }

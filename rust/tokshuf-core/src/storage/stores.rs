@@ -7,7 +7,8 @@
 //! `AZURE_STORAGE_ACCOUNT_NAME`, ...), then, for S3, the shared credentials and config files of
 //! `AWS_PROFILE` (default `default`), then the instance's role. Failed requests (throttling,
 //! 5xx, dropped connections) are retried with exponential backoff for up to
-//! `TOKSHUF_STORAGE_RETRY_SECONDS` (default 180).
+//! `TOKSHUF_STORAGE_RETRY_SECONDS` (default 180), which also bounds how long a request may wait
+//! for an answer ([`super::failure`] makes the retries).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -18,6 +19,8 @@ use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::http::HttpBuilder;
+use object_store::list::PaginatedListStore;
+use object_store::multipart::MultipartStore;
 use object_store::path::Path as Key;
 use object_store::{BackoffConfig, ClientConfigKey, ClientOptions, ObjectStore, RetryConfig};
 
@@ -58,6 +61,11 @@ pub struct Remote {
     /// The URL it was named by, for messages.
     pub url: String,
     pub store: Arc<dyn ObjectStore>,
+    /// The same store's multipart uploads part by part (so each request can be retried), where
+    /// it has them (not an http(s) server).
+    pub(crate) multipart: Option<Arc<dyn MultipartStore>>,
+    /// The same store's listing page by page (so a key it cannot name can be passed over).
+    pub(crate) pages: Option<Arc<dyn PaginatedListStore>>,
     /// Its key in the store.
     pub key: Key,
     /// The process whose store this is: a forked child (a DataLoader worker) cannot use its
@@ -67,7 +75,7 @@ pub struct Remote {
 
 impl std::fmt::Debug for Remote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.url)
+        f.write_str(&super::redact(&self.url))
     }
 }
 
@@ -84,7 +92,7 @@ impl Remote {
         let base = self.url.split_once("://").map_or("", |(s, _)| s);
         let bucket = self.url.split_once("://").and_then(|(_, r)| r.split('/').next()).unwrap_or("");
         let path = key.as_ref().replace('%', "%25");
-        Remote { url: format!("{base}://{bucket}/{path}"), store: Arc::clone(&self.store), key, pid: self.pid }
+        Remote { url: format!("{base}://{bucket}/{path}"), key, ..self.clone() }
     }
 
     /// This object with a store of this process: itself, or in a process forked since it was
@@ -97,12 +105,27 @@ impl Remote {
     }
 }
 
-type Stores = HashMap<String, Arc<dyn ObjectStore>>;
+/// A store's interfaces: objects, and where it has them, multipart uploads and paged listings.
+#[derive(Clone)]
+struct Backend {
+    store: Arc<dyn ObjectStore>,
+    multipart: Option<Arc<dyn MultipartStore>>,
+    pages: Option<Arc<dyn PaginatedListStore>>,
+}
+
+impl Backend {
+    fn of<S: ObjectStore + MultipartStore + PaginatedListStore>(store: S) -> Backend {
+        let store = Arc::new(store);
+        Backend { store: store.clone(), multipart: Some(store.clone()), pages: Some(store) }
+    }
+}
+
+type Stores = HashMap<String, Backend>;
 
 /// The store and key a URL names (stores are made once per bucket and process, and shared).
 pub fn resolve(url: &str) -> Result<Remote> {
     static STORES: Mutex<Option<(u32, Stores)>> = Mutex::new(None);
-    let bad = |why: &str| Error::invalid(format!("{url:?} is not a valid storage URL: {why}"));
+    let bad = |why: &str| Error::invalid(format!("{:?} is not a valid storage URL: {why}", super::redact(url)));
     let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
     if !SCHEMES.contains(&scheme) {
         return Err(unsupported_scheme(scheme, url));
@@ -123,33 +146,32 @@ pub fn resolve(url: &str) -> Result<Remote> {
         }
     }
     let stores = &mut slot.as_mut().expect("set above").1;
-    let store = match stores.get(&id) {
-        Some(s) => Arc::clone(s),
+    let backend = match stores.get(&id) {
+        Some(b) => b.clone(),
         None => {
-            let s = build(scheme, bucket).map_err(|e| Error::invalid(format!("cannot open {id}: {e}")))?;
-            stores.insert(id, Arc::clone(&s));
-            s
+            let b = build(scheme, bucket)
+                .map_err(|e| Error::invalid(super::redact(&format!("cannot open {id}: {e}")).into_owned()))?;
+            stores.insert(id, b.clone());
+            b
         }
     };
-    Ok(Remote { url: url.to_string(), store, key, pid })
+    let Backend { store, multipart, pages } = backend;
+    Ok(Remote { url: url.to_string(), store, multipart, pages, key, pid })
 }
 
-/// How long a failing request is retried: `TOKSHUF_STORAGE_RETRY_SECONDS`, default 180.
+/// How long a request may go without progress, its retries and the wait for an answer
+/// included: `TOKSHUF_STORAGE_RETRY_SECONDS`, default 180, at least 0.1 (a request needs some
+/// time to be answered at all).
 pub(crate) fn retry_time() -> Duration {
     let seconds = std::env::var("TOKSHUF_STORAGE_RETRY_SECONDS").ok().and_then(|s| s.parse::<f64>().ok());
-    Duration::from_secs_f64(seconds.unwrap_or(180.0).clamp(0.0, 86_400.0))
+    Duration::from_secs_f64(seconds.filter(|s| s.is_finite()).unwrap_or(180.0).clamp(0.1, 86_400.0))
 }
 
+/// The client makes each request once: every retry is made by the storage layer
+/// ([`super::failure::within_budget`]), which sees each failure, bounds the whole wait by the
+/// budget, and so can report the last real cause (a 503, a dropped connection) when it gives up.
 fn retry() -> RetryConfig {
-    RetryConfig {
-        backoff: BackoffConfig {
-            init_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(15),
-            base: 2.0,
-        },
-        max_retries: 10,
-        retry_timeout: retry_time(),
-    }
+    RetryConfig { backoff: BackoffConfig::default(), max_retries: 0, retry_timeout: retry_time() }
 }
 
 /// Timeouts, on top of what the environment configures: a connection that stalls is dropped
@@ -157,7 +179,7 @@ fn retry() -> RetryConfig {
 const TIMEOUTS: [(ClientConfigKey, &str); 2] =
     [(ClientConfigKey::ConnectTimeout, "10 seconds"), (ClientConfigKey::Timeout, "120 seconds")];
 
-fn build(scheme: &str, bucket: &str) -> std::result::Result<Arc<dyn ObjectStore>, object_store::Error> {
+fn build(scheme: &str, bucket: &str) -> std::result::Result<Backend, object_store::Error> {
     Ok(match scheme {
         "s3" | "s3a" => {
             let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
@@ -177,14 +199,14 @@ fn build(scheme: &str, bucket: &str) -> std::result::Result<Arc<dyn ObjectStore>
             if endpoint.is_ok_and(|e| e.starts_with("http://")) {
                 b = b.with_allow_http(true);
             }
-            Arc::new(b.with_retry(retry()).build()?)
+            Backend::of(b.with_retry(retry()).build()?)
         }
         "gs" | "gcs" => {
             let mut b = GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket);
             for (k, v) in TIMEOUTS {
                 b = b.with_config(GoogleConfigKey::Client(k), v);
             }
-            Arc::new(b.with_retry(retry()).build()?)
+            Backend::of(b.with_retry(retry()).build()?)
         }
         "az" | "azure" | "abfs" | "abfss" => {
             // object_store parses the container (and, in `abfss://fs@account.dfs.core.windows.net`,
@@ -193,20 +215,19 @@ fn build(scheme: &str, bucket: &str) -> std::result::Result<Arc<dyn ObjectStore>
             for (k, v) in TIMEOUTS {
                 b = b.with_config(AzureConfigKey::Client(k), v);
             }
-            Arc::new(b.with_retry(retry()).build()?)
+            Backend::of(b.with_retry(retry()).build()?)
         }
         _ => {
             let mut options = ClientOptions::new().with_allow_http(scheme == "http");
             for (k, v) in TIMEOUTS {
                 options = options.with_config(k, v);
             }
-            Arc::new(
-                HttpBuilder::new()
-                    .with_url(format!("{scheme}://{bucket}"))
-                    .with_retry(retry())
-                    .with_client_options(options)
-                    .build()?,
-            )
+            let store = HttpBuilder::new()
+                .with_url(format!("{scheme}://{bucket}"))
+                .with_retry(retry())
+                .with_client_options(options)
+                .build()?;
+            Backend { store: Arc::new(store), multipart: None, pages: None }
         }
     })
 }

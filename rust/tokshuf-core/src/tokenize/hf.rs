@@ -26,10 +26,14 @@ pub struct HfTokenizer {
 impl HfTokenizer {
     /// Load `model`.
     pub fn new(model: &HfModel) -> Result<Self> {
-        let inner: tokenizers::Tokenizer = model
-            .json
-            .parse()
-            .map_err(|e| Error::invalid(format!("tokenizer {:?} is not a usable tokenizer.json: {e}", model.spec)))?;
+        let json = model.json.get()?;
+        let unusable = |e: &dyn std::fmt::Display| {
+            Error::invalid(format!("tokenizer {:?} is not a usable tokenizer.json: {e}", model.spec))
+        };
+        // The library panics on some malformed components (a `Precompiled` normalizer's charsmap).
+        let parsed = catch_unwind(AssertUnwindSafe(|| json.parse::<tokenizers::Tokenizer>()))
+            .map_err(|panic| unusable(&panic_message(panic.as_ref())))?;
+        let inner = parsed.map_err(|e| unusable(&e))?;
         let vocab = inner.get_vocab(true);
         let max_id = vocab.values().copied().max().map_or(0, |m| u64::from(m) + 1);
         let vocab_size = (inner.get_vocab_size(true) as u64).max(max_id);
@@ -46,6 +50,15 @@ impl HfTokenizer {
             obj.insert("fast_bpe_unsupported".into(), why.into());
         }
         self
+    }
+}
+
+/// What a caught panic said.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(s), _) => s.to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => "the tokenizers library panicked reading it".into(),
     }
 }
 
@@ -106,5 +119,27 @@ impl Tokenizer for HfTokenizer {
 
     fn identity(&self) -> serde_json::Value {
         self.identity.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenize::JsonText;
+
+    #[test]
+    fn a_file_the_library_panics_on_is_an_error_naming_it() {
+        let json = r#"{"version": "1.0", "normalizer": {"type": "Precompiled", "precompiled_charsmap": ""},
+            "pre_tokenizer": null, "added_tokens": [], "post_processor": null, "decoder": null,
+            "truncation": null, "padding": null,
+            "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}"#;
+        let model = HfModel {
+            json: JsonText::new(json.into()),
+            spec: "bad.json".into(),
+            sha256: String::new(),
+            config_eos: None,
+        };
+        let e = HfTokenizer::new(&model).err().expect("an error").to_string();
+        assert!(e.contains("\"bad.json\" is not a usable tokenizer.json") && e.contains("precompiled"), "{e}");
     }
 }

@@ -21,7 +21,7 @@ pub use batch::{encode_many, EncodedTexts};
 pub use bpe::FastBpe;
 pub use byte::ByteTokenizer;
 pub use hf::HfTokenizer;
-pub use model::{resolve, BpeModel, HfModel, SentencePieceModel, TokenizerModel};
+pub use model::{resolve, BpeModel, HfModel, JsonText, SentencePieceModel, TokenizerModel};
 pub use spec::TokenizerSpec;
 pub use tiktoken::TiktokenTokenizer;
 

@@ -2,8 +2,8 @@
 //! turned into an encoder. Keeping this step separate lets [`super::build`] pick the encoder
 //! for a model (e.g. a faster exact one for a byte-level BPE family) without callers knowing.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use super::spec::TokenizerSpec;
 use super::tiktoken_files::{
@@ -70,13 +70,49 @@ impl BpeModel {
 #[derive(Debug, Clone)]
 pub struct HfModel {
     /// The serialized tokenizer.
-    pub json: String,
+    pub json: JsonText,
     /// The spec it came from (a path, or a description of the Python object).
     pub spec: String,
     /// SHA-256 of `json`.
     pub sha256: String,
     /// The eos token named by a `tokenizer_config.json` beside the file, if any.
     pub config_eos: Option<String>,
+}
+
+/// A `tokenizer.json`'s text, read from its file when first asked for: a vocabulary prepared
+/// before and stored under the file's SHA-256 needs only the hash (see `bpe::stored`), not the
+/// megabytes of JSON.
+#[derive(Debug, Clone)]
+pub struct JsonText {
+    /// The file, and the SHA-256 its contents had when it was hashed.
+    file: Option<(PathBuf, String)>,
+    text: Arc<OnceLock<String>>,
+}
+
+impl JsonText {
+    /// A text at hand.
+    pub fn new(text: String) -> JsonText {
+        JsonText { file: None, text: Arc::new(OnceLock::from(text)) }
+    }
+
+    /// The text of `path`, whose contents have the SHA-256 `sha256`.
+    fn file(path: &Path, sha256: &str) -> JsonText {
+        JsonText { file: Some((path.to_path_buf(), sha256.to_string())), text: Arc::new(OnceLock::new()) }
+    }
+
+    /// The text (read now if it was not). A file whose contents changed since they were hashed
+    /// is an error: what is loaded must be what the identity names.
+    pub fn get(&self) -> Result<&str> {
+        if let Some(text) = self.text.get() {
+            return Ok(text);
+        }
+        let Some((path, sha256)) = &self.file else { unreachable!("a JsonText holds a text or a file") };
+        let text = read_text(path)?;
+        if sha256_hex(text.as_bytes()) != *sha256 {
+            return Err(Error::format(path, "the file changed while it was being loaded"));
+        }
+        Ok(self.text.get_or_init(|| text))
+    }
 }
 
 /// Load what `spec` names.
@@ -139,20 +175,57 @@ pub fn resolve(spec: &TokenizerSpec) -> Result<TokenizerModel> {
             }))
         }
         TokenizerSpec::HfFile(path) => {
-            let json = std::fs::read_to_string(path).with_path(path)?;
-            if super::tekken::is_tekken(&json) {
-                return super::tekken::read(&json, path, described).map(TokenizerModel::Bpe);
+            let (sha256, head) = hash_file(path)?;
+            if super::tekken::is_tekken(&head) {
+                let json = JsonText::file(path, &sha256);
+                return super::tekken::read(json.get()?, path, described).map(TokenizerModel::Bpe);
             }
             let config_eos = path.parent().map(config_eos_token).transpose()?.flatten();
-            Ok(TokenizerModel::Hf(HfModel { sha256: sha256_hex(json.as_bytes()), json, spec: described, config_eos }))
+            let json = JsonText::file(path, &sha256);
+            Ok(TokenizerModel::Hf(HfModel { sha256, json, spec: described, config_eos }))
         }
         TokenizerSpec::HfJson { json, origin } => Ok(TokenizerModel::Hf(HfModel {
             sha256: sha256_hex(json.as_bytes()),
-            json: json.clone(),
+            json: JsonText::new(json.clone()),
             spec: origin.clone(),
             config_eos: None,
         })),
     }
+}
+
+/// The SHA-256 of a file, read in blocks rather than kept whole, and its first 4 KiB as text
+/// (lossily).
+fn hash_file(path: &Path) -> Result<(String, String)> {
+    use sha2::Digest as _;
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path).with_path(path)?;
+    let mut hasher = sha2::Sha256::new();
+    let mut block = vec![0u8; 256 << 10];
+    let mut head = Vec::new();
+    loop {
+        let n = match file.read(&mut block) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        if head.len() < 4096 {
+            head.extend_from_slice(&block[..n.min(4096 - head.len())]);
+        }
+        hasher.update(&block[..n]);
+    }
+    let sha256 = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok((sha256, String::from_utf8_lossy(&head).into_owned()))
+}
+
+/// A text file's contents (a `tokenizer.json` is megabytes: its UTF-8 is checked by SIMD).
+fn read_text(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_path(path)?;
+    if simdutf8::basic::from_utf8(&bytes).is_ok() {
+        // SAFETY: the bytes were just checked to be UTF-8.
+        return Ok(unsafe { String::from_utf8_unchecked(bytes) });
+    }
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)).with_path(path)
 }
 
 /// The `eos_token` of `dir/tokenizer_config.json` (a string or an `{"content": ...}` object),

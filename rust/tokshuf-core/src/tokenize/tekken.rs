@@ -7,6 +7,7 @@
 //! `r + default_num_special_tokens`. Text is encoded as tiktoken's `encode_ordinary` (special
 //! tokens written in the text are text, as the Tekkenizer encodes them).
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -14,13 +15,14 @@ use base64::Engine as _;
 use serde::Deserialize;
 
 use super::model::BpeModel;
-use super::tiktoken_files::{sha256_hex, Pattern, RankTable};
+use super::tiktoken_files::{sha256_hex, Pattern, RankTable, TokenList};
 use crate::error::{Error, Result};
 
 #[derive(Deserialize)]
-struct File {
+struct File<'a> {
     config: Config,
-    vocab: Vec<Token>,
+    #[serde(borrow)]
+    vocab: Vec<Token<'a>>,
     #[serde(default)]
     special_tokens: Option<Vec<Special>>,
 }
@@ -33,9 +35,11 @@ struct Config {
 }
 
 #[derive(Deserialize)]
-struct Token {
+struct Token<'a> {
     rank: u32,
-    token_bytes: String,
+    /// Base64 (which JSON writes unescaped, so it is borrowed from the file).
+    #[serde(borrow)]
+    token_bytes: Cow<'a, str>,
 }
 
 #[derive(Deserialize)]
@@ -91,15 +95,17 @@ pub fn read(json: &str, path: &Path, spec: String) -> Result<BpeModel> {
             c.pattern
         ))
     })?;
-    let mut entries = Vec::with_capacity(inner as usize);
+    let n = file.vocab.len().min(inner as usize);
+    let mut tokens = TokenList::with_capacity(n, n * 8);
     for t in file.vocab.iter().filter(|t| t.rank < inner) {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(&t.token_bytes)
+        tokens
+            .push_with(t.rank + n_special, |out| {
+                base64::engine::general_purpose::STANDARD.decode_vec(t.token_bytes.as_bytes(), out)
+            })
             .map_err(|e| bad(format!("rank {}: invalid base64: {e}", t.rank)))?;
-        entries.push((bytes, t.rank + n_special));
     }
-    if entries.len() != inner as usize {
-        return Err(bad(format!("{} ranks below {inner}, expected {inner}", entries.len())));
+    if tokens.len() != inner as usize {
+        return Err(bad(format!("{} ranks below {inner}, expected {inner}", tokens.len())));
     }
     let specials: Vec<(String, u32)> = match &file.special_tokens {
         Some(list) => list.iter().map(|s| (s.token_str.clone(), s.rank)).collect(),
@@ -112,7 +118,7 @@ pub fn read(json: &str, path: &Path, spec: String) -> Result<BpeModel> {
     Ok(BpeModel {
         name: "tekken".into(),
         spec,
-        ranks: Arc::new(RankTable { entries, sha256: sha256_hex(json.as_bytes()) }),
+        ranks: Arc::new(RankTable { tokens, sha256: sha256_hex(json.as_bytes()) }),
         pattern,
         specials,
     })
@@ -144,8 +150,8 @@ mod tests {
         let m = read(&json, Path::new("tekken.json"), "t".into()).unwrap();
         assert_eq!(m.pattern, Pattern::Tekken);
         // 261 - 4 = 257 ranks kept: "xx" (rank 257) is past the default vocabulary.
-        assert_eq!(m.ranks.entries.len(), 257);
-        assert_eq!(m.ranks.entries[256], (b"ab".to_vec(), 260));
+        assert_eq!(m.ranks.tokens.len(), 257);
+        assert_eq!(m.ranks.tokens.get(256), (&b"ab"[..], 260));
         assert_eq!(m.specials[..3], [("<unk>".into(), 0), ("<s>".into(), 1), ("</s>".into(), 2)]);
         assert_eq!(m.specials[3], ("[INST]".into(), 3));
         assert_eq!(m.endoftext(), Some(2));

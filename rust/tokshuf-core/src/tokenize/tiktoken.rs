@@ -22,8 +22,8 @@ pub struct TiktokenTokenizer {
 impl TiktokenTokenizer {
     /// Build the encoder of `model`.
     pub fn new(model: &BpeModel) -> Result<Self> {
-        let encoder: FxHashMap<Vec<u8>, u32> = model.ranks.entries.iter().cloned().collect();
-        if encoder.len() != model.ranks.entries.len() {
+        let encoder: FxHashMap<Vec<u8>, u32> = model.ranks.tokens.iter().map(|(t, r)| (t.to_vec(), r)).collect();
+        if encoder.len() != model.ranks.tokens.len() {
             return Err(Error::invalid(format!("tokenizer {:?}: the rank file repeats a token", model.spec)));
         }
         let specials: FxHashMap<String, u32> = model.specials.iter().cloned().collect();

@@ -33,7 +33,7 @@ fn list_is_ranks(vocab: &Vocab) -> bool {
     let Merges::List(list) = &vocab.merges else { return false };
     // 1 and 2: the priority of the merge making each id, every id made once.
     let mut prio = vec![u32::MAX; vocab.id_bound() as usize];
-    for &v in list.values() {
+    for v in list.values() {
         let (p, made) = ((v >> 32) as u32, v as u32);
         match prio.get_mut(made as usize) {
             Some(slot) if *slot == u32::MAX => *slot = p,
@@ -67,7 +67,7 @@ fn list_is_ranks(vocab: &Vocab) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokenize::bpe::vocab::FastMap;
+    use crate::tokenize::bpe::vocab::{FastMap, MergeList};
     use proptest::prelude::*;
 
     /// A vocabulary of all bytes (id = byte) and the merges `(left, right)` in priority order,
@@ -82,7 +82,7 @@ mod tests {
             tokens.push(([*l, *r].concat(), made));
             list.insert(u64::from(li) << 32 | u64::from(ri), (i as u64) << 32 | u64::from(made));
         }
-        Vocab::new(tokens, Merges::List(list)).unwrap()
+        Vocab::new(tokens, Merges::List(MergeList::new(list))).unwrap()
     }
 
     fn encode(v: &Vocab, text: &[u8]) -> Vec<u32> {

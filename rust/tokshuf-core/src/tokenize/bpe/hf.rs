@@ -13,15 +13,19 @@
 //! Anything else is [`Unsupported`], naming the first component that is not implemented, and
 //! callers use the `tokenizers` crate instead.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::added::AddedToken;
+use super::equiv::list_as_ranks;
 use super::normalize::{Normalizer, Step as NormStep};
 use super::pattern::Pattern;
 use super::pretok::split::{Behavior, Matcher, Prefix, PrependScheme, SplitStep, Splitter};
 use super::pretok::Automaton;
+use super::stored::{In, Out, Store};
 use super::unicode::single_char;
-use super::vocab::{Fallback, FastMap, Merges, Units};
+use super::vocab::{too_sparse, Fallback, FastMap, MergeList, Merges, TokenList, Units, Vocab};
 
 /// Why a `tokenizer.json` cannot take the fast path: the first component it does not implement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,12 +39,17 @@ impl std::fmt::Display for Unsupported {
 
 impl std::error::Error for Unsupported {}
 
-/// What a supported file describes.
-pub(crate) struct HfBpe {
-    pub tokens: Vec<(Vec<u8>, u32)>,
+/// What a supported file describes, as read.
+pub(crate) struct Parsed {
+    pub tokens: TokenList,
     /// What merging starts from: bytes, or characters (then the tokens are plain text).
     pub units: Units,
     pub merges: Merges,
+    pub pipeline: Pipeline,
+}
+
+/// The parts of a supported file besides its vocabulary and merges.
+pub(crate) struct Pipeline {
     /// `BPE.ignore_merges`: a piece that is a token encodes to that token (tiktoken's rule).
     pub ignore_merges: bool,
     pub normalizer: Normalizer,
@@ -49,6 +58,19 @@ pub(crate) struct HfBpe {
     /// Added tokens with the ids `tokenizers` gives them, and the text each is matched by
     /// (normalized for the `normalized` ones).
     pub added: Vec<(AddedToken, String)>,
+    /// One past the largest id of the model's vocabulary (tokens that are no merging unit
+    /// included).
+    pub vocab_bound: u32,
+    /// The file's `normalizer` and `pre_tokenizer`, which the normalizer, prefix and splitter
+    /// are read from.
+    source: [Value; 2],
+}
+
+/// A supported file, ready for the encoder: its vocabulary built (and its merge list running
+/// as ranks where [`equiv`](super::equiv) proves that alike), and its pipeline.
+pub(crate) struct HfBpe {
+    pub vocab: Vocab,
+    pub pipeline: Pipeline,
 }
 
 fn unsupported<T>(msg: impl Into<String>) -> Result<T, Unsupported> {
@@ -73,14 +95,34 @@ fn byte_chars() -> [char; 256] {
 
 /// The bytes of a token written in GPT-2's byte-to-character spelling.
 pub(crate) fn decode_token(s: &str) -> Option<Vec<u8>> {
-    use std::sync::OnceLock;
-    static INVERSE: OnceLock<FastMap<char, u8>> = OnceLock::new();
-    decode(s, INVERSE.get_or_init(|| byte_chars().iter().enumerate().map(|(b, &c)| (c, b as u8)).collect()))
+    let mut out = Vec::with_capacity(s.len());
+    decode_into(s, &mut out).then_some(out)
 }
 
-/// Decode a byte-level token string back into its bytes.
-fn decode(s: &str, inverse: &FastMap<char, u8>) -> Option<Vec<u8>> {
-    s.chars().map(|c| inverse.get(&c).copied()).collect()
+/// GPT-2's characters (all below U+0144) → their byte, `u16::MAX` for other characters.
+fn inverse_table() -> &'static [u16; 0x144] {
+    use std::sync::OnceLock;
+    static INVERSE: OnceLock<[u16; 0x144]> = OnceLock::new();
+    INVERSE.get_or_init(|| {
+        let mut t = [u16::MAX; 0x144];
+        for (b, &c) in byte_chars().iter().enumerate() {
+            t[c as usize] = b as u16;
+        }
+        t
+    })
+}
+
+/// Append the bytes of the byte-level token `s` to `out`; false (and `out` partly written) if a
+/// character of `s` stands for no byte.
+fn decode_into(s: &str, out: &mut Vec<u8>) -> bool {
+    let inverse = inverse_table();
+    for c in s.chars() {
+        match inverse.get(c as usize) {
+            Some(&b) if b != u16::MAX => out.push(b as u8),
+            _ => return false,
+        }
+    }
+    true
 }
 
 fn kind(v: &Value) -> &str {
@@ -245,10 +287,11 @@ fn simple(step: &SplitStep) -> Option<Splitter> {
 }
 
 /// The parts of a `tokenizer.json` the encoder reads. The model's vocabulary and merges are
-/// read straight into lists (a generic JSON value of a 150,000-entry object is a tree map
-/// that takes longer to build than the encoder does).
+/// read straight into lists of strings borrowed from the file where they have no escapes (a
+/// generic JSON value of a 150,000-entry object is a tree map that takes longer to build than
+/// the encoder does).
 #[derive(serde::Deserialize)]
-struct FileJson {
+struct FileJson<'a> {
     #[serde(default)]
     normalizer: Value,
     #[serde(default)]
@@ -259,18 +302,18 @@ struct FileJson {
     truncation: Value,
     #[serde(default)]
     padding: Value,
-    #[serde(default)]
-    model: ModelJson,
+    #[serde(default, borrow)]
+    model: ModelJson<'a>,
 }
 
 #[derive(serde::Deserialize, Default)]
-struct ModelJson {
+struct ModelJson<'a> {
     #[serde(rename = "type", default)]
     kind: Option<String>,
-    #[serde(default)]
-    vocab: Entries,
-    #[serde(default)]
-    merges: Entries,
+    #[serde(default, borrow)]
+    vocab: Entries<'a>,
+    #[serde(default, borrow)]
+    merges: Entries<'a>,
     #[serde(default)]
     dropout: Option<f64>,
     #[serde(default)]
@@ -287,51 +330,129 @@ struct ModelJson {
     fuse_unk: Option<bool>,
 }
 
+type Text<'a> = Cow<'a, str>;
+
+/// A string borrowed from the JSON text when it has no escapes (serde's own `Cow` always copies).
+struct Str<'a>(Text<'a>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Str<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Str<'a>, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Str<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Str<'de>, E> {
+                Ok(Str(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Str<'de>, E> {
+                Ok(Str(Cow::Owned(s.to_string())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
 /// A vocabulary (`{"token": id}`) or merge list (`["a b"]` or `[["a", "b"]]`) as read, or what
 /// else the field held (another model's format).
 #[derive(Default)]
-enum Entries {
+enum Entries<'a> {
     #[default]
     Missing,
-    Vocab(Vec<(String, Value)>),
-    Merges(Vec<(String, Option<String>)>),
+    Vocab(Vec<(Text<'a>, Value)>),
+    Merges(Vec<(Text<'a>, Option<Text<'a>>)>),
     Other,
 }
 
-impl<'de> serde::Deserialize<'de> for Entries {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Entries, D::Error> {
+/// One element of a merge list: `"a b"`, `["a", "b"]`, or something else.
+enum Merge<'a> {
+    One(Text<'a>),
+    Two(Text<'a>, Text<'a>),
+    Other,
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Merge<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Merge<'a>, D::Error> {
         struct V;
         impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Entries;
+            type Value = Merge<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a merge")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Merge<'de>, E> {
+                Ok(Merge::One(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Merge<'de>, E> {
+                Ok(Merge::One(Cow::Owned(s.to_string())))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Merge<'de>, A::Error> {
+                let mut parts = Vec::with_capacity(2);
+                while let Some(part) = s.next_element::<Value>()? {
+                    parts.push(part);
+                }
+                // Rare enough (only files written by `tokenizers` 0.20 and later) to go through
+                // `Value`; the strings are short.
+                Ok(match <[Value; 2]>::try_from(parts) {
+                    Ok([Value::String(a), Value::String(b)]) => Merge::Two(Cow::Owned(a), Cow::Owned(b)),
+                    _ => Merge::Other,
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Merge<'de>, A::Error> {
+                while m.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Merge::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Merge<'de>, E> {
+                Ok(Merge::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Merge<'de>, E> {
+                Ok(Merge::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Merge<'de>, E> {
+                Ok(Merge::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Merge<'de>, E> {
+                Ok(Merge::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Merge<'de>, E> {
+                Ok(Merge::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Entries<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Entries<'a>, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Entries<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a vocabulary or a merge list")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Entries, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Entries<'de>, A::Error> {
                 let mut v = Vec::with_capacity(m.size_hint().unwrap_or(0));
-                while let Some(e) = m.next_entry::<String, Value>()? {
-                    v.push(e);
+                while let Some((Str(token), id)) = m.next_entry::<Str<'de>, Value>()? {
+                    v.push((token, id));
                 }
                 Ok(Entries::Vocab(v))
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Entries, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Entries<'de>, A::Error> {
                 let mut v = Vec::with_capacity(s.size_hint().unwrap_or(0));
                 let mut other = false;
-                while let Some(e) = s.next_element::<Value>()? {
+                while let Some(e) = s.next_element::<Merge<'de>>()? {
                     match e {
-                        Value::String(a) => v.push((a, None)),
-                        Value::Array(pair) => match <[Value; 2]>::try_from(pair) {
-                            Ok([Value::String(a), Value::String(b)]) => v.push((a, Some(b))),
-                            _ => other = true,
-                        },
-                        _ => other = true,
+                        Merge::One(a) => v.push((a, None)),
+                        Merge::Two(a, b) => v.push((a, Some(b))),
+                        Merge::Other => other = true,
                     }
                 }
                 Ok(if other { Entries::Other } else { Entries::Merges(v) })
             }
-            fn visit_unit<E>(self) -> Result<Entries, E> {
+            fn visit_unit<E>(self) -> Result<Entries<'de>, E> {
                 Ok(Entries::Missing)
             }
-            fn visit_none<E>(self) -> Result<Entries, E> {
+            fn visit_none<E>(self) -> Result<Entries<'de>, E> {
                 Ok(Entries::Missing)
             }
         }
@@ -339,8 +460,98 @@ impl<'de> serde::Deserialize<'de> for Entries {
     }
 }
 
+/// A `tokenizer.json` ready for the encoder: what an earlier load stored under the file's SHA-256
+/// (see [`stored`](super::stored)), else the file's text (`json()`, an error if it cannot be
+/// read) [`prepare`]d, and stored. `Ok(Err(why))`: the file is not one the encoder reproduces.
+pub(crate) fn load<'a>(
+    json: impl FnOnce() -> crate::Result<&'a str>,
+    store: Option<Store>,
+) -> crate::Result<Result<HfBpe, Unsupported>> {
+    if let Some(hf) = store.as_ref().and_then(Store::read).and_then(|payload| from_stored(&payload)) {
+        return Ok(Ok(hf));
+    }
+    let hf = match prepare(json()?) {
+        Ok(hf) => hf,
+        Err(why) => return Ok(Err(why)),
+    };
+    if let Some(store) = store {
+        store.write(&to_stored(&hf));
+    }
+    Ok(Ok(hf))
+}
+
+/// Read a `tokenizer.json` and build its vocabulary.
+pub(crate) fn prepare(json: &str) -> Result<HfBpe, Unsupported> {
+    let Parsed { tokens, units, merges, pipeline } = parse(json)?;
+    let vocab = match units {
+        Units::Bytes => Vocab::new(tokens, merges),
+        Units::Chars(fallback) => Vocab::new_chars(tokens, merges, fallback),
+    };
+    Ok(HfBpe { vocab: list_as_ranks(vocab.map_err(|e| Unsupported(e.0))?), pipeline })
+}
+
+/// What [`load`] stores: the pipeline's sources and added tokens as JSON, then the vocabulary.
+fn to_stored(hf: &HfBpe) -> Vec<u8> {
+    let p = &hf.pipeline;
+    let added: Vec<Value> = p
+        .added
+        .iter()
+        .map(|(t, pattern)| {
+            serde_json::json!([t.content, t.id, t.single_word, t.lstrip, t.rstrip, t.normalized, t.special, pattern])
+        })
+        .collect();
+    let meta = serde_json::json!({
+        "normalizer": p.source[0],
+        "pre_tokenizer": p.source[1],
+        "ignore_merges": p.ignore_merges,
+        "vocab_bound": p.vocab_bound,
+        "added": added,
+    });
+    let mut out = Out::default();
+    out.bytes(meta.to_string().as_bytes());
+    hf.vocab.store(&mut out);
+    out.0
+}
+
+/// The [`HfBpe`] that [`to_stored`] wrote, if `payload` is one.
+fn from_stored(payload: &[u8]) -> Option<HfBpe> {
+    let mut r = In(payload);
+    let meta: Value = serde_json::from_slice(r.bytes()?).ok()?;
+    let normalizer = normalizer(meta.get("normalizer")?).ok()?;
+    let (prefix, splitter, _) = pre_tokenizer(meta.get("pre_tokenizer")?).ok()?;
+    let boolean = |v: &Value| v.as_bool();
+    let mut added = Vec::new();
+    for t in meta.get("added")?.as_array()? {
+        let [content, id, single_word, lstrip, rstrip, normalized, special, pattern] = t.as_array()?.as_slice() else {
+            return None;
+        };
+        let token = AddedToken {
+            content: content.as_str()?.to_string(),
+            id: u32::try_from(id.as_u64()?).ok()?,
+            single_word: boolean(single_word)?,
+            lstrip: boolean(lstrip)?,
+            rstrip: boolean(rstrip)?,
+            normalized: boolean(normalized)?,
+            special: boolean(special)?,
+        };
+        added.push((token, pattern.as_str()?.to_string()));
+    }
+    let vocab = Vocab::load(&mut r)?;
+    r.is_empty().then_some(())?;
+    let pipeline = Pipeline {
+        ignore_merges: boolean(meta.get("ignore_merges")?)?,
+        normalizer,
+        prefix,
+        splitter,
+        added,
+        vocab_bound: u32::try_from(meta.get("vocab_bound")?.as_u64()?).ok()?,
+        source: [meta["normalizer"].clone(), meta["pre_tokenizer"].clone()],
+    };
+    Some(HfBpe { vocab, pipeline })
+}
+
 /// Read a `tokenizer.json`'s text.
-pub(crate) fn parse(json: &str) -> Result<HfBpe, Unsupported> {
+pub(crate) fn parse(json: &str) -> Result<Parsed, Unsupported> {
     let root: FileJson = serde_json::from_str(json).map_err(|e| Unsupported(format!("invalid JSON: {e}")))?;
     for (key, v) in [("truncation", &root.truncation), ("padding", &root.padding)] {
         if !v.is_null() {
@@ -370,33 +581,43 @@ pub(crate) fn parse(json: &str) -> Result<HfBpe, Unsupported> {
         return unsupported("a subword prefix or end-of-word suffix");
     }
     let ignore_merges = model.ignore_merges.unwrap_or(false);
-
-    let chars = byte_chars();
-    let inverse: FastMap<char, u8> = chars.iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
     let Entries::Vocab(vocab) = &model.vocab else {
         return unsupported("a BPE model without a vocabulary object");
     };
-    if !byte_level {
-        return chars_model(model, vocab, &root.added_tokens, normalizer, prefix, splitter, ignore_merges);
-    }
     let mut ids: FastMap<&str, u32> = FastMap::default();
     ids.reserve(vocab.len());
-    let mut tokens = Vec::with_capacity(vocab.len());
+    let mut vocab_bound = 0;
     for (s, id) in vocab {
         let Some(id) = id.as_u64().and_then(|i| u32::try_from(i).ok()) else {
             return unsupported(format!("vocab id of {s:?} is not a u32"));
         };
-        let Some(bytes) = decode(s, &inverse) else {
-            return unsupported(format!("vocab token {s:?} is not byte-level"));
-        };
         // Repeated keys: the last one counts, as in `tokenizers`.
-        ids.insert(s.as_str(), id);
-        tokens.push((bytes, id));
+        ids.insert(s, id);
+        vocab_bound = vocab_bound.max(u64::from(id) + 1);
+    }
+    let vocab_bound = u32::try_from(vocab_bound).map_err(|_| Unsupported("a vocabulary of 2^32 tokens".into()))?;
+    if too_sparse(vocab_bound as usize, vocab.len()) {
+        return unsupported(format!("vocabulary ids up to {vocab_bound} for {} tokens (too sparse)", vocab.len()));
     }
     let added = added_tokens(&root.added_tokens, &ids, ids.len(), &normalizer)?;
-    let merges = merges(&model.merges, &ids)?;
-    keep_mergeable(&mut tokens, &added, &merges, ignore_merges, <[u8]>::len);
-    Ok(HfBpe { tokens, units: Units::Bytes, merges, ignore_merges, normalizer, prefix, splitter, added })
+    let source = [root.normalizer.clone(), root.pre_tokenizer.clone()];
+    let pipeline = Pipeline { ignore_merges, normalizer, prefix, splitter, added, vocab_bound, source };
+    if !byte_level {
+        return chars_model(model, &ids, pipeline);
+    }
+    let mut tokens = TokenList::with_capacity(vocab.len(), vocab.iter().map(|(s, _)| s.len()).sum());
+    let mut live = vec![false; vocab_bound as usize];
+    for (s, _) in vocab {
+        // A token that is not written byte-level (DeepSeek-V3 writes its special tokens as they
+        // are) can never be made from bytes: it is reached as an added token, or not at all.
+        let id = ids[s.as_ref()];
+        if tokens.push_with(id, |out| if decode_into(s, out) { Ok(()) } else { Err(()) }).is_ok() {
+            live[id as usize] = true;
+        }
+    }
+    let merges = merges(&model.merges, &ids, |id| live[id as usize])?;
+    keep_mergeable(&mut tokens, &pipeline.added, &merges, ignore_merges, <[u8]>::len);
+    Ok(Parsed { tokens, units: Units::Bytes, merges, pipeline })
 }
 
 /// Leave out of the merging vocabulary the added tokens it also lists (as GPT-2's file lists
@@ -404,7 +625,7 @@ pub(crate) fn parse(json: &str) -> Result<HfBpe, Unsupported> {
 /// Merging never reaches them, and left in they would keep a merge list from running as ranks.
 /// With `ignore_merges` a piece that is one of them encodes to it, so they stay.
 fn keep_mergeable(
-    tokens: &mut Vec<(Vec<u8>, u32)>,
+    tokens: &mut TokenList,
     added: &[(AddedToken, String)],
     merges: &Merges,
     ignore_merges: bool,
@@ -414,38 +635,22 @@ fn keep_mergeable(
         return;
     }
     let Merges::List(pairs) = merges else { return };
-    let made: std::collections::HashSet<u32> = pairs.values().map(|&v| v as u32).collect();
+    let made: std::collections::HashSet<u32> = pairs.values().map(|v| v as u32).collect();
     let whole_only: std::collections::HashSet<u32> =
         added.iter().map(|(t, _)| t.id).filter(|id| !made.contains(id)).collect();
-    tokens.retain(|(bytes, id)| units(bytes) < 2 || !whole_only.contains(id));
+    tokens.retain(|bytes, id| units(bytes) < 2 || !whole_only.contains(&id));
 }
 
 /// A BPE over characters (no `ByteLevel` step): SentencePiece models converted by
 /// `transformers`. Characters outside the vocabulary become `<0xNN>` byte tokens
 /// (`byte_fallback`) or the unknown token, which no merge may involve.
-fn chars_model(
-    model: &ModelJson,
-    vocab: &[(String, Value)],
-    added_list: &[Value],
-    normalizer: Normalizer,
-    prefix: Prefix,
-    splitter: Splitter,
-    ignore_merges: bool,
-) -> Result<HfBpe, Unsupported> {
-    if !matches!(splitter, Splitter::Whole | Splitter::Marks(_)) {
+fn chars_model(model: &ModelJson, ids: &FastMap<&str, u32>, pipeline: Pipeline) -> Result<Parsed, Unsupported> {
+    if !matches!(pipeline.splitter, Splitter::Whole | Splitter::Marks(_)) {
         return unsupported("a BPE model over characters after a Split pre-tokenizer");
     }
-    if ignore_merges {
+    if pipeline.ignore_merges {
         return unsupported("ignore_merges in a BPE model over characters");
     }
-    let mut ids: FastMap<&str, u32> = FastMap::default();
-    for (s, id) in vocab {
-        let Some(id) = id.as_u64().and_then(|i| u32::try_from(i).ok()) else {
-            return unsupported(format!("vocab id of {s:?} is not a u32"));
-        };
-        ids.insert(s.as_str(), id);
-    }
-    let added = added_tokens(added_list, &ids, ids.len(), &normalizer)?;
     // The byte tokens of `byte_fallback` are no text.
     let mut reserved = std::collections::HashSet::new();
     let fallback = if model.byte_fallback.unwrap_or(false) {
@@ -465,18 +670,17 @@ fn chars_model(
         };
         Fallback::Unk { id, fuse: model.fuse_unk.unwrap_or(false) }
     };
-    let mut tokens: Vec<(Vec<u8>, u32)> =
-        ids.iter().filter(|(_, id)| !reserved.contains(id)).map(|(s, &id)| (s.as_bytes().to_vec(), id)).collect();
-    let merges = merges(&model.merges, &ids)?;
+    let mut tokens: TokenList = ids.iter().filter(|(_, id)| !reserved.contains(id)).map(|(s, &id)| (s, id)).collect();
+    let merges = merges(&model.merges, ids, |_| true)?;
     if let Merges::List(pairs) = &merges {
         let touches = |id: u32| reserved.contains(&id) || matches!(fallback, Fallback::Unk { id: u, .. } if u == id);
-        if pairs.iter().any(|(&k, &v)| touches((k >> 32) as u32) || touches(k as u32) || touches(v as u32)) {
+        if pairs.iter().any(|(k, v)| touches((k >> 32) as u32) || touches(k as u32) || touches(v as u32)) {
             return unsupported("a merge of a byte-fallback or unknown token");
         }
     }
     let chars = |b: &[u8]| b.iter().filter(|&&x| x & 0xc0 != 0x80).count();
-    keep_mergeable(&mut tokens, &added, &merges, ignore_merges, chars);
-    Ok(HfBpe { tokens, units: Units::Chars(fallback), merges, ignore_merges, normalizer, prefix, splitter, added })
+    keep_mergeable(&mut tokens, &pipeline.added, &merges, pipeline.ignore_merges, chars);
+    Ok(Parsed { tokens, units: Units::Chars(fallback), merges, pipeline })
 }
 
 /// The added tokens, with the ids `tokenizers` gives them when it loads the file: a token whose
@@ -543,8 +747,9 @@ fn added_tokens(
 }
 
 /// The merge list: `(left, right)` ids → `rank << 32 | merged id`. The last of duplicated
-/// merges sets the rank, as in `tokenizers`.
-fn merges(list: &Entries, ids: &FastMap<&str, u32>) -> Result<Merges, Unsupported> {
+/// merges sets the rank, as in `tokenizers`. Merges of a token that is not `live` (no merging
+/// unit: see [`parse`]) are left out: one of their parts can never be made, so they never apply.
+fn merges(list: &Entries, ids: &FastMap<&str, u32>, live: impl Fn(u32) -> bool) -> Result<Merges, Unsupported> {
     let list = match list {
         Entries::Merges(list) => list.as_slice(),
         // `"merges": []` reads as an empty vocabulary object's opposite: either is no merge.
@@ -557,7 +762,7 @@ fn merges(list: &Entries, ids: &FastMap<&str, u32>) -> Result<Merges, Unsupporte
     let mut made = String::new();
     for (a, b) in list {
         let (a, b) = match b {
-            Some(b) => (a.as_str(), b.as_str()),
+            Some(b) => (a.as_ref(), b.as_ref()),
             None if a.starts_with("#version") => continue,
             None => match a.split_once(' ') {
                 Some((a, b)) if !b.contains(' ') => (a, b),
@@ -570,10 +775,12 @@ fn merges(list: &Entries, ids: &FastMap<&str, u32>) -> Result<Merges, Unsupporte
         let (Some(&l), Some(&r), Some(&new)) = (ids.get(a), ids.get(b), ids.get(made.as_str())) else {
             return unsupported(format!("merge {a:?} {b:?} uses a token missing from the vocab"));
         };
-        pairs.insert(u64::from(l) << 32 | u64::from(r), rank << 32 | u64::from(new));
+        if live(l) && live(r) && live(new) {
+            pairs.insert(u64::from(l) << 32 | u64::from(r), rank << 32 | u64::from(new));
+        }
         rank += 1;
     }
-    Ok(Merges::List(pairs))
+    Ok(Merges::List(MergeList::new(pairs)))
 }
 
 #[cfg(test)]
@@ -607,7 +814,7 @@ mod tests {
     fn reads_pipelines_and_names_what_it_rejects() {
         let gpt2 = r#"{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}"#;
         let hf = parse(&minimal(gpt2, "")).unwrap();
-        assert!(matches!(hf.splitter, Splitter::Scanner(Pattern::Gpt2)));
+        assert!(matches!(hf.pipeline.splitter, Splitter::Scanner(Pattern::Gpt2)));
         assert_eq!(hf.tokens.len(), 257);
         let seq = |regex: &str, behavior: &str, invert: bool| {
             format!(
@@ -618,17 +825,20 @@ mod tests {
             )
         };
         let o200k = seq(Pattern::O200k.regex(), "Isolated", false);
-        assert!(matches!(parse(&minimal(&o200k, "")).unwrap().splitter, Splitter::Scanner(Pattern::O200k)));
+        assert!(matches!(parse(&minimal(&o200k, "")).unwrap().pipeline.splitter, Splitter::Scanner(Pattern::O200k)));
         // OLMo-2's spelling of the same split.
         let removed = seq(Pattern::Cl100kClassic.regex(), "Removed", true);
-        assert!(matches!(parse(&minimal(&removed, "")).unwrap().splitter, Splitter::Scanner(Pattern::Cl100kClassic)));
+        assert!(matches!(
+            parse(&minimal(&removed, "")).unwrap().pipeline.splitter,
+            Splitter::Scanner(Pattern::Cl100kClassic)
+        ));
         // Any other regex runs on an automaton.
         let qwen = seq(Pattern::Qwen2.regex(), "Isolated", false);
-        assert!(matches!(parse(&minimal(&qwen, "")).unwrap().splitter, Splitter::Scanner(Pattern::Qwen2)));
+        assert!(matches!(parse(&minimal(&qwen, "")).unwrap().pipeline.splitter, Splitter::Scanner(Pattern::Qwen2)));
         let pairs = seq(&Pattern::Cl100kClassic.regex().replace(r"\p{N}{1,3}", r"\p{N}{1,2}"), "Isolated", false);
-        assert!(matches!(parse(&minimal(&pairs, "")).unwrap().splitter, Splitter::Regex(_)));
+        assert!(matches!(parse(&minimal(&pairs, "")).unwrap().pipeline.splitter, Splitter::Regex(_)));
         let merged = seq(r"\s+", "MergedWithNext", false);
-        assert!(matches!(parse(&minimal(&merged, "")).unwrap().splitter, Splitter::Steps(_)));
+        assert!(matches!(parse(&minimal(&merged, "")).unwrap().pipeline.splitter, Splitter::Steps(_)));
         let lookbehind = seq(r"(?<=a)b|\w+", "Isolated", false);
         assert!(parse(&minimal(&lookbehind, "")).is_err_and(|e| e.0.contains("(?<")));
 
@@ -641,6 +851,7 @@ mod tests {
         );
         let added: Vec<(String, u32, bool)> = parse(&minimal(gpt2, &special))
             .unwrap()
+            .pipeline
             .added
             .into_iter()
             .map(|(t, _)| (t.content, t.id, t.normalized))
@@ -652,7 +863,7 @@ mod tests {
                {{"id": 300, "content": "<m>", "special": true, "normalized": false, "single_word": false,
                  "lstrip": false, "rstrip": true}}"#
         );
-        let added = parse(&minimal(gpt2, &repeated)).unwrap().added;
+        let added = parse(&minimal(gpt2, &repeated)).unwrap().pipeline.added;
         assert_eq!(added.len(), 1);
         assert!(added[0].0.rstrip);
         let partial = r#"{"id": 300, "content": "<m>", "special": true}"#;
@@ -664,7 +875,80 @@ mod tests {
         assert!(parse(&minimal(gpt2, "").replace("\"BPE\"", "\"WordPiece\"")).is_err_and(|e| e.0.contains("WordPiece")));
         let nfkc = minimal(gpt2, "").replace("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFKC\"}");
         assert!(parse(&nfkc).is_err_and(|e| e.0.contains("NFKC")));
+        // Ids far beyond the number of tokens are refused before any table is sized by them.
+        let sparse = minimal(gpt2, "").replace("\"ab\": 256", "\"ab\": 4000000000");
+        assert!(parse(&sparse).is_err_and(|e| e.0.contains("too sparse")));
         let nfc = minimal(gpt2, "").replace("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}");
-        assert_eq!(parse(&nfc).unwrap().normalizer.steps(), [NormStep::Nfc]);
+        assert_eq!(parse(&nfc).unwrap().pipeline.normalizer.steps(), [NormStep::Nfc]);
+    }
+
+    const FLAGS: &str = r#""single_word": false, "lstrip": false, "rstrip": false"#;
+
+    /// GPT-2's pipeline over [`minimal`]'s vocabulary, with more vocabulary entries and added
+    /// tokens.
+    fn with_tokens(vocab: &str, added: &str) -> String {
+        let gpt2 = r#"{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}"#;
+        minimal(gpt2, added).replace("\"ab\": 256", &format!("\"ab\": 256, {vocab}"))
+    }
+
+    #[test]
+    fn vocabulary_tokens_written_as_they_are_are_reached_as_added_tokens() {
+        // DeepSeek-V3 writes its special tokens into the vocabulary as they are, not byte-level:
+        // bytes never merge into them, so only their added tokens reach them.
+        let json = with_tokens(
+            r#""<｜bos｜>": 257, "<｜tool｜>": 258"#,
+            &format!(r#"{{"id": 257, "content": "<｜bos｜>", "special": true, "normalized": true, {FLAGS}}}"#),
+        );
+        let hf = parse(&json).unwrap();
+        assert_eq!(hf.tokens.len(), 257);
+        assert_eq!(hf.pipeline.vocab_bound, 259);
+        let added: Vec<(String, u32)> = hf.pipeline.added.iter().map(|(t, _)| (t.content.clone(), t.id)).collect();
+        assert_eq!(added, [("<｜bos｜>".to_string(), 257)]);
+        let bpe = super::super::FastBpe::from_hf_json(&json).unwrap().with_special_tokens_in_text(true);
+        assert_eq!(bpe.encode("ab<｜bos｜>ab"), [256, 257, 256]);
+        // One that is no added token is text, as in `tokenizers` (its bytes, merged as they merge).
+        let raw: Vec<u32> = "<｜tool｜>".bytes().map(u32::from).collect();
+        assert_eq!(bpe.encode("<｜tool｜>"), raw);
+        assert_eq!(crate::tokenize::Tokenizer::vocab_size(&bpe), 259);
+        // A merge that makes one of them never applies.
+        let merged = json.replace(r#""merges": ["a b"]"#, r#""merges": ["a b", "<｜bos｜> a"]"#);
+        let merged = merged.replace("\"<｜tool｜>\": 258", "\"<｜tool｜>\": 258, \"<｜bos｜>a\": 259");
+        assert!(matches!(parse(&merged).unwrap().merges, Merges::List(l) if l.len() == 1));
+    }
+
+    #[test]
+    fn a_stored_preparation_is_the_preparation() {
+        let flags = FLAGS;
+        let added = format!(
+            r#"{{"id": 257, "content": "<bos>", "special": true, "normalized": false, {flags}}},
+               {{"id": 258, "content": " ab", "special": false, "normalized": true, "single_word": true,
+                 "lstrip": true, "rstrip": false}}"#
+        );
+        let json =
+            with_tokens(r#""<bos>": 257"#, &added).replace("\"normalizer\": null", r#""normalizer": {"type": "NFC"}"#);
+        // Merges that run as ranks, and ones that do not ("bc" goes first, but has the larger id).
+        let list = json.replace(r#""merges": ["a b"]"#, r#""merges": ["b c", "a b", "ab c"]"#);
+        let list = list.replace("\"<bos>\": 257", "\"<bos>\": 257, \"bc\": 300, \"abc\": 301");
+        for (json, ranks) in [(json, true), (list, false)] {
+            let fresh = prepare(&json).unwrap();
+            assert_eq!(fresh.vocab.proven_ranks(), ranks);
+            let again = from_stored(&to_stored(&fresh)).unwrap();
+            assert_eq!(again.vocab.digest(), fresh.vocab.digest());
+            assert_eq!(again.vocab.proven_ranks(), fresh.vocab.proven_ranks());
+            assert_eq!(again.pipeline.added, fresh.pipeline.added);
+            assert_eq!(again.pipeline.normalizer.steps(), fresh.pipeline.normalizer.steps());
+            assert_eq!(
+                (again.pipeline.ignore_merges, again.pipeline.vocab_bound, again.pipeline.splitter.describe()),
+                (fresh.pipeline.ignore_merges, fresh.pipeline.vocab_bound, fresh.pipeline.splitter.describe())
+            );
+            let (a, b) = (super::super::FastBpe::from_hf(fresh), super::super::FastBpe::from_hf(again));
+            for text in ["abab abc", "x<bos> ab ab", "\u{e9}t\u{e9} abcabc bc"] {
+                assert_eq!(a.encode(text), b.encode(text), "{text:?}");
+            }
+            // Damaged payloads are not read.
+            let stored = to_stored(&prepare(&json).unwrap());
+            assert!(from_stored(&stored[..stored.len() - 1]).is_none());
+            assert!(from_stored(&[stored.as_slice(), b"x"].concat()).is_none());
+        }
     }
 }

@@ -27,6 +27,7 @@ pub(crate) mod pretok;
 mod select;
 mod sentencepiece;
 mod shared;
+mod stored;
 mod table;
 mod tiktoken;
 mod unicode;
@@ -42,6 +43,7 @@ pub use pattern::Pattern;
 use pattern::Scanners;
 pub use select::{for_hf_model, for_sentencepiece_model, for_tiktoken_model, FAST_BPE_ENV};
 pub use tiktoken::ENCODINGS as TIKTOKEN_ENCODINGS;
+pub use vocab::TokenList;
 
 use added::{AddedSet, AddedToken, Part};
 use cache::State;
@@ -160,7 +162,7 @@ impl FastBpe {
         seed
     }
 
-    /// An OpenAI encoding embedded in the `tiktoken-rs` crate: `gpt2`, `r50k_base`, `p50k_base`,
+    /// An OpenAI encoding embedded in the binary: `gpt2`, `r50k_base`, `p50k_base`,
     /// `p50k_edit`, `cl100k_base`, `o200k_base`, `o200k_harmony`.
     pub fn from_tiktoken(name: &str) -> Result<FastBpe> {
         let enc = tiktoken::embedded(name)?;
@@ -170,7 +172,7 @@ impl FastBpe {
     /// tiktoken-style mergeable ranks `(token bytes, rank = id)` with a split pattern and special
     /// tokens, e.g. from a resolved tokenizer spec. `source` names it in [`Tokenizer::identity`].
     pub fn from_ranks(
-        ranks: Vec<(Vec<u8>, u32)>,
+        ranks: impl Into<TokenList>,
         pattern: Pattern,
         specials: Vec<(String, u32)>,
         source: impl Into<String>,
@@ -196,12 +198,12 @@ impl FastBpe {
     /// `tokenizers` crate instead: the first component of its pipeline the encoder does not
     /// reproduce.
     pub fn from_hf_json(json: &str) -> std::result::Result<FastBpe, Unsupported> {
-        let mut hf = hf::parse(json)?;
-        let vocab = match hf.units {
-            Units::Bytes => Vocab::new(hf.tokens, hf.merges),
-            Units::Chars(fallback) => Vocab::new_chars(hf.tokens, hf.merges, fallback),
-        };
-        let vocab = equiv::list_as_ranks(vocab.map_err(|e| Unsupported(e.0))?);
+        Ok(Self::from_hf(hf::prepare(json)?))
+    }
+
+    /// The encoder of a prepared `tokenizer.json` (see [`hf::load`]).
+    pub(crate) fn from_hf(hf: hf::HfBpe) -> FastBpe {
+        let (vocab, mut hf) = (hf.vocab, hf.pipeline);
         let mut raw_spaces = false;
         if let (Splitter::Whole, Units::Chars(_)) = (&hf.splitter, &vocab.units) {
             let mark = word_mark(&hf.normalizer, hf.prefix);
@@ -223,25 +225,28 @@ impl FastBpe {
         );
         bpe.added_normalized = AddedSet::new(norm_tokens, norm_patterns);
         let max_id = bpe.added_normalized.tokens().iter().map(|t| u64::from(t.id) + 1).max().unwrap_or(0);
-        bpe.vocab_size = bpe.vocab_size.max(max_id);
+        bpe.vocab_size = bpe.vocab_size.max(max_id).max(u64::from(hf.vocab_bound));
         bpe.normalizer = hf.normalizer;
         bpe.prefix = hf.prefix;
         bpe.raw_spaces = raw_spaces && bpe.added_normalized.is_empty();
-        Ok(bpe)
+        bpe
     }
 
     /// A SentencePiece `.model` file's bytes (a BPE model): ids of the `sentencepiece` package's
     /// `encode`. [`Unsupported`] names what it does not read (unigram models, other normalizers).
     pub fn from_sentencepiece(bytes: &[u8], source: impl Into<String>) -> std::result::Result<FastBpe, Unsupported> {
-        let sp = sentencepiece::read(bytes)?;
-        let vocab = Vocab::new_chars(sp.tokens, sp.merges, sp.fallback).map_err(|e| Unsupported(e.0))?;
-        let vocab = equiv::list_as_ranks(vocab);
+        Ok(Self::from_sp(sentencepiece::load(bytes, None)?, source.into()))
+    }
+
+    /// The encoder of a prepared SentencePiece model (see [`sentencepiece::load`]).
+    pub(crate) fn from_sp(sp: sentencepiece::SpModel, source: String) -> FastBpe {
+        let vocab = sp.vocab;
         let fuse = matches!(vocab.units, Units::Chars(vocab::Fallback::Unk { fuse: true, .. }));
         let raw_spaces = is_sentencepiece_escape(&sp.normalizer) && sp.user_defined.is_empty();
         let cuts = SafeCuts::new(text_tokens(&vocab), Some('▁'), fuse, raw_spaces);
         let raw_spaces = raw_spaces && cuts.spaces();
         let mut bpe =
-            Self::build(vocab, false, Splitter::SafeCuts(Arc::new(cuts)), AddedSet::plain(Vec::new()), source.into());
+            Self::build(vocab, false, Splitter::SafeCuts(Arc::new(cuts)), AddedSet::plain(Vec::new()), source);
         bpe.normalizer = sp.normalizer;
         bpe.raw_spaces = raw_spaces;
         bpe.added_normalized = AddedSet::plain(
@@ -252,7 +257,7 @@ impl FastBpe {
         );
         bpe.eod = sp.eos;
         bpe.vocab_size = bpe.vocab_size.max(u64::from(sp.vocab_size));
-        Ok(bpe)
+        bpe
     }
 
     /// Whether `bytes` look like a SentencePiece model (rather than a text file, such as a

@@ -2,8 +2,6 @@
 //! merged id)`, one 16-byte slot per pair at most half full, so a lookup is one cache line and
 //! the lookups a merge will need can be prefetched together.
 
-use super::vocab::FastMap;
-
 const EMPTY: u64 = u64::MAX;
 
 pub(crate) struct PairTable {
@@ -23,11 +21,11 @@ fn home(key: u64, mask: usize) -> usize {
 }
 
 impl PairTable {
-    /// The pairs of `list` (keys `left << 32 | right`; no id is `u32::MAX`).
-    pub fn new(list: &FastMap<u64, u64>) -> PairTable {
+    /// The pairs of `list` (keys `left << 32 | right`, each once; no id is `u32::MAX`).
+    pub fn new(list: impl ExactSizeIterator<Item = (u64, u64)>) -> PairTable {
         let n = (list.len() * 2).max(16).next_power_of_two();
         let mut t = PairTable { slots: vec![(EMPTY, 0); n], mask: n - 1 };
-        for (&k, &v) in list {
+        for (k, v) in list {
             debug_assert_ne!(k, EMPTY);
             let mut i = home(k, t.mask);
             while t.slots[i].0 != EMPTY {
@@ -75,11 +73,9 @@ mod tests {
 
     #[test]
     fn every_pair_and_no_other() {
-        let mut list = FastMap::default();
-        for l in 0..300u32 {
-            list.insert(key(l, l * 7 % 301), u64::from(l) << 32 | u64::from(l + 1000));
-        }
-        let t = PairTable::new(&list);
+        let list: Vec<(u64, u64)> =
+            (0..300u32).map(|l| (key(l, l * 7 % 301), u64::from(l) << 32 | u64::from(l + 1000))).collect();
+        let t = PairTable::new(list.into_iter());
         for l in 0..300u32 {
             assert_eq!(t.get(l, l * 7 % 301), Some(u64::from(l) << 32 | u64::from(l + 1000)));
             assert_eq!(t.get(l, l * 7 % 301 + 1), None);

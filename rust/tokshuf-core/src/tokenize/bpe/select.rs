@@ -2,7 +2,8 @@
 //! tiktoken-style model, every `tokenizer.json` that [`FastBpe::from_hf_json`] accepts, and
 //! SentencePiece models. The rest keep `tiktoken-rs` / the `tokenizers` crate, and say why.
 
-use super::FastBpe;
+use super::stored::Store;
+use super::{hf as hf_json, sentencepiece, FastBpe};
 use crate::tokenize::model::{BpeModel, HfModel, SentencePieceModel};
 use crate::tokenize::{hf, tiktoken};
 use crate::Result;
@@ -20,7 +21,7 @@ pub fn for_tiktoken_model(m: &BpeModel) -> Option<FastBpe> {
         return None;
     }
     // A vocabulary the fast encoder rejects (e.g. not every byte is a token) stays with tiktoken-rs.
-    let fast = FastBpe::from_ranks(m.ranks.entries.clone(), m.pattern, m.specials.clone(), m.spec.clone()).ok()?;
+    let fast = FastBpe::from_ranks(m.ranks.tokens.clone(), m.pattern, m.specials.clone(), m.spec.clone()).ok()?;
     Some(fast.with_eod(m.endoftext()).with_identity(tiktoken::identity(m)))
 }
 
@@ -32,8 +33,9 @@ pub fn for_hf_model(m: &HfModel) -> Result<std::result::Result<FastBpe, String>>
     if !enabled() {
         return Ok(Err(format!("{FAST_BPE_ENV}=0")));
     }
-    let fast = match FastBpe::from_hf_json(&m.json) {
-        Ok(fast) => fast,
+    let store = Store::for_source(&m.sha256, "hf-json");
+    let fast = match hf_json::load(|| m.json.get(), store)? {
+        Ok(prepared) => FastBpe::from_hf(prepared),
         Err(why) => return Ok(Err(why.0)),
     };
     let (eod_token, eod) = hf::eod(m, |t| fast.hf_token_id(t))?;
@@ -44,8 +46,10 @@ pub fn for_hf_model(m: &HfModel) -> Result<std::result::Result<FastBpe, String>>
 /// The encoder of a SentencePiece model (no other reads it; what this one does not is an error
 /// naming the reason).
 pub fn for_sentencepiece_model(m: &SentencePieceModel) -> Result<FastBpe> {
-    let fast = FastBpe::from_sentencepiece(&m.bytes, m.spec.clone())
+    let store = Store::for_source(&m.sha256, "sp-model");
+    let prepared = sentencepiece::load(&m.bytes, store)
         .map_err(|e| crate::Error::invalid(format!("tokenizer {:?}: {}", m.spec, e.0)))?;
+    let fast = FastBpe::from_sp(prepared, m.spec.clone());
     let identity = serde_json::json!({
         "kind": "sentencepiece",
         "spec": m.spec,

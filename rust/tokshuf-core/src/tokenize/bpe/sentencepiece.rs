@@ -14,13 +14,15 @@
 //! (as added tokens are). Unigram models, unused pieces, and normalizers other than the identity
 //! are refused with the reason (a `tokenizer.json` converted by `transformers` covers them).
 
+use super::equiv::list_as_ranks;
 use super::hf::Unsupported;
 use super::normalize::{Normalizer, Step};
-use super::vocab::{Fallback, FastMap, Merges};
+use super::stored::{In, Out, Store};
+use super::vocab::{Fallback, FastMap, MergeList, Merges, TokenList, Vocab};
 
-/// What a `.model` file describes, as the encoder needs it.
+/// What a `.model` file describes, as read.
 pub(crate) struct SpBpe {
-    pub tokens: Vec<(Vec<u8>, u32)>,
+    pub tokens: TokenList,
     pub merges: Merges,
     pub fallback: Fallback,
     pub normalizer: Normalizer,
@@ -29,6 +31,87 @@ pub(crate) struct SpBpe {
     /// User-defined pieces: matched whole, never merged.
     pub user_defined: Vec<(String, u32)>,
     pub vocab_size: u32,
+}
+
+/// A `.model` file ready for the encoder: its vocabulary built (its merges running as ranks
+/// where [`equiv`](super::equiv) proves that alike), and the rest of what it describes.
+pub(crate) struct SpModel {
+    pub vocab: Vocab,
+    pub normalizer: Normalizer,
+    pub eos: Option<u32>,
+    pub user_defined: Vec<(String, u32)>,
+    pub vocab_size: u32,
+}
+
+/// Read a `.model` file and build its vocabulary, or read what an earlier load stored under the
+/// file's SHA-256 (see [`stored`](super::stored)).
+pub(crate) fn load(bytes: &[u8], store: Option<Store>) -> Result<SpModel, Unsupported> {
+    if let Some(sp) = store.as_ref().and_then(Store::read).and_then(|payload| from_stored(&payload)) {
+        return Ok(sp);
+    }
+    let sp = read(bytes)?;
+    let vocab = Vocab::new_chars(sp.tokens, sp.merges, sp.fallback).map_err(|e| Unsupported(e.0))?;
+    let model = SpModel {
+        vocab: list_as_ranks(vocab),
+        normalizer: sp.normalizer,
+        eos: sp.eos,
+        user_defined: sp.user_defined,
+        vocab_size: sp.vocab_size,
+    };
+    if let Some(store) = store {
+        let user: Vec<serde_json::Value> =
+            model.user_defined.iter().map(|(text, id)| serde_json::json!([text, id])).collect();
+        let meta = serde_json::json!({
+            "dummy_prefix": has_dummy_prefix(&model.normalizer),
+            "eos": model.eos,
+            "user_defined": user,
+            "vocab_size": model.vocab_size,
+        });
+        let mut out = Out::default();
+        out.bytes(meta.to_string().as_bytes());
+        model.vocab.store(&mut out);
+        store.write(&out.0);
+    }
+    Ok(model)
+}
+
+/// The [`SpModel`] that [`load`] stored, if `payload` is one.
+fn from_stored(payload: &[u8]) -> Option<SpModel> {
+    let mut r = In(payload);
+    let meta: serde_json::Value = serde_json::from_slice(r.bytes()?).ok()?;
+    let id = |v: &serde_json::Value| v.as_u64().and_then(|i| u32::try_from(i).ok());
+    let mut user_defined = Vec::new();
+    for u in meta.get("user_defined")?.as_array()? {
+        let [text, i] = u.as_array()?.as_slice() else { return None };
+        user_defined.push((text.as_str()?.to_string(), id(i)?));
+    }
+    let eos = match meta.get("eos")? {
+        serde_json::Value::Null => None,
+        v => Some(id(v)?),
+    };
+    let vocab = Vocab::load(&mut r)?;
+    r.is_empty().then_some(())?;
+    Some(SpModel {
+        vocab,
+        normalizer: normalizer(meta.get("dummy_prefix")?.as_bool()?),
+        eos,
+        user_defined,
+        vocab_size: id(meta.get("vocab_size")?)?,
+    })
+}
+
+/// SentencePiece's escaping: `▁` for every space, and one before the text (`add_dummy_prefix`).
+fn normalizer(dummy_prefix: bool) -> Normalizer {
+    let mut steps = Vec::new();
+    if dummy_prefix {
+        steps.push(Step::Prepend("▁".into()));
+    }
+    steps.push(Step::Replace { from: " ".into(), to: "▁".into() });
+    Normalizer::new(steps)
+}
+
+fn has_dummy_prefix(normalizer: &Normalizer) -> bool {
+    matches!(normalizer.steps().first(), Some(Step::Prepend(p)) if p == "▁")
 }
 
 /// A piece's type (`SentencePiece.Type`).
@@ -290,24 +373,20 @@ pub(crate) fn read(bytes: &[u8]) -> Result<SpBpe, Unsupported> {
     let prio = |score: f32| scores.partition_point(|s| s.total_cmp(&score).is_gt()) as u64;
     let mut pairs = FastMap::default();
     for (i, p) in m.pieces.iter().enumerate().filter(|(_, p)| p.kind == Kind::Normal) {
+        let made = prio(p.score) << 32 | u64::from(id(i));
         for (k, _) in p.text.char_indices().skip(1) {
             if let (Some(&l), Some(&r)) = (by_text.get(&p.text[..k]), by_text.get(&p.text[k..])) {
-                pairs.insert(u64::from(l) << 32 | u64::from(r), prio(p.score) << 32 | u64::from(id(i)));
+                pairs.insert(u64::from(l) << 32 | u64::from(r), made);
             }
         }
     }
-    let mut normalizer = Vec::new();
-    if m.add_dummy_prefix {
-        normalizer.push(Step::Prepend("▁".into()));
-    }
-    normalizer.push(Step::Replace { from: " ".into(), to: "▁".into() });
-    let tokens = by_text.iter().map(|(t, &i)| (t.as_bytes().to_vec(), i)).collect();
+    let tokens = by_text.iter().map(|(t, &i)| (t.as_bytes(), i)).collect();
     let eos = usize::try_from(m.eos_id).ok().filter(|&e| e < m.pieces.len()).map(id);
     Ok(SpBpe {
         tokens,
-        merges: Merges::List(pairs),
+        merges: Merges::List(MergeList::new(pairs)),
         fallback,
-        normalizer: Normalizer::new(normalizer),
+        normalizer: normalizer(m.add_dummy_prefix),
         eos,
         user_defined,
         vocab_size: id(m.pieces.len()),
@@ -383,9 +462,9 @@ mod tests {
         assert_eq!(sp.fallback, Fallback::Unk { id: 0, fuse: true });
         let Merges::List(pairs) = &sp.merges else { panic!("a merge list") };
         // "▁ab" is made from "▁a"+"b" and from "▁"+"ab", at the priority of its score.
-        assert_eq!(pairs.get(&(6 << 32 | 5)), Some(&(2 << 32 | 8)));
-        assert_eq!(pairs.get(&(3 << 32 | 7)), Some(&(2 << 32 | 8)));
-        assert_eq!(pairs.get(&(3 << 32 | 4)), Some(&6));
+        assert_eq!(pairs.get(6 << 32 | 5), Some(2 << 32 | 8));
+        assert_eq!(pairs.get(3 << 32 | 7), Some(2 << 32 | 8));
+        assert_eq!(pairs.get(3 << 32 | 4), Some(6));
         assert_eq!(pairs.len(), 4);
     }
 

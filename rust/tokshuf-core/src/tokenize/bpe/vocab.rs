@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::pairs::PairTable;
+use super::stored::{In, Out};
 use super::table::{pack, KeyIndex, MAX_SHORT};
 
 /// A multiply-rotate hasher for the miss path's maps (keys are ids or short byte strings).
@@ -41,8 +42,41 @@ pub(crate) enum Merges {
     /// (= id) merges first, the leftmost among equals.
     Ranks,
     /// Hugging Face `BPE`: only the listed pairs merge, in list order, the leftmost among equals.
-    /// Key `left << 32 | right`, value `priority << 32 | merged id`.
-    List(FastMap<u64, u64>),
+    List(MergeList),
+}
+
+/// The pairs of a merge list: `(left << 32 | right, priority << 32 | merged id)`, each pair once,
+/// in order of priority.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct MergeList(Vec<(u64, u64)>);
+
+impl MergeList {
+    /// The list of the pairs of `map` (pair → `priority << 32 | merged id`).
+    pub fn new(map: FastMap<u64, u64>) -> MergeList {
+        let mut pairs: Vec<(u64, u64)> = map.into_iter().collect();
+        pairs.sort_unstable_by_key(|&(k, v)| (v, k));
+        MergeList(pairs)
+    }
+
+    /// `(pair, priority << 32 | merged id)`, in order of priority.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (u64, u64)> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// `priority << 32 | merged id` of each pair, in order of priority.
+    pub fn values(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().map(|p| p.1)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The value of `pair`, if it is listed (a scan: for tests).
+    #[cfg(test)]
+    pub fn get(&self, pair: u64) -> Option<u64> {
+        self.0.iter().find(|p| p.0 == pair).map(|p| p.1)
+    }
 }
 
 /// What merging starts from.
@@ -61,6 +95,123 @@ pub(crate) enum Fallback {
     Bytes(Box<[u32; 256]>),
     /// The unknown token; with `fuse`, a run of such characters is one.
     Unk { id: u32, fuse: bool },
+}
+
+/// A list of tokens `(bytes, id)` in one buffer: what every vocabulary source (rank files,
+/// `tokenizer.json`, SentencePiece models) produces, with no allocation per token.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct TokenList {
+    bytes: Vec<u8>,
+    /// Token `i` is `bytes[ends[i - 1]..ends[i]]` (`ends[-1]` = 0).
+    ends: Vec<usize>,
+    ids: Vec<u32>,
+}
+
+impl std::fmt::Debug for TokenList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter().map(|(t, id)| (String::from_utf8_lossy(t), id))).finish()
+    }
+}
+
+impl TokenList {
+    /// An empty list with room for `tokens` tokens of `bytes` bytes in all.
+    pub fn with_capacity(tokens: usize, bytes: usize) -> TokenList {
+        TokenList {
+            bytes: Vec::with_capacity(bytes),
+            ends: Vec::with_capacity(tokens),
+            ids: Vec::with_capacity(tokens),
+        }
+    }
+
+    /// Add `token` with `id`.
+    pub fn push(&mut self, token: &[u8], id: u32) {
+        self.bytes.extend_from_slice(token);
+        self.ends.push(self.bytes.len());
+        self.ids.push(id);
+    }
+
+    /// Add the token that `write` appends to the buffer it is given (e.g. a decoder's output),
+    /// or nothing if it fails.
+    pub fn push_with<E>(&mut self, id: u32, write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>) -> Result<(), E> {
+        let start = self.bytes.len();
+        match write(&mut self.bytes) {
+            Ok(()) => {
+                self.ends.push(self.bytes.len());
+                self.ids.push(id);
+                Ok(())
+            }
+            Err(e) => {
+                self.bytes.truncate(start);
+                Err(e)
+            }
+        }
+    }
+
+    /// The number of tokens.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether there is no token.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Token `i` (in the list's order) and its id.
+    pub fn get(&self, i: usize) -> (&[u8], u32) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        (&self.bytes[start..self.ends[i]], self.ids[i])
+    }
+
+    /// The tokens and their ids, in the list's order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&[u8], u32)> + '_ {
+        let mut start = 0;
+        self.ends.iter().zip(&self.ids).map(move |(&end, &id)| {
+            let token = &self.bytes[start..end];
+            start = end;
+            (token, id)
+        })
+    }
+
+    /// The ids, in the list's order.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// Keep the tokens for which `keep` is true.
+    pub fn retain(&mut self, mut keep: impl FnMut(&[u8], u32) -> bool) {
+        let (mut w, mut start, mut kept) = (0, 0, 0);
+        for i in 0..self.len() {
+            let (end, id) = (self.ends[i], self.ids[i]);
+            if keep(&self.bytes[start..end], id) {
+                self.bytes.copy_within(start..end, w);
+                w += end - start;
+                self.ends[kept] = w;
+                self.ids[kept] = id;
+                kept += 1;
+            }
+            start = end;
+        }
+        self.bytes.truncate(w);
+        self.ends.truncate(kept);
+        self.ids.truncate(kept);
+    }
+}
+
+impl<T: AsRef<[u8]>> FromIterator<(T, u32)> for TokenList {
+    fn from_iter<I: IntoIterator<Item = (T, u32)>>(iter: I) -> TokenList {
+        let mut list = TokenList::default();
+        for (t, id) in iter {
+            list.push(t.as_ref(), id);
+        }
+        list
+    }
+}
+
+impl From<Vec<(Vec<u8>, u32)>> for TokenList {
+    fn from(tokens: Vec<(Vec<u8>, u32)>) -> TokenList {
+        tokens.into_iter().collect()
+    }
 }
 
 /// Token bytes ↔ ids, plus the merge rule.
@@ -86,6 +237,12 @@ pub(crate) struct Vocab {
     pub units: Units,
 }
 
+/// Whether ids up to `max_id` are too many for `tokens` tokens: the tables are by id, so ids far
+/// beyond the number of tokens would size them by the ids (real vocabularies are dense).
+pub(crate) fn too_sparse(max_id: usize, tokens: usize) -> bool {
+    max_id > tokens.saturating_mul(4).saturating_add(1 << 20)
+}
+
 /// What a vocabulary cannot be used for.
 #[derive(Debug)]
 pub(crate) struct VocabError(pub String);
@@ -93,44 +250,55 @@ pub(crate) struct VocabError(pub String);
 impl Vocab {
     /// Build from `(token bytes, id)` pairs. Every single byte that UTF-8 text can hold must be
     /// a token (byte-level BPE).
-    pub fn new(tokens: Vec<(Vec<u8>, u32)>, merges: Merges) -> Result<Vocab, VocabError> {
-        Vocab::with_units(tokens, merges, Units::Bytes)
+    pub fn new(tokens: impl Into<TokenList>, merges: Merges) -> Result<Vocab, VocabError> {
+        Vocab::with_units(tokens.into(), merges, Units::Bytes, true)
     }
 
     /// Build a vocabulary whose merging starts from characters (the tokens are UTF-8 text).
-    pub fn new_chars(tokens: Vec<(Vec<u8>, u32)>, merges: Merges, fallback: Fallback) -> Result<Vocab, VocabError> {
-        if let Some((t, _)) = tokens.iter().find(|t| std::str::from_utf8(&t.0).is_err()) {
+    pub fn new_chars(tokens: impl Into<TokenList>, merges: Merges, fallback: Fallback) -> Result<Vocab, VocabError> {
+        let tokens = tokens.into();
+        if let Some((t, _)) = tokens.iter().find(|t| simdutf8::basic::from_utf8(t.0).is_err()) {
             return Err(VocabError(format!("token {t:?} is not UTF-8 text")));
         }
-        Vocab::with_units(tokens, merges, Units::Chars(fallback))
+        Vocab::with_units(tokens, merges, Units::Chars(fallback), true)
     }
 
-    fn with_units(tokens: Vec<(Vec<u8>, u32)>, merges: Merges, units: Units) -> Result<Vocab, VocabError> {
+    /// The vocabulary of `tokens`; `checked`: a token whose bytes another token has is an error
+    /// (else the caller knows there is none: a vocabulary that was built before).
+    fn with_units(tokens: TokenList, merges: Merges, units: Units, checked: bool) -> Result<Vocab, VocabError> {
         if tokens.is_empty() {
             return Err(VocabError("the vocabulary is empty".into()));
         }
-        let max_id = tokens.iter().map(|t| t.1).max().unwrap_or(0) as usize;
-        let mut by_id: Vec<Option<Vec<u8>>> = vec![None; max_id + 1];
-        let mut long = FastMap::default();
-        let mut byte_ids = [u32::MAX; 256];
-        let short_count = tokens.iter().filter(|t| t.0.len() <= MAX_SHORT).count();
-        let mut short = KeyIndex::new(short_count, max_id as u32 + 1);
-        for (bytes, id) in tokens {
+        let max_id = tokens.ids().iter().copied().max().unwrap_or(0) as usize;
+        if too_sparse(max_id, tokens.len()) {
+            return Err(VocabError(format!("ids up to {max_id} for {} tokens (too sparse)", tokens.len())));
+        }
+        // Where each id's token is in the list.
+        let mut at = vec![u32::MAX; max_id + 1];
+        let mut short_count = 0;
+        for (i, (bytes, id)) in tokens.iter().enumerate() {
             if bytes.is_empty() {
                 return Err(VocabError(format!("token {id} is empty")));
             }
-            if by_id[id as usize].is_some() {
+            if at[id as usize] != u32::MAX {
                 return Err(VocabError(format!("id {id} is given to two tokens")));
             }
+            at[id as usize] = i as u32;
+            short_count += usize::from(bytes.len() <= MAX_SHORT);
+        }
+        let mut long = FastMap::default();
+        let mut byte_ids = [u32::MAX; 256];
+        let mut short = KeyIndex::new(short_count, max_id as u32 + 1);
+        for (bytes, id) in tokens.iter() {
             let dup = if bytes.len() <= MAX_SHORT {
-                let key = pack(&bytes);
-                let dup = short.get_one(key).is_some();
+                let key = pack(bytes);
+                let dup = checked && short.get_one(key).is_some();
                 if !dup {
                     short.insert(key, id);
                 }
                 dup
             } else {
-                long.insert(bytes.clone().into_boxed_slice(), id).is_some()
+                long.insert(Box::<[u8]>::from(bytes), id).is_some()
             };
             if dup {
                 return Err(VocabError(format!("the bytes of token {id} ({bytes:?}) appear twice")));
@@ -138,7 +306,6 @@ impl Vocab {
             if let [b] = bytes[..] {
                 byte_ids[b as usize] = id;
             }
-            by_id[id as usize] = Some(bytes);
         }
         // Every byte that valid UTF-8 can hold needs a token (GPT-NeoX has none for the others:
         // 0xC0, 0xC1 and 0xF5 to 0xFF never occur in text).
@@ -146,15 +313,27 @@ impl Vocab {
         if let Some(b) = (0..256).find(|&b| byte_ids[b] == u32::MAX && in_utf8(b) && units == Units::Bytes) {
             return Err(VocabError(format!("byte {b:#04x} has no token: not a byte-level BPE vocabulary")));
         }
-        let mut bytes = Vec::new();
-        let mut offsets = Vec::with_capacity(by_id.len() + 1);
-        offsets.push(0u32);
-        for t in &by_id {
-            bytes.extend_from_slice(t.as_deref().unwrap_or_default());
-            offsets.push(u32::try_from(bytes.len()).map_err(|_| VocabError("vocabulary over 4 GB".into()))?);
+        if u32::try_from(tokens.bytes.len()).is_err() {
+            return Err(VocabError("vocabulary over 4 GB".into()));
         }
+        let mut offsets = Vec::with_capacity(at.len() + 1);
+        offsets.push(0u32);
+        // A list in id order with no id missing (rank files) already is the byte layout.
+        let bytes = if tokens.len() == at.len() && tokens.ids().iter().enumerate().all(|(i, &id)| i == id as usize) {
+            offsets.extend(tokens.ends.iter().map(|&e| e as u32));
+            tokens.bytes
+        } else {
+            let mut bytes = Vec::with_capacity(tokens.bytes.len());
+            for &i in &at {
+                if i != u32::MAX {
+                    bytes.extend_from_slice(tokens.get(i as usize).0);
+                }
+                offsets.push(bytes.len() as u32);
+            }
+            bytes
+        };
         let pairs = match &merges {
-            Merges::List(m) => Some(PairTable::new(m)),
+            Merges::List(m) => Some(PairTable::new(m.iter())),
             Merges::Ranks => None,
         };
         let mut vocab = Vocab {
@@ -195,6 +374,86 @@ impl Vocab {
         self.pairs = None;
         self.fill_byte_pairs();
         self
+    }
+
+    /// Write what this vocabulary is built from (see [`Vocab::load`]): its units, tokens by id,
+    /// and merges (the list, or the digest of a list proved to run as ranks).
+    pub(crate) fn store(&self, out: &mut Out) {
+        match &self.units {
+            Units::Bytes => out.u32(0),
+            Units::Chars(Fallback::Bytes(ids)) => {
+                out.u32(1);
+                out.u32s(&ids[..]);
+            }
+            Units::Chars(Fallback::Unk { id, fuse }) => {
+                out.u32(2);
+                out.u32(*id);
+                out.u32(u32::from(*fuse));
+            }
+        }
+        out.u32s(&self.offsets);
+        out.bytes(&self.bytes);
+        match (&self.merges, self.list_digest) {
+            (Merges::Ranks, None) => out.u32(0),
+            (Merges::Ranks, Some(digest)) => {
+                out.u32(1);
+                out.u64(digest);
+            }
+            (Merges::List(list), _) => {
+                out.u32(2);
+                out.u64(list.len() as u64);
+                for (k, v) in list.iter() {
+                    out.u64(k);
+                    out.u64(v);
+                }
+            }
+        }
+    }
+
+    /// The vocabulary [`Vocab::store`] wrote, rebuilt; `None` if `r` does not hold one.
+    pub(crate) fn load(r: &mut In<'_>) -> Option<Vocab> {
+        let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+        let units = match r.u32()? {
+            0 => Units::Bytes,
+            1 => {
+                let ids = r.u32s().filter(|ids| ids.len() == 4 * 256)?;
+                let ids: Box<[u32; 256]> = (0..256).map(|i| u32_at(ids, i)).collect::<Vec<_>>().try_into().ok()?;
+                Units::Chars(Fallback::Bytes(ids))
+            }
+            2 => Units::Chars(Fallback::Unk { id: r.u32()?, fuse: r.u32()? != 0 }),
+            _ => return None,
+        };
+        let offsets = r.u32s()?;
+        let bytes = r.bytes()?;
+        let n = (offsets.len() / 4).checked_sub(1)?;
+        let mut tokens = TokenList::with_capacity(n, bytes.len());
+        for id in 0..n {
+            let (a, b) = (u32_at(offsets, id) as usize, u32_at(offsets, id + 1) as usize);
+            let token = bytes.get(a..b)?;
+            if !token.is_empty() {
+                tokens.push(token, id as u32);
+            }
+        }
+        let (merges, digest) = match r.u32()? {
+            0 => (Merges::Ranks, None),
+            1 => (Merges::Ranks, Some(r.u64()?)),
+            2 => {
+                let n = usize::try_from(r.u64()?).ok()?;
+                let mut list = Vec::with_capacity(n.min(r.0.len() / 16));
+                for _ in 0..n {
+                    list.push((r.u64()?, r.u64()?));
+                }
+                // As stored: in order of priority (and each pair once, as the checksum vouches).
+                if list.windows(2).any(|w| (w[0].1, w[0].0) >= (w[1].1, w[1].0)) {
+                    return None;
+                }
+                (Merges::List(MergeList(list)), None)
+            }
+            _ => return None,
+        };
+        let mut vocab = Vocab::with_units(tokens, merges, units, false).ok()?;
+        vocab.list_digest = digest;
+        Some(vocab)
     }
 
     /// The number of units (bytes or characters) of token `id`.
@@ -292,9 +551,7 @@ impl Vocab {
             eat(self.token(id));
         }
         if let Merges::List(m) = &self.merges {
-            let mut pairs: Vec<(u64, u64)> = m.iter().map(|(&k, &v)| (v, k)).collect();
-            pairs.sort_unstable();
-            for (v, k) in pairs {
+            for (k, v) in m.iter() {
                 eat(&k.to_le_bytes());
                 eat(&v.to_le_bytes());
             }
