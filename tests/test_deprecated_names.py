@@ -274,3 +274,15 @@ def test_old_module_paths_import_and_warn(module: str, name: str) -> None:
     assert value is getattr(tokshuf, name)
     assert callable(tokshuf.shuffle)
     assert callable(tokshuf.preprocess)
+
+
+@pytest.mark.parametrize("name", ["summarize", "render"])
+def test_checkpoint_summaries_import_from_their_old_module_and_warn(name: str) -> None:
+    # They moved to tokshuf._inspect (one home for inspection); tokshuf.stream exports them.
+    import importlib
+
+    import tokshuf.stream
+
+    with pytest.warns(DeprecationWarning, match=rf"use 'tokshuf\.stream\.{name}'"):
+        value = getattr(importlib.import_module("tokshuf.stream.inspect"), name)
+    assert value is getattr(tokshuf.stream, name)

@@ -133,13 +133,20 @@ def test_a_tokenizer_objects_end_of_text_id_is_the_native_eot(tmp_path: Path) ->
     assert _shards(tmp_path / "a") == _shards(tmp_path / "b")
 
 
-def test_a_tokenizer_built_in_memory_is_refused_naming_what_to_pass(tmp_path: Path) -> None:
+def test_a_tokenizer_built_in_memory_gives_the_shards_of_its_file(
+    corpus: tuple[list[list[str]], list[Path]], tmp_path: Path
+) -> None:
+    # The built tokenizer itself is handed to the workers (as preprocess does), so one built in
+    # memory works and writes what its tokenizer.json writes.
     import tokenizers
 
-    data = write_jsonl(tmp_path / "a.jsonl", [{"text": "hello"}])
+    _, paths = corpus
+    opts: dict[str, Any] = {"context_length": 257, "num_local_cells": 4, "num_threads": 2, "summary": False}
+    tokshuf.shuffle(paths, tmp_path / "c-file", tmp_path / "file", GPT2 / "tokenizer.json", **opts)
     hf = tokenizers.Tokenizer.from_file(str(GPT2 / "tokenizer.json"))
-    for tok in (hf, tokshuf.Tokenizer(hf)):
-        with pytest.raises(tokshuf.ConfigError, match=r"save it as a tokenizer\.json"):
-            tokshuf.shuffle(data, tmp_path / "c", tmp_path / "o", tok)
-    with pytest.raises(TypeError, match="cannot use int as a tokenizer"):
-        tokshuf.shuffle(data, tmp_path / "c", tmp_path / "o", 5)  # type: ignore[arg-type]
+    for i, tok in enumerate((hf, tokshuf.Tokenizer(hf))):
+        s = tokshuf.shuffle(paths, tmp_path / f"c-{i}", tmp_path / f"mem{i}", tok, **opts)
+        assert s["tokenizer"]["spec"] == "tokenizers.Tokenizer"
+        assert _shards(tmp_path / f"mem{i}") == _shards(tmp_path / "file")
+    with pytest.raises(TypeError, match="cannot make a tokenizer from int"):
+        tokshuf.shuffle(paths, tmp_path / "c", tmp_path / "o", 5)

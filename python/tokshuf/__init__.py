@@ -14,12 +14,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tokshuf import _preprocess, _shuffle
 from tokshuf._core import __version__
 from tokshuf._deprecation import moved_module
 from tokshuf._inspect import inspect
+from tokshuf._lazy import lazy_attributes
 from tokshuf._preprocess import preprocess
 from tokshuf._shuffle import SPECIAL_TOKEN_PRESETS, shuffle
 from tokshuf._summaries import (
@@ -47,31 +48,19 @@ if TYPE_CHECKING:
 
 # Imported on first use, so that the command line (`tokshuf preprocess ...`) starts without
 # numpy and the dataset modules.
-_LAZY = {
-    "IndexedDataset": "tokshuf.indexed",
-    "IndexedDatasetWriter": "tokshuf.indexed",
-    "merge": "tokshuf.indexed",
-    "merge_parts": "tokshuf.parts",
-    "BlendedNanoset": "tokshuf.nanoset",
-    "Nanoset": "tokshuf.nanoset",
-    "NanosetConfig": "tokshuf.nanoset",
-    "build_nanosets": "tokshuf.nanoset",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tokshuf' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "IndexedDataset": "tokshuf.indexed",
+        "IndexedDatasetWriter": "tokshuf.indexed",
+        "merge": "tokshuf.indexed",
+        "merge_parts": "tokshuf.parts",
+        "BlendedNanoset": "tokshuf.nanoset",
+        "Nanoset": "tokshuf.nanoset",
+        "NanosetConfig": "tokshuf.nanoset",
+        "build_nanosets": "tokshuf.nanoset",
+    },
+)
 
 
 __all__ = [

@@ -31,6 +31,7 @@ __all__ = [
     "build_sample_index",
     "checksum_file",
     "convert_indexed",
+    "defaults",
     "expand_input_paths",
     "identity",
     "indexed_documents",
@@ -76,6 +77,8 @@ __all__ = [
 
 __version__: str
 build_profile: str
+
+def defaults(command: Literal["preprocess", "shuffle"]) -> dict[str, Any]: ...
 
 @final
 class MappedBuffer:
@@ -125,7 +128,9 @@ class IndexWriter:
     def abort(self) -> None: ...
 
 def merge(
-    prefixes: list[str], output: str | PathLike[str], summary: str | PathLike[str] | None = None
+    prefixes: list[str],
+    output_prefix: str | PathLike[str],
+    summary_path: str | PathLike[str] | None = None,
 ) -> dict[str, int]: ...
 def local_pair(prefix: str) -> str: ...
 def checksum_file(path: str | PathLike[str]) -> tuple[int, str]: ...
@@ -176,18 +181,17 @@ def preprocess(
     tokenizer: Tokenizer,
     json_keys: list[str],
     *,
-    append_eod: bool = False,
-    dtype: str | None = None,
-    workers: int | None = None,
-    on_error: str = "fail",
-    partitions: int = 1,
-    batch_bytes: int = 1048576,
-    max_line_bytes: int = 1073741824,
-    sentence_lists: bool = True,
-    progress: str = "none",
-    write_summary: bool = True,
-    summary_path: str | PathLike[str] | None = None,
-    shard: str | None = None,
+    append_eod: bool,
+    dtype: str | None,
+    num_threads: int | None,
+    on_error: str,
+    partitions: int,
+    batch_bytes: int,
+    max_line_bytes: int,
+    sentence_lists: bool,
+    progress: str,
+    summary: bool | str | PathLike[str],
+    shard: str | None,
 ) -> str: ...
 
 # -- OLMo token files (tokens.rs) ---------------------------------------------------------------
@@ -196,7 +200,7 @@ def scan_documents(
     dtype: str,
     eos_token_id: int,
     bos_token_id: int | None = None,
-    threads: int | None = None,
+    num_threads: int | None = None,
 ) -> MappedBuffer: ...
 def indexed_documents(prefix: str | PathLike[str]) -> tuple[MappedBuffer, str, int]: ...
 def read_metadata(path: str | PathLike[str], num_tokens: int) -> MappedBuffer: ...
@@ -206,8 +210,8 @@ def convert_indexed(
     output: str | PathLike[str],
     dtype: str,
     append_eos: int | None = None,
-    metadata: str | PathLike[str] | None = None,
-    summary: str | PathLike[str] | None = None,
+    metadata_path: str | PathLike[str] | None = None,
+    summary_path: str | PathLike[str] | None = None,
 ) -> MappedBuffer: ...
 def _fail_writes_after(n: int | None, crash: bool = False) -> int: ...
 
@@ -229,7 +233,7 @@ def padded_instances(
     spans: _Buffer, sequence_length: int, long_doc_strategy: str = "truncate"
 ) -> MappedBuffer: ...
 def pack_documents(
-    groups: Sequence[_Buffer], sequence_length: int, threads: int | None = None
+    groups: Sequence[_Buffer], sequence_length: int, num_threads: int | None = None
 ) -> tuple[MappedBuffer, MappedBuffer, MappedBuffer]: ...
 def vsl_decompose(spans: _Buffer, min_length: int, max_length: int) -> MappedBuffer: ...
 def vsl_buckets(pieces: _Buffer, min_length: int, max_length: int) -> list[MappedBuffer]: ...
@@ -282,22 +286,25 @@ class InstanceReader:
         input_ids: _Buffer,
         label_mask: _Buffer | None = None,
         doc_lens: bool = False,
-        threads: int | None = None,
+        num_threads: int | None = None,
     ) -> tuple[MappedBuffer, MappedBuffer] | None: ...
 
 @final
 class Tokenizer:
     def __new__(
-        cls, spec: str, eod_id: int | None = None, special_tokens: list[tuple[str, int]] | None = None
+        cls,
+        spec: str,
+        eos_token_id: int | None = None,
+        special_tokens: list[tuple[str, int]] | None = None,
     ) -> Tokenizer: ...
     @staticmethod
     def from_hf_json(
-        json: str, origin: str = "tokenizers.Tokenizer", eod_id: int | None = None
+        json: str, origin: str = "tokenizers.Tokenizer", eos_token_id: int | None = None
     ) -> Tokenizer: ...
     @property
     def spec(self) -> str: ...
     @property
-    def eod_id(self) -> int | None: ...
+    def eos_token_id(self) -> int | None: ...
     @property
     def vocab_size(self) -> int: ...
     def identity_json(self) -> str: ...
@@ -352,7 +359,7 @@ class SampleReader:
     def __len__(self) -> int: ...
     @property
     def width(self) -> int: ...
-    def get_batch(self, ks: object, out: object, threads: int | None = None) -> None: ...
+    def get_batch(self, ks: object, out: object, num_threads: int | None = None) -> None: ...
 
 def numpy_random_words(seed: int, n: int) -> list[int]: ...
 def numpy_shuffled_aranges(seed: int, lengths: list[int]) -> list[list[int]]: ...
@@ -390,32 +397,31 @@ def shuffle(
     inputs: list[str],
     local_cell_dir: str | PathLike[str],
     output: str | PathLike[str],
-    tokenizer: str | None = None,
+    tokenizer: Tokenizer | None,
     *,
-    seqlen: int = 2049,
-    wds_chunk_size: int = 8192,
-    num_local_cells: int = 512,
-    seed: int = 1234,
-    threads: int | None = None,
-    ext: list[str] | None = None,
-    shuffle_only: bool = False,
-    special_tokens: str = "native",
-    eot_id: int | None = None,
-    pad_id: int | None = None,
-    bos_id: int | None = None,
-    content_key: str = "text",
-    on_error: str = "fail",
-    member_format: str = "json.gz",
-    gzip_level: int = 1,
-    all_pad_context: bool = False,
-    buffer_bytes: int = 33554432,
-    batch_bytes: int = 1048576,
-    max_line_bytes: int = 1073741824,
-    progress: str = "none",
-    tokenizer_special_tokens: list[tuple[str, int]] | None = None,
-    stage: str | None = None,
-    task: str | None = None,
-    summary_path: str | None = None,
+    context_length: int,
+    wds_chunk_size: int,
+    num_local_cells: int,
+    seed: int,
+    num_threads: int | None,
+    ext: list[str] | None,
+    shuffle_only: bool,
+    special_tokens: str,
+    eos_token_id: int | None,
+    pad_token_id: int | None,
+    bos_token_id: int | None,
+    content_key: str,
+    on_error: str,
+    member_format: str,
+    gzip_level: int,
+    all_pad_context: bool,
+    buffer_bytes: int,
+    batch_bytes: int,
+    max_line_bytes: int,
+    progress: str,
+    stage: str | None,
+    task: str | None,
+    summary_path: str | PathLike[str] | None,
 ) -> str: ...
 
 # -- fast byte-level BPE (bpe.rs) ---------------------------------------------------------------
@@ -438,7 +444,7 @@ class BpeEncoder:
     def from_hf_file(path: str | PathLike[str], special_tokens_in_text: bool = False) -> BpeEncoder: ...
     def encode(self, text: str) -> list[int]: ...
     def encode_batch(
-        self, texts: Sequence[str], threads: int | None = None
+        self, texts: Sequence[str], num_threads: int | None = None
     ) -> tuple[IndexArray, IndexArray]: ...
     def mergeable_ranks(self) -> dict[bytes, int]: ...
     def split(self, text: str) -> list[str]: ...

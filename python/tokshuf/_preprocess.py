@@ -19,6 +19,10 @@ from tokshuf.tokenizer import as_tokenizer
 
 __all__ = ["check_outputs", "preprocess"]
 
+#: The defaults of the options, by name: declared once, in the Rust core's config (the command
+#: line reads them here too).
+DEFAULTS: dict[str, Any] = _core.defaults("preprocess")
+
 #: Files each output (one JSON key in one partition) holds open: its ``.bin``, and the two index
 #: columns once they spill to disk.
 _FILES_PER_OUTPUT = 3
@@ -29,20 +33,20 @@ def preprocess(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     output_prefix: str | os.PathLike[str],
     tokenizer: Any,
-    json_keys: str | Sequence[str] = ("text",),
+    json_keys: str | Sequence[str] = tuple(DEFAULTS["json_keys"]),
     *,
-    append_eod: bool = False,
+    append_eod: bool = DEFAULTS["append_eod"],
     eos_token_id: int | None = None,
     special_tokens: Mapping[str, int] | str | os.PathLike[str] | None = None,
-    dtype: str | None = None,
+    dtype: str | None = DEFAULTS["dtype"],
     num_threads: int | None = None,
-    on_error: OnError = "fail",
-    partitions: int = 1,
-    sentence_lists: bool = True,
+    on_error: OnError = DEFAULTS["on_error"],
+    partitions: int = DEFAULTS["partitions"],
+    sentence_lists: bool = DEFAULTS["sentence_lists"],
     progress: Progress | None = None,
     summary: bool | str | os.PathLike[str] = True,
-    batch_bytes: int = 1 << 20,
-    max_line_bytes: int = 1 << 30,
+    batch_bytes: int = DEFAULTS["batch_bytes"],
+    max_line_bytes: int = DEFAULTS["max_line_bytes"],
     shard: str | tuple[int, int] | None = None,
 ) -> PreprocessSummary:
     """Tokenize JSON lines into one Megatron indexed dataset per key.
@@ -132,7 +136,6 @@ def preprocess(
     tok = as_tokenizer(tokenizer, eos_token_id, special_tokens)
     if progress is None:
         progress = "bar" if sys.stderr.isatty() else "none"
-    summary_path = None if isinstance(summary, bool) else os.fspath(summary)
     result = json.loads(
         _core.preprocess(
             [os.fspath(i) for i in items],
@@ -141,15 +144,14 @@ def preprocess(
             keys,
             append_eod=append_eod,
             dtype=dtype,
-            workers=num_threads,
+            num_threads=num_threads,
             on_error=on_error,
             partitions=partitions,
             batch_bytes=batch_bytes,
             max_line_bytes=max_line_bytes,
             sentence_lists=sentence_lists,
             progress=progress,
-            write_summary=summary is not False,
-            summary_path=summary_path,
+            summary=summary if isinstance(summary, bool) else os.fspath(summary),
             shard=f"{shard[0]}/{shard[1]}" if isinstance(shard, tuple) else shard,
         )
     )

@@ -15,9 +15,13 @@ from tokshuf._log import log_run
 from tokshuf._summaries import MemberFormat, OnError, Progress, ShuffleSummary, SpecialTokenPreset
 from tokshuf._summary_file import summary_target
 from tokshuf.errors import ConfigError
-from tokshuf.tokenizer import Tokenizer, native_spec, special_tokens_mapping
+from tokshuf.tokenizer import as_tokenizer
 
 __all__ = ["SPECIAL_TOKEN_PRESETS", "shuffle"]
+
+#: The defaults of the options, by name: declared once, in the Rust core's config (the command
+#: line reads them here too).
+DEFAULTS: dict[str, Any] = _core.defaults("shuffle")
 
 #: Accepted values of ``special_tokens``.
 SPECIAL_TOKEN_PRESETS: tuple[SpecialTokenPreset, ...] = get_args(SpecialTokenPreset)
@@ -51,27 +55,27 @@ def shuffle(
     inputs: PathLike | Sequence[PathLike],
     local_cell_dir: PathLike,
     output: PathLike,
-    tokenizer: str | os.PathLike[str] | Tokenizer | None = None,
+    tokenizer: Any = None,
     *,
-    context_length: int = 2049,
-    wds_chunk_size: int = 8192,
-    num_local_cells: int = 512,
-    seed: int = 1234,
+    context_length: int = DEFAULTS["context_length"],
+    wds_chunk_size: int = DEFAULTS["wds_chunk_size"],
+    num_local_cells: int = DEFAULTS["num_local_cells"],
+    seed: int = DEFAULTS["seed"],
     num_threads: int | None = None,
     ext: Sequence[str] | None = None,
-    shuffle_only: bool = False,
-    special_tokens: SpecialTokenPreset = "native",
+    shuffle_only: bool = DEFAULTS["shuffle_only"],
+    special_tokens: SpecialTokenPreset = DEFAULTS["special_tokens"],
     eos_token_id: int | None = None,
     pad_token_id: int | None = None,
     bos_token_id: int | None = None,
-    content_key: str = "text",
-    on_error: OnError = "fail",
-    member_format: MemberFormat = "json.gz",
-    gzip_level: int = 1,
-    all_pad_context: bool = False,
-    buffer_bytes: int = 32 << 20,
-    batch_bytes: int = 1 << 20,
-    max_line_bytes: int = 1 << 30,
+    content_key: str = DEFAULTS["content_key"],
+    on_error: OnError = DEFAULTS["on_error"],
+    member_format: MemberFormat = DEFAULTS["member_format"],
+    gzip_level: int = DEFAULTS["gzip_level"],
+    all_pad_context: bool = DEFAULTS["all_pad_context"],
+    buffer_bytes: int = DEFAULTS["buffer_bytes"],
+    batch_bytes: int = DEFAULTS["batch_bytes"],
+    max_line_bytes: int = DEFAULTS["max_line_bytes"],
     progress: Progress | None = None,
     tokenizer_special_tokens: Mapping[str, int] | PathLike | None = None,
     stage: str | None = None,
@@ -105,12 +109,12 @@ def shuffle(
     output
         Output directory (created if needed; must not already hold shards on a fresh run).
     tokenizer
-        Tokenizer spec string or path, as for :func:`tokshuf.preprocess`: ``"byte"``,
-        ``"tiktoken:NAME"``, a ``.tiktoken`` file, a ``tokenizer.json`` or its directory; or a
-        :class:`tokshuf.Tokenizer` loaded from one (its special tokens and ``eos_token_id`` are
-        used; the latter is the EOT of ``special_tokens="native"``). Not a tokenizer built in memory
-        (from a ``tokenizers.Tokenizer``): the workers load it from its file. Loaded once.
-        Required, unless ``shuffle_only`` (which does not tokenize).
+        As for :func:`tokshuf.preprocess`: a spec string or path (``"byte"``,
+        ``"tiktoken:NAME"``, a ``.tiktoken`` file, a ``tokenizer.json`` or its directory), a
+        :class:`tokshuf.Tokenizer` (its special tokens and ``eos_token_id`` are used; the latter is
+        the EOT of ``special_tokens="native"``) or a ``tokenizers.Tokenizer`` built in memory.
+        Loaded once and shared by the workers. Required, unless ``shuffle_only`` (which does not
+        tokenize).
     context_length
         Tokens per written context **including** the +1 target token: the model's sequence
         length + 1 (2049 for a 2048 model), as open_lm reads it. (Elsewhere in tokshuf,
@@ -189,12 +193,11 @@ def shuffle(
             "shuffle needs a tokenizer (e.g. 'tiktoken:r50k_base', a tokenizer.json or its directory); "
             "only shuffle_only=True, which re-shuffles tokenized tars, runs without one"
         )
-    spec: str | None = None
+    # The EOT of the "native" preset is the tokenizer's end-of-document id; eos_token_id overrides
+    # the preset's EOT, not the tokenizer's id (which would have to be in its vocabulary).
+    tok = None
     if tokenizer is not None and not shuffle_only:
-        spec, specials, eos_override = native_spec(tokenizer, tokenizer_special_tokens)
-        tokenizer_special_tokens = specials
-        if special_tokens == "native" and eos_token_id is None:
-            eos_token_id = eos_override
+        tok = as_tokenizer(tokenizer, None, tokenizer_special_tokens)
     _check_context_length(context_length)
     check_num_threads(num_threads)
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
@@ -211,18 +214,18 @@ def shuffle(
             [os.fspath(i) for i in items],
             os.fspath(local_cell_dir),
             os.fspath(output),
-            spec,
-            seqlen=context_length,
+            None if tok is None else tok._native(),
+            context_length=context_length,
             wds_chunk_size=wds_chunk_size,
             num_local_cells=num_local_cells,
             seed=seed,
-            threads=num_threads,
+            num_threads=num_threads,
             ext=list(ext) if ext is not None else None,
             shuffle_only=shuffle_only,
             special_tokens=special_tokens,
-            eot_id=eos_token_id,
-            pad_id=pad_token_id,
-            bos_id=bos_token_id,
+            eos_token_id=eos_token_id,
+            pad_token_id=pad_token_id,
+            bos_token_id=bos_token_id,
             content_key=content_key,
             on_error=on_error,
             member_format=member_format,
@@ -232,7 +235,6 @@ def shuffle(
             batch_bytes=batch_bytes,
             max_line_bytes=max_line_bytes,
             progress=progress,
-            tokenizer_special_tokens=_listed(tokenizer_special_tokens),
             stage=stage,
             task=f"{task[0]}/{task[1]}" if isinstance(task, tuple) else task,
             summary_path=summary_path,
@@ -250,8 +252,3 @@ def _check_context_length(value: int) -> None:
             f"{name} {value} is too long: a context is held whole in memory, and at most "
             f"{MAX_CONTEXT_LENGTH} tokens (4 GiB of ids) are allowed"
         )
-
-
-def _listed(value: Mapping[str, int] | PathLike | None) -> list[tuple[str, int]] | None:
-    specials = special_tokens_mapping(value)
-    return None if specials is None else sorted(specials.items(), key=lambda kv: kv[1])

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tokshuf import __version__, cli_args, cli_instances, cli_shuffle, cli_tokenizer
+from tokshuf._preprocess import DEFAULTS
 from tokshuf._storage import redact
 from tokshuf._summaries import PreprocessSummary
 from tokshuf.errors import BadInputError, ConfigError, TokshufError
@@ -47,28 +48,31 @@ def _add_preprocess(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--special-tokens-file",
+        dest="special_tokens",
         metavar="JSON",
         help='special tokens of a tiktoken rank file, as a JSON object {"<|end_of_text|>": 128001, ...}',
     )
     p.add_argument(
         "--json-keys",
         nargs="+",
-        default=["text"],
+        default=list(DEFAULTS["json_keys"]),
         metavar="KEY",
-        help="keys to tokenize (columns of a Parquet/Arrow input)",
+        help="keys to tokenize (columns of a Parquet/Arrow input; default: %(default)s)",
     )
     p.add_argument("--append-eod", action="store_true", help="end every non-empty document with the eod id")
     p.add_argument(
+        "--eos-token-id",
         "--eod-id",
+        dest="eos_token_id",
         type=cli_args.TOKEN_ID,
-        default=None,
+        metavar="ID",
         help="override the tokenizer's end-of-document id",
     )
     p.add_argument(
         "--dtype",
         type=cli_args.dtype("auto", integers_only=False),
-        default="auto",
-        help="output dtype: auto (Megatron's rule), uint16, int32, ...",
+        default=DEFAULTS["dtype"],
+        help="output dtype: auto (the default: Megatron's rule), uint16, int32, ...",
     )
     p.add_argument(
         "--workers",
@@ -79,17 +83,12 @@ def _add_preprocess(sub: Any) -> argparse.ArgumentParser:
         metavar="N",
         help="tokenizer threads (default: all CPUs; the output is identical for any value)",
     )
-    p.add_argument(
-        "--on-error",
-        choices=["fail", "skip"],
-        default="fail",
-        help="bad lines and files: stop with an error (default), or skip, count and report them",
-    )
+    cli_args.add_on_error_flag(p, DEFAULTS["on_error"])
     p.add_argument(
         "--partitions",
         type=cli_args.integer(1),
-        default=1,
-        help="document order of Megatron's --partitions P (round-robin); default 1: input order",
+        default=DEFAULTS["partitions"],
+        help="document order of Megatron's --partitions P (round-robin); default %(default)s: input order",
     )
     p.add_argument(
         "--no-sentence-lists",
@@ -100,16 +99,11 @@ def _add_preprocess(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--max-line-bytes",
         type=cli_args.integer(1),
-        default=1 << 30,
+        default=DEFAULTS["max_line_bytes"],
         help="longer lines are bad input (line_too_long); a line is held whole with its tokens, "
         "so peak memory grows by about twice the longest line",
     )
-    p.add_argument(
-        "--progress",
-        choices=["auto", "bar", "json", "none"],
-        default="auto",
-        help="on stderr: a bar, JSON lines or nothing (auto: a bar on a terminal, else JSON lines)",
-    )
+    cli_args.add_progress_flag(p, "")
     cli_args.add_summary_flag(p, "{prefix}_summary.json")
     p.add_argument(
         "--shard",
@@ -136,15 +130,11 @@ def _preprocess(args: argparse.Namespace) -> int:
         args.subparser.error(str(e))
     tokenizer = cli_args.megatron_tokenizer(args, args.subparser.error)
     megatron = cli_args.megatron_options(args)
-    progress = args.progress
-    if args.quiet:
-        progress = "none"
-    elif progress == "auto":
-        progress = "bar" if sys.stderr.isatty() else "json"
+    progress = cli_args.progress_option(args)
     options: dict[str, Any] = {
         "append_eod": args.append_eod,
-        "eos_token_id": args.eod_id,
-        "special_tokens": args.special_tokens_file,
+        "eos_token_id": args.eos_token_id,
+        "special_tokens": args.special_tokens,
         "dtype": args.dtype,
         "on_error": args.on_error,
         "partitions": megatron["partitions"],

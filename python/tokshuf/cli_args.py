@@ -10,9 +10,10 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 from tokshuf._limits import COUNT_MAX, ID_MAX, MAX_SEQUENCE_LENGTH, MAX_THREADS, out_of_range
+from tokshuf._summaries import OnError, Progress
 
 __all__ = [
     "COUNT_MAX",
@@ -22,7 +23,9 @@ __all__ = [
     "SEQUENCE_LENGTH",
     "TOKEN_ID",
     "add_megatron_tokenizer_flags",
+    "add_on_error_flag",
     "add_output_flags",
+    "add_progress_flag",
     "add_summary_flag",
     "add_threads_flag",
     "dtype",
@@ -33,6 +36,7 @@ __all__ = [
     "name_subparsers",
     "note",
     "parse_args",
+    "progress_option",
     "setup_logging",
     "summary_option",
     "task",
@@ -397,16 +401,48 @@ def summary_option(args: argparse.Namespace) -> bool | str:
 
 
 def add_threads_flag(p: argparse.ArgumentParser, what: str) -> None:
-    """``--threads``/``--num-threads N`` (``num_threads``): 0, the default, is every CPU."""
+    """``--threads``/``--num-threads N`` (``num_threads``): unset (or 0) is every CPU."""
     p.add_argument(
         "--threads",
         "--num-threads",
         dest="num_threads",
         type=integer(0, MAX_THREADS),
-        default=0,
         metavar="N",
-        help=f"{what}, at most {MAX_THREADS}; 0 (default): all CPUs (the output is identical for any value)",
+        help=f"{what}, at most {MAX_THREADS} (default, or 0: all CPUs; the output is the same for any value)",
     )
+
+
+def add_on_error_flag(p: argparse.ArgumentParser, default: str) -> None:
+    """``--on-error fail|skip`` (``on_error``), the bad-input policy of the commands that read
+    text."""
+    p.add_argument(
+        "--on-error",
+        choices=get_args(OnError),
+        default=default,
+        help="bad lines and files: fail (exit 1 naming the file and line) or skip, count and report "
+        "them (default: %(default)s)",
+    )
+
+
+def add_progress_flag(p: argparse.ArgumentParser, per: str) -> None:
+    """``--progress``; :func:`progress_option` reads it. Unlike the Python functions' default
+    (a bar on a terminal, else nothing), ``auto`` prints JSON lines off a terminal, for job logs."""
+    p.add_argument(
+        "--progress",
+        choices=["auto", *get_args(Progress)],
+        default="auto",
+        help=f"on stderr{per}: a bar, JSON lines or nothing (auto: a bar on a terminal, else JSON lines)",
+    )
+
+
+def progress_option(args: argparse.Namespace) -> Progress:
+    """``--progress`` as the ``progress`` argument of the Python functions (``none`` with
+    ``--quiet``)."""
+    if args.quiet:
+        return "none"
+    if args.progress == "auto":
+        return "bar" if sys.stderr.isatty() else "json"
+    return cast(Progress, args.progress)
 
 
 def write_summary_file(args: argparse.Namespace, summary: Mapping[str, Any], default: str) -> None:

@@ -7,10 +7,17 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from typing import Any
+from typing import Any, get_args
 
 from tokshuf import cli_args
 from tokshuf._summaries import InstancesSummary
+from tokshuf.instances._options import (
+    DEFAULTS,
+    LONG_DOC_STRATEGY,
+    MIN_SEQUENCE_LENGTH,
+    SOURCE_GROUP_SIZE,
+    LongDocStrategy,
+)
 
 _ID = cli_args.TOKEN_ID
 _POSITIVE = cli_args.integer(1)
@@ -38,7 +45,7 @@ def add_commands(sub: Any) -> None:
         metavar="ID",
         help="end every document with ID",
     )
-    p.add_argument("--no-metadata", action="store_true", help="do not write <stem>.csv.gz")
+    p.add_argument("--no-metadata", dest="metadata", action="store_false", help="do not write <stem>.csv.gz")
     cli_args.add_summary_flag(p, "<stem>_summary.json")
     cli_args.add_output_flags(p)
     p.set_defaults(handler=_convert)
@@ -56,27 +63,49 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("--eos-token-id", type=_ID, required=True)
     p.add_argument("--pad-token-id", type=_ID, required=True)
-    p.add_argument("--bos-token-id", type=_ID, default=None)
-    p.add_argument("--dtype", type=cli_args.dtype(), default=None, help="token dtype of .npy files")
+    p.add_argument("--bos-token-id", type=_ID, default=DEFAULTS["bos_token_id"])
     p.add_argument(
-        "--vocab-size", type=cli_args.integer(1, 2**64), default=None, help="picks the dtype of .npy files"
+        "--dtype", type=cli_args.dtype(), default=DEFAULTS["dtype"], help="token dtype of .npy files"
     )
-    p.add_argument("--boundaries", choices=["auto", "eos", "metadata"], default="auto")
     p.add_argument(
+        "--vocab-size",
+        type=cli_args.integer(1, 2**64),
+        default=DEFAULTS["vocab_size"],
+        help="picks the dtype of .npy files",
+    )
+    p.add_argument(
+        "--document-boundaries",
+        "--boundaries",
+        choices=["auto", "eos", "metadata"],
+        default=DEFAULTS["document_boundaries"],
+        help="where documents end in .npy token files (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cache-dir",
         "--work-dir",
-        default=None,
+        metavar="DIR",
+        default=DEFAULTS["cache_dir"],
         help="cache root; the index goes to DIR/instances/ "
         "(default: $TOKSHUF_CACHE_DIR, else ~/.cache/tokshuf)",
     )
     cli_args.add_threads_flag(p, "index-building threads")
-    p.add_argument("--long-doc-strategy", choices=["truncate", "fragment"], default="truncate")
-    p.add_argument("--source-group-size", type=_POSITIVE, default=1, help="packed: files packed together")
-    p.add_argument("--min-sequence-length", type=cli_args.SEQUENCE_LENGTH, default=256, help="vsl")
+    p.add_argument(
+        "--long-doc-strategy",
+        choices=get_args(LongDocStrategy),
+        default=LONG_DOC_STRATEGY,
+        help="padded, packed (default: %(default)s)",
+    )
+    p.add_argument(
+        "--source-group-size", type=_POSITIVE, default=SOURCE_GROUP_SIZE, help="packed: files packed together"
+    )
+    p.add_argument(
+        "--min-sequence-length", type=cli_args.SEQUENCE_LENGTH, default=MIN_SEQUENCE_LENGTH, help="vsl"
+    )
     p.add_argument("--seed", type=cli_args.integer(0, 2**64 - 1), default=0, help="interleaved")
     p.add_argument("--docs-per-instance", type=_POSITIVE, default=2, help="interleaved")
     p.add_argument("--chunks-per-doc", type=_POSITIVE, default=4, help="interleaved")
     cli_args.add_summary_flag(
-        p, "WORK_DIR/instances/instances-STRATEGY-FINGERPRINT_summary.json, which inspect reads"
+        p, "CACHE_DIR/instances/instances-STRATEGY-FINGERPRINT_summary.json, which inspect reads"
     )
     cli_args.add_output_flags(p)
     p.set_defaults(handler=_instances)
@@ -90,7 +119,7 @@ def _convert(args: argparse.Namespace) -> int:
         args.output,
         args.dtype,
         args.append_eos,
-        metadata=not args.no_metadata,
+        metadata=args.metadata,
         summary=cli_args.summary_option(args),
     )
     tokens = int(spans[-1, 1]) if len(spans) else 0
@@ -109,8 +138,8 @@ def _arguments(args: argparse.Namespace) -> dict[str, Any]:
         "bos_token_id": args.bos_token_id,
         "vocab_size": args.vocab_size,
         "dtype": args.dtype,
-        "document_boundaries": args.boundaries,
-        "cache_dir": os.path.abspath(args.work_dir) if args.work_dir else None,
+        "document_boundaries": args.document_boundaries,
+        "cache_dir": os.path.abspath(args.cache_dir) if args.cache_dir else None,
     }
     if args.strategy == "vsl":
         return {**out, "max_sequence_length": seq, "min_sequence_length": args.min_sequence_length}

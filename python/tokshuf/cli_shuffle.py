@@ -6,11 +6,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from tokshuf import cli_args
-from tokshuf._shuffle import SPECIAL_TOKEN_PRESETS
-from tokshuf._summaries import ShuffleSummary
+from tokshuf._shuffle import DEFAULTS, SPECIAL_TOKEN_PRESETS
+from tokshuf._summaries import MemberFormat, ShuffleSummary
 
 DESCRIPTION = """\
 Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet/Arrow files (files, directories,
@@ -55,6 +55,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--special-tokens-file",
+        dest="tokenizer_special_tokens",
         metavar="JSON",
         help='special tokens of a tiktoken rank file, as a JSON object {"<|end_of_text|>": 128001, ...}',
     )
@@ -68,25 +69,29 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--seqlen",
         dest="context_length",
         type=cli_args.SEQUENCE_LENGTH,
-        default=2049,
+        default=DEFAULTS["context_length"],
         metavar="N",
         help="tokens per context, INCLUDING the +1 target: the model's sequence length + 1 "
-        "(default: 2049, for 2048); --seqlen is DCLM's spelling",
+        "(default: %(default)s); --seqlen is DCLM's spelling",
     )
     p.add_argument(
-        "--wds-chunk-size", type=cli_args.integer(1), default=8192, help="contexts per shard (default: 8192)"
+        "--wds-chunk-size",
+        type=cli_args.integer(1),
+        default=DEFAULTS["wds_chunk_size"],
+        help="contexts per shard (default: %(default)s)",
     )
     p.add_argument(
         "--num-local-cells",
         type=cli_args.integer(1),
-        default=512,
-        help="local cells: threads + 1 cells (output size / cells each) must fit in RAM (default: 512)",
+        default=DEFAULTS["num_local_cells"],
+        help="local cells: threads + 1 cells (output size / cells each) must fit in RAM "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--seed",
         type=cli_args.integer(0, 2**64 - 1),
-        default=1234,
-        help="seed of the shuffle (default: 1234)",
+        default=DEFAULTS["seed"],
+        help="seed of the shuffle (default: %(default)s)",
     )
     cli_args.add_threads_flag(p, "worker threads")
     p.add_argument(
@@ -107,32 +112,35 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "dclm-llama3: tokshuf-rust's Llama-3 ids (BOS 128000, EOT 0, PAD 128258). Without the flag, "
         "a note says which ids the run used",
     )
-    token_id = cli_args.TOKEN_ID
+    for name, what in (
+        ("eos", "end-of-text id after every document"),
+        ("pad", "id filling each file's last context"),
+        ("bos", "id before every document"),
+    ):
+        p.add_argument(
+            f"--{name}-token-id",
+            f"--{'eot' if name == 'eos' else name}-id",
+            dest=f"{name}_token_id",
+            type=cli_args.TOKEN_ID,
+            metavar="ID",
+            help=f"{what} (overrides the preset)",
+        )
     p.add_argument(
-        "--eot-id", type=token_id, help="end-of-text id after every document (overrides the preset)"
+        "--content-key", default=DEFAULTS["content_key"], help="JSON key of the text (default: %(default)s)"
     )
-    p.add_argument(
-        "--pad-id", type=token_id, help="id filling each file's last context (overrides the preset)"
-    )
-    p.add_argument("--bos-id", type=token_id, help="id before every document (overrides the preset)")
-    p.add_argument("--content-key", default="text", help="JSON key of the text (default: text)")
-    p.add_argument(
-        "--on-error",
-        choices=["fail", "skip"],
-        default="fail",
-        help="bad lines and files: fail (exit 1 naming file and line) or skip, count and report them",
-    )
+    cli_args.add_on_error_flag(p, DEFAULTS["on_error"])
     p.add_argument(
         "--member-format",
-        choices=["json.gz", "npy"],
-        default="json.gz",
-        help="json.gz (open_lm, default) or npy (compact: uint16 when ids fit, else uint32)",
+        choices=get_args(MemberFormat),
+        default=DEFAULTS["member_format"],
+        help="json.gz (open_lm) or npy (compact: uint16 when ids fit, else uint32); default: %(default)s",
     )
     p.add_argument(
         "--gzip-level",
         type=cli_args.integer(0, 12),
-        default=1,
-        help="json.gz level 0-12 (default: 1, a token-level deflate; others: libdeflate's levels)",
+        default=DEFAULTS["gzip_level"],
+        help="json.gz level 0-12 (default: %(default)s; 1 is a token-level deflate, the others "
+        "libdeflate's levels)",
     )
     p.add_argument(
         "--all-pad-context",
@@ -142,15 +150,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--buffer-mb",
         type=cli_args.integer(0, cli_args.COUNT_MAX >> 20),
-        default=32,
-        help="MB of contexts buffered before a cell run is written",
+        default=DEFAULTS["buffer_bytes"] >> 20,
+        help="MB of contexts buffered before a cell run is written (default: %(default)s)",
     )
-    p.add_argument(
-        "--progress",
-        choices=["auto", "bar", "json", "none"],
-        default="auto",
-        help="on stderr, per stage: a bar, JSON lines or nothing (auto: a bar on a terminal, else JSON)",
-    )
+    cli_args.add_progress_flag(p, ", per stage")
     p.add_argument(
         "--s3-retries",
         type=cli_args.integer(0),
@@ -251,11 +254,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.use_tiktoken and not args.shuffle_only:
         tiktoken_only(args.tokenizer, args.subparser.error)
-    progress = args.progress
-    if args.quiet:
-        progress = "none"
-    elif progress == "auto":
-        progress = "bar" if sys.stderr.isatty() else "json"
+    progress = cli_args.progress_option(args)
     run_job: Any = shuffle
     extra: dict[str, Any] = {"num_threads": args.num_threads or None, "stage": args.stage, "task": args.task}
     if getattr(args, "ray", False):
@@ -283,17 +282,17 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             ext=args.ext,
             shuffle_only=args.shuffle_only,
-            special_tokens=args.special_tokens or "native",
-            eos_token_id=args.eot_id,
-            pad_token_id=args.pad_id,
-            bos_token_id=args.bos_id,
+            special_tokens=args.special_tokens or DEFAULTS["special_tokens"],
+            eos_token_id=args.eos_token_id,
+            pad_token_id=args.pad_token_id,
+            bos_token_id=args.bos_token_id,
             content_key=args.content_key,
             on_error=args.on_error,
             member_format=args.member_format,
             gzip_level=args.gzip_level,
             all_pad_context=args.all_pad_context,
             buffer_bytes=args.buffer_mb << 20,
-            tokenizer_special_tokens=args.special_tokens_file,
+            tokenizer_special_tokens=args.tokenizer_special_tokens,
             summary=cli_args.summary_option(args),
             **({"progress": progress} if run_job is shuffle else {}),
             **extra,

@@ -171,7 +171,7 @@ class Tokenizer:
     @property
     def eos_token_id(self) -> int | None:
         """The end-of-document id that ``append_eod`` writes, if any."""
-        return self._core.eod_id
+        return self._core.eos_token_id
 
     eod_id = renamed_attribute[int | None]("eos_token_id")
 
@@ -291,43 +291,6 @@ def as_tokenizer(
     if isinstance(tokenizer, Tokenizer) and eos_token_id is None and special_tokens is None:
         return tokenizer
     return Tokenizer(tokenizer, eos_token_id=eos_token_id, special_tokens=special_tokens)
-
-
-def native_spec(
-    tokenizer: Any, special_tokens: Mapping[str, int] | str | os.PathLike[str] | None = None
-) -> tuple[str, dict[str, int] | None, int | None]:
-    """``(spec, special_tokens, eos_token_id)`` from which the native core loads ``tokenizer``
-    (a spec string or path, or a :class:`Tokenizer` loaded from one) again: for the commands that
-    load their tokenizer in Rust from a spec rather than take an object (``shuffle``).
-
-    ``eos_token_id`` is the end-of-document id a :class:`Tokenizer` was given over its spec's
-    (``None`` when it has none). ``special_tokens`` are the ones given, else the Tokenizer's.
-    """
-    specials = special_tokens_mapping(special_tokens)
-    if isinstance(tokenizer, str | os.PathLike):
-        spec = os.fspath(tokenizer)
-        check_local(spec)
-        return spec, specials, None
-    if isinstance(tokenizer, Tokenizer) and tokenizer._hf_json is None:
-        own = tokenizer._special_tokens
-        if specials is not None and own is not None and specials != own:
-            raise ConfigError(
-                f"special tokens {specials} differ from those of the tokenizer {tokenizer.spec!r} "
-                f"({own}): give them once"
-            )
-        return tokenizer.spec, specials if specials is not None else own, tokenizer._eod_override
-    if isinstance(tokenizer, Tokenizer) or _is_hf_tokenizer(tokenizer):
-        # The workers load the tokenizer from its file (and the run's resume state names it);
-        # an object built in memory has none.
-        raise ConfigError(
-            f"tokenizer {getattr(tokenizer, 'spec', type(tokenizer).__name__)!r} was built in memory and "
-            "has no file to load it from: save it as a tokenizer.json (tokenizers.Tokenizer.save) and "
-            "pass that path"
-        )
-    raise TypeError(
-        f"cannot use {type(tokenizer).__name__} as a tokenizer: expected a spec string or path, or a "
-        "tokshuf.Tokenizer loaded from one"
-    )
 
 
 def tiktoken_encoding(name: str) -> Any:

@@ -173,7 +173,7 @@ def _instances(r: Any) -> list[str]:
 def render(report: Any) -> str:
     """One report as text."""
     if report.kind == "checkpoint":
-        from tokshuf.stream.inspect import render as render_checkpoint
+        from tokshuf._inspect.checkpoint import render as render_checkpoint
 
         return render_checkpoint(report.summary)
     return "\n".join(

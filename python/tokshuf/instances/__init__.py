@@ -13,11 +13,33 @@ and cached on disk:
 without the GIL. :mod:`tokshuf.instances.torch` adapts them to ``torch.utils.data``.
 """
 
-from tokshuf.instances.concat import FSLDataset
-from tokshuf.instances.interleaved import InterleavedFSLDataset
-from tokshuf.instances.packed import PackedFSLDataset
-from tokshuf.instances.padded import PaddedFSLDataset
-from tokshuf.instances.vsl import VSLCurriculum, VSLDataset, VSLEpoch
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tokshuf._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from tokshuf.instances.concat import FSLDataset
+    from tokshuf.instances.interleaved import InterleavedFSLDataset
+    from tokshuf.instances.packed import PackedFSLDataset
+    from tokshuf.instances.padded import PaddedFSLDataset
+    from tokshuf.instances.vsl import VSLCurriculum, VSLDataset, VSLEpoch
+
+# Imported on first use, so that the command line reads the datasets' options
+# (tokshuf.instances._options) without numpy.
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "FSLDataset": "tokshuf.instances.concat",
+        "InterleavedFSLDataset": "tokshuf.instances.interleaved",
+        "PackedFSLDataset": "tokshuf.instances.packed",
+        "PaddedFSLDataset": "tokshuf.instances.padded",
+        "VSLCurriculum": "tokshuf.instances.vsl",
+        "VSLDataset": "tokshuf.instances.vsl",
+        "VSLEpoch": "tokshuf.instances.vsl",
+    },
+)
 
 __all__ = [
     "FSLDataset",

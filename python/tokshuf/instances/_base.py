@@ -4,9 +4,10 @@ pickling by path."""
 from __future__ import annotations
 
 import copy
+import inspect
 import operator
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -14,23 +15,31 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _cache, _core, _limits
-from tokshuf._deprecation import renamed_attribute
+from tokshuf._deprecation import renamed_attribute, renamed_parameters
 from tokshuf.errors import ConfigError
+from tokshuf.instances._options import (
+    OPTIONS_DOC,
+    InstanceOptions,
+    PathLike,
+    signature_with_options,
+    with_defaults,
+)
 from tokshuf.instances._sources import Source, resolve_sources
 from tokshuf.olmo_tokens import BOUNDARIES, Boundaries
 
 __all__ = ["InstanceDataset"]
 
-PathLike = str | os.PathLike[str]
 Batch = dict[str, Any]
 
 
 class InstanceDataset:
     """Base of the map-style instance datasets (``len(ds)``, ``ds[i] -> dict``, ``get_batch``).
 
-    Subclasses build their index arrays in ``_open`` and return the Rust reader. Instances pickle
-    by their arguments: a DataLoader worker reopens the memory maps and finds the index in the
-    cache instead of rebuilding it.
+    Subclasses build their index arrays in ``_open`` and return the Rust reader. Their
+    ``__init__`` takes its own keywords and the shared ``**options`` (:class:`InstanceOptions`);
+    each subclass gets the options' documentation, their old names and a signature that spells
+    them out here. Instances pickle by their arguments: a DataLoader worker reopens the memory
+    maps and finds the index in the cache instead of rebuilding it.
     """
 
     #: Whether instances carry a ``label_mask`` (False on padding).
@@ -39,22 +48,30 @@ class InstanceDataset:
     work_dir = renamed_attribute[Path]("cache_dir")
     threads = renamed_attribute[int | None]("num_threads")
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__doc__:
+            cls.__doc__ = f"{inspect.cleandoc(cls.__doc__)}\n\n{OPTIONS_DOC}"
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            wrapped = renamed_parameters(work_dir="cache_dir", threads="num_threads")(init)
+            wrapped.__signature__ = signature_with_options(init)  # type: ignore[attr-defined]
+            cls.__init__ = wrapped  # type: ignore[method-assign]
+
     def __init__(
         self,
-        *paths: PathLike,
+        paths: tuple[PathLike, ...],
         sequence_length: int,
-        pad_token_id: int,
-        eos_token_id: int,
-        bos_token_id: int | None = None,
-        vocab_size: int | None = None,
-        dtype: npt.DTypeLike | None = None,
-        document_boundaries: Boundaries = "auto",
-        label_mask_paths: Sequence[PathLike] | None = None,
-        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        cache_dir: PathLike | None = None,
-        num_threads: int | None = None,
-        **strategy: Any,
+        strategy: Mapping[str, Any],
+        options: InstanceOptions,
     ) -> None:
+        """A subclass's ``paths``, window length, own arguments (kept to pickle it by, with the
+        rest) and ``**options``."""
+        o = with_defaults(options, type(self).__name__)
+        pad_token_id, eos_token_id, bos_token_id = o["pad_token_id"], o["eos_token_id"], o["bos_token_id"]
+        vocab_size, dtype, num_threads = o["vocab_size"], o["dtype"], o["num_threads"]
+        document_boundaries, cache_dir = o["document_boundaries"], o["cache_dir"]
+        label_mask_paths, metadata = o["label_mask_paths"], o["metadata"]
         # The command line's rules (tokshuf._limits), checked before anything is read or
         # allocated; numpy integers become Python ints (they go into the cache key's JSON).
         sequence_length = _limits.sequence_length(sequence_length)

@@ -38,4 +38,7 @@ def open_strategy(strategy: str, paths: Sequence[str], arguments: Mapping[str, A
     """The dataset of ``strategy`` over ``paths``, with its class's keyword ``arguments``."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"unknown instance strategy {strategy!r}: expected one of {list(STRATEGIES)}")
-    return STRATEGIES[strategy](*paths, **arguments)
+    # Each class takes its own keywords (and the shared options), which ``arguments`` holds.
+    cls: Any = STRATEGIES[strategy]
+    dataset: InstanceDataset = cls(*paths, **arguments)
+    return dataset

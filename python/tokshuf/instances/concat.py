@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _core, _limits
-from tokshuf._deprecation import renamed_parameters
-from tokshuf.instances._base import InstanceDataset, PathLike
-from tokshuf.olmo_tokens import Boundaries
+from tokshuf.instances._base import InstanceDataset
+from tokshuf.instances._options import InstanceOptions, PathLike
 
 __all__ = ["FSLDataset"]
 
@@ -33,41 +31,22 @@ class FSLDataset(InstanceDataset):
     Parameters
     ----------
     *paths
-        OLMo token files (``dtype`` or ``vocab_size`` needed) or ``.bin/.idx`` prefixes.
-    sequence_length, pad_token_id, eos_token_id, bos_token_id, vocab_size, dtype
-        As in OLMo-core. ``bos_token_id`` switches the EOS scan to OLMo's EOS-followed-by-BOS
-        rule.
-    document_boundaries
-        For token files: ``"auto"`` (Dolma metadata if present, else EOS scan), ``"eos"`` or
-        ``"metadata"``. ``.bin/.idx`` documents always come from the index. OLMo-core's default
-        is the EOS scan; ``"auto"`` warns when the metadata it takes disagrees with one (see
-        ``docs/olmo-instances.md``).
-    cache_dir
-        Root of the caches; the index arrays go to ``<cache_dir>/instances/`` (default:
-        ``$TOKSHUF_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokshuf``, else ``~/.cache/tokshuf``).
-    num_threads
-        Threads for scans and batch reads (default: ``$TOKSHUF_NUM_THREADS`` or all CPUs).
+        OLMo token files or ``.bin/.idx`` prefixes (as for every dataset here).
+    sequence_length
+        Tokens per instance, as in OLMo-core.
+    generate_doc_lengths, max_target_sequence_length
+        See above.
     """
 
     _label_mask = False
 
-    @renamed_parameters(work_dir="cache_dir", threads="num_threads")
     def __init__(
         self,
         *paths: PathLike,
         sequence_length: int,
-        pad_token_id: int,
-        eos_token_id: int,
-        bos_token_id: int | None = None,
-        vocab_size: int | None = None,
-        dtype: npt.DTypeLike | None = None,
         generate_doc_lengths: bool = False,
         max_target_sequence_length: int | None = None,
-        document_boundaries: Boundaries = "auto",
-        label_mask_paths: Sequence[PathLike] | None = None,
-        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        cache_dir: PathLike | None = None,
-        num_threads: int | None = None,
+        **options: Unpack[InstanceOptions],
     ) -> None:
         self.generate_doc_lengths = generate_doc_lengths
         self.max_target_sequence_length = _limits.integer(
@@ -77,22 +56,11 @@ class FSLDataset(InstanceDataset):
             _limits.MAX_SEQUENCE_LENGTH,
             optional=True,
         )
-        super().__init__(
-            *paths,
-            sequence_length=sequence_length,
-            pad_token_id=pad_token_id,
-            eos_token_id=eos_token_id,
-            bos_token_id=bos_token_id,
-            vocab_size=vocab_size,
-            dtype=dtype,
-            document_boundaries=document_boundaries,
-            label_mask_paths=label_mask_paths,
-            metadata=metadata,
-            cache_dir=cache_dir,
-            num_threads=num_threads,
-            generate_doc_lengths=generate_doc_lengths,
-            max_target_sequence_length=self.max_target_sequence_length,
-        )
+        strategy = {
+            "generate_doc_lengths": generate_doc_lengths,
+            "max_target_sequence_length": self.max_target_sequence_length,
+        }
+        super().__init__(paths, sequence_length, strategy, options)
 
     def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         return np.searchsorted(np.cumsum(self.instances_per_file), idx, side="right").astype(np.int64)

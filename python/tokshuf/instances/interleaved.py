@@ -5,19 +5,18 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core, _limits
 from tokshuf._cache import cached
-from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
-from tokshuf.instances._base import InstanceDataset, PathLike
+from tokshuf.instances._base import InstanceDataset
+from tokshuf.instances._options import InstanceOptions, PathLike
 from tokshuf.instances._seeds import check_seed, seed_entropy
 from tokshuf.instances.padded import padded_spans
-from tokshuf.olmo_tokens import Boundaries
 
 __all__ = ["InterleavedFSLDataset"]
 
@@ -49,25 +48,15 @@ class InterleavedFSLDataset(InstanceDataset):
     multiple of ``docs_per_instance`` or of ``chunks_per_doc``, or when a file has no document.
     """
 
-    @renamed_parameters(work_dir="cache_dir", threads="num_threads")
     def __init__(
         self,
         *paths: PathLike,
         sequence_length: int,
-        pad_token_id: int,
-        eos_token_id: int,
         seed: int,
         docs_per_instance: int,
         chunks_per_doc: int,
-        bos_token_id: int | None = None,
-        vocab_size: int | None = None,
-        dtype: npt.DTypeLike | None = None,
         interleaving_exempt_paths: Sequence[PathLike] | None = None,
-        document_boundaries: Boundaries = "auto",
-        label_mask_paths: Sequence[PathLike] | None = None,
-        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        cache_dir: PathLike | None = None,
-        num_threads: int | None = None,
+        **options: Unpack[InstanceOptions],
     ) -> None:
         sequence_length = _limits.sequence_length(sequence_length)
         docs_per_instance = _limits.integer(docs_per_instance, "docs_per_instance", 1)
@@ -88,24 +77,13 @@ class InterleavedFSLDataset(InstanceDataset):
         self.chunks_per_doc = chunks_per_doc
         exempt = [os.fspath(p) for p in interleaving_exempt_paths or ()]
         self.interleaving_exempt_paths = exempt
-        super().__init__(
-            *paths,
-            sequence_length=sequence_length,
-            pad_token_id=pad_token_id,
-            eos_token_id=eos_token_id,
-            bos_token_id=bos_token_id,
-            vocab_size=vocab_size,
-            dtype=dtype,
-            document_boundaries=document_boundaries,
-            label_mask_paths=label_mask_paths,
-            metadata=metadata,
-            cache_dir=cache_dir,
-            num_threads=num_threads,
-            seed=seed,
-            docs_per_instance=docs_per_instance,
-            chunks_per_doc=chunks_per_doc,
-            interleaving_exempt_paths=exempt or None,
-        )
+        strategy = {
+            "seed": seed,
+            "docs_per_instance": docs_per_instance,
+            "chunks_per_doc": chunks_per_doc,
+            "interleaving_exempt_paths": exempt or None,
+        }
+        super().__init__(paths, sequence_length, strategy, options)
 
     def _exempt_sources(self) -> list[bool]:
         wanted = {str(Path(p).resolve()) for p in self.interleaving_exempt_paths}

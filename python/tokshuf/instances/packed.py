@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core, _limits
 from tokshuf._cache import cached
-from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
-from tokshuf.instances._base import InstanceDataset, PathLike
-from tokshuf.instances.padded import LongDocStrategy
-from tokshuf.olmo_tokens import Boundaries
+from tokshuf.instances._base import InstanceDataset
+from tokshuf.instances._options import (
+    LONG_DOC_STRATEGY,
+    SOURCE_GROUP_SIZE,
+    InstanceOptions,
+    LongDocStrategy,
+    PathLike,
+)
 
 __all__ = ["PackedFSLDataset"]
 
@@ -56,25 +59,15 @@ class PackedFSLDataset(InstanceDataset):
       split at EOS tokens inside them, whatever the special tokens are.
     """
 
-    @renamed_parameters(work_dir="cache_dir", threads="num_threads")
     def __init__(
         self,
         *paths: PathLike,
         sequence_length: int,
-        pad_token_id: int,
-        eos_token_id: int,
-        bos_token_id: int | None = None,
-        vocab_size: int | None = None,
-        dtype: npt.DTypeLike | None = None,
         generate_doc_lengths: bool = False,
         doc_lens_rule: DocLensRule = "olmo",
-        long_doc_strategy: LongDocStrategy = "truncate",
-        source_group_size: int = 1,
-        document_boundaries: Boundaries = "auto",
-        label_mask_paths: Sequence[PathLike] | None = None,
-        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        cache_dir: PathLike | None = None,
-        num_threads: int | None = None,
+        long_doc_strategy: LongDocStrategy = LONG_DOC_STRATEGY,
+        source_group_size: int = SOURCE_GROUP_SIZE,
+        **options: Unpack[InstanceOptions],
     ) -> None:
         source_group_size = _limits.integer(source_group_size, "source_group_size", 1)
         if doc_lens_rule not in ("olmo", "packing"):
@@ -83,24 +76,13 @@ class PackedFSLDataset(InstanceDataset):
         self.doc_lens_rule: DocLensRule = doc_lens_rule
         self.long_doc_strategy: LongDocStrategy = long_doc_strategy
         self.source_group_size = source_group_size
-        super().__init__(
-            *paths,
-            sequence_length=sequence_length,
-            pad_token_id=pad_token_id,
-            eos_token_id=eos_token_id,
-            bos_token_id=bos_token_id,
-            vocab_size=vocab_size,
-            dtype=dtype,
-            document_boundaries=document_boundaries,
-            label_mask_paths=label_mask_paths,
-            metadata=metadata,
-            cache_dir=cache_dir,
-            num_threads=num_threads,
-            generate_doc_lengths=generate_doc_lengths,
-            doc_lens_rule=doc_lens_rule,
-            long_doc_strategy=long_doc_strategy,
-            source_group_size=source_group_size,
-        )
+        strategy = {
+            "generate_doc_lengths": generate_doc_lengths,
+            "doc_lens_rule": doc_lens_rule,
+            "long_doc_strategy": long_doc_strategy,
+            "source_group_size": source_group_size,
+        }
+        super().__init__(paths, sequence_length, strategy, options)
 
     def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         first_doc = self.documents_by_instance[self.instance_offsets[idx].astype(np.int64)].astype(np.int64)

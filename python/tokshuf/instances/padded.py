@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Unpack
 
 import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core
 from tokshuf._cache import cached
-from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
-from tokshuf.instances._base import InstanceDataset, PathLike
-from tokshuf.olmo_tokens import Boundaries
+from tokshuf.instances._base import InstanceDataset
+from tokshuf.instances._options import LONG_DOC_STRATEGY, InstanceOptions, LongDocStrategy, PathLike
 
 __all__ = ["PaddedFSLDataset"]
-
-LongDocStrategy = Literal["truncate", "fragment"]
 
 
 def padded_spans(
@@ -55,42 +51,18 @@ class PaddedFSLDataset(InstanceDataset):
     that ends without EOS, which the BOS rule leaves out). A file without a document (no EOS)
     raises :class:`~tokshuf.ConfigError`, as in OLMo-core.
 
-    Other parameters as in :class:`~tokshuf.instances.FSLDataset`.
+    ``paths`` and ``sequence_length`` as in :class:`~tokshuf.instances.FSLDataset`.
     """
 
-    @renamed_parameters(work_dir="cache_dir", threads="num_threads")
     def __init__(
         self,
         *paths: PathLike,
         sequence_length: int,
-        pad_token_id: int,
-        eos_token_id: int,
-        bos_token_id: int | None = None,
-        vocab_size: int | None = None,
-        dtype: npt.DTypeLike | None = None,
-        long_doc_strategy: LongDocStrategy = "truncate",
-        document_boundaries: Boundaries = "auto",
-        label_mask_paths: Sequence[PathLike] | None = None,
-        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        cache_dir: PathLike | None = None,
-        num_threads: int | None = None,
+        long_doc_strategy: LongDocStrategy = LONG_DOC_STRATEGY,
+        **options: Unpack[InstanceOptions],
     ) -> None:
         self.long_doc_strategy: LongDocStrategy = long_doc_strategy
-        super().__init__(
-            *paths,
-            sequence_length=sequence_length,
-            pad_token_id=pad_token_id,
-            eos_token_id=eos_token_id,
-            bos_token_id=bos_token_id,
-            vocab_size=vocab_size,
-            dtype=dtype,
-            document_boundaries=document_boundaries,
-            label_mask_paths=label_mask_paths,
-            metadata=metadata,
-            cache_dir=cache_dir,
-            num_threads=num_threads,
-            long_doc_strategy=long_doc_strategy,
-        )
+        super().__init__(paths, sequence_length, {"long_doc_strategy": long_doc_strategy}, options)
 
     def _source_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         return self._source_of_tokens(self.spans[idx, 0])

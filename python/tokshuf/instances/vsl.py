@@ -4,20 +4,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import numpy as np
 import numpy.typing as npt
 
 from tokshuf import _arrays, _core, _limits
 from tokshuf._cache import cached
-from tokshuf._deprecation import renamed_parameters
 from tokshuf.errors import ConfigError
-from tokshuf.instances._base import InstanceDataset, PathLike
+from tokshuf.instances._base import InstanceDataset
+from tokshuf.instances._options import MIN_SEQUENCE_LENGTH, InstanceOptions, PathLike
 from tokshuf.instances._seeds import check_seed, seed_entropy
-from tokshuf.olmo_tokens import Boundaries
 
 __all__ = ["VSLCurriculum", "VSLDataset", "VSLEpoch"]
 
@@ -113,23 +111,13 @@ class VSLDataset(InstanceDataset):
 
     _label_mask = False
 
-    @renamed_parameters(work_dir="cache_dir", threads="num_threads")
     def __init__(
         self,
         *paths: PathLike,
         max_sequence_length: int,
-        pad_token_id: int,
-        eos_token_id: int,
-        min_sequence_length: int = 256,
+        min_sequence_length: int = MIN_SEQUENCE_LENGTH,
         curriculum: VSLCurriculum | None = None,
-        bos_token_id: int | None = None,
-        vocab_size: int | None = None,
-        dtype: npt.DTypeLike | None = None,
-        document_boundaries: Boundaries = "auto",
-        label_mask_paths: Sequence[PathLike] | None = None,
-        metadata: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        cache_dir: PathLike | None = None,
-        num_threads: int | None = None,
+        **options: Unpack[InstanceOptions],
     ) -> None:
         min_sequence_length = _limits.sequence_length(min_sequence_length, "min_sequence_length")
         max_sequence_length = _limits.sequence_length(max_sequence_length, "max_sequence_length")
@@ -147,22 +135,8 @@ class VSLDataset(InstanceDataset):
         self.min_sequence_length = min_sequence_length
         self.max_sequence_length = max_sequence_length
         self.curriculum = curriculum or VSLCurriculum()
-        super().__init__(
-            *paths,
-            sequence_length=max_sequence_length,
-            pad_token_id=pad_token_id,
-            eos_token_id=eos_token_id,
-            bos_token_id=bos_token_id,
-            vocab_size=vocab_size,
-            dtype=dtype,
-            document_boundaries=document_boundaries,
-            label_mask_paths=label_mask_paths,
-            metadata=metadata,
-            cache_dir=cache_dir,
-            num_threads=num_threads,
-            min_sequence_length=min_sequence_length,
-            curriculum=self.curriculum,
-        )
+        strategy = {"min_sequence_length": min_sequence_length, "curriculum": self.curriculum}
+        super().__init__(paths, max_sequence_length, strategy, options)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         args = dict(state)

@@ -14,13 +14,15 @@ Pieces, from the data up:
 
 from typing import Any
 
+from tokshuf._deprecation import moved_module
+from tokshuf._inspect import checkpoint as _checkpoint
+from tokshuf._inspect.checkpoint import render, summarize
 from tokshuf.stream.checkpoint import commit, load_state, save_state
 from tokshuf.stream.config import LoaderConfig, build_dataloader, build_stream
 from tokshuf.stream.handlers import FileHandler, HandlerReader, IndexedHandler, NpyHandler, register_handler
 from tokshuf.stream.handlers_arrow import ArrowHandler
 from tokshuf.stream.handlers_parquet import ParquetHandler
 from tokshuf.stream.handlers_tar import TarHandler
-from tokshuf.stream.inspect import render, summarize
 from tokshuf.stream.mix import MixPhase
 from tokshuf.stream.sources import SubDataset
 from tokshuf.stream.state import merge_states, worker_tables
@@ -55,6 +57,9 @@ __all__ = [
     "summarize",
     "worker_tables",
 ]
+
+# Checkpoint summaries live with the other inspect reports; their old module still imports.
+moved_module("tokshuf.stream.inspect", _checkpoint, "tokshuf.stream")
 
 
 def __getattr__(name: str) -> Any:

@@ -88,15 +88,15 @@ impl PyBpeEncoder {
     }
 
     /// `(ids, offsets)` of many texts as arrays numpy views in place (uint32 ids, int64 offsets),
-    /// encoded on `threads` threads.
-    #[pyo3(signature = (texts, threads=None))]
+    /// encoded on `num_threads` threads.
+    #[pyo3(signature = (texts, num_threads=None))]
     fn encode_batch(
         &self,
         py: Python<'_>,
         texts: Vec<Bound<'_, PyString>>,
-        threads: Option<usize>,
+        num_threads: Option<usize>,
     ) -> PyResult<(PyIndexArray, PyIndexArray)> {
-        Ok(flat_arrays(encode_texts(py, self.inner.as_ref(), &texts, threads)?))
+        Ok(flat_arrays(encode_texts(py, self.inner.as_ref(), &texts, num_threads)?))
     }
 
     /// `{token bytes: id}` of the BPE tokens (tiktoken's `mergeable_ranks` for its encodings).

@@ -1,15 +1,15 @@
 //! Index arrays (owned or mapped from `.npy`) exposed to numpy without a copy:
 //! `np.frombuffer(arr, arr.dtype).reshape(arr.shape)`; the view's `base` keeps the array alive.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::path::PathBuf;
 
-use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use tokshuf_core::megatron::{npy, ElemType, IndexArray, Owned};
 use tokshuf_core::Error;
 
+use crate::buffer::export_read_only;
 use crate::errors::IntoPyResult;
 
 /// A read-only int16/int32/uint32/int64 array held by the native module.
@@ -89,27 +89,10 @@ impl PyIndexArray {
     }
 
     /// # Safety
-    /// `view` is the `Py_buffer` CPython hands to `bf_getbuffer`. The bytes stay valid while `slf`
-    /// lives (the array is immutable; `PyBuffer_FillInfo` stores a strong reference in `view.obj`).
+    /// `view` is the `Py_buffer` CPython hands to `bf_getbuffer` (see [`export_read_only`]).
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
-            return Err(PyBufferError::new_err("index arrays are read-only"));
-        }
         let bytes = slf.get().inner.bytes();
-        // SAFETY: see the method's safety section; the buffer is exported read-only.
-        let rc = unsafe {
-            ffi::PyBuffer_FillInfo(
-                view,
-                slf.as_ptr(),
-                bytes.as_ptr() as *mut c_void,
-                bytes.len() as ffi::Py_ssize_t,
-                1,
-                flags,
-            )
-        };
-        if rc == -1 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        Ok(())
+        // SAFETY: the array is immutable and lives as long as `slf`.
+        unsafe { export_read_only(slf.as_any(), bytes, view, flags, "index arrays are read-only") }
     }
 }

@@ -297,17 +297,17 @@ impl PyIndexWriter {
     }
 }
 
-/// Concatenate datasets into `output` (every input must share one dtype); with `summary`, the
-/// counts are also written there as JSON, committed with the pair.
+/// Concatenate datasets into `output_prefix` (every input must share one dtype); with
+/// `summary_path`, the counts are also written there as JSON, committed with the pair.
 #[pyfunction]
-#[pyo3(signature = (prefixes, output, summary=None))]
+#[pyo3(signature = (prefixes, output_prefix, summary_path=None))]
 fn merge<'py>(
     py: Python<'py>,
     prefixes: Vec<PathBuf>,
-    output: PathBuf,
-    summary: Option<PathBuf>,
+    output_prefix: PathBuf,
+    summary_path: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let summary = run_detached(py, |_| indexed::merge(&prefixes, &output, summary.as_deref()))?;
+    let summary = run_detached(py, |_| indexed::merge(&prefixes, &output_prefix, summary_path.as_deref()))?;
     summary_dict(py, &summary)
 }
 

@@ -83,15 +83,15 @@ fn padded_instances(
 
 /// OBFD-pack each group of document spans; returns (documents, offsets, document ids).
 #[pyfunction]
-#[pyo3(signature = (groups, sequence_length, threads=None))]
+#[pyo3(signature = (groups, sequence_length, num_threads=None))]
 fn pack_documents(
     py: Python<'_>,
     groups: Vec<PyBuffer<u64>>,
     sequence_length: u64,
-    threads: Option<usize>,
+    num_threads: Option<usize>,
 ) -> PyResult<(PyMappedBuffer, PyMappedBuffer, PyMappedBuffer)> {
     let groups = groups.iter().map(|g| spans_in(py, g)).collect::<PyResult<Vec<_>>>()?;
-    let p = run_detached(py, |cancel| packed::pack_groups(&groups, sequence_length, threads, cancel))?;
+    let p = run_detached(py, |cancel| packed::pack_groups(&groups, sequence_length, num_threads, cancel))?;
     Ok((spans_out(&p.docs), u64_out(&p.offsets), u64_out(&p.doc_ids)))
 }
 
@@ -302,7 +302,7 @@ impl PyInstanceReader {
     /// Fill `input_ids` (int64, `len(indices) × width`) and `label_mask` (uint8 view of a bool
     /// array, same shape) for `indices` (uint64); returns `(doc_lens int32, counts uint32)`
     /// buffers when `doc_lens`, else None.
-    #[pyo3(signature = (indices, input_ids, label_mask=None, doc_lens=false, threads=None))]
+    #[pyo3(signature = (indices, input_ids, label_mask=None, doc_lens=false, num_threads=None))]
     fn fill(
         &self,
         py: Python<'_>,
@@ -310,7 +310,7 @@ impl PyInstanceReader {
         input_ids: PyBuffer<i64>,
         label_mask: Option<PyBuffer<u8>>,
         doc_lens: bool,
-        threads: Option<usize>,
+        num_threads: Option<usize>,
     ) -> PyResult<Option<(PyMappedBuffer, PyMappedBuffer)>> {
         let idx = indices.to_vec(py)?;
         if input_ids.dimensions() != 2 {
@@ -324,7 +324,7 @@ impl PyInstanceReader {
                 // SAFETY: `input_ids` and `label_mask` are held until this returns; they are
                 // distinct arrays (different dtypes) written by this call only.
                 let (ids, mask) = unsafe { (ids.slice(), mask.map(|m| m.slice())) };
-                self.inner.fill(&idx, width, ids, mask, doc_lens, threads)
+                self.inner.fill(&idx, width, ids, mask, doc_lens, num_threads)
             })
             .into_py(py)?;
         Ok(doc_lens.then(|| (i32_out(&lens.lens), u32_out(&lens.counts))))

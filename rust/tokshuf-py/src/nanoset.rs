@@ -251,13 +251,13 @@ impl PySampleReader {
 
     /// Fill `out` (a writable, C-contiguous int64 buffer of `len(ks) × width` elements) with
     /// samples `ks` (negative counts from the end), in parallel with the GIL released.
-    #[pyo3(signature = (ks, out, threads=None))]
+    #[pyo3(signature = (ks, out, num_threads=None))]
     fn get_batch(
         &self,
         py: Python<'_>,
         ks: &Bound<'_, PyAny>,
         out: PyBuffer<i64>,
-        threads: Option<usize>,
+        num_threads: Option<usize>,
     ) -> PyResult<()> {
         let ks = indices(ks)?;
         let src = &*self.inner;
@@ -277,7 +277,7 @@ impl PySampleReader {
             // concurrent writers from other Python threads would be the caller's data race, as
             // with any buffer-filling C extension.
             let dst = unsafe { std::slice::from_raw_parts_mut(addr as *mut i64, n) };
-            reader::read_batch(src, &ks, dst, threads)
+            reader::read_batch(src, &ks, dst, num_threads)
         })
         .into_py(py)
     }

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use tokshuf_core::preprocess::{preprocess as run_preprocess, ErrorPolicy, PreprocessConfig};
+use pyo3::types::PyDict;
+use tokshuf_core::preprocess::{preprocess as run_preprocess, ErrorPolicy, PreprocessConfig, DEFAULT_JSON_KEYS};
 use tokshuf_core::progress::ProgressStyle;
 use tokshuf_core::read::{expand_inputs, INPUT_EXTENSIONS};
 use tokshuf_core::{DType, Error};
@@ -32,12 +33,35 @@ fn expand_input_paths(py: Python<'_>, inputs: Vec<String>) -> PyResult<Vec<PathB
     run_detached(py, move |_| expand_inputs(&inputs, INPUT_EXTENSIONS).map(|i| i.files))
 }
 
-/// Tokenize JSON lines into `{output_prefix}_{key}_document.bin/.idx`; returns the run summary as JSON.
+/// The defaults of `preprocess`'s options, by their public names: the core's config is their one
+/// declaration, read by the Python API and the command line through `_core.defaults("preprocess")`.
+pub fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let cfg = PreprocessConfig::new(Vec::new(), PathBuf::new(), Vec::new());
+    let d = PyDict::new(py);
+    d.set_item("json_keys", DEFAULT_JSON_KEYS)?;
+    d.set_item("append_eod", cfg.append_eod)?;
+    d.set_item("dtype", cfg.dtype.map(|t| t.name()))?;
+    d.set_item("on_error", cfg.on_error.name())?;
+    d.set_item("partitions", cfg.partitions)?;
+    d.set_item("sentence_lists", cfg.sentence_lists)?;
+    d.set_item("batch_bytes", cfg.batch_bytes)?;
+    d.set_item("max_line_bytes", cfg.max_line_bytes)?;
+    Ok(d)
+}
+
+/// Where the summary goes: `True` beside the outputs, `False` nowhere, or a path.
+#[derive(FromPyObject)]
+enum SummaryTarget {
+    Beside(bool),
+    At(PathBuf),
+}
+
+/// Tokenize JSON lines into `{output_prefix}_{key}_document.bin/.idx`; returns the run summary as
+/// JSON. Every option is given: their defaults are [`defaults`]'.
 #[pyfunction]
 #[pyo3(signature = (
-    inputs, output_prefix, tokenizer, json_keys, *, append_eod=false, dtype=None, workers=None,
-    on_error="fail", partitions=1, batch_bytes=1048576, max_line_bytes=1073741824, sentence_lists=true,
-    progress="none", write_summary=true, summary_path=None, shard=None,
+    inputs, output_prefix, tokenizer, json_keys, *, append_eod, dtype, num_threads, on_error,
+    partitions, batch_bytes, max_line_bytes, sentence_lists, progress, summary, shard,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn preprocess(
@@ -48,15 +72,14 @@ fn preprocess(
     json_keys: Vec<String>,
     append_eod: bool,
     dtype: Option<&str>,
-    workers: Option<usize>,
+    num_threads: Option<usize>,
     on_error: &str,
     partitions: usize,
     batch_bytes: usize,
     max_line_bytes: usize,
     sentence_lists: bool,
     progress: &str,
-    write_summary: bool,
-    summary_path: Option<PathBuf>,
+    summary: SummaryTarget,
     shard: Option<String>,
 ) -> PyResult<String> {
     let dtype = dtype.filter(|d| *d != "auto").map(str::parse::<DType>).transpose().into_py(py)?;
@@ -69,17 +92,17 @@ fn preprocess(
         cfg.scan = inputs.scan;
         cfg.append_eod = append_eod;
         cfg.dtype = dtype;
-        cfg.workers = workers.unwrap_or_else(tokshuf_core::parallel::default_threads);
+        cfg.workers = num_threads.unwrap_or_else(tokshuf_core::parallel::default_threads);
         cfg.on_error = on_error;
         cfg.partitions = partitions;
         cfg.batch_bytes = batch_bytes;
         cfg.max_line_bytes = max_line_bytes;
         cfg.sentence_lists = sentence_lists;
         cfg.progress = progress;
-        if !write_summary {
-            cfg.summary_path = None;
-        } else if summary_path.is_some() {
-            cfg.summary_path = summary_path;
+        match summary {
+            SummaryTarget::Beside(true) => {}
+            SummaryTarget::Beside(false) => cfg.summary_path = None,
+            SummaryTarget::At(path) => cfg.summary_path = Some(path),
         }
         if let Some(task) = shard {
             cfg = cfg.for_task(task.parse()?)?;

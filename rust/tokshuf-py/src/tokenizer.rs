@@ -52,26 +52,27 @@ fn load(
 #[pymethods]
 impl PyTokenizer {
     #[new]
-    #[pyo3(signature = (spec, eod_id=None, special_tokens=None))]
+    #[pyo3(signature = (spec, eos_token_id=None, special_tokens=None))]
     fn new(
         py: Python<'_>,
         spec: &str,
-        eod_id: Option<u32>,
+        eos_token_id: Option<u32>,
         special_tokens: Option<Vec<(String, u32)>>,
     ) -> PyResult<Self> {
         let spec = spec.to_string();
-        let inner =
-            py.detach(|| TokenizerSpec::parse(&spec).and_then(|s| load(s, eod_id, special_tokens))).into_py(py)?;
+        let inner = py
+            .detach(|| TokenizerSpec::parse(&spec).and_then(|s| load(s, eos_token_id, special_tokens)))
+            .into_py(py)?;
         Ok(Self { inner, spec })
     }
 
     /// A Hugging Face tokenizer from its JSON (`tokenizers.Tokenizer.to_str()`).
     #[staticmethod]
-    #[pyo3(signature = (json, origin="tokenizers.Tokenizer", eod_id=None))]
-    fn from_hf_json(py: Python<'_>, json: String, origin: &str, eod_id: Option<u32>) -> PyResult<Self> {
+    #[pyo3(signature = (json, origin="tokenizers.Tokenizer", eos_token_id=None))]
+    fn from_hf_json(py: Python<'_>, json: String, origin: &str, eos_token_id: Option<u32>) -> PyResult<Self> {
         let origin = origin.to_string();
         let spec = TokenizerSpec::HfJson { json, origin: origin.clone() };
-        let inner = py.detach(|| load(spec, eod_id, None)).into_py(py)?;
+        let inner = py.detach(|| load(spec, eos_token_id, None)).into_py(py)?;
         Ok(Self { inner, spec: origin })
     }
 
@@ -81,7 +82,7 @@ impl PyTokenizer {
     }
 
     #[getter]
-    fn eod_id(&self) -> Option<u32> {
+    fn eos_token_id(&self) -> Option<u32> {
         self.inner.eod_id()
     }
 

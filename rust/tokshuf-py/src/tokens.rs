@@ -26,19 +26,19 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// `(start, end)` of every document of an OLMo token file, by scanning for EOS (and BOS).
 #[pyfunction]
-#[pyo3(signature = (path, dtype, eos_token_id, bos_token_id=None, threads=None))]
+#[pyo3(signature = (path, dtype, eos_token_id, bos_token_id=None, num_threads=None))]
 fn scan_documents(
     py: Python<'_>,
     path: PathBuf,
     dtype: &str,
     eos_token_id: u64,
     bos_token_id: Option<u64>,
-    threads: Option<usize>,
+    num_threads: Option<usize>,
 ) -> PyResult<PyMappedBuffer> {
     let ty: TokenType = dtype.parse().into_py(py)?;
     let spans = run_detached(py, |cancel| {
         let arr = TokenArray::open(&path, ty)?;
-        tokens::document_spans(&arr, eos_token_id, bos_token_id, threads, cancel)
+        tokens::document_spans(&arr, eos_token_id, bos_token_id, num_threads, cancel)
     })?;
     Ok(spans_out(&spans))
 }
@@ -71,15 +71,15 @@ fn write_metadata(py: Python<'_>, path: PathBuf, spans: PyBuffer<u64>, src: &str
 /// Copy an indexed dataset into an OLMo token file (and, given paths, its Dolma metadata and the
 /// run's summary), published as one set by `{output}.commit.json`; returns the documents' spans.
 #[pyfunction]
-#[pyo3(signature = (prefix, output, dtype, append_eos=None, metadata=None, summary=None))]
+#[pyo3(signature = (prefix, output, dtype, append_eos=None, metadata_path=None, summary_path=None))]
 fn convert_indexed(
     py: Python<'_>,
     prefix: PathBuf,
     output: PathBuf,
     dtype: &str,
     append_eos: Option<u64>,
-    metadata: Option<PathBuf>,
-    summary: Option<PathBuf>,
+    metadata_path: Option<PathBuf>,
+    summary_path: Option<PathBuf>,
 ) -> PyResult<PyMappedBuffer> {
     let ty: TokenType = dtype.parse().into_py(py)?;
     let src = prefix.to_string_lossy().into_owned();
@@ -87,7 +87,7 @@ fn convert_indexed(
         let inputs = [indexed::bin_path(&prefix), indexed::idx_path(&prefix)];
         let record_path = record::record_path(&output);
         let mut outputs = vec![output.clone(), record_path.clone()];
-        outputs.extend(metadata.iter().chain(summary.iter()).cloned());
+        outputs.extend(metadata_path.iter().chain(summary_path.iter()).cloned());
         check_outputs_are_not_inputs(&outputs, &inputs)?;
         if let Some(dir) = output.parent() {
             record::recover_dir(dir)?;
@@ -95,8 +95,8 @@ fn convert_indexed(
         let identity = record::listing_identity(&inputs)?;
         let ds = IndexedDataset::open(&prefix, None, Validate::Full)?;
         let also = tokens::ConvertOutputs {
-            metadata: metadata.as_deref().map(|m| (m, src.as_str())),
-            summary: summary.as_deref(),
+            metadata: metadata_path.as_deref().map(|m| (m, src.as_str())),
+            summary: summary_path.as_deref(),
             record: Some(RecordSpec {
                 path: record_path,
                 command: "olmo-convert".into(),

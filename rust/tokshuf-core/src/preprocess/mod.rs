@@ -36,6 +36,16 @@ pub enum ErrorPolicy {
     Skip,
 }
 
+impl ErrorPolicy {
+    /// The policy's name, as [`str::parse`] reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fail => "fail",
+            Self::Skip => "skip",
+        }
+    }
+}
+
 impl std::str::FromStr for ErrorPolicy {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
@@ -46,6 +56,9 @@ impl std::str::FromStr for ErrorPolicy {
         }
     }
 }
+
+/// Default JSON keys to tokenize.
+pub const DEFAULT_JSON_KEYS: &[&str] = &["text"];
 
 /// Options of one preprocessing run.
 #[derive(Debug, Clone)]

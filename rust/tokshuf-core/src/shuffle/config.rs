@@ -25,6 +25,10 @@ pub const DEFAULT_BUFFER_BYTES: usize = 32 << 20;
 pub const DEFAULT_GZIP_LEVEL: u8 = 1;
 /// The special-token conventions `--special-tokens` accepts.
 pub const SPECIAL_TOKEN_PRESETS: &[&str] = &["native", "dclm", "dclm-neox", "dclm-llama3"];
+/// Default special-token convention: the tokenizer's own end-of-text id (see [`resolve_special`]).
+pub const DEFAULT_SPECIAL_TOKENS: &str = "native";
+/// Default JSON key of the text.
+pub const DEFAULT_CONTENT_KEY: &str = "text";
 
 /// Options of one shuffle run.
 #[derive(Debug, Clone)]
@@ -90,7 +94,7 @@ impl ShuffleConfig {
             num_local_cells: DEFAULT_NUM_LOCAL_CELLS,
             seed: DEFAULT_SEED,
             threads: 1,
-            content_key: "text".into(),
+            content_key: DEFAULT_CONTENT_KEY.into(),
             special,
             on_error: ErrorPolicy::Fail,
             member_format: MemberFormat::JsonGz { level: DEFAULT_GZIP_LEVEL },

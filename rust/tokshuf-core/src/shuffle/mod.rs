@@ -35,8 +35,9 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 pub use config::{
-    resolve_special, ShuffleConfig, DEFAULT_BUFFER_BYTES, DEFAULT_GZIP_LEVEL, DEFAULT_NUM_LOCAL_CELLS, DEFAULT_SEED,
-    DEFAULT_SEQLEN, DEFAULT_WDS_CHUNK_SIZE, SPECIAL_TOKEN_PRESETS,
+    resolve_special, ShuffleConfig, DEFAULT_BUFFER_BYTES, DEFAULT_CONTENT_KEY, DEFAULT_GZIP_LEVEL,
+    DEFAULT_NUM_LOCAL_CELLS, DEFAULT_SEED, DEFAULT_SEQLEN, DEFAULT_SPECIAL_TOKENS, DEFAULT_WDS_CHUNK_SIZE,
+    SPECIAL_TOKEN_PRESETS,
 };
 pub use contexts::{Cutter, SpecialIds};
 pub use encode::{json_list, Encoder, MemberFormat};
