@@ -326,7 +326,7 @@ def test_corpus_samples(
     for name in TIKTOKEN:
         ids, offsets = (
             np.frombuffer(b, dt)
-            for b, dt in zip(ours[name].encode_batch(docs, threads=2), (np.uint32, np.int64), strict=True)
+            for b, dt in zip(ours[name].encode_batch(docs, num_threads=2), (np.uint32, np.int64), strict=True)
         )
         expected = reference[name].encode_ordinary_batch(docs, num_threads=2)
         bad = [i for i, e in enumerate(expected) if ids[offsets[i] : offsets[i + 1]].tolist() != e]
@@ -417,8 +417,8 @@ def test_lone_surrogates_are_rejected(ours: dict[str, BpeEncoder]) -> None:
 def test_batch_offsets_and_threads(ours: dict[str, BpeEncoder]) -> None:
     docs = ["", "hello", " world" * 1000, "中文", ""] * 50
     enc = ours["o200k_base"]
-    one = [bytes(b) for b in enc.encode_batch(docs, threads=1)]
-    two = [bytes(b) for b in enc.encode_batch(docs, threads=2)]
+    one = [bytes(b) for b in enc.encode_batch(docs, num_threads=1)]
+    two = [bytes(b) for b in enc.encode_batch(docs, num_threads=2)]
     assert one == two
     ids = np.frombuffer(one[0], np.uint32)
     offsets = np.frombuffer(one[1], np.int64)

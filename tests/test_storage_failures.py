@@ -595,7 +595,15 @@ def test_no_credential_reaches_any_output(tmp_path: Path) -> None:
     assert "X-Amz-Signature=***" in printed
     for marker in (*SECRETS.values(), *URL_SECRETS):
         assert marker not in printed, (marker, printed[max(0, printed.find(marker) - 300) :][:600])
-        assert marker not in written, marker
+        assert marker not in written, (
+            marker,
+            [
+                str(p)
+                for root in (out, tmp_path / "cache")
+                for p in root.rglob("*")
+                if p.is_file() and marker in p.read_text(errors="replace")
+            ],
+        )
 
 
 def test_redact_masks_credentials_in_any_text() -> None:

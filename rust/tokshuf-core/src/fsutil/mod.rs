@@ -72,6 +72,16 @@ impl Drop for TempFile {
     }
 }
 
+/// The bytes of a JSON file tokshuf writes (summaries, state): pretty, ending in a newline, with
+/// any credential masked (inputs, skip records and error messages are copied into them, and an
+/// input URL may carry a password or a signature).
+pub fn json_file_bytes(value: &impl serde::Serialize) -> Result<Vec<u8>> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| crate::Error::invalid(e.to_string()))?;
+    let mut bytes = crate::storage::redact(&text).into_owned().into_bytes();
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
 /// Write `bytes` to `target` atomically (temporary file, fsync, rename).
 pub fn write_atomic(target: impl Into<PathBuf>, bytes: &[u8]) -> Result<()> {
     let tmp = TempFile::new(target);

@@ -57,9 +57,7 @@ pub fn merge(prefixes: &[PathBuf], output: &Path, summary: Option<&Path>) -> Res
             "bin_bytes": written.bin_bytes,
             "idx_bytes": written.idx_bytes,
         });
-        let mut json = serde_json::to_vec_pretty(&counts).map_err(|e| Error::invalid(e.to_string()))?;
-        json.push(b'\n');
-        staged.add_index_bytes(path, &json)?;
+        staged.add_index_bytes(path, &crate::fsutil::json_file_bytes(&counts)?)?;
     }
     staged.set_record(RecordSpec {
         path: record,

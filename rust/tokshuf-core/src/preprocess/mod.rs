@@ -290,7 +290,7 @@ fn remote_outputs(
         out.prefix = cfg.key_prefix(key);
     }
     if let Some(path) = &cfg.summary_path {
-        let json = summary.to_json()?;
+        let json = crate::fsutil::json_file_bytes(&summary)?;
         match crate::storage::remote(path)? {
             Some(_) => {
                 let sum = Checksum::of(&json);

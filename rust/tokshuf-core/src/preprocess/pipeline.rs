@@ -293,7 +293,7 @@ pub(super) fn run(
     let (summary, mut staged) = write(cfg, tokenizer, cancel)?;
     // Every key's pair and the summary appear together or not at all.
     if let Some(path) = &cfg.summary_path {
-        staged.add_index_bytes(path, &summary.to_json()?)?;
+        staged.add_index_bytes(path, &crate::fsutil::json_file_bytes(&summary)?)?;
     }
     if let Some(record) = record {
         staged.set_record(record);

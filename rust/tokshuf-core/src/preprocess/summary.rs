@@ -121,11 +121,4 @@ impl Summary {
     pub fn skipped_total(&self) -> u64 {
         self.skipped.values().sum()
     }
-
-    /// The summary file's bytes: pretty JSON with any credential in it (a URL's user info or
-    /// signature) masked, since inputs and error messages are copied into it.
-    pub fn to_json(&self) -> crate::Result<Vec<u8>> {
-        let json = serde_json::to_string_pretty(self).map_err(|e| crate::Error::invalid(e.to_string()))?;
-        Ok(crate::storage::redact(&json).into_owned().into_bytes())
-    }
 }

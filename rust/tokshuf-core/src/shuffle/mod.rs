@@ -217,9 +217,7 @@ fn local_members(dir: &Path) -> Result<Vec<(std::path::PathBuf, crate::fsutil::r
 /// The summary file to write for `summary` (its path and bytes), if `cfg` asks for one.
 fn summary_bytes(cfg: &ShuffleConfig, summary: &Summary) -> Result<Option<(std::path::PathBuf, Vec<u8>)>> {
     let Some(path) = &cfg.summary else { return Ok(None) };
-    let mut json = serde_json::to_vec_pretty(summary).map_err(|e| Error::invalid(e.to_string()))?;
-    json.push(b'\n');
-    Ok(Some((path.clone(), json)))
+    Ok(Some((path.clone(), crate::fsutil::json_file_bytes(summary)?)))
 }
 
 fn shuffle_local(

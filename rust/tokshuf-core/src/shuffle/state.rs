@@ -210,9 +210,7 @@ pub fn load(dir: &Path, fingerprint: &Value) -> Result<Option<State>> {
 
 /// Write the state atomically.
 pub fn save(dir: &Path, state: &State) -> Result<()> {
-    let text = serde_json::to_string_pretty(state).map_err(|e| Error::invalid(e.to_string()))?;
-    // Its skip records and summary list inputs: no URL's password in the file.
-    write_atomic(dir.join(STATE_FILE), crate::storage::redact(&text).as_bytes())
+    write_atomic(dir.join(STATE_FILE), &crate::fsutil::json_file_bytes(state)?)
 }
 
 /// Remove what a killed run may have left that the state does not account for: temporary files

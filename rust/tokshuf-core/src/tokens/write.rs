@@ -118,9 +118,7 @@ pub fn convert_indexed(
     }
     if let Some(path) = also.summary {
         let summary = serde_json::json!({"output": out, "documents": spans.len(), "tokens": total});
-        let mut json = serde_json::to_vec_pretty(&summary).map_err(|e| crate::Error::invalid(e.to_string()))?;
-        json.push(b'\n');
-        staged.add_index_bytes(path, &json)?;
+        staged.add_index_bytes(path, &crate::fsutil::json_file_bytes(&summary)?)?;
     }
     if let Some(record) = also.record {
         staged.set_record(record);
