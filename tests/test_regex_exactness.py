@@ -159,6 +159,20 @@ def test_line_anchors_on_the_fallback(tmp_path: Path, regex: str) -> None:
     same_ids(tmp_path, regex, line_texts(), encoder="tokenizers")
 
 
+@pytest.mark.parametrize("regex", [r"\w", r"[[:punct:]\s]+", r" +$"])
+def test_replace_normalizers_by_a_regex_on_the_fallback(tmp_path: Path, regex: str) -> None:
+    data = tokenizer_json(r"\d+")
+    data["normalizer"] = {"type": "Replace", "pattern": {"Regex": regex}, "content": ""}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data))
+    ours = tokshuf.Tokenizer(path)
+    assert ours.identity["encoder"] == "tokenizers", ours.identity
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    texts = SWEEP + line_texts()
+    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    assert ours.encode_batch(texts) == expected
+
+
 def test_leading_flags_scope_the_whole_pattern(tmp_path: Path) -> None:
     same_ids(tmp_path, r"(?i)a|b", ["aAbB x", "BAba"], encoder="fast_bpe")
 

@@ -310,7 +310,8 @@ mod tests {
         assert!(w.contains(&0x24B6) && !w.contains(&0x2460) && !w.contains(&0x2070)); // Ⓐ, not ① ⁰
         let not_w = set(&ranges(r"\W"));
         assert!(w.is_disjoint(&not_w));
-        assert_eq!(w.len() + not_w.len(), 0x11_0000); // ranges span the surrogates
+        // (Ranges span the surrogates.)
+        assert_eq!(w.len() + not_w.len(), 0x11_0000);
         // Inside brackets, `\w` is `[[:word:]]`: without the Latin-1 numbers.
         let posix = set(&ranges(r"[[:word:]]"));
         assert_eq!(posix, &w - &set(&[(0xB2, 0xB3), (0xB9, 0xB9), (0xBC, 0xBE)]));
