@@ -116,6 +116,18 @@ CLASSES = [
     r"[[:print:]]+",
     r"[[:ascii:]]+",
     r"[[:^alpha:]_]+",
+    # Oniguruma's POSIX-named properties (`\p{Word}` is `\w`) and negations.
+    r"\p{Word}+",
+    r"\P{Word}+",
+    r"[\p{Word}]+",
+    r"[\p{^Word}]+",
+    r"\p{Alnum}+",
+    r"\p{Graph}+",
+    r"\p{Print}+",
+    r"\p{XDigit}+",
+    r"\p{Blank}+",
+    r"\p{^L}+",
+    r"\p{Alpha}+|\p{Punct}+|\p{Upper}+",
 ]
 
 
@@ -189,6 +201,7 @@ def test_leading_flags_scope_the_whole_pattern(tmp_path: Path) -> None:
         (r"(?i:[[:upper:]])+", "class"),
         (r"\w+\Z", "\\Z"),
         (r"[[:alpha:]]+|[[:bogus:]]", "bogus"),
+        (r"\pL+", "the text pL"),  # Oniguruma: the letters "pL"; regex-syntax: \p{L}
     ],
 )
 def test_what_neither_path_reads_as_oniguruma_is_refused(tmp_path: Path, regex: str, named: str) -> None:

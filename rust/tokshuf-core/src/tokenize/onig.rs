@@ -12,6 +12,8 @@
 //!   derived by asking the Python package about every code point up to U+323FF, and the test
 //!   `tests/test_regex_exactness.py` checks them the same way). `\d`, `\D`, `\s`, `\S` mean the
 //!   same (`Nd`, `White_Space`) and are spelled out too, so that no reading depends on a default.
+//!   Oniguruma's POSIX-named properties (`\p{Word}`, `\p{Alnum}`, ...) and `\p{^X}` likewise;
+//!   `\pL` without braces, the text "pL" there, is refused.
 //! - `^` and `$` are line anchors in Oniguruma (`$` before any `\n`; `^` after a `\n` that does
 //!   not end the text): rewritten to look-arounds for `fancy-regex`, refused by the automaton.
 //! - Refused (the reason says which): word boundaries `\b` `\B` (by `\w`), `\Z`, `\G`,
@@ -100,6 +102,30 @@ fn utf8_len(lead: u8) -> usize {
     }
 }
 
+/// `\p{name}` (`\P{name}` if `negated`) spelled for `regex-syntax`, if it must be: Oniguruma's
+/// POSIX-named properties that `regex-syntax` lacks or reads otherwise (`Word` is exactly `\w`,
+/// Latin-1 numbers included outside brackets; `Alnum`, `Graph`, `Print`, `XDigit`, `Blank` are the
+/// POSIX classes), and the negation `\p{^name}`. Other names mean the same in both.
+fn property(name: &str, negated: bool, in_class: bool) -> Option<String> {
+    let caret = name.starts_with('^');
+    let (negated, name) = if caret { (!negated, &name[1..]) } else { (negated, name) };
+    let loose: String = name.chars().filter(|c| !matches!(c, ' ' | '_' | '-')).collect::<String>().to_lowercase();
+    let items = match loose.as_str() {
+        "word" if !in_class => Some(word()),
+        "word" => Some(POSIX_WORD.to_string()),
+        "alnum" | "graph" | "print" | "xdigit" | "blank" => posix(&loose),
+        _ => None,
+    };
+    match items {
+        Some(items) => {
+            let items = Items { items, negated };
+            Some(if in_class { inline(&items) } else { bracketed(&items) })
+        }
+        None if !caret => None,
+        None => Some(format!("\\{}{{{name}}}", if negated { 'P' } else { 'p' })),
+    }
+}
+
 /// `items` as a class of its own.
 fn bracketed(i: &Items) -> String {
     format!("[{}{}]", if i.negated { "^" } else { "" }, i.items)
@@ -136,6 +162,21 @@ pub(crate) fn rewrite(pattern: &str, engine: Engine) -> Result<String, String> {
         match b[i] {
             b'\\' if i + 1 < b.len() => {
                 let c = b[i + 1];
+                if matches!(c, b'p' | b'P') {
+                    let Some(rest) = pattern[i + 2..].strip_prefix('{') else {
+                        return Err(format!(
+                            "it has \\{} without braces (Oniguruma reads \\pL as the text pL, regex-syntax as \\p{{L}})",
+                            c as char
+                        ));
+                    };
+                    let Some(close) = rest.find('}') else { return Err("it has an unterminated \\p{".into()) };
+                    let end = i + 3 + close + 1;
+                    if let Some(with) = property(&rest[..close], c == b'P', class > 0) {
+                        replace(&mut out, i, end, &mut last, &with);
+                    }
+                    i = end;
+                    continue;
+                }
                 if let Some(items) = escape_class(c, class > 0) {
                     let with = if class > 0 { inline(&items) } else { bracketed(&items) };
                     replace(&mut out, i, i + 2, &mut last, &with);
@@ -159,7 +200,7 @@ pub(crate) fn rewrite(pattern: &str, engine: Engine) -> Result<String, String> {
                 }
                 // The whole escape: `\p{..}`, `\x{..}` keep their braces.
                 i += 1 + utf8_len(b[i + 1]);
-                if matches!(c, b'p' | b'P' | b'x' | b'u') && b.get(i) == Some(&b'{') {
+                if matches!(c, b'x' | b'u') && b.get(i) == Some(&b'{') {
                     while i < b.len() && b[i] != b'}' {
                         i += 1;
                     }
@@ -339,6 +380,20 @@ mod tests {
         }
         assert!(rewrite("[[:bogus:]]", Engine::Automaton).is_err());
         assert!(rewrite("[:alpha:]", Engine::Automaton).is_err());
+    }
+
+    #[test]
+    fn posix_named_properties() {
+        assert_eq!(ranges(r"\p{Word}"), ranges(r"\w"));
+        assert_eq!(ranges(r"\P{word}"), ranges(r"\W"));
+        assert_eq!(ranges(r"[\p{Word}]"), ranges(r"[[:word:]]"));
+        assert_eq!(ranges(r"[\p{^Word}]"), ranges(r"[[:^word:]]"));
+        assert_eq!(ranges(r"\p{Alnum}"), ranges(r"[[:alnum:]]"));
+        assert_eq!(ranges(r"\p{X_Digit}"), ranges(r"[[:xdigit:]]"));
+        assert_eq!(ranges(r"\p{^L}"), class_ranges(r"\P{L}"));
+        assert_eq!(ranges(r"\P{^L}"), class_ranges(r"\p{L}"));
+        assert_eq!(rewrite(r"\p{L}\P{Greek}", Engine::FancyRegex).unwrap(), r"\p{L}\P{Greek}");
+        assert!(rewrite(r"\pL", Engine::FancyRegex).unwrap_err().contains("the text pL"));
     }
 
     #[test]
