@@ -30,6 +30,15 @@ impl HfTokenizer {
         let unusable = |e: &dyn std::fmt::Display| {
             Error::invalid(format!("tokenizer {:?} is not a usable tokenizer.json: {e}", model.spec))
         };
+        // Its regexes as Oniguruma (the Python package's engine) reads them, for fancy-regex.
+        let rewritten = super::onig::for_fancy_regex(json).map_err(|why| {
+            Error::invalid(format!(
+                "tokenizer {:?}: {why}; the `tokenizers` crate tokshuf runs this file on matches with \
+                 fancy-regex, which would give other ids than the Python package (Oniguruma)",
+                model.spec
+            ))
+        })?;
+        let json = rewritten.as_deref().unwrap_or(json);
         // The library panics on some malformed components (a `Precompiled` normalizer's charsmap).
         let parsed = catch_unwind(AssertUnwindSafe(|| json.parse::<tokenizers::Tokenizer>()))
             .map_err(|panic| unusable(&panic_message(panic.as_ref())))?;

@@ -10,6 +10,7 @@ pub mod bpe;
 mod byte;
 mod hf;
 mod model;
+mod onig;
 mod spec;
 mod tekken;
 mod tiktoken;

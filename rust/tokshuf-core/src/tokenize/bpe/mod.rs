@@ -31,6 +31,8 @@ mod stored;
 mod table;
 mod tiktoken;
 mod unicode;
+#[cfg(test)]
+pub(crate) use unicode::class_ranges;
 mod vocab;
 
 use std::path::Path;

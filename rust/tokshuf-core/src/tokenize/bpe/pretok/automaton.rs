@@ -17,14 +17,11 @@
 //!   backtracking engine would; if no end works, the alternatives after it are tried, by a second
 //!   DFA made of those alone.
 //!
-//! The regex is read with `regex-syntax`, whose syntax and classes mostly agree with
-//! Oniguruma's; where they do not, the pattern is rewritten (`\w` is Oniguruma's `[\p{L}\p{M}
-//! \p{N}\p{Pc}]`) or refused. Refused, with the reason: other look-arounds, anchors
-//! (Oniguruma's `^`/`$` are line anchors), word boundaries, possessive quantifiers and atomic
-//! groups, byte classes, alternatives that can match the empty string, inline flags that are not
-//! a scoped `(?i:...)`, POSIX classes (Unicode in Oniguruma, ASCII here), and case-insensitive
-//! groups with text that Oniguruma's full case folding matches differently (`ss` also matches
-//! `ß`, `st` also `ﬆ`).
+//! The regex is read with `regex-syntax`, whose syntax mostly agrees with Oniguruma's; where it
+//! does not, the pattern is first rewritten as Oniguruma reads it (`\w`, `\W`, the POSIX classes:
+//! see `tokenize::onig`) or refused there. Refused here, with the reason: other look-arounds,
+//! anchors (Oniguruma's `^`/`$` are line anchors), word boundaries, possessive quantifiers and
+//! atomic groups, byte classes, and alternatives that can match the empty string.
 
 use regex_automata::dfa::{dense, Automaton as _, StartKind};
 use regex_automata::nfa::thompson::{self, WhichCaptures};
@@ -165,76 +162,6 @@ impl Partition {
         }
         Ok(Partition { symbols: Symbols { ascii, blocks, table, count: ids.len() }, members })
     }
-}
-
-/// Oniguruma's `\w`: letters, marks, numbers and connector punctuation.
-const ONIG_WORD: &str = r"\p{L}\p{M}\p{N}\p{Pc}";
-
-/// `pattern` as `regex-syntax` must read it to match as Oniguruma does, or why that is not
-/// possible.
-fn oniguruma(pattern: &str) -> Result<String, Refused> {
-    let b = pattern.as_bytes();
-    let mut out = String::with_capacity(pattern.len() + 16);
-    let (mut i, mut class) = (0, 0usize);
-    let mut last = 0;
-    while i < b.len() {
-        match b[i] {
-            b'\\' if i + 1 < b.len() => {
-                let rewrite = match (b[i + 1], class > 0) {
-                    (b'w', false) => Some(format!("[{ONIG_WORD}]")),
-                    (b'w', true) => Some(ONIG_WORD.to_string()),
-                    (b'W', false) => Some(format!("[^{ONIG_WORD}]")),
-                    (b'W', true) => return refused(r"\W inside a class"),
-                    _ => None,
-                };
-                if let Some(r) = rewrite {
-                    out.push_str(&pattern[last..i]);
-                    out.push_str(&r);
-                    last = i + 2;
-                }
-                i += 2;
-                continue;
-            }
-            b'[' => {
-                if b.get(i + 1) == Some(&b':') {
-                    return refused("a POSIX class ([:alpha:] is Unicode in Oniguruma, ASCII here)");
-                }
-                class += 1;
-            }
-            b']' if class > 0 => class -= 1,
-            b'(' if class == 0 && b.get(i + 1) == Some(&b'?') => {
-                let flags: Vec<u8> =
-                    b[i + 2..].iter().take_while(|c| c.is_ascii_alphabetic() || **c == b'-').copied().collect();
-                let after = b.get(i + 2 + flags.len());
-                if !flags.is_empty() {
-                    if after != Some(&b':') {
-                        return refused("an inline flag group without a scope (its scope differs in Oniguruma)");
-                    }
-                    if flags.iter().any(|&f| f != b'i') {
-                        return refused(format!(
-                            "the flags (?{}:...) (m and s mean other things in Oniguruma)",
-                            String::from_utf8_lossy(&flags)
-                        ));
-                    }
-                    let body = &pattern[i + 3 + flags.len()..];
-                    let end = body.find(')').unwrap_or(body.len());
-                    let folded = body[..end].to_ascii_lowercase();
-                    if !body[..end].is_ascii()
-                        || ["ss", "st", "ff", "fi", "fl"].iter().any(|pair| folded.contains(pair))
-                    {
-                        return refused(format!(
-                            "a case-insensitive group {:?} (Oniguruma folds ß to ss, ﬆ to st, ...)",
-                            &body[..end]
-                        ));
-                    }
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    out.push_str(&pattern[last..]);
-    Ok(out)
 }
 
 /// Split `pattern` at its top-level `|`s (outside groups, classes and escapes).
@@ -452,7 +379,8 @@ fn has(set: &[u64; 4], s: u8) -> bool {
 impl Automaton {
     /// Compile `pattern` (Oniguruma / `regex` syntax), or say why it cannot be.
     pub(crate) fn new(pattern: &str) -> Result<Automaton, Refused> {
-        let pattern = oniguruma(pattern)?;
+        let pattern =
+            crate::tokenize::onig::rewrite(pattern, crate::tokenize::onig::Engine::Automaton).map_err(Refused)?;
         let mut hirs = Vec::new();
         let mut aheads = Vec::new();
         for alt in alternatives(&pattern)? {
@@ -861,13 +789,13 @@ mod tests {
             r"a*",
             r"x|y?",
             r"(?-u:\xff)",
-            r"(?i)a|b",
+            r"a(?i)a|b",
             r"(?m).+",
             r"(?i:ss)",
             r"(?i:st)",
             r"(?i:é)",
-            r"[[:alpha:]]+",
-            r"[\W]",
+            r"[:alpha:]+",
+            r"\w+\b",
             r"x{300000}",
             r"(a|b)*a(a|b){20}",
         ] {
