@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import tokenizers
+from tokenizer_helpers import byte_chars
 
 import tokshuf
 
@@ -23,20 +24,8 @@ LAST = 0x323FF
 CHUNK = 8192
 
 
-def byte_chars() -> list[str]:
-    """GPT-2's byte → printable character table."""
-    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    chars = {b: chr(b) for b in printable}
-    n = 0
-    for b in range(256):
-        if b not in chars:
-            chars[b] = chr(256 + n)
-            n += 1
-    return [chars[b] for b in range(256)]
-
-
 def tokenizer_json(regex: str, behavior: str = "Removed") -> dict[str, Any]:
-    vocab = {c: i for i, c in enumerate(byte_chars())}
+    vocab = {c: b for b, c in byte_chars().items()}
     return {
         "version": "1.0",
         "truncation": None,

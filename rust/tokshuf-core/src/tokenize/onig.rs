@@ -234,13 +234,7 @@ pub(crate) fn rewrite(pattern: &str, engine: Engine) -> Result<String, String> {
             }
             b'[' => {
                 class += 1;
-                // A `]` first in a class (or after `^`) is a literal.
-                if b.get(i + 1) == Some(&b'^') {
-                    i += 1;
-                }
-                if b.get(i + 1) == Some(&b']') {
-                    i += 1;
-                }
+                i = class_opening_end(b, i);
             }
             b']' if class > 0 => class -= 1,
             b'^' if class == 0 && engine == Engine::FancyRegex => {
@@ -260,6 +254,18 @@ pub(crate) fn rewrite(pattern: &str, engine: Engine) -> Result<String, String> {
 }
 
 /// Refuse the inline flags at `pattern[i..]` (`(?`) that Oniguruma reads otherwise.
+/// Where the opening of the class whose `[` is at `i` ends: past a `^`, and past a `]` that
+/// comes first (a literal there, not the class's end).
+pub(crate) fn class_opening_end(b: &[u8], mut i: usize) -> usize {
+    if b.get(i + 1) == Some(&b'^') {
+        i += 1;
+    }
+    if b.get(i + 1) == Some(&b']') {
+        i += 1;
+    }
+    i
+}
+
 fn flags(pattern: &str, i: usize) -> Result<(), String> {
     let b = pattern.as_bytes();
     let flags: Vec<u8> = b[i + 2..].iter().take_while(|c| c.is_ascii_alphabetic() || **c == b'-').copied().collect();

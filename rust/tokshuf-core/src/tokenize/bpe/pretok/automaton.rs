@@ -182,13 +182,7 @@ fn alternatives(pattern: &str) -> Result<Vec<&str>, Refused> {
             }
             b'[' => {
                 class += 1;
-                // A `]` first in a class (or after `^`) is a literal.
-                if b.get(i + 1) == Some(&b'^') {
-                    i += 1;
-                }
-                if b.get(i + 1) == Some(&b']') {
-                    i += 1;
-                }
+                i = crate::tokenize::onig::class_opening_end(b, i);
             }
             b']' if class > 0 => class -= 1,
             b'(' if class == 0 => depth += 1,
