@@ -127,7 +127,7 @@ pub enum Error {
 /// Messages pass through the storage layer's redaction: a path may be a URL with a password, a
 /// message may quote a store's words.
 fn redact(text: &str) -> std::borrow::Cow<'_, str> {
-    crate::storage::redact(text)
+    crate::storage::redact::redact(text)
 }
 
 fn shown(path: &Path) -> String {
@@ -135,7 +135,7 @@ fn shown(path: &Path) -> String {
 }
 
 fn io_message(path: &Path, source: &std::io::Error) -> String {
-    if crate::storage::is_store_error(source) {
+    if crate::storage::store_error::is_store_error(source) {
         redact(&source.to_string()).into_owned()
     } else {
         format!("{}: {}", shown(path), redact(&source.to_string()))

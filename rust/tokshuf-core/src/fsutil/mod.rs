@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::error::{IoContext, Result};
 
 pub mod fault;
+mod os;
 pub mod record;
 mod staging;
 mod streaming;

@@ -291,7 +291,7 @@ impl Record {
     /// Whether the writer of a `writing` record is a process on this host that is still running
     /// (`false` for a committed record, or one of a process that is gone).
     pub fn writer_alive(&self) -> bool {
-        self.writer.as_ref().is_some_and(|w| w.host != host_name() || super::staging::process_alive(w.pid))
+        self.writer.as_ref().is_some_and(|w| w.host != host_name() || super::os::process_alive(w.pid))
     }
 
     /// Why a reader cannot use this `writing` record's set.
@@ -507,7 +507,7 @@ fn recover(dir: &Path, path: &Path, record: &Record) -> Result<()> {
         let mut done = record.clone();
         done.state = State::Committed;
         done.writer = None;
-        super::staging::sync_dir(dir);
+        super::os::sync_dir(dir);
         return super::write_atomic(path, &done.to_bytes());
     }
     // A new member is gone: put the old set back, if it is whole.
@@ -535,7 +535,7 @@ fn recover(dir: &Path, path: &Path, record: &Record) -> Result<()> {
     for t in staged.values() {
         let _ = std::fs::remove_file(dir.join(t));
     }
-    super::staging::sync_dir(dir);
+    super::os::sync_dir(dir);
     super::write_atomic(path, &old.to_bytes())
 }
 
@@ -572,7 +572,7 @@ pub fn remove_dead_staging_dirs(root: &Path, prefix: &str) {
         let name = entry.file_name();
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&stem)) else { continue };
         let Some(pid) = rest.split_once('-').and_then(|(pid, _)| pid.parse::<u32>().ok()) else { continue };
-        if !super::staging::process_alive(pid) && entry.file_type().is_ok_and(|t| t.is_dir()) {
+        if !super::os::process_alive(pid) && entry.file_type().is_ok_and(|t| t.is_dir()) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

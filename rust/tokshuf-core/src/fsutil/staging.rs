@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::os::{process_alive, sync_dir};
 use super::record::{self, Member, Move, Record, State, Sum};
 use super::{fault, TempFile};
 use crate::error::{Error, IoContext, Result};
@@ -315,14 +316,6 @@ fn write_unchecked(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Make the renames in `dir` durable (best effort: not every filesystem syncs directories).
-pub(crate) fn sync_dir(dir: &Path) {
-    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-}
-
 /// Remove the temporaries `{name}.tmp-{pid}-{n}` of `target` left by processes that are gone
 /// (killed runs). Those of live processes, this one included, are kept. The check is by process
 /// id on this host, so on a filesystem shared by several hosts a live writer elsewhere whose id
@@ -365,23 +358,4 @@ fn temporary_pid(name: &OsStr, stem: &OsStr) -> Option<u32> {
     let (pid, n) = rest.split_once('-')?;
     n.bytes().all(|b| b.is_ascii_digit()).then_some(())?;
     pid.parse().ok()
-}
-
-#[cfg(unix)]
-pub(crate) fn process_alive(pid: u32) -> bool {
-    if pid == std::process::id() {
-        return true;
-    }
-    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
-    if pid <= 0 {
-        return true;
-    }
-    // SAFETY: signal 0 only checks whether the process exists and may be signalled.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-#[cfg(not(unix))]
-pub(crate) fn process_alive(_pid: u32) -> bool {
-    true
 }

@@ -6,12 +6,14 @@ mod format;
 mod merge;
 mod pinned;
 mod reader;
+mod source;
 mod writer;
 
 pub use format::{Header, Layout, HEADER_LEN, MAGIC, VERSION};
 pub use merge::{check_outputs as check_merge_outputs, list_prefixes, merge, merge_inputs, merge_staged};
 pub use pinned::{local_pair, open_token_file};
-pub use reader::{IndexedDataset, Mapping, RemoteBin, Validate};
+pub use reader::{IndexedDataset, Validate};
+pub use source::{Mapping, RemoteBin};
 pub use writer::{write_index_file, IndexedDatasetWriter, WriteSummary};
 
 use std::path::{Path, PathBuf};

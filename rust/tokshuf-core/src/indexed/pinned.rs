@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::reader::{Mapping, RemoteBin};
+use super::source::{Mapping, RemoteBin};
 use super::{bin_path, idx_path};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};

@@ -1,70 +1,18 @@
 //! Memory-mapped, validated reader of `.bin/.idx` pairs.
 
-use std::fs::File;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use memmap2::Mmap;
 
 use super::format::{Header, Layout, HEADER_LEN, MAGIC, VERSION};
 use super::{bin_path, idx_path};
 use crate::dtype::DType;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::storage::RandomAccess;
 
-/// Read-only bytes of a whole file: a memory map, or owned bytes (tests, fuzzing, small files).
-/// Empty files (which cannot be mapped) are empty slices.
-#[derive(Debug, Clone)]
-pub struct Mapping(Backing);
-
-#[derive(Debug, Clone)]
-enum Backing {
-    Empty,
-    Mmap(Arc<Mmap>),
-    Owned(Arc<[u8]>),
-}
-
-impl Mapping {
-    /// Map `path` read-only; a storage URL maps the object's local copy
-    /// ([`crate::storage::local_copy`]).
-    pub fn open(path: &Path) -> Result<Mapping> {
-        let local;
-        let path = match path.to_str() {
-            Some(url) if crate::storage::is_remote(url) => {
-                local = crate::storage::local_copy(url)?;
-                local.as_path()
-            }
-            _ => path,
-        };
-        let file = File::open(path).with_path(path)?;
-        let len = file.metadata().with_path(path)?.len();
-        if len == 0 {
-            return Ok(Mapping(Backing::Empty));
-        }
-        // SAFETY: the mapping is read-only and the file is never written through it. Another
-        // process truncating the file while it is mapped is outside what any mmap reader
-        // (numpy included) can defend against; all reads below are bounds-checked against
-        // the length seen at open.
-        let map = unsafe { Mmap::map(&file) }.with_path(path)?;
-        Ok(Mapping(Backing::Mmap(Arc::new(map))))
-    }
-
-    /// Owned bytes behind the same interface.
-    pub fn from_bytes(bytes: impl Into<Arc<[u8]>>) -> Mapping {
-        Mapping(Backing::Owned(bytes.into()))
-    }
-
-    /// The mapped bytes.
-    pub fn bytes(&self) -> &[u8] {
-        match &self.0 {
-            Backing::Empty => &[],
-            Backing::Mmap(m) => m,
-            Backing::Owned(b) => b,
-        }
-    }
-}
+use super::source::{Mapping, RemoteBin};
 
 /// How much of the index to check at open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,29 +24,6 @@ pub enum Validate {
     /// Megatron writes them), that they add up to the `.bin`'s size, and that document indices
     /// never decrease: O(sequences + documents).
     Full,
-}
-
-/// How the `.bin` of a dataset in a store is read (a local `.bin` is always mapped; the `.idx`
-/// is always a local copy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RemoteBin {
-    /// A batch's token ranges by ranged GETs, nearby ranges in one request
-    /// ([`IndexedDataset::read_ranges`]): nothing is stored, a first batch comes at once.
-    Ranges,
-    /// A local copy of the whole object, mapped ([`crate::storage::local_copy`]).
-    Copy,
-}
-
-impl std::str::FromStr for RemoteBin {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "ranges" => Ok(RemoteBin::Ranges),
-            "copy" => Ok(RemoteBin::Copy),
-            _ => Err(Error::invalid(format!("unknown remote read mode {s:?} (expected \"ranges\" or \"copy\")"))),
-        }
-    }
 }
 
 /// Where the `.bin`'s bytes come from.

@@ -18,7 +18,9 @@ mod failure;
 mod list;
 mod ranges;
 mod read;
+pub(crate) mod redact;
 mod runtime;
+pub(crate) mod store_error;
 mod stores;
 mod write;
 
@@ -27,10 +29,11 @@ use std::path::{Path, PathBuf};
 
 pub use cache::{cache_root, local_copy, local_copy_cancellable, local_copy_verified, local_path, Expected, LocalCopy};
 pub(crate) use failure::again as same_error;
-pub use failure::{is_store_error, redact, StoreError};
 pub use list::{all_under as list_all, glob, sized_under as list_sized, under as list};
 pub use ranges::{Pending, RandomAccess};
 pub use read::{counters, Counters, RemoteReader};
+pub use redact::redact;
+pub use store_error::{is_store_error, StoreError};
 pub use stores::{is_remote, resolve, Remote, SCHEMES};
 pub use write::{put, upload_file};
 

@@ -178,7 +178,14 @@ pub fn resolve(spec: &TokenizerSpec) -> Result<TokenizerModel> {
             let (sha256, head) = hash_file(path)?;
             if super::tekken::is_tekken(&head) {
                 let json = JsonText::file(path, &sha256);
-                return super::tekken::read(json.get()?, path, described).map(TokenizerModel::Bpe);
+                let tekken = super::tekken::read(json.get()?, path)?;
+                return Ok(TokenizerModel::Bpe(BpeModel {
+                    name: "tekken".into(),
+                    spec: described,
+                    ranks: Arc::new(tekken.ranks),
+                    pattern: tekken.pattern,
+                    specials: tekken.specials,
+                }));
             }
             let config_eos = path.parent().map(config_eos_token).transpose()?.flatten();
             let json = JsonText::file(path, &sha256);

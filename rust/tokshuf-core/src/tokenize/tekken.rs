@@ -9,12 +9,10 @@
 
 use std::borrow::Cow;
 use std::path::Path;
-use std::sync::Arc;
 
 use base64::Engine as _;
 use serde::Deserialize;
 
-use super::model::BpeModel;
 use super::tiktoken_files::{sha256_hex, Pattern, RankTable, TokenList};
 use crate::error::{Error, Result};
 
@@ -79,8 +77,15 @@ pub fn is_tekken(json: &str) -> bool {
     has(b"\"default_num_special_tokens\"") && has(b"\"config\"")
 }
 
+/// What a `tekken.json` defines: a tiktoken-style model (the caller names it).
+pub struct Tekken {
+    pub ranks: RankTable,
+    pub pattern: Pattern,
+    pub specials: Vec<(String, u32)>,
+}
+
 /// Read a `tekken.json`'s text.
-pub fn read(json: &str, path: &Path, spec: String) -> Result<BpeModel> {
+pub fn read(json: &str, path: &Path) -> Result<Tekken> {
     let bad = |msg: String| Error::format(path, msg);
     let file: File = serde_json::from_str(json).map_err(|e| bad(format!("not a tekken.json: {e}")))?;
     let c = &file.config;
@@ -115,13 +120,7 @@ pub fn read(json: &str, path: &Path, spec: String) -> Result<BpeModel> {
             names.take(n_special as usize).zip(0..).collect()
         }
     };
-    Ok(BpeModel {
-        name: "tekken".into(),
-        spec,
-        ranks: Arc::new(RankTable { tokens, sha256: sha256_hex(json.as_bytes()) }),
-        pattern,
-        specials,
-    })
+    Ok(Tekken { ranks: RankTable { tokens, sha256: sha256_hex(json.as_bytes()) }, pattern, specials })
 }
 
 #[cfg(test)]
@@ -147,14 +146,13 @@ mod tests {
     fn ids_follow_the_special_tokens() {
         let json = tiny();
         assert!(is_tekken(&json));
-        let m = read(&json, Path::new("tekken.json"), "t".into()).unwrap();
+        let m = read(&json, Path::new("tekken.json")).unwrap();
         assert_eq!(m.pattern, Pattern::Tekken);
         // 261 - 4 = 257 ranks kept: "xx" (rank 257) is past the default vocabulary.
         assert_eq!(m.ranks.tokens.len(), 257);
         assert_eq!(m.ranks.tokens.get(256), (&b"ab"[..], 260));
         assert_eq!(m.specials[..3], [("<unk>".into(), 0), ("<s>".into(), 1), ("</s>".into(), 2)]);
         assert_eq!(m.specials[3], ("[INST]".into(), 3));
-        assert_eq!(m.endoftext(), Some(2));
         assert!(!is_tekken(r#"{"version": "1.0", "model": {}}"#));
     }
 }
