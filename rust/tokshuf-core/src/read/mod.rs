@@ -6,6 +6,9 @@
 pub mod columnar;
 pub mod decompress;
 mod fast_json;
+#[cfg(test)]
+mod fast_json_parity;
+mod field;
 pub mod inputs;
 mod ipc;
 pub mod json;
@@ -14,7 +17,8 @@ pub mod rows;
 pub mod source;
 
 pub use decompress::{decompress, decompress_buffered, open_decompressed, Compression, CountingReader};
+pub use field::Field;
 pub use inputs::{expand_inputs, Inputs, ScanReport, ScanSkip, INPUT_EXTENSIONS};
-pub use json::{extract_fields, extract_fields_reference, extract_fields_with, Field, FieldOptions, Rejection};
+pub use json::{extract_fields, extract_fields_reference, extract_fields_with, FieldOptions, Rejection};
 pub use lines::{LineBatch, LineReader, Truncation};
 pub use source::{input_size, is_stdin, Records, STDIN};
