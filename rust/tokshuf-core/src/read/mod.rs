@@ -1,8 +1,9 @@
 //! Reading inputs: which files (`inputs`), opened as batches of records whatever they hold
 //! (`source`): JSON lines, compressed or not (`decompress`), cut into lines (`lines`) whose text
 //! fields `json` reads, or the rows of Parquet and Arrow files (`columnar`, Arrow IPC messages in
-//! `ipc`), whose fields `rows` reads from the columns.
+//! `ipc`, what the two share in `batches`), whose fields `rows` reads from the columns.
 
+mod batches;
 pub mod columnar;
 pub mod decompress;
 mod fast_json;

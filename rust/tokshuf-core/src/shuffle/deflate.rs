@@ -1,4 +1,4 @@
-//! The deflate encoder of `.json.gz` members ([`super::json_gz`]): one dynamic-Huffman block
+//! The deflate encoder of `.json.gz` members (`json_gz`, which uses it): one dynamic-Huffman block
 //! for the compact JSON list of a context's token ids.
 //!
 //! General-purpose deflate spends its time searching for byte matches. In a list of ids the
