@@ -122,14 +122,14 @@ fn shuffle_local(
     let t2 = Instant::now();
     let kind = if cfg.shuffle_only { PayloadKind::Sample } else { PayloadKind::Member(cfg.member_format.extension()) };
     let (shards, sums) = stage2::run(cfg, kind, &mut state, cancel)?;
-    let (stage2_seconds, started_at) = (t2.elapsed().as_secs_f64(), started);
+    let stage2_seconds = t2.elapsed().as_secs_f64();
     let totals = (shards, state.counts.contexts);
     let summary = output::finish(cfg, (&run, &fp["inputs"]), totals, &sums, |manifest| {
         let mut summary = build_summary(cfg, tokenizer.as_deref(), &state, shards, manifest, warnings);
         summary.resumed = resumed;
         summary.stage1_seconds = stage1_seconds;
         summary.stage2_seconds = stage2_seconds;
-        summary.seconds = started_at.elapsed().as_secs_f64();
+        summary.seconds = started.elapsed().as_secs_f64();
         summary
     })?;
     state.stage = Stage::Complete;
