@@ -18,8 +18,8 @@ from instance_data import common, write_files
 from stream_helpers import make_stream, scratch, simple_corpus
 
 import tokshuf
-from tokshuf import _limits, cli_args
-from tokshuf.cli import main
+from tokshuf import _limits
+from tokshuf.cli import _args, main
 from tokshuf.errors import ConfigError
 from tokshuf.instances import (
     FSLDataset,
@@ -119,7 +119,7 @@ def test_the_command_line_and_the_api_give_the_same_complaint(value: int, low: i
     import argparse
 
     with pytest.raises(argparse.ArgumentTypeError) as flag:
-        cli_args.integer(low, high)(str(value))
+        _args.integer(low, high)(str(value))
     with pytest.raises(ConfigError) as api:
         _limits.integer(value, "n", low, high)
     assert str(api.value) == f"n {flag.value}"

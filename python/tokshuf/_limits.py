@@ -3,7 +3,7 @@ anything is allocated, so that a bad value fails at once with its name rather th
 with what the operating system refused ("failed to spawn thread", "Too many open files", an abort
 on a failed allocation).
 
-One rule per concept, used by the command line (:func:`tokshuf.cli_args.integer` turns a rule's
+One rule per concept, used by the command line (:func:`tokshuf.cli._args.integer` turns a rule's
 complaint into a usage error naming the flag) and by the Python API (:func:`integer` raises
 :class:`~tokshuf.ConfigError` naming the argument) alike. An integer is a Python ``int`` or a
 numpy integer (anything with ``__index__``), never a ``bool``, a float or a string: ``1.5`` is not

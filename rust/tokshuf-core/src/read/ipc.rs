@@ -20,7 +20,7 @@ use arrow_ipc::reader::{read_dictionary, RecordBatchDecoder};
 use arrow_ipc::{root_as_message, MessageHeader};
 use arrow_schema::{ArrowError, DataType, Field, FieldRef, Schema, SchemaRef, UnionFields};
 
-use super::columnar::{guarded, key_indices, unsupported, Batches, Stop};
+use super::batches::{guarded, key_indices, unsupported, Batches, Stop};
 use super::decompress::CountingReader;
 use crate::error::Error;
 

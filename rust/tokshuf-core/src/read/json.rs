@@ -10,21 +10,8 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use super::field::Field;
 use crate::error::BadInputReason;
-
-/// The sentences of one requested key.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Field<'a> {
-    /// One entry for a string value, one per element for a list value.
-    pub sentences: Vec<Cow<'a, str>>,
-}
-
-impl Field<'_> {
-    /// The same sentences, owning their text.
-    pub fn into_owned(self) -> Field<'static> {
-        Field { sentences: self.sentences.into_iter().map(|s| Cow::Owned(s.into_owned())).collect() }
-    }
-}
 
 /// Why a line was rejected, with a message naming the problem.
 pub type Rejection = (BadInputReason, String);

@@ -24,7 +24,8 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef, OffsetSizeTrait};
 use arrow_schema::DataType as T;
 
-use super::json::{describe, describe_item, Field, FieldOptions, Rejection};
+use super::field::Field;
+use super::json::{describe, describe_item, FieldOptions, Rejection};
 use crate::error::BadInputReason;
 
 /// The `--json-keys` columns of some rows (shared by the batches cut from one record batch).

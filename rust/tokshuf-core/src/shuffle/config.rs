@@ -119,7 +119,7 @@ impl ShuffleConfig {
         if self.inputs.is_empty() {
             return Err(Error::invalid("no input files"));
         }
-        if self.inputs.len() as u64 >= 1 << super::FILE_BITS {
+        if self.inputs.len() as u64 >= 1 << super::contexts::FILE_BITS {
             return Err(Error::invalid(format!("too many input files ({}); the limit is 2^24", self.inputs.len())));
         }
         if self.seqlen == 0 {

@@ -7,6 +7,18 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Bits of a context id that hold the context's index within its file.
+const INDEX_BITS: u32 = 40;
+/// Bits of a context id that hold the input file's index.
+pub(super) const FILE_BITS: u32 = 24;
+
+/// The id of context `index` of input file `file`: the content position every random decision
+/// and the order inside a cell derive from.
+pub fn context_id(file: usize, index: u64) -> u64 {
+    debug_assert!(index < 1 << INDEX_BITS);
+    ((file as u64) << INDEX_BITS) | index
+}
+
 /// The special ids written around documents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpecialIds {

@@ -14,11 +14,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::shard::shard_path;
-use crate::error::{Error, Result};
+use super::config::ShuffleConfig;
+use super::shard::{shard_path, write_manifest};
+use super::state::{crash_point, State as RunState};
+use super::summary::Summary;
+use crate::error::{Error, IoContext, Result};
 use crate::fsutil::record::{self, Checksum, Member, Record, RemoteFile, State, Sum};
 use crate::fsutil::{write_atomic, RecordSpec};
 use crate::storage::Remote;
+use crate::tokenize::Tokenizer;
 
 /// The record's name in the output directory.
 pub(super) const RECORD: &str = record::DIR_RECORD;
@@ -208,4 +212,123 @@ pub(super) fn publish(
         inputs: inputs.clone(),
     };
     record::publish_remote_with(&spec, present, files, cancel)
+}
+
+/// A fresh run must not write over another dataset.
+pub(super) fn check_output_is_free(output: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(output).with_path(output)? {
+        let name = entry.with_path(output)?.file_name().to_string_lossy().into_owned();
+        if name == "manifest.jsonl" || (name.starts_with("shard_") && name.ends_with(".tar")) {
+            return Err(Error::invalid(format!(
+                "the output dir {} already holds a dataset ({name}); remove it or choose another --output",
+                output.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn build_summary(
+    cfg: &ShuffleConfig,
+    tokenizer: Option<&dyn Tokenizer>,
+    state: &RunState,
+    shards: u64,
+    manifest: &Path,
+    warnings: Vec<String>,
+) -> Summary {
+    let c = &state.counts;
+    let all = c.contexts * cfg.seqlen as u64;
+    let output_bytes = (0..shards).map(|s| std::fs::metadata(shard_path(&cfg.output, s)).map_or(0, |m| m.len())).sum();
+    Summary {
+        files: cfg.inputs.len() as u64,
+        lines: c.lines,
+        documents: c.documents,
+        tokens: c.tokens,
+        pad_tokens: c.pad_tokens,
+        contexts: c.contexts,
+        seqlen: cfg.seqlen as u64,
+        padding_fraction: if all == 0 || cfg.shuffle_only { 0.0 } else { c.pad_tokens as f64 / all as f64 },
+        shards,
+        wds_chunk_size: cfg.wds_chunk_size,
+        skipped: c.skipped.clone(),
+        first_skipped: c.first_skipped.clone(),
+        skipped_files: c.skipped_files.clone(),
+        scan: cfg.scan.clone(),
+        input_bytes: c.input_bytes,
+        decompressed_bytes: c.decompressed_bytes,
+        cell_bytes: c.cell_bytes,
+        output_bytes,
+        tokenizer: tokenizer.map_or(Value::Null, |t| t.identity()),
+        special_tokens: (!cfg.shuffle_only).then_some(cfg.special),
+        member_format: if cfg.shuffle_only { "as input".into() } else { cfg.member_format.extension().into() },
+        output: cfg.output.clone(),
+        manifest: manifest.to_path_buf(),
+        warnings,
+        ..Default::default()
+    }
+}
+
+/// The members of the complete output in the local `dir`, as its committed record lists them.
+pub(super) fn local_members(dir: &Path) -> Result<Vec<(std::path::PathBuf, crate::fsutil::record::Sum)>> {
+    let path = dir.join(RECORD);
+    let seen = crate::fsutil::record::read_local(&path)?
+        .filter(|s| s.record.state == crate::fsutil::record::State::Committed)
+        .ok_or_else(|| Error::format(&path, "the local output is not committed"))?;
+    let sums = seen.record.members.iter().map(|m| {
+        let crc = u32::from_str_radix(&m.crc32c, 16).unwrap_or(0);
+        (dir.join(&m.name), crate::fsutil::record::Sum { bytes: m.bytes, crc32c: crc })
+    });
+    Ok(sums.collect())
+}
+
+/// The summary file to write for `summary` (its path and bytes), if `cfg` asks for one.
+pub(super) fn summary_bytes(cfg: &ShuffleConfig, summary: &Summary) -> Result<Option<(std::path::PathBuf, Vec<u8>)>> {
+    let Some(path) = &cfg.summary else { return Ok(None) };
+    Ok(Some((path.clone(), crate::fsutil::json_file_bytes(summary)?)))
+}
+
+/// The last step of a run, on one node or as the manifest step of a run in tasks: write
+/// `manifest.jsonl` for `contexts` contexts in `shards` shards (whose sums the shard writers
+/// recorded), then the summary (`summary` makes it, given the manifest's path) and its file, and
+/// commit the record that lists every member. A shard whose size is not the one recorded was
+/// replaced by another process since it was written, and is refused.
+pub(super) fn finish(
+    cfg: &ShuffleConfig,
+    (run, inputs): (&Value, &Value),
+    (shards, contexts): (u64, u64),
+    sums: &BTreeMap<u64, Sum>,
+    summary: impl FnOnce(&Path) -> Summary,
+) -> Result<Summary> {
+    let (manifest, manifest_sum) = write_manifest(&cfg.output, contexts, cfg.wds_chunk_size)?;
+    crash_point("manifest-written");
+    let summary = summary(&manifest);
+    let summary_file = summary_bytes(cfg, &summary)?;
+    let beside = summary_file.as_ref().filter(|(p, _)| p.parent() == Some(cfg.output.as_path()));
+    let members = members(&cfg.output, shards, sums, manifest_sum, beside.map(|(_, b)| b.as_slice()))?;
+    for (path, sum) in members.iter().take(shards as usize) {
+        let size = std::fs::metadata(path).with_path(path)?.len();
+        if size != sum.bytes {
+            return Err(Error::invalid(format!(
+                "{} holds {size} bytes, but the run (or shards task) that wrote it made {}: it was \
+                 replaced by another process; rerun the command (or the shards tasks)",
+                path.display(),
+                sum.bytes
+            )));
+        }
+    }
+    let summary_at = summary_file.as_ref().map(|(p, b)| (p.as_path(), b.as_slice()));
+    commit_local(&cfg.output, run, inputs, &members, summary_at)?;
+    Ok(summary)
+}
+
+/// A run whose output is in an object store writes it first into `{local_cell_dir}/output`
+/// (shared by the tasks, and found again by a resumed run), without a local summary file: that
+/// configuration, and its fingerprint.
+pub(super) fn staging(cfg: &ShuffleConfig, tokenizer: Option<&dyn Tokenizer>) -> Result<(ShuffleConfig, Value)> {
+    let mut local = cfg.clone();
+    local.output = cfg.local_cell_dir.join(super::state::STAGING_DIR);
+    local.summary = None;
+    std::fs::create_dir_all(&local.output).with_path(&local.output)?;
+    let fp = super::state::fingerprint(&local, tokenizer)?;
+    Ok((local, fp))
 }

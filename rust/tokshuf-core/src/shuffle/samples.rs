@@ -9,10 +9,11 @@ use std::path::Path;
 
 use super::cells::RunBuffer;
 use super::config::ShuffleConfig;
+use super::contexts::context_id;
 use super::rng::cell_of;
+use super::state::crash_point;
 use super::state::{run_path, save, State};
 use super::tar::TarReader;
-use super::{context_id, crash_point};
 use crate::cancel::Cancel;
 use crate::error::{Error, IoContext, Result};
 use crate::progress::{Progress, ProgressSnapshot};

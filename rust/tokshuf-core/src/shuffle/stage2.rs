@@ -21,9 +21,9 @@ use crossbeam_channel::{bounded, unbounded, Receiver};
 
 use super::cells::{parse_records, RecordRef, Run};
 use super::config::ShuffleConfig;
-use super::crash_point;
 use super::rng::{Rng, TAG_ORDER};
 use super::shard::{shard_len, sync_dir, FinishedShard, PayloadKind, ShardWriter};
+use super::state::crash_point;
 use super::state::{run_path, save, State};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};

@@ -11,14 +11,64 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{json, Value};
 
+use super::config::ShuffleConfig;
 use super::contexts::Cutter;
 use super::summary::{SkipRecord, SkippedFile};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::write_atomic;
+use crate::tokenize::Tokenizer;
+
+/// Fault injection for the resume tests: `TOKSHUF_TEST_CRASH_AT=name:n` aborts the process the
+/// n-th time (1-based) the point `name` is reached. Costs one relaxed load when unset.
+pub(super) fn crash_point(name: &str) {
+    static TARGET: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    static HITS: AtomicU64 = AtomicU64::new(0);
+    let target = TARGET.get_or_init(|| {
+        let v = std::env::var("TOKSHUF_TEST_CRASH_AT").ok()?;
+        let (n, k) = v.rsplit_once(':')?;
+        Some((n.to_string(), k.parse().ok()?))
+    });
+    if let Some((n, k)) = target {
+        if n == name && HITS.fetch_add(1, Ordering::Relaxed) + 1 == *k {
+            std::process::abort();
+        }
+    }
+}
+
+fn input_identity(path: &Path) -> Result<Value> {
+    crate::storage::identity(path)
+}
+
+/// Everything the output depends on; a local-cell dir only resumes the command it was made by.
+/// (Threads and buffer sizes do not change the output; `--on-error` may change between resumes.)
+pub(super) fn fingerprint(cfg: &ShuffleConfig, tokenizer: Option<&dyn Tokenizer>) -> Result<Value> {
+    let inputs = cfg.inputs.iter().map(|p| input_identity(p)).collect::<Result<Vec<_>>>()?;
+    let fingerprint = json!({
+        "command": "tokshuf shuffle",
+        "inputs": inputs,
+        "output": cfg.output.canonicalize().with_path(&cfg.output)?,
+        "tokenizer": tokenizer.map(crate::tokenize::output_identity),
+        "seqlen": cfg.seqlen,
+        "wds_chunk_size": cfg.wds_chunk_size,
+        "num_local_cells": cfg.num_local_cells,
+        "seed": cfg.seed,
+        "content_key": cfg.content_key,
+        "special_tokens": cfg.special,
+        "member_format": cfg.member_format,
+        "shuffle_only": cfg.shuffle_only,
+        "all_pad_context": cfg.all_pad_context,
+        "max_line_bytes": cfg.max_line_bytes,
+    });
+    // As the state file holds it (redacted), so that a rerun compares like with like.
+    let text = crate::storage::redact(&fingerprint.to_string()).into_owned();
+    serde_json::from_str(&text).map_err(|e| Error::invalid(e.to_string()))
+}
 
 /// Version of the state layout (and of the run format it points to).
 pub const STATE_VERSION: u32 = 1;

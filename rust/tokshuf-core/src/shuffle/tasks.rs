@@ -22,10 +22,12 @@ use serde_json::{json, Value};
 
 use super::cells::Run;
 use super::config::ShuffleConfig;
-use super::shard::{shard_path, write_manifest, PayloadKind};
+use super::output::{self, build_summary, local_members, summary_bytes};
+use super::shard::{shard_path, PayloadKind};
+use super::state::fingerprint;
 use super::state::{self, clean_leftovers, run_path, save, DirLock, Stage, State};
 use super::summary::Summary;
-use super::{build_summary, fingerprint, output, stage1, stage2};
+use super::{stage1, stage2};
 use crate::cancel::Cancel;
 use crate::error::{Error, IoContext, Result};
 use crate::tasks::Task;
@@ -95,11 +97,7 @@ pub fn run_step(
     // the cells are), each shards task uploads its shards, and the manifest step uploads the
     // manifest last, once every shard is there.
     if let Some(target) = crate::storage::remote(&cfg.output)? {
-        let mut local = cfg.clone();
-        local.output = cfg.local_cell_dir.join(super::state::STAGING_DIR);
-        local.summary = None;
-        std::fs::create_dir_all(&local.output).with_path(&local.output)?;
-        let fp = fingerprint(&local, tokenizer.as_deref())?;
+        let (local, fp) = output::staging(cfg, tokenizer.as_deref())?;
         let owner = (output::run_id(&fp), fp["inputs"].clone());
         let mut summary = run_local_step(&local, tokenizer, step, warnings, cancel)?;
         if !matches!(step, Step::Cells(_)) {
@@ -147,8 +145,8 @@ fn upload_step(
                 )));
             }
             summary.manifest = crate::storage::as_path(&target.child("manifest.jsonl"));
-            let members = super::local_members(&local.output)?;
-            let summary_file = super::summary_bytes(cfg, summary)?;
+            let members = local_members(&local.output)?;
+            let summary_file = summary_bytes(cfg, summary)?;
             output::publish(target, run, inputs, members, summary_file, true, cancel)
         }
     }
@@ -211,27 +209,12 @@ fn run_local_step(
                 )));
             }
             let sums = load_sums(cfg, &run)?;
-            let (manifest, manifest_sum) = write_manifest(&cfg.output, total, cfg.wds_chunk_size)?;
-            let mut s = build_summary(cfg, tok, &merged, shards, &manifest, warnings);
-            s.task = Some(json!({"step": "manifest"}));
-            s.seconds = started.elapsed().as_secs_f64();
-            let summary_file = super::summary_bytes(cfg, &s)?;
-            let beside = summary_file.as_ref().filter(|(p, _)| p.parent() == Some(cfg.output.as_path()));
-            let members = output::members(&cfg.output, shards, &sums, manifest_sum, beside.map(|(_, b)| b.as_slice()))?;
-            for (path, sum) in members.iter().take(shards as usize) {
-                let size = std::fs::metadata(path).with_path(path)?.len();
-                if size != sum.bytes {
-                    return Err(Error::invalid(format!(
-                        "{} holds {size} bytes, but the shards task that wrote it made {}: it was replaced by \
-                         another process; rerun the shards tasks",
-                        path.display(),
-                        sum.bytes
-                    )));
-                }
-            }
-            let summary_at = summary_file.as_ref().map(|(p, b)| (p.as_path(), b.as_slice()));
-            output::commit_local(&cfg.output, &run, &fp["inputs"], &members, summary_at)?;
-            s
+            output::finish(cfg, (&run, &fp["inputs"]), (shards, total), &sums, |manifest| {
+                let mut s = build_summary(cfg, tok, &merged, shards, manifest, warnings);
+                s.task = Some(json!({"step": "manifest"}));
+                s.seconds = started.elapsed().as_secs_f64();
+                s
+            })?
         }
     };
     if !matches!(step, Step::Manifest) {

@@ -14,7 +14,7 @@ use crate::preprocess::{EncodedBatch, ErrorPolicy};
 use crate::progress::{Progress, ProgressSnapshot};
 use crate::shuffle::cells::RunBuffer;
 use crate::shuffle::config::ShuffleConfig;
-use crate::shuffle::context_id;
+use crate::shuffle::contexts::context_id;
 use crate::shuffle::contexts::Cutter;
 use crate::shuffle::state::{run_path, State};
 use crate::shuffle::summary::{SkipRecord, SkippedFile};

@@ -21,7 +21,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use super::cells::RunBuffer;
 use super::config::ShuffleConfig;
-use super::crash_point;
+use super::state::crash_point;
 use super::state::{save, State};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};

@@ -1,6 +1,5 @@
-"""``tokshuf olmo-convert`` and ``tokshuf instances``: OLMo token files from ``.bin/.idx``, and
-building an instance index offline (before the training job, like Megatron's
-``prepare_cache.py``), printing a JSON summary."""
+"""``tokshuf instances``: build an instance dataset's index offline (before the training job, like
+Megatron's ``prepare_cache.py``), with a summary beside it that ``tokshuf inspect`` reads."""
 
 from __future__ import annotations
 
@@ -9,8 +8,8 @@ import os
 import time
 from typing import Any, get_args
 
-from tokshuf import cli_args
 from tokshuf._summaries import InstancesSummary
+from tokshuf.cli import _args
 from tokshuf.instances._options import (
     DEFAULTS,
     LONG_DOC_STRATEGY,
@@ -19,38 +18,14 @@ from tokshuf.instances._options import (
     LongDocStrategy,
 )
 
-_ID = cli_args.TOKEN_ID
-_POSITIVE = cli_args.integer(1)
+_ID = _args.TOKEN_ID
+_POSITIVE = _args.integer(1)
 
-__all__ = ["add_commands"]
+__all__ = ["add_parser", "run"]
 
 
-def add_commands(sub: Any) -> None:
-    """Register the subcommands on the ``tokshuf`` parser's subparsers."""
-    p = sub.add_parser(
-        "olmo-convert",
-        help="convert a .bin/.idx dataset into an OLMo token file",
-        description="Copy every document of a Megatron .bin/.idx dataset into an OLMo token file "
-        "(a headerless .npy array) and its Dolma <stem>.csv.gz document metadata.",
-    )
-    p.add_argument("--input", required=True, metavar="PREFIX", help="the .bin/.idx prefix")
-    p.add_argument("--output", required=True, metavar="PATH.npy")
-    p.add_argument(
-        "--dtype", type=cli_args.dtype(), default=None, help="uint8/16/32/64 (default: as wide as the .bin's)"
-    )
-    p.add_argument(
-        "--append-eos",
-        type=cli_args.integer(0, 2**64 - 1),
-        default=None,
-        metavar="ID",
-        help="end every document with ID",
-    )
-    p.add_argument("--no-metadata", dest="metadata", action="store_false", help="do not write <stem>.csv.gz")
-    cli_args.add_summary_flag(p, "<stem>_summary.json")
-    cli_args.add_output_flags(p)
-    p.set_defaults(handler=_convert)
-
-    p = sub.add_parser(
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
         "instances",
         help="build (and cache) an OLMo-style instance index",
         description="Build the index of an instance dataset into its work directory, so that "
@@ -59,17 +34,15 @@ def add_commands(sub: Any) -> None:
     p.add_argument("paths", nargs="+", help="OLMo token files or .bin/.idx prefixes")
     p.add_argument("--strategy", required=True, choices=["fsl", "padded", "packed", "interleaved", "vsl"])
     p.add_argument(
-        "--sequence-length", type=cli_args.SEQUENCE_LENGTH, required=True, help="(the maximum for vsl)"
+        "--sequence-length", type=_args.SEQUENCE_LENGTH, required=True, help="(the maximum for vsl)"
     )
     p.add_argument("--eos-token-id", type=_ID, required=True)
     p.add_argument("--pad-token-id", type=_ID, required=True)
     p.add_argument("--bos-token-id", type=_ID, default=DEFAULTS["bos_token_id"])
-    p.add_argument(
-        "--dtype", type=cli_args.dtype(), default=DEFAULTS["dtype"], help="token dtype of .npy files"
-    )
+    p.add_argument("--dtype", type=_args.dtype(), default=DEFAULTS["dtype"], help="token dtype of .npy files")
     p.add_argument(
         "--vocab-size",
-        type=cli_args.integer(1, 2**64),
+        type=_args.integer(1, 2**64),
         default=DEFAULTS["vocab_size"],
         help="picks the dtype of .npy files",
     )
@@ -88,7 +61,7 @@ def add_commands(sub: Any) -> None:
         help="cache root; the index goes to DIR/instances/ "
         "(default: $TOKSHUF_CACHE_DIR, else ~/.cache/tokshuf)",
     )
-    cli_args.add_threads_flag(p, "index-building threads")
+    _args.add_threads_flag(p, "index-building threads")
     p.add_argument(
         "--long-doc-strategy",
         choices=get_args(LongDocStrategy),
@@ -99,33 +72,17 @@ def add_commands(sub: Any) -> None:
         "--source-group-size", type=_POSITIVE, default=SOURCE_GROUP_SIZE, help="packed: files packed together"
     )
     p.add_argument(
-        "--min-sequence-length", type=cli_args.SEQUENCE_LENGTH, default=MIN_SEQUENCE_LENGTH, help="vsl"
+        "--min-sequence-length", type=_args.SEQUENCE_LENGTH, default=MIN_SEQUENCE_LENGTH, help="vsl"
     )
-    p.add_argument("--seed", type=cli_args.integer(0, 2**64 - 1), default=0, help="interleaved")
+    p.add_argument("--seed", type=_args.integer(0, 2**64 - 1), default=0, help="interleaved")
     p.add_argument("--docs-per-instance", type=_POSITIVE, default=2, help="interleaved")
     p.add_argument("--chunks-per-doc", type=_POSITIVE, default=4, help="interleaved")
-    cli_args.add_summary_flag(
+    _args.add_summary_flag(
         p, "CACHE_DIR/instances/instances-STRATEGY-FINGERPRINT_summary.json, which inspect reads"
     )
-    cli_args.add_output_flags(p)
-    p.set_defaults(handler=_instances)
-
-
-def _convert(args: argparse.Namespace) -> int:
-    from tokshuf.olmo_tokens import from_indexed
-
-    spans = from_indexed(
-        args.input,
-        args.output,
-        args.dtype,
-        args.append_eos,
-        metadata=args.metadata,
-        summary=cli_args.summary_option(args),
-    )
-    tokens = int(spans[-1, 1]) if len(spans) else 0
-    summary = {"output": args.output, "documents": len(spans), "tokens": tokens}
-    cli_args.emit(args, summary, [f"{args.output}: {len(spans):,} documents, {tokens:,} tokens"])
-    return 0
+    _args.add_output_flags(p)
+    p.set_defaults(handler=run)
+    return p
 
 
 def _arguments(args: argparse.Namespace) -> dict[str, Any]:
@@ -155,7 +112,7 @@ def _arguments(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _instances(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from tokshuf._storage import is_remote
@@ -187,8 +144,8 @@ def _instances(args: argparse.Namespace) -> int:
     where = ds.cache_dir / "instances"
     where.mkdir(parents=True, exist_ok=True)
     default = where / f"instances-{args.strategy}-{ds.fingerprint}_summary.json"
-    cli_args.write_summary_file(args, summary, str(default))
+    _args.write_summary_file(args, summary, str(default))
     line = f"{args.strategy}: {summary['instances']:,} instances in {summary['seconds']:.2f} s"
     cache = f" (cache {summary['cache']})" if summary["cache"] else ""
-    cli_args.emit(args, summary, [line + cache])
+    _args.emit(args, summary, [line + cache])
     return 0

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any, get_args
 
-from tokshuf import cli_args
 from tokshuf._shuffle import DEFAULTS, SPECIAL_TOKEN_PRESETS
 from tokshuf._summaries import MemberFormat, ShuffleSummary
+from tokshuf.cli import _args
 
 DESCRIPTION = """\
 Tokenize JSON lines (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet/Arrow files (files, directories,
@@ -68,7 +68,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--context-length",
         "--seqlen",
         dest="context_length",
-        type=cli_args.SEQUENCE_LENGTH,
+        type=_args.SEQUENCE_LENGTH,
         default=DEFAULTS["context_length"],
         metavar="N",
         help="tokens per context, INCLUDING the +1 target: the model's sequence length + 1 "
@@ -76,24 +76,24 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--wds-chunk-size",
-        type=cli_args.integer(1),
+        type=_args.integer(1),
         default=DEFAULTS["wds_chunk_size"],
         help="contexts per shard (default: %(default)s)",
     )
     p.add_argument(
         "--num-local-cells",
-        type=cli_args.integer(1),
+        type=_args.integer(1),
         default=DEFAULTS["num_local_cells"],
         help="local cells: threads + 1 cells (output size / cells each) must fit in RAM "
         "(default: %(default)s)",
     )
     p.add_argument(
         "--seed",
-        type=cli_args.integer(0, 2**64 - 1),
+        type=_args.integer(0, 2**64 - 1),
         default=DEFAULTS["seed"],
         help="seed of the shuffle (default: %(default)s)",
     )
-    cli_args.add_threads_flag(p, "worker threads")
+    _args.add_threads_flag(p, "worker threads")
     p.add_argument(
         "--ext",
         action="append",
@@ -121,14 +121,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
             f"--{name}-token-id",
             f"--{'eot' if name == 'eos' else name}-id",
             dest=f"{name}_token_id",
-            type=cli_args.TOKEN_ID,
+            type=_args.TOKEN_ID,
             metavar="ID",
             help=f"{what} (overrides the preset)",
         )
     p.add_argument(
         "--content-key", default=DEFAULTS["content_key"], help="JSON key of the text (default: %(default)s)"
     )
-    cli_args.add_on_error_flag(p, DEFAULTS["on_error"])
+    _args.add_on_error_flag(p, DEFAULTS["on_error"])
     p.add_argument(
         "--member-format",
         choices=get_args(MemberFormat),
@@ -137,7 +137,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--gzip-level",
-        type=cli_args.integer(0, 12),
+        type=_args.integer(0, 12),
         default=DEFAULTS["gzip_level"],
         help="json.gz level 0-12 (default: %(default)s; 1 is a token-level deflate, the others "
         "libdeflate's levels)",
@@ -149,14 +149,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--buffer-mb",
-        type=cli_args.integer(0, cli_args.COUNT_MAX >> 20),
+        type=_args.integer(0, _args.COUNT_MAX >> 20),
         default=DEFAULTS["buffer_bytes"] >> 20,
         help="MB of contexts buffered before a cell run is written (default: %(default)s)",
     )
-    cli_args.add_progress_flag(p, ", per stage")
+    _args.add_progress_flag(p, ", per stage")
     p.add_argument(
         "--s3-retries",
-        type=cli_args.integer(0),
+        type=_args.integer(0),
         metavar="N",
         help="tokshuf-rust's flag, accepted and ignored (as there): failed requests are retried for "
         "$TOKSHUF_STORAGE_RETRY_SECONDS (default 180)",
@@ -172,11 +172,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--task",
         metavar="I/N",
-        type=cli_args.task,
+        type=_args.task,
         help="the task of --stage cells|shards (0-based I); auto: Slurm array",
     )
-    cli_args.add_summary_flag(p, "OUTPUT/summary.json, beside manifest.jsonl")
-    cli_args.add_output_flags(p)
+    _args.add_summary_flag(p, "OUTPUT/summary.json, beside manifest.jsonl")
+    _args.add_output_flags(p)
     p.set_defaults(handler=run)
     return p
 
@@ -247,14 +247,14 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if args.s3_retries is not None:
-        cli_args.note(
+        _args.note(
             args,
             f"--s3-retries {args.s3_retries} is ignored (tokshuf-rust ignores it too): failed storage "
             "requests are retried for $TOKSHUF_STORAGE_RETRY_SECONDS (default 180)",
         )
     if args.use_tiktoken and not args.shuffle_only:
         tiktoken_only(args.tokenizer, args.subparser.error)
-    progress = cli_args.progress_option(args)
+    progress = _args.progress_option(args)
     run_job: Any = shuffle
     extra: dict[str, Any] = {"num_threads": args.num_threads or None, "stage": args.stage, "task": args.task}
     if getattr(args, "ray", False):
@@ -293,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
             all_pad_context=args.all_pad_context,
             buffer_bytes=args.buffer_mb << 20,
             tokenizer_special_tokens=args.tokenizer_special_tokens,
-            summary=cli_args.summary_option(args),
+            summary=_args.summary_option(args),
             **({"progress": progress} if run_job is shuffle else {}),
             **extra,
         )
@@ -306,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
     if args.special_tokens is None and not args.shuffle_only and args.stage in (None, "manifest"):
         # Said with the summary (stdout: stderr carries --progress json lines); --json has the ids.
         lines.append(padding_note(summary))
-    cli_args.emit(args, summary, lines)
+    _args.emit(args, summary, lines)
     return 0
 
 

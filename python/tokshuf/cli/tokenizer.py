@@ -6,11 +6,11 @@ import argparse
 import json
 from typing import Any
 
-from tokshuf import cli_args
+from tokshuf.cli import _args
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
         "tokenizer",
         help="inspect a tokenizer: which encoder runs it, and whether its ids match its library's",
         description="Tools for tokenizer specs (see `tokshuf preprocess --help` for the forms).",
@@ -30,15 +30,16 @@ def add_parser(sub: Any) -> None:
     )
     c.add_argument(
         "--limit",
-        type=cli_args.integer(0),
+        type=_args.integer(0),
         default=2000,
         help="generated texts, and documents per input (2000)",
     )
     c.add_argument("--json", action="store_true", help="print the result as JSON")
-    c.set_defaults(handler=_check)
+    c.set_defaults(handler=check)
+    return p
 
 
-def _check(args: argparse.Namespace) -> int:
+def check(args: argparse.Namespace) -> int:
     from tokshuf.tokenizer_check import check_tokenizer, render, sample_texts
 
     result = check_tokenizer(args.spec, sample_texts(args.input, args.limit))
