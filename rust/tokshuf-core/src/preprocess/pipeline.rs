@@ -110,9 +110,12 @@ struct Spares {
 }
 
 impl Spares {
+    /// Line buffers up to 4 batches' worth of bytes are kept; token buffers up to 2 ids per byte of
+    /// a batch (a byte-level tokenizer writes one per byte, plus one per document), so that no
+    /// tokenizer's batches free their buffer and fault in a fresh one every time.
     fn new(count: usize, batch_bytes: usize) -> Spares {
-        let max_bytes = batch_bytes.saturating_mul(4);
-        Spares { data: Pool::new(count, max_bytes), tokens: Pool::new(count, max_bytes) }
+        let tokens_bytes = batch_bytes.saturating_mul(2 * std::mem::size_of::<u32>());
+        Spares { data: Pool::new(count, batch_bytes.saturating_mul(4)), tokens: Pool::new(count, tokens_bytes) }
     }
 }
 
@@ -575,5 +578,25 @@ impl Writer<'_> {
         }
         self.summary.skipped_files.push(record);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_byte_level_batchs_token_buffer_is_kept_for_the_next_batch() {
+        // One id per byte of a full batch, plus an end of document per short line, rounded up
+        // as a growing Vec rounds: what a byte-level tokenizer's batch leaves behind.
+        let batch_bytes = 1 << 20;
+        let spares = Spares::new(4, batch_bytes);
+        let used: Vec<u32> = Vec::with_capacity((batch_bytes + batch_bytes / 8).next_power_of_two());
+        let capacity = used.capacity();
+        spares.tokens.give(used);
+        assert_eq!(spares.tokens.take().capacity(), capacity, "the buffer was freed, not kept");
+        // A batch with a huge line may still free its buffers.
+        spares.tokens.give(Vec::with_capacity(16 * batch_bytes));
+        assert_eq!(spares.tokens.take().capacity(), 0);
     }
 }
