@@ -84,6 +84,7 @@ def run(job: str, python_dir: Path, data: Path, work: Path, repeat: int) -> tupl
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--baseline", type=Path, help="python/ dir of a build without commit records")
+    ap.add_argument("--build", type=Path, default=REPO / "python", help="python/ dir of the build measured (this tree's)")
     ap.add_argument("--size", default="200MB")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=3)
@@ -97,7 +98,7 @@ def main() -> None:
         args.size, args.rounds, args.repeat = "20MB", 1, 1
     args.data_dir.mkdir(parents=True, exist_ok=True)
     data = corpus(args.data_dir, args.size, args.seed)
-    this = REPO / "python"
+    this = args.build
     work = args.data_dir / "work"
     results: dict[str, Any] = {"bench": "commit", "corpus": args.size}
     results.update(rounds=args.rounds, repeat=args.repeat)
