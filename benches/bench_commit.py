@@ -85,7 +85,7 @@ def run(job: str, python_dir: Path, data: Path, work: Path, repeat: int) -> tupl
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--baseline", type=Path, help="python/ dir of a build without commit records")
-    ap.add_argument("--build", type=Path, default=REPO / "python", help="python/ dir of the build measured (this tree's)")
+    ap.add_argument("--build", type=Path, default=REPO / "python", help="python/ dir of the build measured")
     ap.add_argument("--size", default="200MB")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=3)

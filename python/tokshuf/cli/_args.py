@@ -149,6 +149,19 @@ def note(args: argparse.Namespace, message: str) -> None:
         print(f"tokshuf: note: {message}", file=sys.stderr)
 
 
+def add_input_flag(p: argparse.ArgumentParser, *, stdin: bool) -> None:
+    """``--input PATH...`` (repeatable): the inputs of a command that reads documents."""
+    where = "files, directories, globs, s3:// gs:// az:// https:// URLs"
+    p.add_argument(
+        "--input",
+        action="extend",
+        nargs="+",
+        required=True,
+        metavar="PATH",
+        help=f"{where}, - for stdin (repeatable)" if stdin else f"{where} (repeatable)",
+    )
+
+
 def add_output_flags(p: argparse.ArgumentParser) -> None:
     """The flags every long command shares: ``--json`` (the run summary as one JSON object on
     stdout instead of the human lines) and ``--quiet`` (nothing but errors)."""

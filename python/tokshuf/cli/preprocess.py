@@ -21,14 +21,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "directories, globs, storage URLs, - for stdin) into {output_prefix}_{key}_document.bin/.idx, "
         "byte-compatible with Megatron-LM.",
     )
-    p.add_argument(
-        "--input",
-        action="extend",
-        nargs="+",
-        required=True,
-        metavar="PATH",
-        help="files, directories, globs, s3:// gs:// az:// https:// URLs, - for stdin (repeatable)",
-    )
+    _args.add_input_flag(p, stdin=True)
     p.add_argument(
         "--output-prefix",
         required=True,

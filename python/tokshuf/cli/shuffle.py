@@ -31,14 +31,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--input",
-        action="extend",
-        nargs="+",
-        required=True,
-        metavar="PATH",
-        help="files, directories or globs, local or s3:// gs:// az:// https:// URLs (repeatable)",
-    )
+    _args.add_input_flag(p, stdin=False)
     p.add_argument(
         "--local-cell-dir", required=True, help="local scratch dir for the cells and the resume state"
     )
