@@ -90,11 +90,36 @@ impl Cache {
     }
 }
 
-/// The most recently freed block of exactly `len` mapped bytes, if there is one.
+/// A cached block made `len` mapped bytes long: the one of the nearest length between half and
+/// twice `len` (the most recently freed among equals), its tail unmapped if it is longer, its
+/// mapping extended if it is shorter. Batches of similar but unequal sizes (a thousand documents'
+/// ids) then reuse each other's resident pages instead of faulting in fresh ones; the pages a
+/// shorter block gains are faulted in only if they are written.
 fn take_cached(len: usize) -> Option<*mut u8> {
     let mut c = CACHE.try_lock().ok()?;
-    let i = c.blocks[..c.n].iter().rposition(|b| b.len == len)?;
-    Some(c.remove(i).addr as *mut u8)
+    let fits = |b: &Block| b.len >= len / 2 && b.len <= len.saturating_mul(2);
+    let (i, _) =
+        c.blocks[..c.n].iter().enumerate().rev().filter(|(_, b)| fits(b)).min_by_key(|(_, b)| b.len.abs_diff(len))?;
+    let b = c.remove(i);
+    drop(c);
+    let p = b.addr as *mut u8;
+    if b.len == len {
+        return Some(p);
+    }
+    if b.len > len {
+        // SAFETY: the block is mapped and now owned here; its tail past `len` (a multiple of the
+        // page size, as every class is) is not used again.
+        unsafe { os::unmap(p.add(len), b.len - len) };
+        return Some(p);
+    }
+    // SAFETY: a mapped block of `b.len` bytes, owned here; on failure it is still mapped.
+    let q = unsafe { os::remap(p, b.len, len) };
+    if q.is_null() {
+        // SAFETY: as above; nobody else holds it.
+        unsafe { os::unmap(p, b.len) };
+        return None;
+    }
+    Some(q)
 }
 
 /// Keep the block `p` of `len` mapped bytes for reuse, unmapping the ones too old and, if the
@@ -307,6 +332,20 @@ pub fn try_with_capacity<T>(n: usize, what: &str) -> crate::error::Result<Vec<T>
 mod tests {
     use super::*;
 
+    /// The tests share the cache, and a block may serve any size near its own: each runs alone.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn empty_cache() {
+        let mut c = CACHE.lock().unwrap();
+        while c.n > 0 {
+            c.drop_oldest();
+        }
+    }
+
     fn filled(a: &LargeFromOs, size: usize, align: usize) -> (*mut u8, Layout) {
         let layout = Layout::from_size_align(size, align).unwrap();
         // SAFETY: non-zero size.
@@ -328,6 +367,7 @@ mod tests {
 
     #[test]
     fn realloc_keeps_the_bytes_across_the_threshold_both_ways() {
+        let _serial = serial();
         let a = LargeFromOs;
         let sizes = [100, LARGE - 1, LARGE, LARGE + 1, 3 * LARGE + 17, 40 << 20];
         for &from in &sizes {
@@ -347,6 +387,7 @@ mod tests {
 
     #[test]
     fn zeroed_blocks_are_zero() {
+        let _serial = serial();
         let a = LargeFromOs;
         for size in [10, LARGE, 5 << 20] {
             let layout = Layout::from_size_align(size, 16).unwrap();
@@ -361,6 +402,7 @@ mod tests {
 
     #[test]
     fn classes_cover_the_size_with_a_quarter_step_at_most() {
+        let _serial = serial();
         for size in [LARGE, LARGE + 1, 300_000, 1 << 20, (1 << 20) + 1, 1_114_112, 40 << 20] {
             let c = class(size);
             assert!(c >= size && c % PAGE == 0 && c - size < size.next_power_of_two() / 8, "{size} -> {c}");
@@ -371,6 +413,7 @@ mod tests {
 
     #[test]
     fn freed_blocks_are_reused_and_cleared_when_zeroed_is_asked() {
+        let _serial = serial();
         // A size class no other test uses (tests share the cache).
         let layout = Layout::from_size_align((2 << 20) + (600 << 10), 64).unwrap();
         let a = LargeFromOs;
@@ -388,6 +431,7 @@ mod tests {
 
     #[test]
     fn a_batch_of_ids_is_reused_too() {
+        let _serial = serial();
         // The ids of a thousand web documents (4-5 MB), in a size class no other test uses.
         let layout = Layout::from_size_align((4 << 20) + (700 << 10), 64).unwrap();
         let a = LargeFromOs;
@@ -402,7 +446,45 @@ mod tests {
     }
 
     #[test]
+    fn a_block_serves_nearby_sizes_with_its_resident_pages() {
+        let _serial = serial();
+        empty_cache();
+        let a = LargeFromOs;
+        let mid = Layout::from_size_align(5 << 20, 64).unwrap();
+        let smaller = Layout::from_size_align((3 << 20) + (100 << 10), 64).unwrap();
+        let larger = Layout::from_size_align(6 << 20, 64).unwrap();
+        // SAFETY: each block is written within its layout's bounds and freed with that layout.
+        unsafe {
+            let p = a.alloc(mid);
+            std::ptr::write_bytes(p, 1, mid.size());
+            a.dealloc(p, mid);
+            let q = a.alloc(smaller);
+            assert_eq!(q, p, "a larger freed block serves a smaller size");
+            std::ptr::write_bytes(q, 2, smaller.size());
+            a.dealloc(q, smaller);
+            let r = a.alloc(larger);
+            std::ptr::write_bytes(r, 3, larger.size());
+            assert!(std::slice::from_raw_parts(r, larger.size()).iter().all(|&b| b == 3));
+            a.dealloc(r, larger);
+            let c = CACHE.lock().unwrap();
+            assert_eq!(c.n, 1, "the smaller block was grown, not a new one mapped");
+            assert_eq!(c.blocks[0].len, class(larger.size()));
+        }
+        // A block more than twice as long as the size is left alone.
+        let tiny = Layout::from_size_align(LARGE, 64).unwrap();
+        // SAFETY: as above.
+        unsafe {
+            let t = a.alloc(tiny);
+            a.dealloc(t, tiny);
+        }
+        let c = CACHE.lock().unwrap();
+        assert_eq!(c.n, 2);
+        assert_eq!(c.blocks[0].len, class(larger.size()));
+    }
+
+    #[test]
     fn the_cache_is_bounded() {
+        let _serial = serial();
         let a = LargeFromOs;
         let layout = Layout::from_size_align(3 << 20 | 777, 8).unwrap();
         // SAFETY: blocks allocated and freed with the same layout.
@@ -420,6 +502,7 @@ mod tests {
 
     #[test]
     fn a_block_not_asked_for_again_leaves_the_cache() {
+        let _serial = serial();
         let a = LargeFromOs;
         // Size classes no other test uses (tests share the cache).
         let once = Layout::from_size_align((1 << 20) + (300 << 10), 8).unwrap();
@@ -442,6 +525,7 @@ mod tests {
 
     #[test]
     fn vectors_grow_and_shrink_through_it() {
+        let _serial = serial();
         let a = LargeFromOs;
         let layout = Layout::array::<u64>(1).unwrap();
         // SAFETY: a 1-element block grown and shrunk with the layouts of its current size.

@@ -50,7 +50,7 @@ pub fn encode_many<S: AsRef<str> + Sync>(
     if threads == 1 || bytes < PARALLEL_MIN_BYTES || texts.len() < 2 {
         cancel.check()?;
         let mut out =
-            EncodedTexts { ids: Vec::with_capacity(bytes / 4 + 1), offsets: Vec::with_capacity(texts.len() + 1) };
+            EncodedTexts { ids: Vec::with_capacity(ids_room(bytes)), offsets: Vec::with_capacity(texts.len() + 1) };
         out.offsets.push(0);
         encode_chunk(tokenizer, texts, 0, &mut out.ids, &mut out.offsets)?;
         return Ok(out);
@@ -69,7 +69,7 @@ pub fn encode_many<S: AsRef<str> + Sync>(
         }
         let result = cancel.check().and_then(|()| {
             let chunk = &texts[bounds[c]..bounds[c + 1]];
-            let room = chunk.iter().map(|t| t.as_ref().len()).sum::<usize>() / 4 + 1;
+            let room = ids_room(chunk.iter().map(|t| t.as_ref().len()).sum::<usize>());
             let (mut ids, mut ends) = (Vec::with_capacity(room), Vec::with_capacity(chunk.len()));
             encode_chunk(tokenizer, chunk, bounds[c], &mut ids, &mut ends)?;
             Ok((ids, ends))
@@ -86,6 +86,13 @@ pub fn encode_many<S: AsRef<str> + Sync>(
     let parts =
         done.into_iter().map(|d| d.into_inner().expect("every chunk is encoded")).collect::<Result<Vec<_>>>()?;
     Ok(gather(&pool, parts, texts.len(), threads))
+}
+
+/// Room for the ids of `bytes` of text: half an id per byte, more than a BPE vocabulary writes
+/// for English (GPT-2: 0.37), so the buffer is rarely grown; the pages past what is written are
+/// never touched.
+fn ids_room(bytes: usize) -> usize {
+    bytes / 2 + 16
 }
 
 /// Encode `texts` (the first being text number `first` of the batch) onto `ids`, which is empty,
