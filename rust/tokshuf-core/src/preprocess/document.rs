@@ -162,9 +162,8 @@ fn encode_lines<'b>(
     mut spare: Vec<u32>,
 ) -> EncodedBatch {
     let keys = rules.keys;
-    // Room for the tokens of a batch of text (rarely under 4 bytes a token), so that the buffer is
-    // not copied as it grows.
-    let room = batch.bytes() / 4 / keys.len().max(1);
+    // Room for the tokens of a batch of text, so that the buffer is not copied as it grows.
+    let room = crate::tokenize::ids_room(batch.bytes()) / keys.len().max(1);
     spare.clear();
     spare.reserve(room);
     let mut spare = Some(spare);

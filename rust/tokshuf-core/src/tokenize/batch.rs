@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use super::Tokenizer;
+use super::{ids_room, Tokenizer};
 use crate::cancel::Cancel;
 use crate::error::{BadInputReason, Error, Result};
 
@@ -86,13 +86,6 @@ pub fn encode_many<S: AsRef<str> + Sync>(
     let parts =
         done.into_iter().map(|d| d.into_inner().expect("every chunk is encoded")).collect::<Result<Vec<_>>>()?;
     Ok(gather(&pool, parts, texts.len(), threads))
-}
-
-/// Room for the ids of `bytes` of text: half an id per byte, more than a BPE vocabulary writes
-/// for English (GPT-2: 0.37), so the buffer is rarely grown; the pages past what is written are
-/// never touched.
-fn ids_room(bytes: usize) -> usize {
-    bytes / 2 + 16
 }
 
 /// Encode `texts` (the first being text number `first` of the batch) onto `ids`, which is empty,

@@ -28,6 +28,13 @@ pub use tiktoken::TiktokenTokenizer;
 
 use crate::error::{Error, Result};
 
+/// Room for the ids of `bytes` of text: half an id per byte, more than a BPE vocabulary writes
+/// for English (GPT-2: 0.37), so a buffer given this room is rarely grown; the pages past what is
+/// written are never touched.
+pub(crate) fn ids_room(bytes: usize) -> usize {
+    bytes / 2 + 16
+}
+
 /// Text → token ids. Implementations are shared by every worker thread.
 pub trait Tokenizer: Send + Sync {
     /// Append the ids of `text` to `out` (no special tokens added).
