@@ -7,6 +7,7 @@
 
 mod document;
 mod pipeline;
+mod spares;
 mod summary;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use std::sync::Arc;
 pub use document::{
     encode_batch, encode_batch_parsed, parse_batch, DocumentRules, EncodedBatch, KeyTokens, ParsedLines,
 };
+pub(crate) use spares::{Pool, Spares};
 pub use summary::{OutputSummary, SkipRecord, SkippedFile, Summary};
 
 use crate::cancel::Cancel;

@@ -13,6 +13,7 @@ use std::time::Instant;
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 
 use super::document::{encode_batch, encode_batch_parsed, parse_batch, DocumentRules, EncodedBatch, ParsedLines};
+use super::spares::Spares;
 use super::summary::{OutputSummary, SkipRecord, SkippedFile, Summary};
 use super::{ErrorPolicy, PreprocessConfig};
 use crate::cancel::Cancel;
@@ -74,49 +75,6 @@ struct Done {
     global_line: u64,
     input_pos: u64,
     body: Body,
-}
-
-/// Buffers of one kind that finished batches hand back, so that a run's memory is allocated
-/// (and its pages faulted in) once, not batch after batch.
-struct Pool<T> {
-    tx: Sender<Vec<T>>,
-    rx: Receiver<Vec<T>>,
-    /// Larger buffers (a batch with a huge line) are freed instead.
-    max_len: usize,
-}
-
-impl<T> Pool<T> {
-    fn new(count: usize, max_bytes: usize) -> Pool<T> {
-        let (tx, rx) = bounded(count);
-        Pool { tx, rx, max_len: max_bytes / std::mem::size_of::<T>().max(1) }
-    }
-
-    /// A buffer handed back, or a new empty one.
-    fn take(&self) -> Vec<T> {
-        self.rx.try_recv().unwrap_or_default()
-    }
-
-    fn give(&self, buf: Vec<T>) {
-        if buf.capacity() <= self.max_len {
-            let _ = self.tx.try_send(buf);
-        }
-    }
-}
-
-/// The line batches' bytes and the first key's tokens, reused.
-struct Spares {
-    data: Pool<u8>,
-    tokens: Pool<u32>,
-}
-
-impl Spares {
-    /// Line buffers up to 4 batches' worth of bytes are kept; token buffers up to 2 ids per byte of
-    /// a batch (a byte-level tokenizer writes one per byte, plus one per document), so that no
-    /// tokenizer's batches free their buffer and fault in a fresh one every time.
-    fn new(count: usize, batch_bytes: usize) -> Spares {
-        let tokens_bytes = batch_bytes.saturating_mul(2 * std::mem::size_of::<u32>());
-        Spares { data: Pool::new(count, batch_bytes.saturating_mul(4)), tokens: Pool::new(count, tokens_bytes) }
-    }
 }
 
 /// The reader: files → items, in order. Returns only when done, stopped or unwanted.
@@ -578,25 +536,5 @@ impl Writer<'_> {
         }
         self.summary.skipped_files.push(record);
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_byte_level_batchs_token_buffer_is_kept_for_the_next_batch() {
-        // One id per byte of a full batch, plus an end of document per short line, rounded up
-        // as a growing Vec rounds: what a byte-level tokenizer's batch leaves behind.
-        let batch_bytes = 1 << 20;
-        let spares = Spares::new(4, batch_bytes);
-        let used: Vec<u32> = Vec::with_capacity((batch_bytes + batch_bytes / 8).next_power_of_two());
-        let capacity = used.capacity();
-        spares.tokens.give(used);
-        assert_eq!(spares.tokens.take().capacity(), capacity, "the buffer was freed, not kept");
-        // A batch with a huge line may still free its buffers.
-        spares.tokens.give(Vec::with_capacity(16 * batch_bytes));
-        assert_eq!(spares.tokens.take().capacity(), 0);
     }
 }

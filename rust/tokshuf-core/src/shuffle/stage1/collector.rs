@@ -7,10 +7,10 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::reader::Problem;
-use super::{Checkpoint, EncodeJob, Msg, Ordered, Work};
+use super::{Checkpoint, ChunkSpares, EncodeJob, Msg, Ordered, Work};
 use crate::cancel::Cancel;
 use crate::error::{BadInputReason, Error, Result};
-use crate::preprocess::{EncodedBatch, ErrorPolicy};
+use crate::preprocess::{EncodedBatch, ErrorPolicy, Spares};
 use crate::progress::{Progress, ProgressSnapshot};
 use crate::shuffle::cells::RunBuffer;
 use crate::shuffle::config::ShuffleConfig;
@@ -26,7 +26,7 @@ const CHUNK_CONTEXTS: usize = 16;
 
 /// Tokens reserved up front for a chunk: a whole chunk for ordinary lengths, but no more than
 /// 16 Mi tokens, so that a huge `seqlen` over a small input reserves only what arrives.
-fn chunk_reserve(seqlen: usize) -> usize {
+pub(super) fn chunk_reserve(seqlen: usize) -> usize {
     CHUNK_CONTEXTS.saturating_mul(seqlen).min(16 << 20)
 }
 
@@ -39,6 +39,9 @@ pub(super) struct Collector<'a> {
     checkpoints: Sender<Checkpoint>,
     /// Buffers the checkpoint thread has written and emptied.
     spare: Receiver<RunBuffer>,
+    /// Where the token buffers of cut batches go back to the workers.
+    spares: &'a Spares,
+    chunk_spares: &'a ChunkSpares,
     cancel: &'a Cancel,
     buffer: RunBuffer,
     pending: BTreeMap<u64, Ordered>,
@@ -65,6 +68,8 @@ impl<'a> Collector<'a> {
         slots: &'a Sender<()>,
         checkpoints: Sender<Checkpoint>,
         spare: Receiver<RunBuffer>,
+        spares: &'a Spares,
+        chunk_spares: &'a ChunkSpares,
         max_outstanding: usize,
         cancel: &'a Cancel,
     ) -> Self {
@@ -81,6 +86,8 @@ impl<'a> Collector<'a> {
             slots,
             checkpoints,
             spare,
+            spares,
+            chunk_spares,
             cancel,
             buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)),
             pending: BTreeMap::new(),
@@ -117,6 +124,7 @@ impl<'a> Collector<'a> {
                     offset += len as usize;
                 }
                 self.state.counts.cell_bytes += chunk.bytes.len() as u64;
+                self.chunk_spares.members.give(chunk.bytes);
                 self.outstanding -= 1;
             }
         }
@@ -131,7 +139,10 @@ impl<'a> Collector<'a> {
             self.receive()?;
         }
         let n = (self.chunk.len() / self.cfg.seqlen) as u64;
-        let tokens = std::mem::replace(&mut self.chunk, Vec::with_capacity(chunk_reserve(self.cfg.seqlen)));
+        let mut next = self.chunk_spares.tokens.take();
+        next.clear();
+        next.reserve(chunk_reserve(self.cfg.seqlen));
+        let tokens = std::mem::replace(&mut self.chunk, next);
         let job = EncodeJob { first_id: self.chunk_first_id, tokens };
         self.chunk_first_id += n;
         self.work.send(Work::Encode(job)).map_err(|_| Error::invalid("stage 1 workers stopped unexpectedly"))?;
@@ -284,6 +295,9 @@ impl<'a> Collector<'a> {
                 match item {
                     Ordered::Batch { file, first_line, lines, input_pos, encoded } => {
                         self.on_batch(file, first_line, lines, &encoded)?;
+                        if let Some(key) = encoded.keys.into_iter().next() {
+                            self.spares.tokens.give(key.tokens);
+                        }
                         self.snapshot.bytes = input_pos;
                         let _ = self.slots.send(());
                     }

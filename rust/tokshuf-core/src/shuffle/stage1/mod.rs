@@ -25,7 +25,7 @@ use super::state::crash_point;
 use super::state::{save, State};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::preprocess::EncodedBatch;
+use crate::preprocess::{EncodedBatch, Pool, Spares};
 use crate::read::lines::LineBatch;
 use crate::tokenize::Tokenizer;
 use collector::Collector;
@@ -47,6 +47,26 @@ struct EncodeJob {
 enum Work {
     Tokenize(TokenizeJob),
     Encode(EncodeJob),
+}
+
+/// The buffers of context chunks, handed back for the next chunk: the tokens of a chunk (the
+/// collector cuts, a worker encodes) and its encoded members (a worker encodes, the collector
+/// files them into the run buffer). Fresh ones, each a little over glibc's mmap threshold, were
+/// mapped and faulted in chunk after chunk.
+struct ChunkSpares {
+    tokens: Pool<u32>,
+    members: Pool<u8>,
+}
+
+impl ChunkSpares {
+    fn new(count: usize, seqlen: usize) -> ChunkSpares {
+        let tokens = collector::chunk_reserve(seqlen).saturating_mul(2);
+        ChunkSpares {
+            tokens: Pool::new(count, tokens.saturating_mul(4)),
+            // A json.gz member may exceed its tokens' bytes a little; an npy one adds a header.
+            members: Pool::new(count, tokens.saturating_mul(8)),
+        }
+    }
 }
 
 /// Encoded contexts with consecutive ids.
@@ -110,6 +130,10 @@ pub(super) fn run(
     // Set when the collector is done (finished or failed): the other threads stop.
     let stop = Cancel::new();
     let start = state.position.clone();
+    // Line buffers go back to the reader from the workers, token buffers to the workers from the
+    // collector once it has cut their contexts.
+    let spares = Spares::new(in_flight + cfg.threads, cfg.batch_bytes);
+    let chunk_spares = ChunkSpares::new(in_flight + cfg.threads, cfg.seqlen);
     std::thread::scope(|s| -> Result<()> {
         let reader = Reader {
             cfg,
@@ -118,11 +142,13 @@ pub(super) fn run(
             results: result_tx.clone(),
             slots: slot_rx.clone(),
             stop: &stop,
+            spares: &spares,
         };
         s.spawn(move || reader.run());
         for _ in 0..cfg.threads {
             let (work, results, stop, tokenizer) = (work_rx.clone(), result_tx.clone(), &stop, &tokenizer);
-            s.spawn(move || work::worker(cfg, tokenizer.as_ref(), &work, &results, cancel, stop));
+            let (spares, chunk_spares) = (&spares, &chunk_spares);
+            s.spawn(move || work::worker(cfg, tokenizer.as_ref(), &work, &results, spares, chunk_spares, cancel, stop));
         }
         drop(result_tx);
         drop(work_rx);
@@ -131,8 +157,20 @@ pub(super) fn run(
         // being written, so the one written before that is the one free to refill.
         let (spare_tx, spare_rx) = bounded::<RunBuffer>(2);
         let checkpointer = s.spawn(move || write_checkpoints(cfg, &checkpoint_rx, &spare_tx));
-        let collected =
-            Collector::new(cfg, state, work_tx, &result_rx, &slot_tx, checkpoint_tx, spare_rx, in_flight, cancel).run();
+        let collected = Collector::new(
+            cfg,
+            state,
+            work_tx,
+            &result_rx,
+            &slot_tx,
+            checkpoint_tx,
+            spare_rx,
+            &spares,
+            &chunk_spares,
+            in_flight,
+            cancel,
+        )
+        .run();
         // Let every thread finish: the reader may wait for a slot, the workers for work.
         stop.cancel();
         drop(slot_tx);

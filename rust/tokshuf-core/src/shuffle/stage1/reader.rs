@@ -12,6 +12,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::{Msg, Ordered, TokenizeJob, Work};
 use crate::cancel::Cancel;
 use crate::error::Error;
+use crate::preprocess::Spares;
 use crate::read::lines::Truncation;
 use crate::read::Records;
 use crate::shuffle::config::ShuffleConfig;
@@ -35,6 +36,8 @@ pub(super) struct Reader<'a> {
     pub results: Sender<Msg>,
     pub slots: Receiver<()>,
     pub stop: &'a Cancel,
+    /// Where the workers hand the line buffers back.
+    pub spares: &'a Spares,
 }
 
 impl Reader<'_> {
@@ -70,7 +73,7 @@ impl Reader<'_> {
                 }
             };
             loop {
-                let mut batch = match reader.next_batch() {
+                let mut batch = match reader.next_batch_in(self.spares.data.take()) {
                     Ok(Some(batch)) => batch,
                     Ok(None) => break,
                     Err(e) => {

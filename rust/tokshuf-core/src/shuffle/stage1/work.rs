@@ -2,9 +2,9 @@
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::{EncodedChunk, Msg, Ordered, Work};
+use super::{ChunkSpares, EncodedChunk, Msg, Ordered, Work};
 use crate::cancel::Cancel;
-use crate::preprocess::{encode_batch, DocumentRules};
+use crate::preprocess::{encode_batch, DocumentRules, Spares};
 use crate::read::FieldOptions;
 use crate::shuffle::config::ShuffleConfig;
 use crate::shuffle::encode::Encoder;
@@ -12,11 +12,14 @@ use crate::shuffle::rng::cell_of;
 use crate::tokenize::Tokenizer;
 
 /// Serve jobs until the queue closes. `cancel` is the caller's (Ctrl-C), `stop` the pipeline's.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn worker(
     cfg: &ShuffleConfig,
     tokenizer: &dyn Tokenizer,
     work: &Receiver<Work>,
     results: &Sender<Msg>,
+    spares: &Spares,
+    chunk_spares: &ChunkSpares,
     cancel: &Cancel,
     stop: &Cancel,
 ) {
@@ -30,7 +33,7 @@ pub(super) fn worker(
         }
         let msg = match item {
             Work::Tokenize(job) => {
-                let encoded = encode_batch(&job.batch, &rules, tokenizer, cancel, Vec::new());
+                let encoded = encode_batch(&job.batch, &rules, tokenizer, cancel, spares.tokens.take());
                 let ordered = Ordered::Batch {
                     file: job.file,
                     first_line: job.batch.first_line,
@@ -38,15 +41,19 @@ pub(super) fn worker(
                     input_pos: job.input_pos,
                     encoded,
                 };
+                spares.data.give(job.batch.data);
                 Msg::Ordered(job.seq, ordered)
             }
             Work::Encode(job) => {
                 let n = job.tokens.len() / cfg.seqlen;
+                let mut bytes = chunk_spares.members.take();
+                bytes.clear();
+                bytes.reserve(n * cfg.seqlen * 2);
                 let mut chunk = EncodedChunk {
                     first_id: job.first_id,
                     cells: Vec::with_capacity(n),
                     lens: Vec::with_capacity(n),
-                    bytes: Vec::with_capacity(n * cfg.seqlen * 2),
+                    bytes,
                 };
                 for (i, ctx) in job.tokens.chunks_exact(cfg.seqlen).enumerate() {
                     let before = chunk.bytes.len();
@@ -54,6 +61,7 @@ pub(super) fn worker(
                     chunk.lens.push((chunk.bytes.len() - before) as u32);
                     chunk.cells.push(cell_of(cfg.seed, job.first_id + i as u64, cfg.num_local_cells));
                 }
+                chunk_spares.tokens.give(job.tokens);
                 Msg::Encoded(chunk)
             }
         };
