@@ -40,6 +40,16 @@ def hf_gpt2() -> tokenizers.Tokenizer:
     return tokenizers.Tokenizer.from_file(str(GPT2 / "tokenizer.json"))
 
 
+def test_the_encoding_names_are_tiktokens() -> None:
+    # One table in the core names them (aliases included); the CLI's help and errors read it.
+    assert sorted(_core.TIKTOKEN_ENCODINGS) == sorted(tiktoken.list_encoding_names())
+    for name in _core.TIKTOKEN_ENCODINGS:
+        assert tokshuf.Tokenizer(f"tiktoken:{name}").vocab_size > 50_000
+    assert ours("tiktoken:gpt2").encode("hello world") == ours("tiktoken:r50k_base").encode("hello world")
+    with pytest.raises(tokshuf.ConfigError, match="o200k_harmony"):
+        tokshuf.Tokenizer("tiktoken:o300k_base")
+
+
 @pytest.mark.parametrize("name", ENCODINGS)
 def test_embedded_encodings_are_tiktokens_own(name: str) -> None:
     enc = tiktoken_enc(name)  # checks the embedded file against tiktoken's pinned SHA-256
@@ -155,7 +165,7 @@ def test_broken_rank_files_are_refused_when_loading(tmp_path: Path, damage: Any,
     ("spec", "message"),
     [
         ("cl100k_base", 'did you mean "tiktoken:cl100k_base"'),
-        ("tiktoken:cl200k", "r50k_base, p50k_base, p50k_edit, cl100k_base, o200k_base"),
+        ("tiktoken:cl200k", "r50k_base, gpt2, p50k_base, p50k_edit, cl100k_base, o200k_base, o200k_harmony"),
         ("/no/such/tokenizer.json", "tiktoken:NAME"),
     ],
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tokshuf import _core
 from tokshuf._preprocess import DEFAULTS
 from tokshuf._summaries import PreprocessSummary
 from tokshuf.cli import _args, _megatron
@@ -31,8 +32,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--tokenizer",
         metavar="SPEC",
         help="required (or Megatron's --tokenizer-type below): "
-        "byte | tiktoken:NAME (r50k_base, gpt2, p50k_base, p50k_edit, cl100k_base, o200k_base, "
-        "o200k_harmony) | a rank file FILE[@PATTERN] (PATTERN: r50k, p50k, cl100k, cl100k_classic, "
+        f"byte | tiktoken:NAME ({', '.join(_core.TIKTOKEN_ENCODINGS)}) "
+        "| a rank file FILE[@PATTERN] (PATTERN: r50k, p50k, cl100k, cl100k_classic, "
         "llama3, o200k, qwen2, tekken) | a tokenizer.json, SentencePiece .model or tekken.json, or "
         "their directory",
     )

@@ -17,7 +17,7 @@ use crate::tokenizer::{encode_texts, flat_arrays};
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeEncoder>()?;
     m.add_function(wrap_pyfunction!(split_pattern_regex, m)?)?;
-    m.add("TIKTOKEN_ENCODINGS", tokshuf_core::tokenize::bpe::TIKTOKEN_ENCODINGS.to_vec())?;
+    m.add("TIKTOKEN_ENCODINGS", tokshuf_core::tokenize::tiktoken_files::encoding_names())?;
     Ok(())
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use tokshuf_core::megatron::{IndexArray, Owned};
-use tokshuf_core::tokenize::tiktoken_files::{embedded_ranks, known_encoding, KNOWN_ENCODINGS};
+use tokshuf_core::tokenize::tiktoken_files::{embedded_ranks, encoding_names, known_encoding};
 use tokshuf_core::tokenize::{self, build, encode_many, resolve, EncodedTexts, Tokenizer, TokenizerSpec};
 use tokshuf_core::{Cancel, Error};
 
@@ -171,8 +171,7 @@ pub fn flat_arrays(out: EncodedTexts) -> (PyIndexArray, PyIndexArray) {
 fn tiktoken_encoding_data<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
     let enc = known_encoding(name)
         .ok_or_else(|| {
-            let names: Vec<&str> = KNOWN_ENCODINGS.iter().map(|e| e.name).collect();
-            Error::invalid(format!("unknown encoding {name:?} (expected one of: {}, gpt2)", names.join(", ")))
+            Error::invalid(format!("unknown encoding {name:?} (expected one of: {})", encoding_names().join(", ")))
         })
         .into_py(py)?;
     let ranks = py.detach(|| embedded_ranks(enc)).into_py(py)?;

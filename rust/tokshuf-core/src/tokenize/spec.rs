@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::tiktoken_files::{known_encoding, Pattern, KNOWN_ENCODINGS};
+use super::tiktoken_files::{encoding_names, known_encoding, Pattern};
 use crate::error::{Error, IoContext, Result};
 
 /// A parsed tokenizer spec: where the vocabulary comes from, not yet loaded.
@@ -42,10 +42,15 @@ pub enum TokenizerSpec {
     },
 }
 
-const SPEC_HELP: &str = "expected one of: byte, tiktoken:NAME (r50k_base, gpt2, p50k_base, p50k_edit, cl100k_base, \
-     o200k_base), tiktoken:PATH[@PATTERN] (a rank file; PATTERN one of r50k, p50k, cl100k, cl100k_classic, llama3, \
-     o200k, qwen2, tekken), hf:PATH, or a path to a tokenizer.json, a SentencePiece .model, Mistral's tekken.json or \
-     a directory holding one";
+/// What a tokenizer spec may be, for the message that refuses one.
+fn spec_help() -> String {
+    format!(
+        "expected one of: byte, tiktoken:NAME ({}), tiktoken:PATH[@PATTERN] (a rank file; PATTERN one of r50k, \
+         p50k, cl100k, cl100k_classic, llama3, o200k, qwen2, tekken), hf:PATH, or a path to a tokenizer.json, a \
+         SentencePiece .model, Mistral's tekken.json or a directory holding one",
+        encoding_names().join(", ")
+    )
+}
 
 impl TokenizerSpec {
     /// Parse a spec string (see the module docs). Paths must exist.
@@ -74,7 +79,7 @@ impl TokenizerSpec {
         if known_encoding(spec).is_some() {
             return Err(Error::invalid(format!("unknown tokenizer {spec:?}: did you mean \"tiktoken:{spec}\"?")));
         }
-        Err(Error::invalid(format!("unknown tokenizer {spec:?}: no such file or directory ({SPEC_HELP})")))
+        Err(Error::invalid(format!("unknown tokenizer {spec:?}: no such file or directory ({})", spec_help())))
     }
 
     /// A short human-readable description, used as the `spec` of the identity record.
@@ -110,10 +115,9 @@ fn tiktoken_file(spec: &str, rest: &str) -> Result<TokenizerSpec> {
         .is_some_and(|(_, p)| matches!(p.trim().to_ascii_lowercase().as_str(), "llama3" | "llama-3"));
     let path = PathBuf::from(file);
     if !path.is_file() {
-        let names: Vec<&str> = KNOWN_ENCODINGS.iter().map(|e| e.name).collect();
         return Err(Error::invalid(format!(
-            "unknown tokenizer {spec:?}: {file:?} is neither a known encoding ({}, gpt2) nor a .tiktoken file",
-            names.join(", ")
+            "unknown tokenizer {spec:?}: {file:?} is neither a known encoding ({}) nor a .tiktoken file",
+            encoding_names().join(", ")
         )));
     }
     Ok(TokenizerSpec::TiktokenFile { path, pattern, llama3 })

@@ -22,6 +22,8 @@ pub use super::bpe::{Pattern, TokenList};
 pub struct KnownEncoding {
     /// tiktoken's name.
     pub name: &'static str,
+    /// Other names tiktoken accepts for it (`gpt2`).
+    pub aliases: &'static [&'static str],
     /// The split pattern.
     pub pattern: Pattern,
     /// SHA-256 of the `.tiktoken` file, as pinned by `tiktoken`.
@@ -43,10 +45,12 @@ const O200K_FILE: &[u8] = include_bytes!("../../assets/tiktoken/o200k_base.ranks
 
 const ENDOFTEXT: &str = "<|endoftext|>";
 
-/// The encodings `tiktoken:NAME` accepts.
+/// The encodings `tiktoken:NAME` accepts: the one table of their names (with
+/// [`encoding_names`]), read by the CLI's help and the Python package too.
 pub static KNOWN_ENCODINGS: [KnownEncoding; 6] = [
     KnownEncoding {
         name: "r50k_base",
+        aliases: &["gpt2"],
         pattern: Pattern::Gpt2,
         sha256: "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
         last_rank: 50255,
@@ -56,6 +60,7 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 6] = [
     },
     KnownEncoding {
         name: "p50k_base",
+        aliases: &[],
         pattern: Pattern::Gpt2,
         sha256: "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
         last_rank: 50280,
@@ -65,6 +70,7 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 6] = [
     },
     KnownEncoding {
         name: "p50k_edit",
+        aliases: &[],
         pattern: Pattern::Gpt2,
         sha256: "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
         last_rank: 50280,
@@ -79,6 +85,7 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 6] = [
     },
     KnownEncoding {
         name: "cl100k_base",
+        aliases: &[],
         pattern: Pattern::Cl100k,
         sha256: "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
         last_rank: 100255,
@@ -94,6 +101,7 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 6] = [
     },
     KnownEncoding {
         name: "o200k_base",
+        aliases: &[],
         pattern: Pattern::O200k,
         sha256: "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
         last_rank: 199997,
@@ -105,6 +113,7 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 6] = [
     // `openai_public.py` defines them; 200018 keeps both of its names there, and here.
     KnownEncoding {
         name: "o200k_harmony",
+        aliases: &[],
         pattern: Pattern::O200k,
         sha256: "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
         last_rank: 199997,
@@ -189,10 +198,15 @@ fn is_pinned(sha256: &str) -> bool {
     sha256 == LLAMA3_SHA256 || known_by_sha256(sha256).is_some()
 }
 
-/// The encoding called `name` (`gpt2` is tiktoken's alias of r50k_base's ranks and regex).
+/// The encoding called `name` or one of its aliases (`gpt2` is tiktoken's alias of r50k_base's
+/// ranks and regex).
 pub fn known_encoding(name: &str) -> Option<&'static KnownEncoding> {
-    let name = if name == "gpt2" { "r50k_base" } else { name };
-    KNOWN_ENCODINGS.iter().find(|e| e.name == name)
+    KNOWN_ENCODINGS.iter().find(|e| e.name == name || e.aliases.contains(&name))
+}
+
+/// Every name [`known_encoding`] accepts, each encoding's name followed by its aliases.
+pub fn encoding_names() -> Vec<&'static str> {
+    KNOWN_ENCODINGS.iter().flat_map(|e| std::iter::once(e.name).chain(e.aliases.iter().copied())).collect()
 }
 
 /// The known encoding whose rank file has this SHA-256 (p50k_edit shares p50k_base's file).

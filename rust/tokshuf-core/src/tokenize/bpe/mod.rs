@@ -44,7 +44,6 @@ pub use hf::Unsupported;
 pub use pattern::Pattern;
 use pattern::Scanners;
 pub use select::{for_hf_model, for_sentencepiece_model, for_tiktoken_model, FAST_BPE_ENV};
-pub use tiktoken::ENCODINGS as TIKTOKEN_ENCODINGS;
 pub use vocab::TokenList;
 
 use added::{AddedSet, AddedToken, Part};

@@ -3,12 +3,8 @@
 
 use super::pattern::Pattern;
 use super::vocab::TokenList;
-use crate::tokenize::tiktoken_files::{embedded_ranks, known_encoding, parse_lines};
+use crate::tokenize::tiktoken_files::{embedded_ranks, encoding_names, known_encoding, parse_lines};
 use crate::{Error, Result};
-
-/// The names [`embedded`] knows.
-pub const ENCODINGS: [&str; 7] =
-    ["gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base", "o200k_harmony"];
 
 /// An embedded encoding: ranks, special tokens and split pattern, as `tiktoken` defines them.
 pub struct Encoding {
@@ -24,7 +20,7 @@ pub struct Encoding {
 /// [`KNOWN_ENCODINGS`](crate::tokenize::tiktoken_files::KNOWN_ENCODINGS), the one table of them.
 pub fn embedded(name: &str) -> Result<Encoding> {
     let known = known_encoding(name).ok_or_else(|| {
-        Error::invalid(format!("unknown tiktoken encoding {name:?} (expected one of: {})", ENCODINGS.join(", ")))
+        Error::invalid(format!("unknown tiktoken encoding {name:?} (expected one of: {})", encoding_names().join(", ")))
     })?;
     let table = embedded_ranks(known)?;
     Ok(Encoding {
