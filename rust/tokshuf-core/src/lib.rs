@@ -13,8 +13,10 @@
 //!   - [`tokenize`]: tokenizer specs → one `Tokenizer` trait (byte-level BPE, tiktoken,
 //!     SentencePiece, the `tokenizers` fallback), batch encoding.
 //! - **write**
+//!   - [`ingest`]: what preprocess and shuffle's stage 1 share: the bad-input policy and the skip
+//!     ledger, the buffers batches hand back.
 //!   - [`preprocess`]: `tokshuf preprocess`: the reader thread, worker pool and in-order writer,
-//!     JSON lines → Megatron `.bin/.idx` per key, with its skip ledger and summary.
+//!     JSON lines → Megatron `.bin/.idx` per key, and its summary.
 //!   - [`shuffle`]: `tokshuf shuffle`: contexts per input file → local cells (stage 1) →
 //!     webdataset shards + manifest (stage 2), one node or in tasks.
 //!   - [`tasks`]: a job cut into tasks (Slurm arrays, Ray) whose outputs, in task order, are the
@@ -39,6 +41,7 @@ pub mod dtype;
 pub mod error;
 pub mod fsutil;
 pub mod indexed;
+pub mod ingest;
 pub mod instances;
 pub mod megatron;
 pub mod parallel;

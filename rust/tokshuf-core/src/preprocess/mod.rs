@@ -7,7 +7,6 @@
 
 mod document;
 mod pipeline;
-mod spares;
 mod summary;
 
 use std::path::{Path, PathBuf};
@@ -16,8 +15,9 @@ use std::sync::Arc;
 pub use document::{
     encode_batch, encode_batch_parsed, parse_batch, DocumentRules, EncodedBatch, KeyTokens, ParsedLines,
 };
-pub(crate) use spares::{Pool, Spares};
-pub use summary::{OutputSummary, SkipRecord, SkippedFile, Summary};
+pub use summary::{OutputSummary, Summary};
+
+pub use crate::ingest::ErrorPolicy;
 
 use crate::cancel::Cancel;
 use crate::dtype::DType;
@@ -27,37 +27,6 @@ use crate::progress::ProgressStyle;
 use crate::read::ScanReport;
 use crate::tasks::Task;
 use crate::tokenize::Tokenizer;
-
-/// What to do with an input line that cannot be turned into a document.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ErrorPolicy {
-    /// Stop at the first bad line with an error naming the file, line and reason.
-    #[default]
-    Fail,
-    /// Skip the line, count it by reason and report the first few.
-    Skip,
-}
-
-impl ErrorPolicy {
-    /// The policy's name, as [`str::parse`] reads it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Fail => "fail",
-            Self::Skip => "skip",
-        }
-    }
-}
-
-impl std::str::FromStr for ErrorPolicy {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "fail" => Ok(Self::Fail),
-            "skip" => Ok(Self::Skip),
-            _ => Err(Error::invalid(format!("unknown error policy {s:?} (expected one of: fail, skip)"))),
-        }
-    }
-}
 
 /// Default JSON keys to tokenize.
 pub const DEFAULT_JSON_KEYS: &[&str] = &["text"];

@@ -13,33 +13,20 @@ use std::time::Instant;
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 
 use super::document::{encode_batch, encode_batch_parsed, parse_batch, DocumentRules, EncodedBatch, ParsedLines};
-use super::spares::Spares;
-use super::summary::{OutputSummary, SkipRecord, SkippedFile, Summary};
+use super::summary::{OutputSummary, Summary};
 use super::{ErrorPolicy, PreprocessConfig};
 use crate::cancel::Cancel;
 use crate::dtype::DType;
-use crate::error::{BadInputReason, Error, Result};
+use crate::error::{Error, Result};
 use crate::fsutil::record::Sum;
 use crate::fsutil::{with_suffix, RecordSpec, Staging};
 use crate::indexed::{IndexedDataset, IndexedDatasetWriter, Validate};
+use crate::ingest::{Problem, Spares};
 use crate::progress::{Progress, ProgressSnapshot};
-use crate::read::lines::{LineBatch, Truncation};
+use crate::read::lines::LineBatch;
 use crate::read::{input_size, FieldOptions, Records};
 use crate::storage;
 use crate::tokenize::Tokenizer;
-
-/// How many skipped lines are listed individually in the summary.
-const SKIP_EXAMPLES: usize = 20;
-
-/// Something wrong with a whole file, found by the reader.
-enum Problem {
-    /// The file has no bytes.
-    Empty,
-    /// Decompression failed part-way.
-    Truncated(Truncation),
-    /// The file cannot be read (stops the run under any policy).
-    Fatal(Error),
-}
 
 enum Item {
     /// Lines, for the worker to parse.
@@ -450,7 +437,7 @@ impl Writer<'_> {
                 let path = &self.cfg.inputs[done.file];
                 match done.body {
                     Body::Encoded { first_line, encoded } => {
-                        self.rejected(path, first_line, &encoded)?;
+                        self.summary.skips.rejected(self.cfg.on_error, path, first_line, &encoded.rejected)?;
                         outputs.write(done.global_line, &encoded)?;
                         self.summary.lines += encoded.lines as u64;
                         self.snapshot.documents += encoded.document_lines.len() as u64;
@@ -459,7 +446,9 @@ impl Writer<'_> {
                             spares.tokens.give(key.tokens);
                         }
                     }
-                    Body::Other(Item::Problem(problem)) => self.problem(path, problem)?,
+                    Body::Other(Item::Problem(problem)) => {
+                        self.summary.skips.problem(self.cfg.on_error, path, problem)?
+                    }
                     Body::Other(Item::FileDone { compressed, decompressed }) => {
                         self.summary.input_bytes += compressed;
                         self.summary.decompressed_bytes += decompressed;
@@ -476,65 +465,6 @@ impl Writer<'_> {
             // A worker died with a batch: never write around the hole.
             return Err(Error::invalid(format!("internal error: batch {next} of the input was lost")));
         }
-        Ok(())
-    }
-
-    fn count_skip(&mut self, path: &std::path::Path, line: u64, reason: BadInputReason, msg: &str) {
-        *self.summary.skipped.entry(reason.as_str().to_string()).or_default() += 1;
-        if self.summary.first_skipped.len() < SKIP_EXAMPLES {
-            self.summary.first_skipped.push(SkipRecord {
-                path: path.to_path_buf(),
-                line,
-                reason: reason.as_str().to_string(),
-                message: msg.to_string(),
-            });
-        }
-    }
-
-    fn rejected(&mut self, path: &std::path::Path, first_line: u64, enc: &EncodedBatch) -> Result<()> {
-        for (i, reason, msg) in &enc.rejected {
-            let line = first_line + u64::from(*i);
-            if self.cfg.on_error == ErrorPolicy::Fail {
-                return Err(Error::BadInput { path: path.to_path_buf(), line, reason: *reason, msg: msg.clone() });
-            }
-            self.count_skip(path, line, *reason, msg);
-        }
-        Ok(())
-    }
-
-    fn problem(&mut self, path: &std::path::Path, problem: Problem) -> Result<()> {
-        let (reason, line, record) = match problem {
-            Problem::Fatal(e) => return Err(e),
-            Problem::Empty => (
-                BadInputReason::EmptyFile,
-                0,
-                SkippedFile {
-                    path: path.to_path_buf(),
-                    reason: BadInputReason::EmptyFile.as_str().into(),
-                    first_lost_line: None,
-                    decompressed_bytes_read: None,
-                    message: "the file is empty".into(),
-                },
-            ),
-            Problem::Truncated(t) => {
-                let message = t.describe();
-                if t.fragment_bytes > 0 && self.cfg.on_error == ErrorPolicy::Skip {
-                    self.count_skip(path, t.line, BadInputReason::TruncatedFile, &message);
-                }
-                let record = SkippedFile {
-                    path: path.to_path_buf(),
-                    reason: BadInputReason::TruncatedFile.as_str().into(),
-                    first_lost_line: Some(t.line),
-                    decompressed_bytes_read: Some(t.offset),
-                    message,
-                };
-                (BadInputReason::TruncatedFile, t.line, record)
-            }
-        };
-        if self.cfg.on_error == ErrorPolicy::Fail {
-            return Err(Error::BadInput { path: record.path, line, reason, msg: record.message });
-        }
-        self.summary.skipped_files.push(record);
         Ok(())
     }
 }

@@ -40,5 +40,5 @@ pub use config::{
 pub use contexts::{context_id, Cutter, SpecialIds};
 pub use encode::{json_list, Encoder, MemberFormat};
 pub use run::shuffle;
-pub use summary::{SkipRecord, SkippedFile, Summary};
+pub use summary::Summary;
 pub use tasks::{run_step, Step};

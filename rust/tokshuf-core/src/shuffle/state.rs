@@ -7,7 +7,6 @@
 //! positions; anything on disk that the state does not account for (a temporary file, a run
 //! renamed just before a kill) is removed on resume.
 
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -19,9 +18,9 @@ use serde_json::{json, Value};
 
 use super::config::ShuffleConfig;
 use super::contexts::Cutter;
-use super::summary::{SkipRecord, SkippedFile};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::write_atomic;
+use crate::ingest::Skips;
 use crate::tokenize::Tokenizer;
 
 /// Fault injection for the resume tests: `TOKSHUF_TEST_CRASH_AT=name:n` aborts the process the
@@ -108,13 +107,9 @@ pub struct Counts {
     pub input_bytes: u64,
     /// Decompressed bytes of input files fully read.
     pub decompressed_bytes: u64,
-    /// Skipped lines by reason.
-    pub skipped: BTreeMap<String, u64>,
-    /// The first skipped lines.
-    pub first_skipped: Vec<SkipRecord>,
-    /// Files skipped whole (empty) or read only in part (truncated).
-    #[serde(default)]
-    pub skipped_files: Vec<SkippedFile>,
+    /// What was skipped (`skipped`, `first_skipped`, `skipped_files`).
+    #[serde(flatten)]
+    pub skips: Skips,
 }
 
 /// The reading position of stage 1: everything before it is in the runs.

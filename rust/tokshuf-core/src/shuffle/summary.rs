@@ -1,41 +1,12 @@
 //! What a shuffle run did, for the CLI, the Python API and the resume state.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use super::contexts::SpecialIds;
+use crate::ingest::Skips;
 use crate::read::ScanReport;
-
-/// A skipped line (the first few are kept for the report).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SkipRecord {
-    /// Input file.
-    pub path: PathBuf,
-    /// 1-based line number.
-    pub line: u64,
-    /// Reason name.
-    pub reason: String,
-    /// Details.
-    pub message: String,
-}
-
-/// A whole file that was skipped, or only partly read, under `on_error = skip` (the same fields
-/// as `preprocess`'s).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SkippedFile {
-    /// Input file.
-    pub path: PathBuf,
-    /// `empty_file` or `truncated_file`.
-    pub reason: String,
-    /// For a truncated file: the first line lost (the one the failure cut).
-    pub first_lost_line: Option<u64>,
-    /// For a truncated file: decompressed bytes read before the failure.
-    pub decompressed_bytes_read: Option<u64>,
-    /// Details.
-    pub message: String,
-}
 
 /// The result of a run (counts cover the whole run, across resumes).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -60,12 +31,9 @@ pub struct Summary {
     pub shards: u64,
     /// Contexts per full shard.
     pub wds_chunk_size: u64,
-    /// Skipped lines by reason.
-    pub skipped: BTreeMap<String, u64>,
-    /// The first skipped lines.
-    pub first_skipped: Vec<SkipRecord>,
-    /// Files skipped whole (empty) or read only in part (truncated).
-    pub skipped_files: Vec<SkippedFile>,
+    /// What was skipped (`skipped`, `first_skipped`, `skipped_files`).
+    #[serde(flatten)]
+    pub skips: Skips,
     /// What the scans of input directories passed over (`scan_skipped`, `first_scan_skipped`).
     #[serde(flatten)]
     pub scan: ScanReport,
@@ -107,6 +75,6 @@ pub struct Summary {
 impl Summary {
     /// Total skipped lines.
     pub fn skipped_total(&self) -> u64 {
-        self.skipped.values().sum()
+        self.skips.lines()
     }
 }

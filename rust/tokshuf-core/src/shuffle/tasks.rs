@@ -351,13 +351,8 @@ fn all_cells(cfg: &ShuffleConfig, tokenizer: Option<&dyn Tokenizer>) -> Result<(
         m.cell_bytes += c.cell_bytes;
         m.input_bytes += c.input_bytes;
         m.decompressed_bytes += c.decompressed_bytes;
-        for (reason, n) in &c.skipped {
-            *m.skipped.entry(reason.clone()).or_default() += n;
-        }
-        m.first_skipped.extend(c.first_skipped.iter().cloned());
-        m.skipped_files.extend(c.skipped_files.iter().cloned());
+        m.skips.absorb(&c.skips);
         merged.runs += state.runs;
     }
-    merged.counts.first_skipped.truncate(20);
     Ok((merged, runs))
 }

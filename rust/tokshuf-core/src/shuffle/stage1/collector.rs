@@ -1,26 +1,22 @@
 //! The ordered half of stage 1: input order, context cutting, bad-input policy, checkpoints.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use super::reader::Problem;
 use super::{Checkpoint, ChunkSpares, EncodeJob, Msg, Ordered, Work};
 use crate::cancel::Cancel;
-use crate::error::{BadInputReason, Error, Result};
-use crate::preprocess::{EncodedBatch, ErrorPolicy, Spares};
+use crate::error::{Error, Result};
+use crate::ingest::Spares;
+use crate::preprocess::EncodedBatch;
 use crate::progress::{Progress, ProgressSnapshot};
 use crate::shuffle::cells::RunBuffer;
 use crate::shuffle::config::ShuffleConfig;
 use crate::shuffle::contexts::context_id;
 use crate::shuffle::contexts::Cutter;
 use crate::shuffle::state::{run_path, State};
-use crate::shuffle::summary::{SkipRecord, SkippedFile};
 
-/// Skipped lines listed individually in the summary.
-const SKIP_EXAMPLES: usize = 20;
 /// Contexts per encoding job.
 const CHUNK_CONTEXTS: usize = 16;
 
@@ -157,72 +153,10 @@ impl<'a> Collector<'a> {
         }
     }
 
-    fn count_skip(&mut self, path: &Path, line: u64, reason: BadInputReason, msg: &str) {
-        let counts = &mut self.state.counts;
-        *counts.skipped.entry(reason.as_str().to_string()).or_default() += 1;
-        if counts.first_skipped.len() < SKIP_EXAMPLES {
-            counts.first_skipped.push(SkipRecord {
-                path: path.to_path_buf(),
-                line,
-                reason: reason.as_str().to_string(),
-                message: msg.to_string(),
-            });
-        }
-    }
-
-    fn rejected(&mut self, file: usize, first_line: u64, encoded: &EncodedBatch) -> Result<()> {
-        let path = &self.cfg.inputs[file];
-        for (i, reason, msg) in &encoded.rejected {
-            let line = first_line + u64::from(*i);
-            if self.cfg.on_error == ErrorPolicy::Fail {
-                return Err(Error::BadInput { path: path.clone(), line, reason: *reason, msg: msg.clone() });
-            }
-            self.count_skip(path, line, *reason, msg);
-        }
-        Ok(())
-    }
-
-    /// A whole-file problem: an error under `fail`; under `skip` the file is listed (and what
-    /// was read of a truncated file is kept, as `preprocess` does).
-    fn problem(&mut self, file: usize, problem: Problem) -> Result<()> {
-        let path = self.cfg.inputs[file].clone();
-        let (reason, line, record) = match problem {
-            Problem::Fatal(e) => return Err(e),
-            Problem::Empty => {
-                let record = SkippedFile {
-                    path: path.clone(),
-                    reason: BadInputReason::EmptyFile.as_str().into(),
-                    first_lost_line: None,
-                    decompressed_bytes_read: None,
-                    message: "the file is empty".into(),
-                };
-                (BadInputReason::EmptyFile, 0, record)
-            }
-            Problem::Truncated(t) => {
-                let message = t.describe();
-                if t.fragment_bytes > 0 && self.cfg.on_error == ErrorPolicy::Skip {
-                    self.count_skip(&path, t.line, BadInputReason::TruncatedFile, &message);
-                }
-                let record = SkippedFile {
-                    path: path.clone(),
-                    reason: BadInputReason::TruncatedFile.as_str().into(),
-                    first_lost_line: Some(t.line),
-                    decompressed_bytes_read: Some(t.offset),
-                    message,
-                };
-                (BadInputReason::TruncatedFile, t.line, record)
-            }
-        };
-        if self.cfg.on_error == ErrorPolicy::Fail {
-            return Err(Error::BadInput { path, line, reason, msg: record.message });
-        }
-        self.state.counts.skipped_files.push(record);
-        Ok(())
-    }
-
     fn on_batch(&mut self, file: usize, first_line: u64, lines: u64, encoded: &EncodedBatch) -> Result<()> {
         debug_assert_eq!(file, self.state.position.file);
-        self.rejected(file, first_line, encoded)?;
+        let path = &self.cfg.inputs[file];
+        self.state.counts.skips.rejected(self.cfg.on_error, path, first_line, &encoded.rejected)?;
         let (special, seqlen) = (self.cfg.special, self.cfg.seqlen);
         let key = &encoded.keys[0];
         let (mut tok, mut seq) = (0usize, 0usize);
@@ -301,7 +235,11 @@ impl<'a> Collector<'a> {
                         self.snapshot.bytes = input_pos;
                         let _ = self.slots.send(());
                     }
-                    Ordered::Problem { file, problem } => self.problem(file, problem)?,
+                    Ordered::Problem { file, problem } => {
+                        // As `preprocess` does under `skip`: what was read of a truncated file is
+                        // kept, and the file listed.
+                        self.state.counts.skips.problem(self.cfg.on_error, &self.cfg.inputs[file], problem)?
+                    }
                     Ordered::FileEnd { file, bytes, decompressed, input_pos } => {
                         self.on_file_end(file, bytes, decompressed)?;
                         self.snapshot.bytes = input_pos;

@@ -25,11 +25,12 @@ use super::state::crash_point;
 use super::state::{save, State};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::preprocess::{EncodedBatch, Pool, Spares};
+use crate::ingest::{Pool, Problem, Spares};
+use crate::preprocess::EncodedBatch;
 use crate::read::lines::LineBatch;
 use crate::tokenize::Tokenizer;
 use collector::Collector;
-use reader::{Problem, Reader};
+use reader::Reader;
 
 struct TokenizeJob {
     seq: u64,

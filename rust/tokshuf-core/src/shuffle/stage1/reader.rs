@@ -11,22 +11,10 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::{Msg, Ordered, TokenizeJob, Work};
 use crate::cancel::Cancel;
-use crate::error::Error;
-use crate::preprocess::Spares;
-use crate::read::lines::Truncation;
+use crate::ingest::{Problem, Spares};
 use crate::read::Records;
 use crate::shuffle::config::ShuffleConfig;
 use crate::shuffle::state::Position;
-
-/// Something wrong with a whole file.
-pub(super) enum Problem {
-    /// No bytes at all, or nothing after decompression.
-    Empty,
-    /// Decompression failed part-way: the lines before the failure were read.
-    Truncated(Truncation),
-    /// The file cannot be read (stops the run under any policy).
-    Fatal(Error),
-}
 
 /// Where the reader starts, and what it sends to.
 pub(super) struct Reader<'a> {

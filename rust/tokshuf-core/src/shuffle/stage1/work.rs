@@ -4,7 +4,8 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::{ChunkSpares, EncodedChunk, Msg, Ordered, Work};
 use crate::cancel::Cancel;
-use crate::preprocess::{encode_batch, DocumentRules, Spares};
+use crate::ingest::Spares;
+use crate::preprocess::{encode_batch, DocumentRules};
 use crate::read::FieldOptions;
 use crate::shuffle::config::ShuffleConfig;
 use crate::shuffle::encode::Encoder;
