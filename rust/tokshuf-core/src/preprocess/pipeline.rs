@@ -6,7 +6,6 @@
 //! input, whatever the thread timing.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,10 +20,10 @@ use crate::error::{Error, Result};
 use crate::fsutil::record::Sum;
 use crate::fsutil::{with_suffix, RecordSpec, Staging};
 use crate::indexed::{IndexedDataset, IndexedDatasetWriter, Validate};
-use crate::ingest::{Problem, Spares};
+use crate::ingest::{read_inputs, Event, Problem, ReadPlan, Spares};
 use crate::progress::{Progress, ProgressSnapshot};
 use crate::read::lines::LineBatch;
-use crate::read::{input_size, FieldOptions, Records};
+use crate::read::FieldOptions;
 use crate::storage;
 use crate::tokenize::Tokenizer;
 
@@ -73,17 +72,32 @@ fn read_all(
     stop: &Stop,
     spares: &Spares,
 ) {
+    let plan = ReadPlan {
+        inputs: &cfg.inputs,
+        files: 0..cfg.inputs.len(),
+        skip_lines: 0,
+        keys: &cfg.json_keys,
+        batch_bytes: cfg.batch_bytes,
+        max_line_bytes: cfg.max_line_bytes,
+    };
     let mut seq = 0u64;
-    let mut global_line = 0u64;
-    let mut before = 0u64; // on-disk bytes of the files already read
-                           // One slot per item in flight bounds memory however far the reader gets ahead.
-    let mut send = |file: usize, global_line: u64, input_pos: u64, mut item: Item| -> bool {
+    read_inputs(&plan, spares, |event| {
+        let (file, global_line, input_pos, mut item) = match event {
+            Event::Batch { file, global_line, input_pos, batch } => (file, global_line, input_pos, Item::Lines(batch)),
+            Event::Problem { file, global_line, input_pos, problem } => {
+                (file, global_line, input_pos, Item::Problem(problem))
+            }
+            Event::FileEnd { file, global_line, input_pos, compressed, decompressed } => {
+                (file, global_line, input_pos, Item::FileDone { compressed, decompressed })
+            }
+        };
         if stop.is_set() {
             return false;
         }
         // The workers are behind when every one of them has a batch waiting (or no slot is
         // free): then the reader parses the lines, and the workers only tokenize them. When they
         // keep up (many of them, a slow disk) they parse, in parallel. Rows have no JSON to parse.
+        // One slot per item in flight bounds memory however far the reader gets ahead.
         let mut slot = slots.try_recv();
         if jobs.len() >= cfg.workers || matches!(slot, Err(TryRecvError::Empty)) {
             item = match item {
@@ -100,64 +114,7 @@ fn read_all(
         let ok = jobs.send(Job { seq, file, global_line, input_pos, item }).is_ok();
         seq += 1;
         ok
-    };
-    for (file, path) in cfg.inputs.iter().enumerate() {
-        let size = match input_size(path) {
-            Ok(size) => size,
-            Err(e) => {
-                send(file, global_line, before, Item::Problem(Problem::Fatal(e)));
-                return;
-            }
-        };
-        if size == Some(0) {
-            if !send(file, global_line, before, Item::Problem(Problem::Empty)) {
-                return;
-            }
-            continue;
-        }
-        let counter = Arc::new(AtomicU64::new(0));
-        let mut reader =
-            match Records::open(path, &cfg.json_keys, Arc::clone(&counter), cfg.batch_bytes, cfg.max_line_bytes) {
-                Ok(r) => r,
-                Err(e) => {
-                    send(file, global_line, before, Item::Problem(Problem::Fatal(e)));
-                    return;
-                }
-            };
-        loop {
-            match reader.next_batch_in(spares.data.take()) {
-                Ok(Some(batch)) => {
-                    let n = batch.len() as u64;
-                    let read = counter.load(Ordering::Relaxed);
-                    let pos = before + size.map_or(read, |size| read.min(size));
-                    if !send(file, global_line, pos, Item::Lines(batch)) {
-                        return;
-                    }
-                    global_line += n;
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    send(file, global_line, before, Item::Problem(Problem::Fatal(e)));
-                    return;
-                }
-            }
-        }
-        let size = size.unwrap_or_else(|| counter.load(Ordering::Relaxed));
-        before += size;
-        let problem = match reader.truncation() {
-            Some(t) => Some(Problem::Truncated(t.clone())),
-            None if reader.offset() == 0 => Some(Problem::Empty),
-            None => None,
-        };
-        if let Some(p) = problem {
-            if !send(file, global_line, before, Item::Problem(p)) {
-                return;
-            }
-        }
-        if !send(file, global_line, before, Item::FileDone { compressed: size, decompressed: reader.offset() }) {
-            return;
-        }
-    }
+    });
 }
 
 struct Outputs {

@@ -1,18 +1,11 @@
-//! The reader of stage 1: input files → numbered items, in input order, from the checkpoint.
-//!
-//! As in `preprocess`, problems with whole files (empty, truncated, unreadable) travel in the same
-//! numbered stream as the batches, so the collector meets them in input order.
+//! The reader of stage 1: the ingest reader from the checkpoint on, its steps numbered in input
+//! order for the collector.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
-use crate::storage;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::{Msg, Ordered, TokenizeJob, Work};
 use crate::cancel::Cancel;
-use crate::ingest::{Problem, Spares};
-use crate::read::Records;
+use crate::ingest::{read_inputs, Event, ReadPlan, Spares};
 use crate::shuffle::config::ShuffleConfig;
 use crate::shuffle::state::Position;
 
@@ -29,7 +22,9 @@ pub(super) struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    /// Read every file from the checkpoint on; returns when done, stopped or unwanted.
+    /// Read every file from the checkpoint on; returns when done, stopped or unwanted. Batches
+    /// go to the workers, the files' problems and ends straight to the collector, numbered in
+    /// one sequence so that it meets them in input order.
     pub fn run(self) {
         let mut seq = 0u64;
         let ordered = |seq: &mut u64, item: Ordered| -> bool {
@@ -37,74 +32,34 @@ impl Reader<'_> {
             *seq += 1;
             ok
         };
-        // On-disk bytes of the files before the current one (progress).
-        let mut before = 0u64;
-        for file in self.start.file..self.cfg.file_range().end {
-            let path = &self.cfg.inputs[file];
-            let skip = if file == self.start.file { self.start.lines } else { 0 };
-            let size = match storage::size(path) {
-                Ok(size) => size,
-                Err(e) => {
-                    ordered(&mut seq, Ordered::Problem { file, problem: Problem::Fatal(e) });
-                    return;
-                }
-            };
-            let counter = Arc::new(AtomicU64::new(0));
-            let keys = std::slice::from_ref(&self.cfg.content_key);
-            let cfg = self.cfg;
-            let mut reader = match Records::open(path, keys, Arc::clone(&counter), cfg.batch_bytes, cfg.max_line_bytes)
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    ordered(&mut seq, Ordered::Problem { file, problem: Problem::Fatal(e) });
-                    return;
-                }
-            };
-            loop {
-                let mut batch = match reader.next_batch_in(self.spares.data.take()) {
-                    Ok(Some(batch)) => batch,
-                    Ok(None) => break,
-                    Err(e) => {
-                        ordered(&mut seq, Ordered::Problem { file, problem: Problem::Fatal(e) });
-                        return;
-                    }
-                };
-                let done_before = batch.first_line - 1;
-                if done_before + batch.len() as u64 <= skip {
-                    continue;
-                }
-                if done_before < skip {
-                    // Resuming inside this batch: drop the lines the checkpoint covers.
-                    let k = (skip - done_before) as usize;
-                    batch.lines.drain(..k);
-                    batch.first_line += k as u64;
-                }
-                let input_pos = before + counter.load(Ordering::Relaxed).min(size);
+        let cfg = self.cfg;
+        let plan = ReadPlan {
+            inputs: &cfg.inputs,
+            files: self.start.file..cfg.file_range().end,
+            skip_lines: self.start.lines,
+            keys: std::slice::from_ref(&cfg.content_key),
+            batch_bytes: cfg.batch_bytes,
+            max_line_bytes: cfg.max_line_bytes,
+        };
+        let read = read_inputs(&plan, self.spares, |event| match event {
+            Event::Batch { file, input_pos, batch, .. } => {
                 // One slot per batch in flight bounds memory however far the reader gets ahead.
                 if self.stop.is_cancelled() || self.slots.recv().is_err() {
-                    return;
+                    return false;
                 }
                 if self.work.send(Work::Tokenize(TokenizeJob { seq, file, input_pos, batch })).is_err() {
-                    return;
+                    return false;
                 }
                 seq += 1;
+                true
             }
-            before += size;
-            let problem = match reader.truncation() {
-                Some(t) => Some(Problem::Truncated(t.clone())),
-                None if reader.offset() == 0 => Some(Problem::Empty),
-                None => None,
-            };
-            if let Some(problem) = problem {
-                if !ordered(&mut seq, Ordered::Problem { file, problem }) {
-                    return;
-                }
+            Event::Problem { file, problem, .. } => ordered(&mut seq, Ordered::Problem { file, problem }),
+            Event::FileEnd { file, input_pos, compressed, decompressed, .. } => {
+                ordered(&mut seq, Ordered::FileEnd { file, bytes: compressed, decompressed, input_pos })
             }
-            let end = Ordered::FileEnd { file, bytes: size, decompressed: reader.offset(), input_pos: before };
-            if !ordered(&mut seq, end) {
-                return;
-            }
+        });
+        if read {
+            ordered(&mut seq, Ordered::InputEnd);
         }
-        ordered(&mut seq, Ordered::InputEnd);
     }
 }
