@@ -132,6 +132,19 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
 }
 
 proptest! {
+    /// Long strings, whose runs between escapes span the scanners' 16- and 32-byte steps (the
+    /// latter where the CPU has AVX2): read, and read as serde reads them.
+    #[test]
+    fn long_strings_agree_with_serde(
+        text in "([a-z ]{0,40}(\\PC|[\n\t\"\\\\\u{1}]))*[a-z ]{0,70}",
+        high in "[a-zé€😀 ]{0,50}",
+    ) {
+        let text = format!("{text}{high}{text}");
+        let line = serde_json::to_string(&serde_json::json!({"text": text, "title": high})).unwrap();
+        let f = fast(&line).expect("a plain object of strings is read fast");
+        prop_assert_eq!(texts(&f), vec![text, high]);
+    }
+
     /// Whatever the line, the answer is serde's: fields when it reads them, or the same
     /// rejection (the fast reader only ever declines).
     #[test]
