@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::fsutil::record::Sum;
 use crate::fsutil::{with_suffix, RecordSpec, Staging};
 use crate::indexed::{IndexedDataset, IndexedDatasetWriter, Validate};
-use crate::ingest::{read_inputs, Event, Problem, ReadPlan, Spares};
+use crate::ingest::{is_long_job, read_inputs, Event, Problem, ReadPlan, Spares};
 use crate::progress::{Progress, ProgressSnapshot};
 use crate::read::lines::LineBatch;
 use crate::read::FieldOptions;
@@ -274,7 +274,9 @@ fn write(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel)
         }
         // The reader fills the first batches meanwhile (tens of milliseconds for a large
         // vocabulary's tables).
-        tokenizer.prepare_for_long_job();
+        if is_long_job(&cfg.inputs, total_bytes) {
+            tokenizer.prepare_for_long_job();
+        }
         for _ in 0..cfg.workers {
             let (job_rx, done_tx, tokenizer, stop) = (job_rx.clone(), done_tx.clone(), Arc::clone(&tokenizer), &stop);
             let (rules, spares) = (&rules, &spares);

@@ -67,12 +67,9 @@ impl<'a> Collector<'a> {
         spares: &'a Spares,
         chunk_spares: &'a ChunkSpares,
         max_outstanding: usize,
+        remaining: u64,
         cancel: &'a Cancel,
     ) -> Self {
-        let remaining: u64 = cfg.inputs[state.position.file..cfg.file_range().end]
-            .iter()
-            .filter_map(|p| crate::storage::size(p).ok())
-            .sum();
         let base = (state.counts.documents, state.counts.tokens);
         Self {
             cfg,

@@ -25,7 +25,7 @@ use super::state::crash_point;
 use super::state::{save, State};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::ingest::{Pool, Problem, Spares};
+use crate::ingest::{is_long_job, Pool, Problem, Spares};
 use crate::preprocess::EncodedBatch;
 use crate::read::lines::LineBatch;
 use crate::tokenize::Tokenizer;
@@ -120,7 +120,12 @@ pub(super) fn run(
     state: &mut State,
     cancel: &Cancel,
 ) -> Result<()> {
-    tokenizer.prepare_for_long_job();
+    // Input bytes (on disk) from the checkpoint on: the progress bar's total.
+    let remaining: u64 =
+        cfg.inputs[state.position.file..cfg.file_range().end].iter().filter_map(|p| crate::storage::size(p).ok()).sum();
+    if is_long_job(&cfg.inputs[cfg.file_range()], remaining) {
+        tokenizer.prepare_for_long_job();
+    }
     let in_flight = 2 * cfg.threads + 2;
     let (work_tx, work_rx) = unbounded::<Work>();
     let (result_tx, result_rx) = unbounded::<Msg>();
@@ -169,6 +174,7 @@ pub(super) fn run(
             &spares,
             &chunk_spares,
             in_flight,
+            remaining,
             cancel,
         )
         .run();
