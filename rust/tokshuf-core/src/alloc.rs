@@ -282,8 +282,9 @@ unsafe impl GlobalAlloc for LargeFromOs {
                 if old_len == new_len {
                     return ptr;
                 }
-                // A cached block of the new class costs a copy of resident bytes; growing the
-                // mapping would fault in (and the kernel clear) every new page.
+                // A cached block near the new class costs a copy of resident bytes (and the faults
+                // of the pages it lacks, if it is shorter); growing the mapping would fault in
+                // (and the kernel clear) every new page.
                 if let Some(q) = take_cached(new_len) {
                     // SAFETY: both blocks are live, distinct and at least this long; the old one
                     // is not used afterwards.

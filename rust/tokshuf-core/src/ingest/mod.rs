@@ -15,8 +15,8 @@ use std::path::PathBuf;
 /// Inputs of at least this many bytes on disk make a long job: its tokenizer's caches are
 /// allocated whole before it starts ([`Tokenizer::prepare_for_long_job`]), so that its memory
 /// stays the same from the first document to the last. A shorter job lets them grow with use
-/// (they stop at the same size): committing them costs ~10-25 ms of page faults, a tenth of a
-/// 10 MB job.
+/// (they stop at the same size): committing them cost ~20 ms of page faults, a fifth of a 10 MB
+/// job.
 ///
 /// [`Tokenizer::prepare_for_long_job`]: crate::tokenize::Tokenizer::prepare_for_long_job
 pub const LONG_JOB_BYTES: u64 = 32 << 20;
