@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -185,3 +186,31 @@ def test_one_process_per_cell_dir(corpus: list[Path], tmp_path: Path) -> None:
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(ConfigError, match="in use by another tokshuf shuffle process"):
             tokshuf.shuffle(corpus, tmp_path / "cells", tmp_path / "out", "byte")
+
+
+def test_a_file_problem_is_counted_once_whenever_the_run_is_killed(tmp_path: Path) -> None:
+    # An empty file between two others, and a checkpoint after every item (--buffer-mb 0): a
+    # kill just after a checkpoint that fell between the empty file's problem and its end made
+    # the resumed run read the file again and list it twice.
+    rng = random.Random(11)
+    corpus = write_corpus(
+        tmp_path / "in", [random_docs(rng, 40, max_len=60), [], random_docs(rng, 40, max_len=60)]
+    )
+    ref = tmp_path / "ref"
+    assert run_cli(command(corpus, ref)).returncode == 0
+    expected = json.loads((ref / "out" / "summary.json").read_text())
+    assert [f["reason"] for f in expected["skipped_files"]] == ["empty_file"]
+    for k in range(1, 12):
+        work = tmp_path / f"k{k}"
+        crashed = run_cli(command(corpus, work), {"TOKSHUF_TEST_CRASH_AT": f"checkpoint-saved:{k}"})
+        if crashed.returncode == 0:
+            break  # fewer checkpoints than k: every one was tried
+        assert crashed.returncode == -signal.SIGABRT, (k, crashed.stderr)
+        resumed = run_cli(command(corpus, work))
+        assert resumed.returncode == 0, (k, resumed.stderr)
+        got = json.loads((work / "out" / "summary.json").read_text())
+        assert got["skipped_files"] == expected["skipped_files"], k
+        assert got["skipped"] == expected["skipped"], k
+        assert tree_digest(work / "out") == tree_digest(ref / "out"), k
+    else:
+        pytest.fail("more checkpoints than tried: raise the bound")

@@ -223,6 +223,9 @@ impl<'a> Collector<'a> {
             while let Some(item) = self.pending.remove(&self.next_seq) {
                 self.cancel.check()?;
                 self.next_seq += 1;
+                // A file's problem is counted now, its end next: a checkpoint between the two
+                // would resume inside the file and count the problem again.
+                let mid_file = matches!(item, Ordered::Problem { .. });
                 match item {
                     Ordered::Batch { file, first_line, lines, input_pos, encoded } => {
                         self.on_batch(file, first_line, lines, &encoded)?;
@@ -250,7 +253,7 @@ impl<'a> Collector<'a> {
                 self.snapshot.documents = self.state.counts.documents - self.base.0;
                 self.snapshot.tokens = self.state.counts.tokens - self.base.1;
                 self.progress.update(self.snapshot);
-                if self.buffer.bytes() >= self.cfg.buffer_bytes {
+                if !mid_file && self.buffer.bytes() >= self.cfg.buffer_bytes {
                     self.checkpoint()?;
                 }
             }
