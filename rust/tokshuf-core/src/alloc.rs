@@ -403,7 +403,6 @@ mod tests {
 
     #[test]
     fn classes_cover_the_size_with_a_quarter_step_at_most() {
-        let _serial = serial();
         for size in [LARGE, LARGE + 1, 300_000, 1 << 20, (1 << 20) + 1, 1_114_112, 40 << 20] {
             let c = class(size);
             assert!(c >= size && c % PAGE == 0 && c - size < size.next_power_of_two() / 8, "{size} -> {c}");
@@ -415,7 +414,6 @@ mod tests {
     #[test]
     fn freed_blocks_are_reused_and_cleared_when_zeroed_is_asked() {
         let _serial = serial();
-        // A size class no other test uses (tests share the cache).
         let layout = Layout::from_size_align((2 << 20) + (600 << 10), 64).unwrap();
         let a = LargeFromOs;
         // SAFETY: non-zero size; each block is written within bounds and freed with its layout.
@@ -433,7 +431,7 @@ mod tests {
     #[test]
     fn a_batch_of_ids_is_reused_too() {
         let _serial = serial();
-        // The ids of a thousand web documents (4-5 MB), in a size class no other test uses.
+        // The ids of a thousand web documents (4-5 MB).
         let layout = Layout::from_size_align((4 << 20) + (700 << 10), 64).unwrap();
         let a = LargeFromOs;
         // SAFETY: non-zero size; each block is freed with its layout.
@@ -505,8 +503,8 @@ mod tests {
     fn a_block_not_asked_for_again_leaves_the_cache() {
         let _serial = serial();
         let a = LargeFromOs;
-        // Size classes no other test uses (tests share the cache).
-        let once = Layout::from_size_align((1 << 20) + (300 << 10), 8).unwrap();
+        // Sizes more than twice apart, so that neither block serves the other.
+        let once = Layout::from_size_align(300 << 10, 8).unwrap();
         let other = Layout::from_size_align((1 << 20) + (900 << 10), 8).unwrap();
         let cached = |layout: Layout| {
             let c = CACHE.lock().unwrap();
@@ -515,7 +513,6 @@ mod tests {
         // SAFETY: blocks allocated and freed with the same layout.
         unsafe {
             a.dealloc(a.alloc(once), once);
-            // Frees that find the cache busy (another test holding it) do not count.
             let start = CACHE.lock().unwrap().frees;
             while CACHE.lock().unwrap().frees < start + CACHE_BLOCKS as u64 {
                 a.dealloc(a.alloc(other), other);
