@@ -49,13 +49,7 @@ class BlendedNanoset(SampleDataset):
         self.datasets = datasets
         self.weights = _core.normalize([float(w) for w in weights]) if size is not None else list(weights)
         self.size = size
-        self.split = split
-        self.config = config
-        if arrays is None:
-            arrays, paths = self._build()
-        self._arrays = arrays
-        self._paths = paths
-        self._open()
+        self._attach(split, config, arrays, paths)
         self._check_oversampling()
 
     def description(self) -> dict[str, Any]:
