@@ -53,12 +53,15 @@ class BlendedNanoset(SampleDataset):
         self._check_oversampling()
 
     def description(self) -> dict[str, Any]:
+        return self._blend_description("BlendedNanoset", weights=self.weights, size=self.size)
+
+    def _blend_description(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """A blend's cache key: its class and split, its datasets' keys, then ``fields`` (in order)."""
         return {
-            "class": "BlendedNanoset",
+            "class": kind,
             "split": self.split,
             "datasets": [None if d is None else d.description() for d in self.datasets],
-            "weights": self.weights,
-            "size": self.size,
+            **fields,
         }
 
     def _build_arrays(self) -> dict[str, _core.IndexArray]:

@@ -116,13 +116,8 @@ class StagedNanoset(BlendedNanoset):
         self._check_oversampling()
 
     def description(self) -> dict[str, Any]:
-        return {
-            "class": "StagedNanoset",
-            "split": self.split,
-            "datasets": [None if d is None else d.description() for d in self.datasets],
-            "stages": [dataclasses.asdict(s) for s in self.stages],
-            "size": self.size,
-        }
+        stages = [dataclasses.asdict(s) for s in self.stages]
+        return self._blend_description("StagedNanoset", stages=stages, size=self.size)
 
     def _build_arrays(self) -> dict[str, _core.IndexArray]:
         di, si = blend_stages(self.stages, len(self.datasets))
