@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -21,6 +20,7 @@ from tokshuf._limits import as_index, position
 from tokshuf._storage import local_prefix
 from tokshuf._summaries import MergeSummary
 from tokshuf._summary_file import check_summary, summary_target, write_summary
+from tokshuf._writer import FinishOnExit
 from tokshuf.errors import ConfigError, FormatError
 
 __all__ = ["REMOTE_READS", "IndexedDataset", "IndexedDatasetWriter", "RemoteRead", "merge", "write_index"]
@@ -256,7 +256,7 @@ class IndexedDataset:
         return [self.get(i) for i in range(lo, hi)]
 
 
-class IndexedDatasetWriter:
+class IndexedDatasetWriter(FinishOnExit):
     """Write an indexed dataset byte-identical to Megatron's ``IndexedDatasetBuilder``.
 
     Files are written under temporary names and appear only when :meth:`finish` succeeds;
@@ -327,17 +327,6 @@ class IndexedDatasetWriter:
     def abort(self) -> None:
         """Discard the output."""
         self._writer.abort()
-
-    def __enter__(self) -> IndexedDatasetWriter:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            self.finish()
-        else:
-            self.abort()
 
 
 def merge(

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal
 
 import numpy as np
@@ -24,6 +23,7 @@ from tokshuf import _arrays, _core
 from tokshuf._deprecation import renamed_parameters
 from tokshuf._limits import integer_dtype
 from tokshuf._summary_file import check_summary, summary_target, write_summary
+from tokshuf._writer import FinishOnExit
 from tokshuf.errors import ConfigError
 
 __all__ = [
@@ -107,7 +107,7 @@ def document_spans(
     return _arrays.spans(buf)
 
 
-class TokenFileWriter:
+class TokenFileWriter(FinishOnExit):
     """Write one OLMo token file, document by document; it appears only when finished.
 
     >>> with TokenFileWriter("part-0.npy", np.uint32) as w:   # doctest: +SKIP
@@ -138,17 +138,6 @@ class TokenFileWriter:
 
     def abort(self) -> None:
         self._writer.abort()
-
-    def __enter__(self) -> TokenFileWriter:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            self.finish()
-        else:
-            self.abort()
 
 
 def write_tokens(

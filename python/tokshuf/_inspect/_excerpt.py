@@ -8,8 +8,9 @@ from typing import Any
 import numpy.typing as npt
 
 from tokshuf._inspect.decode import decode
+from tokshuf.errors import ConfigError
 
-__all__ = ["Excerpt", "documents_named", "excerpt"]
+__all__ = ["Excerpt", "check_document", "excerpt"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,9 +24,11 @@ class Excerpt:
     note: str | None
 
 
-def documents_named(n: int) -> str:
-    """``"4 documents (0..3)"`` for error messages naming the valid ``--doc`` values."""
-    return f"{n} documents (0..{n - 1})" if n else "no documents"
+def check_document(doc: int, n: int, path: str) -> None:
+    """Refuse ``--doc`` ``doc`` unless ``path`` (of ``n`` documents) has it, naming the valid values."""
+    if not 0 <= doc < n:
+        valid = f"{n} documents (0..{n - 1})" if n else "no documents"
+        raise ConfigError(f"--doc {doc} does not exist: {path} has {valid}")
 
 
 def excerpt(document: int, tokens: npt.NDArray[Any], tokenizer: str | None, max_tokens: int) -> Excerpt:

@@ -8,10 +8,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["QUANTILES", "IdStats", "LengthStats", "id_stats", "length_stats"]
+__all__ = ["AUTO_SCAN_TOKENS", "QUANTILES", "IdStats", "LengthStats", "id_stats", "length_stats", "scans"]
 
 #: Reported quantiles of a length distribution (numpy's default linear interpolation).
 QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
+
+#: ``scan=None`` counts token ids only up to this many tokens, so a large file answers from its
+#: index or metadata alone in well under a second.
+AUTO_SCAN_TOKENS = 1 << 27
 
 # Token ids are counted this many at a time, so a scan never holds more than a chunk's widening.
 _CHUNK = 1 << 24
@@ -42,6 +46,12 @@ class IdStats:
     max_id: int | None
     #: ``[(id, count), ...]``, most frequent first (ties: smaller id first).
     top: list[tuple[int, int]]
+
+
+def scans(scan: bool | None, tokens: int) -> bool:
+    """Whether to count the ids of a file of ``tokens`` tokens: ``scan``, or with ``None`` whether
+    it holds at most :data:`AUTO_SCAN_TOKENS`."""
+    return tokens <= AUTO_SCAN_TOKENS if scan is None else scan
 
 
 def _pct(q: float) -> str:

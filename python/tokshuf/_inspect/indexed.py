@@ -9,17 +9,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tokshuf._inspect._excerpt import Excerpt, documents_named, excerpt
+from tokshuf._inspect._excerpt import Excerpt, check_document, excerpt
 from tokshuf._inspect._report import HIDDEN, Report
-from tokshuf._inspect._stats import IdStats, LengthStats, id_stats, length_stats
-from tokshuf.errors import ConfigError
+from tokshuf._inspect._stats import IdStats, LengthStats, id_stats, length_stats, scans
 from tokshuf.indexed import IndexedDataset
 
 __all__ = ["IndexedReport", "document_lengths", "inspect_indexed"]
-
-#: ``scan=None`` counts token ids only up to this many tokens, so a large dataset answers from
-#: its index in well under a second.
-AUTO_SCAN_TOKENS = 1 << 27
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,14 +57,10 @@ def inspect_indexed(
     ds = IndexedDataset(path)
     lengths = document_lengths(ds)
     tokens = ds.num_tokens
-    do_scan = tokens <= AUTO_SCAN_TOKENS if scan is None else scan
     ex = None
     if doc is not None:
         docs = ds.document_indices
-        if not 0 <= doc < ds.num_documents:
-            raise ConfigError(
-                f"--doc {doc} does not exist: {ds.prefix} has {documents_named(ds.num_documents)}"
-            )
+        check_document(doc, ds.num_documents, ds.prefix)
         parts = [ds[int(s)] for s in range(int(docs[doc]), int(docs[doc + 1]))]
         ids: npt.NDArray[Any] = np.concatenate(parts) if parts else np.empty(0, ds.dtype)
         ex = excerpt(doc, ids, tokenizer, excerpt_tokens)
@@ -82,7 +73,7 @@ def inspect_indexed(
         bin_bytes=ds._reader.bin_len,  # a .bin in a store read by ranges has no local file
         empty_documents=int((lengths == 0).sum()),
         document_lengths=length_stats(lengths),
-        ids=id_stats(_all_tokens(ds), top) if do_scan else None,
+        ids=id_stats(_all_tokens(ds), top) if scans(scan, tokens) else None,
         excerpt=ex,
         lengths=lengths,
     )

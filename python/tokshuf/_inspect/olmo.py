@@ -10,16 +10,13 @@ import numpy as np
 import numpy.typing as npt
 
 from tokshuf import olmo_tokens
-from tokshuf._inspect._excerpt import Excerpt, documents_named, excerpt
+from tokshuf._inspect._excerpt import Excerpt, check_document, excerpt
 from tokshuf._inspect._report import HIDDEN, Report
-from tokshuf._inspect._stats import IdStats, LengthStats, id_stats, length_stats
+from tokshuf._inspect._stats import IdStats, LengthStats, id_stats, length_stats, scans
 from tokshuf._limits import integer_dtype
 from tokshuf.errors import ConfigError, TokshufError
 
 __all__ = ["TokenFileReport", "inspect_token_file"]
-
-#: As for ``.bin/.idx``: ``scan=None`` counts ids of files up to this many tokens.
-AUTO_SCAN_TOKENS = 1 << 27
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,11 +89,9 @@ def inspect_token_file(
     has_meta = olmo_tokens.metadata_path(p).is_file()
     spans = olmo_tokens.document_spans(p, d, eos_token_id, bos_token_id)
     lengths = (spans[:, 1] - spans[:, 0]).astype(np.int64)
-    do_scan = len(tokens) <= AUTO_SCAN_TOKENS if scan is None else scan
     ex = None
     if doc is not None:
-        if not 0 <= doc < len(spans):
-            raise ConfigError(f"--doc {doc} does not exist: {p} has {documents_named(len(spans))}")
+        check_document(doc, len(spans), p)
         ex = excerpt(doc, tokens[int(spans[doc, 0]) : int(spans[doc, 1])], tokenizer, excerpt_tokens)
     return TokenFileReport(
         path=p,
@@ -107,7 +102,7 @@ def inspect_token_file(
         tokens_outside_documents=len(tokens) - int(lengths.sum()),
         empty_documents=int((lengths == 0).sum()),
         document_lengths=length_stats(lengths),
-        ids=id_stats(tokens, top) if do_scan else None,
+        ids=id_stats(tokens, top) if scans(scan, len(tokens)) else None,
         excerpt=ex,
         lengths=lengths,
     )

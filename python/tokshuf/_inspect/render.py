@@ -44,14 +44,17 @@ def _excerpt(ex: Excerpt | None) -> list[str]:
     return lines
 
 
+def _documents(r: Any) -> list[str]:
+    """What the two token-file views show after their counts: lengths, ids, the excerpt."""
+    return [_lengths(r.document_lengths), _ids(r.ids), *_excerpt(r.excerpt)]
+
+
 def _indexed(r: Any) -> list[str]:
     return [
         f"{r.path}: Megatron .bin/.idx, {r.dtype}, {r.bin_bytes:,} bytes",
         f"{r.documents:,} documents, {r.sequences:,} sequences, {r.tokens:,} tokens, "
         f"{r.empty_documents:,} empty documents",
-        _lengths(r.document_lengths),
-        _ids(r.ids),
-        *_excerpt(r.excerpt),
+        *_documents(r),
     ]
 
 
@@ -60,9 +63,7 @@ def _olmo(r: Any) -> list[str]:
         f"{r.path}: OLMo token file, {r.dtype}, documents from {r.boundaries}",
         f"{r.documents:,} documents, {r.tokens:,} tokens ({r.tokens_outside_documents:,} in no document), "
         f"{r.empty_documents:,} empty documents",
-        _lengths(r.document_lengths),
-        _ids(r.ids),
-        *_excerpt(r.excerpt),
+        *_documents(r),
     ]
 
 

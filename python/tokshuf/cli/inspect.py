@@ -67,21 +67,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     g = p.add_argument_group("shuffle output")
     g.add_argument("--verify", action="store_true", help="decode every member of every shard")
-    g.add_argument(
-        "--eot-id",
-        type=_args.TOKEN_ID,
-        help="EOT id to count (default: the tokenizer's end-of-text id)",
-    )
-    g.add_argument(
-        "--pad-id",
-        type=_args.TOKEN_ID,
-        help="PAD id: the padding fraction (default: the EOT id)",
-    )
-    g.add_argument(
-        "--bos-id",
-        type=_args.TOKEN_ID,
-        help="BOS id to count (also the BOS of .npy documents)",
-    )
+    for flag, what in (
+        ("--eot-id", "EOT id to count (default: the tokenizer's end-of-text id)"),
+        ("--pad-id", "PAD id: the padding fraction (default: the EOT id)"),
+        ("--bos-id", "BOS id to count (also the BOS of .npy documents)"),
+    ):
+        g.add_argument(flag, type=_args.TOKEN_ID, help=what)
     g = p.add_argument_group("blend (.yaml)")
     g.add_argument(
         "--step", type=_args.integer(0), metavar="N", help="show where each sample of step N comes from"

@@ -24,7 +24,7 @@ from tokshuf.instances._options import (
     signature_with_options,
     with_defaults,
 )
-from tokshuf.instances._sources import Source, resolve_sources
+from tokshuf.instances._sources import DocumentRule, Source, resolve_sources
 from tokshuf.olmo_tokens import BOUNDARIES, Boundaries
 
 __all__ = ["InstanceDataset"]
@@ -123,9 +123,7 @@ class InstanceDataset:
         self.cache_dir = _cache.cache_root(cache_dir)
         self.sources: list[Source] = resolve_sources(tuple(paths), dtype, vocab_size)
         self._identities = [s.identity() for s in self.sources]
-        self._origins = [
-            s.boundary_source(eos_token_id, bos_token_id, document_boundaries) for s in self.sources
-        ]
+        self._origins = [s.boundary_source(self._document_rule()) for s in self.sources]
         self.label_mask_paths = [str(Path(p).resolve()) for p in label_mask_paths or ()]
         if label_mask_paths is not None and len(self.label_mask_paths) != len(self.sources):
             raise ConfigError(
@@ -145,9 +143,7 @@ class InstanceDataset:
         self._reader: _core.InstanceReader = self._open()
         if self._uses_documents():
             for s in self.sources:
-                s.warn_if_metadata_disagrees(
-                    self.cache_dir, eos_token_id, bos_token_id, document_boundaries, num_threads
-                )
+                s.warn_if_metadata_disagrees(self._document_rule())
 
     # -- subclass hooks -----------------------------------------------------------------------
     def _open(self) -> _core.InstanceReader:
@@ -185,16 +181,13 @@ class InstanceDataset:
 
     def _documents(self) -> list[tuple[Path, npt.NDArray[np.uint64]]]:
         """Per source: (cache file, local ``(n, 2)`` document spans)."""
-        return [
-            s.documents(
-                self.cache_dir,
-                self.eos_token_id,
-                self.bos_token_id,
-                self.document_boundaries,
-                self.num_threads,
-            )
-            for s in self.sources
-        ]
+        return [s.documents(self._document_rule()) for s in self.sources]
+
+    def _document_rule(self) -> DocumentRule:
+        """How the sources find and cache their documents: this dataset's options."""
+        return DocumentRule(
+            self.cache_dir, self.eos_token_id, self.bos_token_id, self.document_boundaries, self.num_threads
+        )
 
     def _global_spans(self) -> list[npt.NDArray[np.uint64]]:
         """Per source: its document spans in the dataset's global token space."""

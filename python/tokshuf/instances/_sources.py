@@ -16,9 +16,21 @@ from tokshuf._log import log
 from tokshuf.errors import ConfigError
 from tokshuf.olmo_tokens import Boundaries, metadata_path, token_dtype
 
-__all__ = ["Source", "resolve_sources"]
+__all__ = ["DocumentRule", "Source", "resolve_sources"]
 
 PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class DocumentRule:
+    """How a dataset finds the documents of its files (``boundaries``, with the EOS/BOS ids of a
+    scan on ``num_threads`` threads) and where it caches them."""
+
+    cache_dir: Path
+    eos_token_id: int
+    bos_token_id: int | None
+    boundaries: Boundaries
+    num_threads: int | None
 
 
 @dataclass(frozen=True)
@@ -42,15 +54,15 @@ class Source:
     def reader_spec(self) -> tuple[str, str | None]:
         return (self.path, self.dtype)
 
-    def boundary_source(self, eos_token_id: int, bos_token_id: int | None, boundaries: Boundaries) -> Any:
+    def boundary_source(self, rule: DocumentRule) -> Any:
         """Where this file's documents come from, as part of cache keys: the index, the Dolma
         metadata (with its identity) or an EOS/BOS scan."""
         if self.dtype is None:
             return "index"
         meta = metadata_path(self.path)
-        if boundaries == "metadata" or (boundaries == "auto" and meta.is_file()):
+        if rule.boundaries == "metadata" or (rule.boundaries == "auto" and meta.is_file()):
             return {"metadata": _cache.file_identity(meta)}
-        return {"eos": eos_token_id, "bos": bos_token_id}
+        return {"eos": rule.eos_token_id, "bos": rule.bos_token_id}
 
     @staticmethod
     def boundaries_recorded(origin: Any) -> bool:
@@ -58,16 +70,9 @@ class Source:
         metadata, an index) rather than found by an EOS scan."""
         return not (isinstance(origin, dict) and "eos" in origin)
 
-    def documents(
-        self,
-        cache_dir: Path,
-        eos_token_id: int,
-        bos_token_id: int | None,
-        boundaries: Boundaries,
-        num_threads: int | None,
-    ) -> tuple[Path, npt.NDArray[np.uint64]]:
+    def documents(self, rule: DocumentRule) -> tuple[Path, npt.NDArray[np.uint64]]:
         """The ``(n, 2)`` local spans of this file's documents, cached; returns (file, array)."""
-        origin = self.boundary_source(eos_token_id, bos_token_id, boundaries)
+        origin = self.boundary_source(rule)
         dtype = self.dtype
 
         def build() -> dict[str, Any]:
@@ -76,38 +81,38 @@ class Source:
             elif isinstance(origin, dict) and "metadata" in origin:
                 buf = _core.read_metadata(os.fspath(metadata_path(self.path)), self.num_tokens)
             else:
-                buf = _core.scan_documents(self.path, dtype, eos_token_id, bos_token_id, num_threads)
+                buf = _core.scan_documents(
+                    self.path, dtype, rule.eos_token_id, rule.bos_token_id, rule.num_threads
+                )
             return {"spans": _arrays.spans(buf)}
 
         fields = {"source": self.identity(), "boundaries": origin}
-        entry = _cache.cached(cache_dir, "instances", "documents", fields, build)
+        entry = _cache.cached(rule.cache_dir, "instances", "documents", fields, build)
         return entry.file("spans"), entry.array("spans")
 
-    def warn_if_metadata_disagrees(
-        self,
-        cache_dir: Path,
-        eos_token_id: int,
-        bos_token_id: int | None,
-        boundaries: Boundaries,
-        num_threads: int | None,
-    ) -> None:
+    def warn_if_metadata_disagrees(self, rule: DocumentRule) -> None:
         """Under ``"auto"``, warn (once per file and process) when the Dolma metadata taken
         differs from the EOS scan OLMo-core runs on local files by default, whose instances then
         differ. The comparison is cached beside the documents."""
-        origin = self.boundary_source(eos_token_id, bos_token_id, boundaries)
+        eos_token_id, bos_token_id = rule.eos_token_id, rule.bos_token_id
+        origin = self.boundary_source(rule)
         key = (self.path, eos_token_id, bos_token_id)
-        if boundaries != "auto" or not (isinstance(origin, dict) and "metadata" in origin) or key in _WARNED:
+        if (
+            rule.boundaries != "auto"
+            or not (isinstance(origin, dict) and "metadata" in origin)
+            or key in _WARNED
+        ):
             return
         dtype = self.dtype
         assert dtype is not None
 
         def build() -> dict[str, Any]:
-            _, meta = self.documents(cache_dir, eos_token_id, bos_token_id, boundaries, num_threads)
-            buf = _core.scan_documents(self.path, dtype, eos_token_id, bos_token_id, num_threads)
+            _, meta = self.documents(rule)
+            buf = _core.scan_documents(self.path, dtype, eos_token_id, bos_token_id, rule.num_threads)
             return {"difference": _first_difference(meta, _arrays.spans(buf))}
 
         fields = {"source": self.identity(), "boundaries": origin, "eos": eos_token_id, "bos": bos_token_id}
-        diff = _cache.cached(cache_dir, "instances", "boundary-check", fields, build).array("difference")
+        diff = _cache.cached(rule.cache_dir, "instances", "boundary-check", fields, build).array("difference")
         if diff.size == 0:
             return
         _WARNED.add(key)

@@ -49,22 +49,19 @@ class BlendedNanoset(SampleDataset):
         self.datasets = datasets
         self.weights = _core.normalize([float(w) for w in weights]) if size is not None else list(weights)
         self.size = size
-        self.split = split
-        self.config = config
-        if arrays is None:
-            arrays, paths = self._build()
-        self._arrays = arrays
-        self._paths = paths
-        self._open()
+        self._attach(split, config, arrays, paths)
         self._check_oversampling()
 
     def description(self) -> dict[str, Any]:
+        return self._blend_description("BlendedNanoset", weights=self.weights, size=self.size)
+
+    def _blend_description(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """A blend's cache key: its class and split, its datasets' keys, then ``fields`` (in order)."""
         return {
-            "class": "BlendedNanoset",
+            "class": kind,
             "split": self.split,
             "datasets": [None if d is None else d.description() for d in self.datasets],
-            "weights": self.weights,
-            "size": self.size,
+            **fields,
         }
 
     def _build_arrays(self) -> dict[str, _core.IndexArray]:

@@ -60,6 +60,23 @@ class SampleDataset:
     def _build_arrays(self) -> dict[str, _core.IndexArray]:
         raise NotImplementedError
 
+    def _attach(
+        self,
+        split: str,
+        config: NanosetConfig,
+        arrays: dict[str, _core.IndexArray] | None,
+        paths: dict[str, str] | None,
+    ) -> None:
+        """The end of every constructor: the index arrays given, else built (or read from the
+        cache), then the reader over them."""
+        self.split = split
+        self.config = config
+        if arrays is None:
+            arrays, paths = self._build()
+        self._arrays = arrays
+        self._paths = paths
+        self._open()
+
     def _build(self) -> tuple[dict[str, _core.IndexArray], dict[str, str] | None]:
         """The index arrays, from the cache (built there if missing) and their files; built in
         memory with ``cache_dir=False``."""
@@ -185,13 +202,7 @@ class Nanoset(SampleDataset):
         self.prefix = local_prefix(prefix) if config.remote == "copy" else prefix
         self.index_range = (int(index_range[0]), int(index_range[1]))
         self.num_samples = num_samples
-        self.split = split
-        self.config = config
-        if arrays is None:
-            arrays, paths = self._build()
-        self._arrays = arrays
-        self._paths = paths
-        self._open()
+        self._attach(split, config, arrays, paths)
 
     # -- building ---------------------------------------------------------------------------
     @property

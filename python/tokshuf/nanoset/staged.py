@@ -109,26 +109,15 @@ class StagedNanoset(BlendedNanoset):
         self.prefixes = list(prefixes)
         self.stages = list(stages)
         self.size = size
-        self.split = "train"
-        self.config = config
         drawn = [sum(s.samples * s.share(len(datasets))[d] for s in stages) for d in range(len(datasets))]
         #: The share of the run's samples each prefix is meant to serve (for reports).
         self.weights = [x / size if size else 0.0 for x in drawn]
-        if arrays is None:
-            arrays, paths = self._build()
-        self._arrays = arrays
-        self._paths = paths
-        self._open()
+        self._attach("train", config, arrays, paths)
         self._check_oversampling()
 
     def description(self) -> dict[str, Any]:
-        return {
-            "class": "StagedNanoset",
-            "split": self.split,
-            "datasets": [None if d is None else d.description() for d in self.datasets],
-            "stages": [dataclasses.asdict(s) for s in self.stages],
-            "size": self.size,
-        }
+        stages = [dataclasses.asdict(s) for s in self.stages]
+        return self._blend_description("StagedNanoset", stages=stages, size=self.size)
 
     def _build_arrays(self) -> dict[str, _core.IndexArray]:
         di, si = blend_stages(self.stages, len(self.datasets))
