@@ -14,25 +14,29 @@ pub fn build_shuffle_index(first: u64, total: u64, rng: &mut RandomState, cancel
         return Err(Error::invalid(format!("{first} samples before the final epoch exceed the {total} built")));
     }
     usize::try_from(total).map_err(|_| Error::invalid(format!("{total} samples do not fit in memory")))?;
-    if total >= u64::from(u32::MAX) - 1 {
-        let mut v: Vec<i64> = crate::alloc::try_with_capacity(total as usize, "the shuffle index")?;
-        v.extend(0..total as i64);
-        let (a, b) = v.split_at_mut(first as usize);
-        rng.shuffle_cancellable(a, cancel)?;
-        if !b.is_empty() {
-            rng.shuffle_cancellable(b, cancel)?;
-        }
-        Ok(IndexArray::from_owned(Owned::I64(v)))
+    Ok(IndexArray::from_owned(if total >= u64::from(u32::MAX) - 1 {
+        Owned::I64(shuffled(total as usize, 0..total as i64, first as usize, rng, cancel)?)
     } else {
-        let mut v: Vec<u32> = crate::alloc::try_with_capacity(total as usize, "the shuffle index")?;
-        v.extend(0..total as u32);
-        let (a, b) = v.split_at_mut(first as usize);
-        rng.shuffle_cancellable(a, cancel)?;
-        if !b.is_empty() {
-            rng.shuffle_cancellable(b, cancel)?;
-        }
-        Ok(IndexArray::from_owned(Owned::U32(v)))
+        Owned::U32(shuffled(total as usize, 0..total as u32, first as usize, rng, cancel)?)
+    }))
+}
+
+/// The `len` `values` with the first `first` shuffled among themselves, then the rest.
+fn shuffled<T>(
+    len: usize,
+    values: impl Iterator<Item = T>,
+    first: usize,
+    rng: &mut RandomState,
+    cancel: &Cancel,
+) -> Result<Vec<T>> {
+    let mut v: Vec<T> = crate::alloc::try_with_capacity(len, "the shuffle index")?;
+    v.extend(values);
+    let (a, b) = v.split_at_mut(first);
+    rng.shuffle_cancellable(a, cancel)?;
+    if !b.is_empty() {
+        rng.shuffle_cancellable(b, cancel)?;
     }
+    Ok(v)
 }
 
 /// Seed 000's variant: one epoch's shuffle index repeated `num_samples / len + 1` times, so every

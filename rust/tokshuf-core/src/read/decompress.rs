@@ -95,6 +95,34 @@ enum MemberState<R: BufRead> {
     Done,
 }
 
+/// The decoder of one member, over the compressed input.
+trait MemberDecoder<R: BufRead>: Read {
+    /// The compressed input from where the decoder has read to.
+    fn raw(&mut self) -> &mut Counted<R>;
+    /// The compressed input after the member, once the decoder has read it whole.
+    fn into_raw(self) -> Counted<R>;
+}
+
+impl<R: BufRead> MemberDecoder<R> for Box<flate2::bufread::GzDecoder<Counted<R>>> {
+    fn raw(&mut self) -> &mut Counted<R> {
+        self.get_mut()
+    }
+
+    fn into_raw(self) -> Counted<R> {
+        (*self).into_inner()
+    }
+}
+
+impl<R: BufRead> MemberDecoder<R> for zstd::stream::read::Decoder<'static, Counted<R>> {
+    fn raw(&mut self) -> &mut Counted<R> {
+        self.get_mut()
+    }
+
+    fn into_raw(self) -> Counted<R> {
+        self.finish()
+    }
+}
+
 /// Concatenated gzip members or zstd frames, decoded one at a time so that each failure can be
 /// told apart and said plainly: a file that is not compressed at all (no magic at byte 0),
 /// trailing bytes after the last complete member that are not a member, or a member that is cut
@@ -197,6 +225,39 @@ impl<R: BufRead> Members<R> {
             invalid(format!("the {name} {unit} that starts at byte {start} of the file is corrupt ({e})"))
         }
     }
+
+    /// Read from the member that starts at `start`, decoded by `d`, which `state` puts back;
+    /// `None` when the member has ended (the state is then the input after it).
+    #[inline]
+    fn read_member<D: MemberDecoder<R>>(
+        &mut self,
+        mut d: D,
+        start: u64,
+        buf: &mut [u8],
+        state: impl FnOnce(D, u64) -> MemberState<R>,
+    ) -> Option<io::Result<usize>> {
+        match d.read(buf) {
+            // The member ended, its trailer checked: go on with what follows it.
+            Ok(0) => {
+                self.members += 1;
+                self.state = MemberState::Between(d.into_raw());
+                None
+            }
+            Ok(n) => {
+                self.state = state(d, start);
+                Some(Ok(n))
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {
+                self.state = state(d, start);
+                Some(Err(e))
+            }
+            Err(e) if crate::storage::is_store_error(&e) => Some(Err(e)),
+            Err(e) => {
+                let at_eof = d.raw().fill_buf().is_ok_and(|b| b.is_empty());
+                Some(Err(self.member_error(e, start, at_eof)))
+            }
+        }
+    }
 }
 
 impl<R: BufRead> Read for Members<R> {
@@ -206,48 +267,17 @@ impl<R: BufRead> Read for Members<R> {
         }
         loop {
             // Taken out and put back: a member's decoder is given up for its input at its end.
-            match std::mem::replace(&mut self.state, MemberState::Done) {
+            let read = match std::mem::replace(&mut self.state, MemberState::Done) {
                 MemberState::Done => return Ok(0),
-                MemberState::Between(raw) => self.next_member(raw)?,
-                MemberState::Gzip(mut d, start) => match d.read(buf) {
-                    // The member ended, its trailer checked: go on with what follows it.
-                    Ok(0) => {
-                        self.members += 1;
-                        self.state = MemberState::Between((*d).into_inner());
-                    }
-                    Ok(n) => {
-                        self.state = MemberState::Gzip(d, start);
-                        return Ok(n);
-                    }
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {
-                        self.state = MemberState::Gzip(d, start);
-                        return Err(e);
-                    }
-                    Err(e) if crate::storage::is_store_error(&e) => return Err(e),
-                    Err(e) => {
-                        let at_eof = d.get_mut().fill_buf().is_ok_and(|b| b.is_empty());
-                        return Err(self.member_error(e, start, at_eof));
-                    }
-                },
-                MemberState::Zstd(mut d, start) => match d.read(buf) {
-                    Ok(0) => {
-                        self.members += 1;
-                        self.state = MemberState::Between(d.finish());
-                    }
-                    Ok(n) => {
-                        self.state = MemberState::Zstd(d, start);
-                        return Ok(n);
-                    }
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {
-                        self.state = MemberState::Zstd(d, start);
-                        return Err(e);
-                    }
-                    Err(e) if crate::storage::is_store_error(&e) => return Err(e),
-                    Err(e) => {
-                        let at_eof = d.get_mut().fill_buf().is_ok_and(|b| b.is_empty());
-                        return Err(self.member_error(e, start, at_eof));
-                    }
-                },
+                MemberState::Between(raw) => {
+                    self.next_member(raw)?;
+                    continue;
+                }
+                MemberState::Gzip(d, start) => self.read_member(d, start, buf, MemberState::Gzip),
+                MemberState::Zstd(d, start) => self.read_member(d, start, buf, MemberState::Zstd),
+            };
+            if let Some(read) = read {
+                return read;
             }
         }
     }

@@ -291,14 +291,21 @@ pub fn expand_inputs(specs: &[impl AsRef<str>], exts: &[&str]) -> Result<Inputs>
 mod tests {
     use super::*;
 
+    /// A temporary directory holding the empty `files` (paths relative to it).
+    fn tree<S: AsRef<str>>(files: impl IntoIterator<Item = S>) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for f in files {
+            let path = dir.path().join(f.as_ref());
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        dir
+    }
+
     #[test]
     fn directories_are_walked_and_sorted() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tree(["b/sub/z.jsonl", "a.jsonl.zst", "b/a.jsonl.gz", "notes.txt", "c.jsonl"]);
         let d = dir.path();
-        std::fs::create_dir_all(d.join("b/sub")).unwrap();
-        for f in ["b/sub/z.jsonl", "a.jsonl.zst", "b/a.jsonl.gz", "notes.txt", "c.jsonl"] {
-            std::fs::write(d.join(f), "").unwrap();
-        }
         let got = expand_inputs(&[d.to_str().unwrap()], JSONL_EXTENSIONS).unwrap().files;
         let rel: Vec<_> = got.iter().map(|p| p.strip_prefix(d).unwrap().to_str().unwrap().to_string()).collect();
         assert_eq!(rel, ["a.jsonl.zst", "b/a.jsonl.gz", "b/sub/z.jsonl", "c.jsonl"]);
@@ -306,15 +313,10 @@ mod tests {
 
     #[test]
     fn a_scan_reports_what_it_passes_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        std::fs::create_dir_all(d.join(".cache")).unwrap();
-        std::fs::create_dir_all(d.join("sub")).unwrap();
         let files =
             ["a.jsonl", ".b.jsonl", "C.JSONL", "d.jsonl.zstd", "e.txt", "f.jsonl.bak", ".cache/g.jsonl", "sub/h.arrow"];
-        for f in files {
-            std::fs::write(d.join(f), "").unwrap();
-        }
+        let dir = tree(files);
+        let d = dir.path();
         let got = expand_inputs(&[d.to_str().unwrap()], INPUT_EXTENSIONS).unwrap();
         assert_eq!(got.files, [d.join("a.jsonl"), d.join("d.jsonl.zstd"), d.join("sub/h.arrow")]);
         let skipped: Vec<(PathBuf, &str)> =
@@ -346,11 +348,7 @@ mod tests {
 
     #[test]
     fn a_scan_lists_the_first_paths_and_counts_them_all() {
-        let dir = tempfile::tempdir().unwrap();
-        for i in 0..LISTED + 5 {
-            std::fs::write(dir.path().join(format!("{i:04}.txt")), "").unwrap();
-        }
-        std::fs::write(dir.path().join("x.jsonl"), "").unwrap();
+        let dir = tree((0..LISTED + 5).map(|i| format!("{i:04}.txt")).chain(["x.jsonl".into()]));
         let got = expand_inputs(&[dir.path().to_str().unwrap()], INPUT_EXTENSIONS).unwrap();
         assert_eq!(got.scan.scan_skipped["extension"], LISTED as u64 + 5);
         assert_eq!(got.scan.first_scan_skipped.len(), LISTED);
@@ -359,9 +357,7 @@ mod tests {
 
     #[test]
     fn a_scan_that_finds_nothing_says_what_it_passed_over() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a.JSONL"), "").unwrap();
-        std::fs::write(dir.path().join(".b.jsonl"), "").unwrap();
+        let dir = tree(["a.JSONL", ".b.jsonl"]);
         let err = expand_inputs(&[dir.path().to_str().unwrap()], INPUT_EXTENSIONS).unwrap_err().to_string();
         assert!(err.contains("passed over: 1 extension, 1 hidden"), "{err}");
     }
@@ -369,11 +365,8 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn directory_loops_are_not_followed() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tree(["a.jsonl", "sub/b.jsonl"]);
         let d = dir.path();
-        std::fs::create_dir_all(d.join("sub")).unwrap();
-        std::fs::write(d.join("a.jsonl"), "").unwrap();
-        std::fs::write(d.join("sub/b.jsonl"), "").unwrap();
         // Two loops: followed, the walk would take each file again at every depth, exponentially.
         std::os::unix::fs::symlink(".", d.join("self")).unwrap();
         std::os::unix::fs::symlink("..", d.join("sub/up")).unwrap();
@@ -386,10 +379,8 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_file_reached_twice_is_refused_naming_both_paths() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tree(["data/a.jsonl"]);
         let d = dir.path();
-        std::fs::create_dir_all(d.join("data")).unwrap();
-        std::fs::write(d.join("data/a.jsonl"), "").unwrap();
         std::os::unix::fs::symlink("data/a.jsonl", d.join("link.jsonl")).unwrap();
         let (a, data, link) = (d.join("data/a.jsonl"), d.join("data"), d.join("link.jsonl"));
         let s = |p: &Path| p.to_str().unwrap().to_string();
@@ -411,10 +402,7 @@ mod tests {
 
     #[test]
     fn globs_are_sorted() {
-        let dir = tempfile::tempdir().unwrap();
-        for f in ["x2.jsonl", "x10.jsonl", "x1.jsonl"] {
-            std::fs::write(dir.path().join(f), "").unwrap();
-        }
+        let dir = tree(["x2.jsonl", "x10.jsonl", "x1.jsonl"]);
         let pat = format!("{}/x*.jsonl", dir.path().display());
         let got = expand_inputs(&[pat], JSONL_EXTENSIONS).unwrap().files;
         let names: Vec<_> = got.iter().map(|p| p.file_name().unwrap().to_str().unwrap()).collect();

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use object_store::multipart::{MultipartStore, PartId};
-use object_store::{MultipartId, ObjectStoreExt as _, PutPayload, WriteMultipart};
+use object_store::{ObjectStoreExt as _, PutPayload, WriteMultipart};
 
 use super::failure::{retried, retried_sending, Failure};
 use super::runtime::block_on;
@@ -58,65 +58,57 @@ async fn multipart(
 ) -> Result<()> {
     let io = |e: std::io::Error| Error::io(Path::new(&to.url), e);
     let id = retried(to, "create multipart upload", || store.create_multipart(&to.key)).await.map_err(io)?;
-    let result = upload_parts(store, &id, file, from, to, len).await;
+    let result = async {
+        let id = &id;
+        let mut parts: Vec<PartId> = Vec::new();
+        // Parts upload in the background while the next ones are read; aborted if one fails.
+        let mut in_flight = Tasks(VecDeque::new());
+        for index in 0.. {
+            let mut buf = vec![0u8; PART];
+            let n = read_full(file, &mut buf).with_path(from)?;
+            if n == 0 {
+                break;
+            }
+            buf.truncate(n);
+            let payload = PutPayload::from(buf);
+            let (store, target, id) = (Arc::clone(store), to.clone(), id.clone());
+            in_flight.0.push_back(tokio::spawn(async move {
+                let request = format!("upload part {}", index + 1);
+                let attempt = || store.put_part(&target.key, &id, index, payload.clone());
+                retried_sending(&target, &request, n, attempt).await
+            }));
+            if in_flight.0.len() >= IN_FLIGHT {
+                parts.push(in_flight.next(to).await.map_err(io)?);
+            }
+        }
+        while !in_flight.0.is_empty() {
+            parts.push(in_flight.next(to).await.map_err(io)?);
+        }
+        let mut attempts = 0;
+        let completed = retried(to, "complete multipart upload", || {
+            attempts += 1;
+            let (parts, again) = (parts.clone(), attempts > 1);
+            async move {
+                match store.complete_multipart(&to.key, id, parts).await {
+                    // A retry after an answer that was lost: the store may have completed the
+                    // upload already (S3 then no longer knows its id). The object is there, whole,
+                    // if it has the uploaded size.
+                    Err(object_store::Error::NotFound { .. }) if again && uploaded(to, len).await => {
+                        Ok(object_store::PutResult { e_tag: None, version: None, extensions: Default::default() })
+                    }
+                    other => other,
+                }
+            }
+        })
+        .await;
+        completed.map(drop).map_err(io)
+    }
+    .await;
     if result.is_err() {
         // Best effort: the failure being reported is the one that matters.
         let _ = retried(to, "abort multipart upload", || store.abort_multipart(&to.key, &id)).await;
     }
     result
-}
-
-async fn upload_parts(
-    store: &Arc<dyn MultipartStore>,
-    id: &MultipartId,
-    file: &mut std::fs::File,
-    from: &Path,
-    to: &Remote,
-    len: u64,
-) -> Result<()> {
-    let io = |e: std::io::Error| Error::io(Path::new(&to.url), e);
-    let mut parts: Vec<PartId> = Vec::new();
-    // Parts upload in the background while the next ones are read; aborted if one fails.
-    let mut in_flight = Tasks(VecDeque::new());
-    for index in 0.. {
-        let mut buf = vec![0u8; PART];
-        let n = read_full(file, &mut buf).with_path(from)?;
-        if n == 0 {
-            break;
-        }
-        buf.truncate(n);
-        let payload = PutPayload::from(buf);
-        let (store, target, id) = (Arc::clone(store), to.clone(), id.clone());
-        in_flight.0.push_back(tokio::spawn(async move {
-            let request = format!("upload part {}", index + 1);
-            let attempt = || store.put_part(&target.key, &id, index, payload.clone());
-            retried_sending(&target, &request, n, attempt).await
-        }));
-        if in_flight.0.len() >= IN_FLIGHT {
-            parts.push(in_flight.next(to).await.map_err(io)?);
-        }
-    }
-    while !in_flight.0.is_empty() {
-        parts.push(in_flight.next(to).await.map_err(io)?);
-    }
-    let mut attempts = 0;
-    let completed = retried(to, "complete multipart upload", || {
-        attempts += 1;
-        let (parts, again) = (parts.clone(), attempts > 1);
-        async move {
-            match store.complete_multipart(&to.key, id, parts).await {
-                // A retry after an answer that was lost: the store may have completed the upload
-                // already (S3 then no longer knows its id). The object is there, whole, if it
-                // has the uploaded size.
-                Err(object_store::Error::NotFound { .. }) if again && uploaded(to, len).await => {
-                    Ok(object_store::PutResult { e_tag: None, version: None, extensions: Default::default() })
-                }
-                other => other,
-            }
-        }
-    })
-    .await;
-    completed.map(drop).map_err(io)
 }
 
 /// Part uploads in flight, in part order; dropped, they are stopped.

@@ -27,9 +27,9 @@ pub fn shard_of_doc(n_docs: u64, n_shards: u32, doc: u64) -> u32 {
 
 /// The logical shards owned by global worker `worker` of `n_workers`.
 pub fn worker_shards(n_shards: u32, n_workers: u32, worker: u32) -> Range<u32> {
-    let k = u64::from(n_workers.max(1));
-    let n = u64::from(n_shards);
-    cut(u64::from(worker), n, k) as u32..cut(u64::from(worker) + 1, n, k) as u32
+    // Shards over workers is the same partition as documents over shards.
+    let r = shard_docs(u64::from(n_shards), n_workers, worker);
+    r.start as u32..r.end as u32
 }
 
 /// The global worker that owns logical shard `shard`.
@@ -42,34 +42,41 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Blocks `0..k` of a partition of `0..n`: each follows the previous one, holds at most one
+    /// more than `n / k`, and every element in it is owned by it; together they cover `0..n`.
+    fn check_partition(
+        n: u64,
+        k: u32,
+        block: impl Fn(u32) -> Range<u64>,
+        owner: impl Fn(u64) -> u32,
+    ) -> Result<(), TestCaseError> {
+        let mut next = 0;
+        for b in 0..k {
+            let r = block(b);
+            prop_assert_eq!(r.start, next);
+            prop_assert!(r.end - r.start <= n / u64::from(k) + 1);
+            for x in r.clone() {
+                prop_assert_eq!(owner(x), b);
+            }
+            next = r.end;
+        }
+        prop_assert_eq!(next, n);
+        Ok(())
+    }
+
     proptest! {
         #[test]
         fn documents_are_owned_exactly_once(n_docs in 0u64..500, n_shards in 1u32..80) {
-            let mut next = 0;
-            for s in 0..n_shards {
-                let r = shard_docs(n_docs, n_shards, s);
-                prop_assert_eq!(r.start, next);
-                prop_assert!(r.end - r.start <= n_docs / u64::from(n_shards) + 1);
-                for d in r.clone() {
-                    prop_assert_eq!(shard_of_doc(n_docs, n_shards, d), s);
-                }
-                next = r.end;
-            }
-            prop_assert_eq!(next, n_docs);
+            check_partition(n_docs, n_shards, |s| shard_docs(n_docs, n_shards, s), |d| shard_of_doc(n_docs, n_shards, d))?;
         }
 
         #[test]
         fn shards_are_owned_exactly_once(n_shards in 1u32..200, n_workers in 1u32..40) {
-            let mut next = 0;
-            for w in 0..n_workers {
+            let block = |w| {
                 let r = worker_shards(n_shards, n_workers, w);
-                prop_assert_eq!(r.start, next);
-                for s in r.clone() {
-                    prop_assert_eq!(worker_of_shard(n_shards, n_workers, s), w);
-                }
-                next = r.end;
-            }
-            prop_assert_eq!(next, n_shards);
+                u64::from(r.start)..u64::from(r.end)
+            };
+            check_partition(u64::from(n_shards), n_workers, block, |s| worker_of_shard(n_shards, n_workers, s as u32))?;
         }
     }
 

@@ -26,19 +26,24 @@ pub(super) fn chunk_reserve(seqlen: usize) -> usize {
     CHUNK_CONTEXTS.saturating_mul(seqlen).min(16 << 20)
 }
 
+/// What the collector exchanges with the other threads of stage 1.
+pub(super) struct Links<'a> {
+    pub work: Sender<Work>,
+    pub results: &'a Receiver<Msg>,
+    pub slots: &'a Sender<()>,
+    pub checkpoints: Sender<Checkpoint>,
+    /// Buffers the checkpoint thread has written and emptied.
+    pub spare: Receiver<RunBuffer>,
+    /// Where the token buffers of cut batches go back to the workers.
+    pub spares: &'a Spares,
+    pub chunk_spares: &'a ChunkSpares,
+    pub cancel: &'a Cancel,
+}
+
 pub(super) struct Collector<'a> {
     cfg: &'a ShuffleConfig,
     state: &'a mut State,
-    work: Sender<Work>,
-    results: &'a Receiver<Msg>,
-    slots: &'a Sender<()>,
-    checkpoints: Sender<Checkpoint>,
-    /// Buffers the checkpoint thread has written and emptied.
-    spare: Receiver<RunBuffer>,
-    /// Where the token buffers of cut batches go back to the workers.
-    spares: &'a Spares,
-    chunk_spares: &'a ChunkSpares,
-    cancel: &'a Cancel,
+    links: Links<'a>,
     buffer: RunBuffer,
     pending: BTreeMap<u64, Ordered>,
     next_seq: u64,
@@ -55,33 +60,18 @@ pub(super) struct Collector<'a> {
 }
 
 impl<'a> Collector<'a> {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         cfg: &'a ShuffleConfig,
         state: &'a mut State,
-        work: Sender<Work>,
-        results: &'a Receiver<Msg>,
-        slots: &'a Sender<()>,
-        checkpoints: Sender<Checkpoint>,
-        spare: Receiver<RunBuffer>,
-        spares: &'a Spares,
-        chunk_spares: &'a ChunkSpares,
+        links: Links<'a>,
         max_outstanding: usize,
         remaining: u64,
-        cancel: &'a Cancel,
     ) -> Self {
         let base = (state.counts.documents, state.counts.tokens);
         Self {
             cfg,
             state,
-            work,
-            results,
-            slots,
-            checkpoints,
-            spare,
-            spares,
-            chunk_spares,
-            cancel,
+            links,
             buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)),
             pending: BTreeMap::new(),
             next_seq: 0,
@@ -98,9 +88,9 @@ impl<'a> Collector<'a> {
     fn receive(&mut self) -> Result<()> {
         let msg = loop {
             // Wake up now and then to notice Ctrl-C while every worker is busy.
-            match self.results.recv_timeout(Duration::from_millis(100)) {
+            match self.links.results.recv_timeout(Duration::from_millis(100)) {
                 Ok(msg) => break msg,
-                Err(RecvTimeoutError::Timeout) => self.cancel.check()?,
+                Err(RecvTimeoutError::Timeout) => self.links.cancel.check()?,
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(Error::invalid("stage 1 workers stopped unexpectedly"))
                 }
@@ -117,7 +107,7 @@ impl<'a> Collector<'a> {
                     offset += len as usize;
                 }
                 self.state.counts.cell_bytes += chunk.bytes.len() as u64;
-                self.chunk_spares.members.give(chunk.bytes);
+                self.links.chunk_spares.members.give(chunk.bytes);
                 self.outstanding -= 1;
             }
         }
@@ -132,13 +122,13 @@ impl<'a> Collector<'a> {
             self.receive()?;
         }
         let n = (self.chunk.len() / self.cfg.seqlen) as u64;
-        let mut next = self.chunk_spares.tokens.take();
+        let mut next = self.links.chunk_spares.tokens.take();
         next.clear();
         next.reserve(chunk_reserve(self.cfg.seqlen));
         let tokens = std::mem::replace(&mut self.chunk, next);
         let job = EncodeJob { first_id: self.chunk_first_id, tokens };
         self.chunk_first_id += n;
-        self.work.send(Work::Encode(job)).map_err(|_| Error::invalid("stage 1 workers stopped unexpectedly"))?;
+        self.links.work.send(Work::Encode(job)).map_err(|_| Error::invalid("stage 1 workers stopped unexpectedly"))?;
         self.outstanding += 1;
         Ok(())
     }
@@ -203,25 +193,28 @@ impl<'a> Collector<'a> {
         while self.outstanding > 0 {
             self.receive()?;
         }
-        self.cancel.check()?;
+        self.links.cancel.check()?;
         let mut run = None;
         if !self.buffer.is_empty() {
             let n = self.buffer.len() as u64;
-            let fresh =
-                self.spare.try_recv().unwrap_or_else(|_| RunBuffer::with_capacity(self.cfg.buffer_bytes + (1 << 20)));
+            let fresh = self
+                .links
+                .spare
+                .try_recv()
+                .unwrap_or_else(|_| RunBuffer::with_capacity(self.cfg.buffer_bytes + (1 << 20)));
             run =
                 Some((std::mem::replace(&mut self.buffer, fresh), run_path(&self.cfg.local_cell_dir, self.state.runs)));
             self.state.runs += 1;
             self.state.counts.contexts += n;
         }
         let job = Checkpoint { run, state: self.state.clone() };
-        self.checkpoints.send(job).map_err(|_| Error::invalid("the stage 1 checkpoint thread stopped"))
+        self.links.checkpoints.send(job).map_err(|_| Error::invalid("the stage 1 checkpoint thread stopped"))
     }
 
     pub fn run(&mut self) -> Result<()> {
         loop {
             while let Some(item) = self.pending.remove(&self.next_seq) {
-                self.cancel.check()?;
+                self.links.cancel.check()?;
                 self.next_seq += 1;
                 // A file's problem is counted now, its end next: a checkpoint between the two
                 // would resume inside the file and count the problem again.
@@ -230,10 +223,10 @@ impl<'a> Collector<'a> {
                     Ordered::Batch { file, first_line, lines, input_pos, encoded } => {
                         self.on_batch(file, first_line, lines, &encoded)?;
                         if let Some(key) = encoded.keys.into_iter().next() {
-                            self.spares.tokens.give(key.tokens);
+                            self.links.spares.tokens.give(key.tokens);
                         }
                         self.snapshot.bytes = input_pos;
-                        let _ = self.slots.send(());
+                        let _ = self.links.slots.send(());
                     }
                     Ordered::Problem { file, problem } => {
                         // As `preprocess` does under `skip`: what was read of a truncated file is

@@ -29,7 +29,7 @@ use crate::ingest::{is_long_job, Pool, Problem, Spares};
 use crate::preprocess::EncodedBatch;
 use crate::read::lines::LineBatch;
 use crate::tokenize::Tokenizer;
-use collector::Collector;
+use collector::{Collector, Links};
 use reader::Reader;
 
 struct TokenizeJob {
@@ -163,21 +163,17 @@ pub(super) fn run(
         // being written, so the one written before that is the one free to refill.
         let (spare_tx, spare_rx) = bounded::<RunBuffer>(2);
         let checkpointer = s.spawn(move || write_checkpoints(cfg, &checkpoint_rx, &spare_tx));
-        let collected = Collector::new(
-            cfg,
-            state,
-            work_tx,
-            &result_rx,
-            &slot_tx,
-            checkpoint_tx,
-            spare_rx,
-            &spares,
-            &chunk_spares,
-            in_flight,
-            remaining,
+        let links = Links {
+            work: work_tx,
+            results: &result_rx,
+            slots: &slot_tx,
+            checkpoints: checkpoint_tx,
+            spare: spare_rx,
+            spares: &spares,
+            chunk_spares: &chunk_spares,
             cancel,
-        )
-        .run();
+        };
+        let collected = Collector::new(cfg, state, links, in_flight, remaining).run();
         // Let every thread finish: the reader may wait for a slot, the workers for work.
         stop.cancel();
         drop(slot_tx);
