@@ -11,15 +11,16 @@ use std::time::Instant;
 
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 
+use super::config::PreprocessConfig;
 use super::document::{encode_batch, encode_batch_parsed, parse_batch, DocumentRules, EncodedBatch, ParsedLines};
 use super::summary::{OutputSummary, Summary};
-use super::{ErrorPolicy, PreprocessConfig};
 use crate::cancel::Cancel;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::fsutil::record::Sum;
 use crate::fsutil::{with_suffix, RecordSpec, Staging};
 use crate::indexed::{IndexedDataset, IndexedDatasetWriter, Validate};
+use crate::ingest::ErrorPolicy;
 use crate::ingest::{is_long_job, read_inputs, Event, Problem, ReadPlan, Spares};
 use crate::progress::{Progress, ProgressSnapshot};
 use crate::read::lines::LineBatch;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use super::{Checkpoint, ChunkSpares, EncodeJob, Msg, Ordered, Work};
+use super::messages::{Checkpoint, ChunkSpares, EncodeJob, Msg, Ordered, Work};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::ingest::Spares;

@@ -11,10 +11,10 @@
 //! buffer fills.
 
 mod collector;
+mod messages;
 mod reader;
 mod work;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
@@ -25,77 +25,11 @@ use super::state::crash_point;
 use super::state::{save, State};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::ingest::{is_long_job, Pool, Problem, Spares};
-use crate::preprocess::EncodedBatch;
-use crate::read::lines::LineBatch;
+use crate::ingest::{is_long_job, Spares};
 use crate::tokenize::Tokenizer;
 use collector::{Collector, Links};
+use messages::{Checkpoint, ChunkSpares, Msg, Work};
 use reader::Reader;
-
-struct TokenizeJob {
-    seq: u64,
-    file: usize,
-    /// Input bytes (on disk, from the first file read) consumed once this batch is done.
-    input_pos: u64,
-    batch: LineBatch,
-}
-
-struct EncodeJob {
-    first_id: u64,
-    tokens: Vec<u32>,
-}
-
-enum Work {
-    Tokenize(TokenizeJob),
-    Encode(EncodeJob),
-}
-
-/// The buffers of context chunks, handed back for the next chunk: the tokens of a chunk (the
-/// collector cuts, a worker encodes) and its encoded members (a worker encodes, the collector
-/// files them into the run buffer). Fresh ones, each a little over glibc's mmap threshold, were
-/// mapped and faulted in chunk after chunk.
-struct ChunkSpares {
-    tokens: Pool<u32>,
-    members: Pool<u8>,
-}
-
-impl ChunkSpares {
-    fn new(count: usize, seqlen: usize) -> ChunkSpares {
-        let tokens = collector::chunk_reserve(seqlen).saturating_mul(2);
-        ChunkSpares {
-            tokens: Pool::new(count, tokens.saturating_mul(4)),
-            // A json.gz member may exceed its tokens' bytes a little; an npy one adds a header.
-            members: Pool::new(count, tokens.saturating_mul(8)),
-        }
-    }
-}
-
-/// Encoded contexts with consecutive ids.
-struct EncodedChunk {
-    first_id: u64,
-    cells: Vec<u32>,
-    lens: Vec<u32>,
-    bytes: Vec<u8>,
-}
-
-/// Items the collector consumes in input order.
-enum Ordered {
-    Batch { file: usize, first_line: u64, lines: u64, input_pos: u64, encoded: EncodedBatch },
-    Problem { file: usize, problem: Problem },
-    FileEnd { file: usize, bytes: u64, decompressed: u64, input_pos: u64 },
-    InputEnd,
-}
-
-enum Msg {
-    Ordered(u64, Ordered),
-    Encoded(EncodedChunk),
-}
-
-/// A run to write and the state to save once it is durable.
-struct Checkpoint {
-    run: Option<(RunBuffer, PathBuf)>,
-    state: State,
-}
 
 /// Write each checkpoint's run, then save its state. A written (now empty) buffer goes back to
 /// the collector through `spare`, so the next run fills memory already mapped instead of

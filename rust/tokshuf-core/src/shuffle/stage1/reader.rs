@@ -3,7 +3,7 @@
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::{Msg, Ordered, TokenizeJob, Work};
+use super::messages::{Msg, Ordered, TokenizeJob, Work};
 use crate::cancel::Cancel;
 use crate::ingest::{read_inputs, Event, ReadPlan, Spares};
 use crate::shuffle::config::ShuffleConfig;

@@ -2,7 +2,7 @@
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::{ChunkSpares, EncodedChunk, Msg, Ordered, Work};
+use super::messages::{ChunkSpares, EncodedChunk, Msg, Ordered, Work};
 use crate::cancel::Cancel;
 use crate::ingest::Spares;
 use crate::preprocess::{encode_batch, DocumentRules};

@@ -1,0 +1,77 @@
+//! What stage 1's threads send one another: the reader's and the collector's jobs for the
+//! workers, the results the collector takes in input order, the buffers that go back, and the
+//! checkpoints it hands to the writer of runs.
+
+use std::path::PathBuf;
+
+use super::collector;
+use crate::ingest::{Pool, Problem};
+use crate::preprocess::EncodedBatch;
+use crate::read::lines::LineBatch;
+use crate::shuffle::cells::RunBuffer;
+use crate::shuffle::state::State;
+
+pub(super) struct TokenizeJob {
+    pub seq: u64,
+    pub file: usize,
+    /// Input bytes (on disk, from the first file read) consumed once this batch is done.
+    pub input_pos: u64,
+    pub batch: LineBatch,
+}
+
+pub(super) struct EncodeJob {
+    pub first_id: u64,
+    pub tokens: Vec<u32>,
+}
+
+pub(super) enum Work {
+    Tokenize(TokenizeJob),
+    Encode(EncodeJob),
+}
+
+/// The buffers of context chunks, handed back for the next chunk: the tokens of a chunk (the
+/// collector cuts, a worker encodes) and its encoded members (a worker encodes, the collector
+/// files them into the run buffer). Fresh ones, each a little over glibc's mmap threshold, were
+/// mapped and faulted in chunk after chunk.
+pub(super) struct ChunkSpares {
+    pub tokens: Pool<u32>,
+    pub members: Pool<u8>,
+}
+
+impl ChunkSpares {
+    pub fn new(count: usize, seqlen: usize) -> ChunkSpares {
+        let tokens = collector::chunk_reserve(seqlen).saturating_mul(2);
+        ChunkSpares {
+            tokens: Pool::new(count, tokens.saturating_mul(4)),
+            // A json.gz member may exceed its tokens' bytes a little; an npy one adds a header.
+            members: Pool::new(count, tokens.saturating_mul(8)),
+        }
+    }
+}
+
+/// Encoded contexts with consecutive ids.
+pub(super) struct EncodedChunk {
+    pub first_id: u64,
+    pub cells: Vec<u32>,
+    pub lens: Vec<u32>,
+    pub bytes: Vec<u8>,
+}
+
+/// Items the collector consumes in input order.
+pub(super) enum Ordered {
+    Batch { file: usize, first_line: u64, lines: u64, input_pos: u64, encoded: EncodedBatch },
+    Problem { file: usize, problem: Problem },
+    FileEnd { file: usize, bytes: u64, decompressed: u64, input_pos: u64 },
+    InputEnd,
+}
+
+pub(super) enum Msg {
+    Ordered(u64, Ordered),
+    Encoded(EncodedChunk),
+}
+
+/// A run to write and the state to save once it is durable.
+pub(super) struct Checkpoint {
+    pub run: Option<(RunBuffer, PathBuf)>,
+    pub state: State,
+}
