@@ -1,6 +1,8 @@
 //! The `.idx` byte layout: a 34-byte header, then int32 lengths, int64 pointers,
 //! int64 document indices and (multimodal only) int8 modes, unaligned, little-endian.
 
+use std::path::{Path, PathBuf};
+
 use crate::dtype::DType;
 
 /// `b"MMIDIDX\x00\x00"`
@@ -60,4 +62,14 @@ impl Layout {
         let modes = document_indices.checked_add(d.checked_mul(8)?)?;
         Some(Layout { lengths, pointers, document_indices, modes, end: modes })
     }
+}
+
+/// `{prefix}.bin`
+pub fn bin_path(prefix: &Path) -> PathBuf {
+    crate::fsutil::with_suffix(prefix, ".bin")
+}
+
+/// `{prefix}.idx`
+pub fn idx_path(prefix: &Path) -> PathBuf {
+    crate::fsutil::with_suffix(prefix, ".idx")
 }

@@ -71,13 +71,13 @@ pub fn merge(prefixes: &[PathBuf], output: &Path, summary: Option<&Path>) -> Res
 
 /// The files a merge of `prefixes` reads.
 pub fn merge_inputs(prefixes: &[PathBuf]) -> Vec<PathBuf> {
-    prefixes.iter().flat_map(|p| [super::bin_path(p), super::idx_path(p)]).collect()
+    prefixes.iter().flat_map(|p| [super::format::bin_path(p), super::format::idx_path(p)]).collect()
 }
 
 /// Refuse a merge into `output` (and the other files `more` it writes) that would replace one
 /// of its inputs; finish an interrupted commit in the output's directory.
 pub fn check_outputs(prefixes: &[PathBuf], output: &Path, more: &[PathBuf]) -> Result<()> {
-    let mut outputs = vec![super::bin_path(output), super::idx_path(output)];
+    let mut outputs = vec![super::format::bin_path(output), super::format::idx_path(output)];
     outputs.extend(more.iter().cloned());
     crate::fsutil::check_outputs_are_not_inputs(&outputs, &merge_inputs(prefixes))?;
     if let Some(dir) = output.parent() {

@@ -9,21 +9,9 @@ mod reader;
 mod source;
 mod writer;
 
-pub use format::{Header, Layout, HEADER_LEN, MAGIC, VERSION};
+pub use format::{bin_path, idx_path, Header, Layout, HEADER_LEN, MAGIC, VERSION};
 pub use merge::{check_outputs as check_merge_outputs, list_prefixes, merge, merge_inputs, merge_staged};
 pub use pinned::{local_pair, open_token_file};
 pub use reader::{IndexedDataset, Validate};
 pub use source::{Mapping, RemoteBin};
 pub use writer::{write_index_file, IndexedDatasetWriter, WriteSummary};
-
-use std::path::{Path, PathBuf};
-
-/// `{prefix}.bin`
-pub fn bin_path(prefix: &Path) -> PathBuf {
-    crate::fsutil::with_suffix(prefix, ".bin")
-}
-
-/// `{prefix}.idx`
-pub fn idx_path(prefix: &Path) -> PathBuf {
-    crate::fsutil::with_suffix(prefix, ".idx")
-}

@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::format::{bin_path, idx_path};
 use super::source::{Mapping, RemoteBin};
-use super::{bin_path, idx_path};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::fsutil::record::{self, Member, Record, State};

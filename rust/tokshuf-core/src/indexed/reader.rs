@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::format::{bin_path, idx_path};
 use super::format::{Header, Layout, HEADER_LEN, MAGIC, VERSION};
-use super::{bin_path, idx_path};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::storage::RandomAccess;

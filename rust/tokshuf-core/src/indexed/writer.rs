@@ -7,9 +7,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::column::{Column, LeChunks, CHUNK};
+use super::format::{bin_path, idx_path};
 use super::format::{Header, HEADER_LEN};
 use super::reader::IndexedDataset;
-use super::{bin_path, idx_path};
 use crate::dtype::DType;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::record::{self, Sum, Summing};
