@@ -5,15 +5,21 @@ const V3: u8 = 2;
 /// Set once the flags are known.
 const KNOWN: u8 = 4;
 
-/// The flags above for this CPU.
-#[inline]
+static FLAGS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// The flags above for this CPU: one load once known (it is asked per 64-byte window of text).
+#[inline(always)]
 fn flags() -> u8 {
-    use std::sync::atomic::{AtomicU8, Ordering};
-    static FLAGS: AtomicU8 = AtomicU8::new(0);
-    let f = FLAGS.load(Ordering::Relaxed);
+    let f = FLAGS.load(std::sync::atomic::Ordering::Relaxed);
     if f & KNOWN != 0 {
         return f;
     }
+    detect()
+}
+
+#[cold]
+#[inline(never)]
+fn detect() -> u8 {
     let avx2 = is_x86_feature_detected!("avx2");
     let v3 = avx2
         && is_x86_feature_detected!("bmi1")
@@ -21,19 +27,19 @@ fn flags() -> u8 {
         && is_x86_feature_detected!("lzcnt")
         && is_x86_feature_detected!("popcnt");
     let f = KNOWN | if avx2 { AVX2 } else { 0 } | if v3 { V3 } else { 0 };
-    FLAGS.store(f, Ordering::Relaxed);
+    FLAGS.store(f, std::sync::atomic::Ordering::Relaxed);
     f
 }
 
 /// Whether the CPU has AVX2.
-#[inline]
+#[inline(always)]
 pub(crate) fn has_avx2() -> bool {
     flags() & AVX2 != 0
 }
 
 /// Whether the CPU has x86-64-v3's AVX2, BMI1, BMI2, LZCNT and POPCNT (every x86-64 server
 /// CPU since about 2015).
-#[inline]
+#[inline(always)]
 pub(crate) fn has_x86_64_v3() -> bool {
     flags() & V3 != 0
 }
