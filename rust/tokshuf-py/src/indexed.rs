@@ -11,6 +11,7 @@ use tokshuf_core::{DType, Error};
 use crate::buffer::PyMappedBuffer;
 use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
+use crate::open::{Open, WRITER_GONE};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyIndexReader>()?;
@@ -43,19 +44,19 @@ fn parse_json(what: &str, text: &str) -> Result<serde_json::Value, Error> {
 /// (`tokshuf merge --parts`: every key's merged pair and the summary).
 #[pyclass(module = "tokshuf._core", name = "StagedSet")]
 pub struct PyStagedSet {
-    inner: Option<tokshuf_core::fsutil::Staging>,
+    inner: Open<tokshuf_core::fsutil::Staging>,
 }
 
 #[pymethods]
 impl PyStagedSet {
     #[new]
     fn new() -> Self {
-        Self { inner: Some(tokshuf_core::fsutil::Staging::new()) }
+        Self { inner: Open::new(tokshuf_core::fsutil::Staging::new(), "the set is already committed") }
     }
 
     /// Merge `prefixes` into `output`, staged in this set; returns the counts.
     fn merge<'py>(&mut self, py: Python<'py>, prefixes: Vec<PathBuf>, output: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-        let staging = self.inner.as_mut().ok_or_else(|| Error::invalid("the set is already committed")).into_py(py)?;
+        let staging = self.inner.get().into_py(py)?;
         let (written, staged) = run_detached(py, |_| {
             indexed::check_merge_outputs(&prefixes, &output, &[])?;
             indexed::merge_staged(&prefixes, &output)
@@ -76,8 +77,7 @@ impl PyStagedSet {
         inputs: &str,
         summary: Option<(PathBuf, Vec<u8>)>,
     ) -> PyResult<()> {
-        let mut staging =
-            self.inner.take().ok_or_else(|| Error::invalid("the set is already committed")).into_py(py)?;
+        let mut staging = self.inner.take().into_py(py)?;
         let (run, inputs) = (parse_json("run", run).into_py(py)?, parse_json("inputs", inputs).into_py(py)?);
         run_detached(py, move |_| {
             if let Some((path, data)) = &summary {
@@ -242,13 +242,7 @@ fn summary_dict<'py>(py: Python<'py>, s: &WriteSummary) -> PyResult<Bound<'py, P
 /// Streaming writer of one indexed dataset (temporary files until `finish`).
 #[pyclass(module = "tokshuf._core", name = "IndexWriter")]
 pub struct PyIndexWriter {
-    inner: Option<IndexedDatasetWriter>,
-}
-
-impl PyIndexWriter {
-    fn writer(&mut self) -> Result<&mut IndexedDatasetWriter, Error> {
-        self.inner.as_mut().ok_or_else(|| Error::invalid("the writer is already finished or aborted"))
-    }
+    inner: Open<IndexedDatasetWriter>,
 }
 
 #[pymethods]
@@ -258,23 +252,23 @@ impl PyIndexWriter {
     fn new(py: Python<'_>, prefix: PathBuf, dtype: &str, multimodal: bool) -> PyResult<Self> {
         let dtype = parse_dtype(dtype).into_py(py)?;
         let inner = IndexedDatasetWriter::create(prefix, dtype, multimodal).into_py(py)?;
-        Ok(Self { inner: Some(inner) })
+        Ok(Self { inner: Open::new(inner, WRITER_GONE) })
     }
 
     /// Append one sequence given as the raw little-endian bytes of the writer's dtype.
     #[pyo3(signature = (data, mode=None))]
     fn add_sequence_bytes(&mut self, py: Python<'_>, data: PyBuffer<u8>, mode: Option<i8>) -> PyResult<()> {
         let bytes = data.to_vec(py)?;
-        self.writer().and_then(|w| w.add_sequence_bytes(&bytes, mode)).into_py(py)
+        self.inner.get().and_then(|w| w.add_sequence_bytes(&bytes, mode)).into_py(py)
     }
 
     fn end_document(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.writer().and_then(|w| w.end_document()).into_py(py)
+        self.inner.get().and_then(|w| w.end_document()).into_py(py)
     }
 
     /// Append every document of the dataset at `prefix` (Megatron's `add_index`).
     fn append(&mut self, py: Python<'_>, prefix: PathBuf) -> PyResult<()> {
-        let writer = self.writer().into_py(py)?;
+        let writer = self.inner.get().into_py(py)?;
         py.detach(|| {
             let other = IndexedDataset::open(&prefix, None, Validate::Full)?;
             writer.append(&other)
@@ -285,7 +279,7 @@ impl PyIndexWriter {
     /// Write the `.idx` and move both files into place, published by the pair's commit record;
     /// returns counts.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let writer = self.inner.take().ok_or_else(|| Error::invalid("the writer is already finished or aborted"));
+        let writer = self.inner.take();
         let summary =
             py.detach(|| writer?.finish_as_set("IndexedDatasetWriter", serde_json::Value::Null)).into_py(py)?;
         summary_dict(py, &summary)
@@ -293,7 +287,7 @@ impl PyIndexWriter {
 
     /// Discard everything written (temporary files are removed).
     fn abort(&mut self) {
-        self.inner = None;
+        self.inner.abort();
     }
 }
 

@@ -13,6 +13,7 @@ mod indexed;
 mod instances;
 mod long_call;
 mod nanoset;
+mod open;
 mod preprocess;
 mod shuffle;
 mod storage;
