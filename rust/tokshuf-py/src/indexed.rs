@@ -12,6 +12,7 @@ use crate::buffer::PyMappedBuffer;
 use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
 use crate::open::{Open, WRITER_GONE};
+use crate::summary::{file_bytes, PyJson};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyIndexReader>()?;
@@ -36,8 +37,9 @@ fn checksum_file(py: Python<'_>, path: PathBuf) -> PyResult<(u64, String)> {
     })
 }
 
-fn parse_json(what: &str, text: &str) -> Result<serde_json::Value, Error> {
-    serde_json::from_str(text).map_err(|e| Error::invalid(format!("{what} is not JSON: {e}")))
+/// A commit record's `run` or `inputs` (any JSON-like Python value).
+fn record_field(py: Python<'_>, what: &str, value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    serde_json::to_value(PyJson(value)).map_err(|e| Error::invalid(format!("{what}: {e}"))).into_py(py)
 }
 
 /// Outputs staged under temporary names, committed together as one set by a commit record
@@ -65,20 +67,21 @@ impl PyStagedSet {
         summary_dict(py, &written)
     }
 
-    /// Add `data` as the file `path` (a summary), then move everything into place, published by
-    /// the record at `record` (`run` and `inputs` are JSON).
+    /// Add the summary file `summary` (its path and the summary), then move everything into
+    /// place, published by the record at `record`.
     #[pyo3(signature = (record, command, run, inputs, summary=None))]
     fn commit(
         &mut self,
         py: Python<'_>,
         record: PathBuf,
         command: String,
-        run: &str,
-        inputs: &str,
-        summary: Option<(PathBuf, Vec<u8>)>,
+        run: &Bound<'_, PyAny>,
+        inputs: &Bound<'_, PyAny>,
+        summary: Option<(PathBuf, Bound<'_, PyAny>)>,
     ) -> PyResult<()> {
+        let (run, inputs) = (record_field(py, "run", run)?, record_field(py, "inputs", inputs)?);
+        let summary = summary.map(|(path, s)| file_bytes(&s).map(|data| (path, data))).transpose()?;
         let mut staging = self.inner.take().into_py(py)?;
-        let (run, inputs) = (parse_json("run", run).into_py(py)?, parse_json("inputs", inputs).into_py(py)?);
         run_detached(py, move |_| {
             if let Some((path, data)) = &summary {
                 staging.add_index_bytes(path, data)?;
@@ -90,21 +93,22 @@ impl PyStagedSet {
 }
 
 /// Publish local files as one set in an object store: a `writing` record at `record` first, then
-/// every `(local path, URL)` of `files` uploaded in order, then `summary` (URL, bytes), then the
-/// committed record listing each with its size, checksum and ETag.
+/// every `(local path, URL)` of `files` uploaded in order, then the summary file `summary` (URL,
+/// summary), then the committed record listing each with its size, checksum and ETag.
 #[pyfunction]
 #[pyo3(signature = (record, command, run, inputs, files, summary=None))]
 fn publish_remote(
     py: Python<'_>,
     record: String,
     command: String,
-    run: &str,
-    inputs: &str,
+    run: &Bound<'_, PyAny>,
+    inputs: &Bound<'_, PyAny>,
     files: Vec<(PathBuf, String)>,
-    summary: Option<(String, Vec<u8>)>,
+    summary: Option<(String, Bound<'_, PyAny>)>,
 ) -> PyResult<()> {
     use tokshuf_core::fsutil::record::{self as rec, Checksum, RemoteFile};
-    let (run, inputs) = (parse_json("run", run).into_py(py)?, parse_json("inputs", inputs).into_py(py)?);
+    let (run, inputs) = (record_field(py, "run", run)?, record_field(py, "inputs", inputs)?);
+    let summary = summary.map(|(to, s)| file_bytes(&s).map(|bytes| (to, bytes))).transpose()?;
     run_detached(py, move |cancel| {
         let mut uploads = Vec::new();
         for (from, to) in files {

@@ -19,6 +19,7 @@ mod shuffle;
 mod storage;
 mod stream;
 mod stream_source;
+mod summary;
 mod tokenizer;
 mod tokens;
 
@@ -62,5 +63,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     nanoset::register(m)?;
     shuffle::register(m)?;
     storage::register(m)?;
+    summary::register(m)?;
     Ok(())
 }
