@@ -194,7 +194,7 @@ def preprocess(
     progress: str,
     summary: bool | str | PathLike[str],
     shard: str | None,
-) -> str: ...
+) -> dict[str, Any]: ...
 
 # -- OLMo token files (tokens.rs) ---------------------------------------------------------------
 def scan_documents(
@@ -424,7 +424,7 @@ def shuffle(
     stage: str | None,
     task: str | None,
     summary_path: str | PathLike[str] | None,
-) -> str: ...
+) -> dict[str, Any]: ...
 
 # -- fast byte-level BPE (bpe.rs) ---------------------------------------------------------------
 TIKTOKEN_ENCODINGS: list[str]

@@ -4,15 +4,15 @@ use std::path::PathBuf;
 
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
-use tokshuf_core::indexed::{self, IndexedDataset, IndexedDatasetWriter, RemoteBin, Validate, WriteSummary};
+use pyo3::types::PyBytes;
+use tokshuf_core::indexed::{self, IndexedDataset, IndexedDatasetWriter, RemoteBin, Validate};
 use tokshuf_core::{DType, Error};
 
 use crate::buffer::PyMappedBuffer;
 use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
 use crate::open::{Open, WRITER_GONE};
-use crate::summary::{file_bytes, PyJson};
+use crate::summary::{file_bytes, to_python, PyJson};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyIndexReader>()?;
@@ -57,14 +57,14 @@ impl PyStagedSet {
     }
 
     /// Merge `prefixes` into `output`, staged in this set; returns the counts.
-    fn merge<'py>(&mut self, py: Python<'py>, prefixes: Vec<PathBuf>, output: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    fn merge<'py>(&mut self, py: Python<'py>, prefixes: Vec<PathBuf>, output: PathBuf) -> PyResult<Bound<'py, PyAny>> {
         let staging = self.inner.get().into_py(py)?;
         let (written, staged) = run_detached(py, |_| {
             indexed::check_merge_outputs(&prefixes, &output, &[])?;
             indexed::merge_staged(&prefixes, &output)
         })?;
         staging.extend(staged);
-        summary_dict(py, &written)
+        to_python(py, &written)
     }
 
     /// Add the summary file `summary` (its path and the summary), then move everything into
@@ -233,16 +233,6 @@ impl PyIndexReader {
     }
 }
 
-fn summary_dict<'py>(py: Python<'py>, s: &WriteSummary) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("documents", s.documents)?;
-    d.set_item("sequences", s.sequences)?;
-    d.set_item("tokens", s.tokens)?;
-    d.set_item("bin_bytes", s.bin_bytes)?;
-    d.set_item("idx_bytes", s.idx_bytes)?;
-    Ok(d)
-}
-
 /// Streaming writer of one indexed dataset (temporary files until `finish`).
 #[pyclass(module = "tokshuf._core", name = "IndexWriter")]
 pub struct PyIndexWriter {
@@ -282,11 +272,11 @@ impl PyIndexWriter {
 
     /// Write the `.idx` and move both files into place, published by the pair's commit record;
     /// returns counts.
-    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let writer = self.inner.take();
         let summary =
             py.detach(|| writer?.finish_as_set("IndexedDatasetWriter", serde_json::Value::Null)).into_py(py)?;
-        summary_dict(py, &summary)
+        to_python(py, &summary)
     }
 
     /// Discard everything written (temporary files are removed).
@@ -304,9 +294,9 @@ fn merge<'py>(
     prefixes: Vec<PathBuf>,
     output_prefix: PathBuf,
     summary_path: Option<PathBuf>,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let summary = run_detached(py, |_| indexed::merge(&prefixes, &output_prefix, summary_path.as_deref()))?;
-    summary_dict(py, &summary)
+    to_python(py, &summary)
 }
 
 /// Prefixes of the `.bin/.idx` pairs in a directory, sorted as Megatron's merge tool sorts them.

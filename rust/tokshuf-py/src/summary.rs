@@ -1,7 +1,9 @@
-//! Run summaries across the boundary: written as files by the core's one writer whichever side
-//! made them ([`fsutil::json_file_bytes`] then [`fsutil::write_whole`]), credentials masked: a
-//! summary lists its inputs, and an input URL may carry a password or a signature.
+//! Run summaries across the boundary: returned to Python as objects (dicts in the order of the
+//! core's fields), and written as files by the core's one writer whichever side made them
+//! ([`fsutil::json_file_bytes`] then [`fsutil::write_whole`]). Both mask credentials: a summary
+//! lists its inputs, and an input URL may carry a password or a signature.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use pyo3::exceptions::PyTypeError;
@@ -9,12 +11,38 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde::ser::{Error as _, Serialize, SerializeMap, SerializeSeq, Serializer};
 use tokshuf_core::fsutil;
+use tokshuf_core::storage::redact;
 
 use crate::long_call::run_detached;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_summary, m)?)?;
     Ok(())
+}
+
+/// `value` as Python objects (structs and maps as dicts, in order; sequences as lists), every
+/// string and key with credentials masked.
+pub fn to_python<'py>(py: Python<'py>, value: &impl Serialize) -> PyResult<Bound<'py, PyAny>> {
+    masked(pythonize::pythonize(py, value)?)
+}
+
+fn masked(obj: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
+    if let Ok(text) = obj.cast::<PyString>() {
+        if let Cow::Owned(m) = redact(&text.to_cow()?) {
+            return Ok(PyString::new(obj.py(), &m).into_any());
+        }
+    } else if let Ok(list) = obj.cast::<PyList>() {
+        for i in 0..list.len() {
+            list.set_item(i, masked(list.get_item(i)?)?)?;
+        }
+    } else if let Ok(dict) = obj.cast::<PyDict>() {
+        let out = PyDict::new(obj.py());
+        for (k, v) in dict.iter() {
+            out.set_item(masked(k)?, masked(v)?)?;
+        }
+        return Ok(out.into_any());
+    }
+    Ok(obj)
 }
 
 /// A Python value made of dicts, lists, tuples, strings, numbers, booleans and `None`, serialized
