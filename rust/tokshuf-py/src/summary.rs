@@ -20,8 +20,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// `value` as Python objects (structs and maps as dicts, in order; sequences as lists), every
-/// string and key with credentials masked.
+/// `value` as Python objects (structs and maps as dicts, in order; sequences as lists, tuples as
+/// tuples), every string and key with credentials masked.
 pub fn to_python<'py>(py: Python<'py>, value: &impl Serialize) -> PyResult<Bound<'py, PyAny>> {
     masked(pythonize::pythonize(py, value)?)
 }
@@ -41,6 +41,9 @@ fn masked(obj: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
             out.set_item(masked(k)?, masked(v)?)?;
         }
         return Ok(out.into_any());
+    } else if let Ok(tuple) = obj.cast::<PyTuple>() {
+        let items = tuple.iter().map(masked).collect::<PyResult<Vec<_>>>()?;
+        return Ok(PyTuple::new(obj.py(), items)?.into_any());
     }
     Ok(obj)
 }
