@@ -175,3 +175,56 @@ def test_a_bad_summary_argument_is_a_config_error(corpus: list[Path], tmp_path: 
 def test_merge_parts_takes_summary_by_keyword_only(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="positional"):
         tokshuf.merge_parts(tmp_path / "ds", False)  # type: ignore[misc]
+
+
+def test_one_writer_of_summary_files(tmp_path: Path) -> None:
+    """Summaries come back as dicts in the order of the file's keys, and a summary file the Python
+    side writes (``write_summary``: inspect, instances, a summary in a store; ``merge --parts``'
+    committed one) has the bytes of the one the command wrote: the core's one writer (indented
+    JSON in UTF-8, a newline, credentials masked)."""
+    from tokshuf._summary_file import write_summary
+
+    src = tmp_path / "données token=SECRET"
+    src.mkdir()
+    (src / "a.jsonl").write_text('{"text": "héllo"}\n' * 3 + "not json\n", encoding="utf-8")
+    summary = tokshuf.preprocess(src, tmp_path / "p", "byte", on_error="skip")
+    written = (tmp_path / "p_summary.json").read_bytes()
+    assert type(summary) is dict
+    assert list(summary) == list(json.loads(written))
+    assert json.loads(written) == summary
+    assert "données token=***" in summary["inputs"][0]
+    assert "SECRET" not in written.decode()
+    write_summary(summary, tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == written
+
+    parts = tmp_path / "données" / "ds"
+    for i in range(2):
+        tokshuf.preprocess(src, parts, "byte", on_error="skip", shard=(i, 2))
+    merged = tokshuf.merge_parts(parts)
+    text = (tmp_path / "données" / "ds_summary.json").read_bytes()
+    write_summary(merged, tmp_path / "merged.json")
+    assert (tmp_path / "merged.json").read_bytes() == text
+    assert "données/ds_text_document" in text.decode()
+
+
+def test_write_summary_masks_credentials_and_replaces_atomically(tmp_path: Path) -> None:
+    """Keys stay in their order, credentials are masked, and a target that is a directory or a
+    value JSON cannot hold is an error that leaves the old file and nothing else behind."""
+    from tokshuf._summary_file import write_summary
+
+    target = tmp_path / "s.json"
+    target.write_text("old")
+    url = "s3://user:pw@host/b/k?X-Amz-Signature=abc"
+    write_summary({"z": [1, 0.5, None, True, (2, 3)], "a": {url: url}, "n": 2**63}, target)
+    masked = "s3://***@host/b/k?X-Amz-Signature=***"
+    expected = {"z": [1, 0.5, None, True, [2, 3]], "a": {masked: masked}, "n": 2**63}
+    assert json.loads(target.read_text()) == expected
+    assert target.read_text().startswith('{\n  "z": [\n    1,')
+    assert target.read_text().endswith("}\n")
+    (tmp_path / "d").mkdir()
+    with pytest.raises(IsADirectoryError):
+        write_summary({}, tmp_path / "d")
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        write_summary({"x": object()}, target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "s.json"]
+    assert json.loads(target.read_text()) == expected

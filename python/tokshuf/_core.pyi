@@ -73,6 +73,7 @@ __all__ = [
     "vsl_decompose",
     "write_index",
     "write_metadata",
+    "write_summary",
 ]
 
 __version__: str
@@ -137,10 +138,10 @@ def checksum_file(path: str | PathLike[str]) -> tuple[int, str]: ...
 def publish_remote(
     record: str,
     command: str,
-    run: str,
-    inputs: str,
+    run: Any,
+    inputs: Any,
     files: list[tuple[str, str]],
-    summary: tuple[str, bytes] | None = None,
+    summary: tuple[str, Mapping[str, Any]] | None = None,
 ) -> None: ...
 
 @final
@@ -151,9 +152,9 @@ class StagedSet:
         self,
         record: str | PathLike[str],
         command: str,
-        run: str,
-        inputs: str,
-        summary: tuple[str, bytes] | None = None,
+        run: Any,
+        inputs: Any,
+        summary: tuple[str | PathLike[str], Mapping[str, Any]] | None = None,
     ) -> None: ...
 
 def write_index(
@@ -173,6 +174,7 @@ def upload(path: str | PathLike[str], url: str) -> None: ...
 def identity(path: str | PathLike[str]) -> str: ...
 def storage_counters() -> tuple[int, int]: ...
 def redact(text: str) -> str: ...
+def write_summary(summary: Mapping[str, Any] | list[Any], target: str | PathLike[str]) -> None: ...
 def expand_input_paths(inputs: list[str]) -> list[Path]: ...
 def parse_task(text: str) -> tuple[int, int]: ...
 def preprocess(
@@ -192,7 +194,7 @@ def preprocess(
     progress: str,
     summary: bool | str | PathLike[str],
     shard: str | None,
-) -> str: ...
+) -> dict[str, Any]: ...
 
 # -- OLMo token files (tokens.rs) ---------------------------------------------------------------
 def scan_documents(
@@ -422,7 +424,7 @@ def shuffle(
     stage: str | None,
     task: str | None,
     summary_path: str | PathLike[str] | None,
-) -> str: ...
+) -> dict[str, Any]: ...
 
 # -- fast byte-level BPE (bpe.rs) ---------------------------------------------------------------
 TIKTOKEN_ENCODINGS: list[str]

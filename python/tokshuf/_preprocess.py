@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -136,24 +135,22 @@ def preprocess(
     tok = as_tokenizer(tokenizer, eos_token_id, special_tokens)
     if progress is None:
         progress = "bar" if sys.stderr.isatty() else "none"
-    result = json.loads(
-        _core.preprocess(
-            [os.fspath(i) for i in items],
-            os.fspath(output_prefix),
-            tok._native(),
-            keys,
-            append_eod=append_eod,
-            dtype=dtype,
-            num_threads=num_threads,
-            on_error=on_error,
-            partitions=partitions,
-            batch_bytes=batch_bytes,
-            max_line_bytes=max_line_bytes,
-            sentence_lists=sentence_lists,
-            progress=progress,
-            summary=summary if isinstance(summary, bool) else os.fspath(summary),
-            shard=f"{shard[0]}/{shard[1]}" if isinstance(shard, tuple) else shard,
-        )
+    result = _core.preprocess(
+        [os.fspath(i) for i in items],
+        os.fspath(output_prefix),
+        tok._native(),
+        keys,
+        append_eod=append_eod,
+        dtype=dtype,
+        num_threads=num_threads,
+        on_error=on_error,
+        partitions=partitions,
+        batch_bytes=batch_bytes,
+        max_line_bytes=max_line_bytes,
+        sentence_lists=sentence_lists,
+        progress=progress,
+        summary=summary if isinstance(summary, bool) else os.fspath(summary),
+        shard=f"{shard[0]}/{shard[1]}" if isinstance(shard, tuple) else shard,
     )
     log_run("preprocess", result)
     return cast(PreprocessSummary, result)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -209,36 +208,34 @@ def shuffle(
     )
     if progress is None:
         progress = "bar" if sys.stderr.isatty() else "none"
-    result: dict[str, Any] = json.loads(
-        _core.shuffle(
-            [os.fspath(i) for i in items],
-            os.fspath(local_cell_dir),
-            os.fspath(output),
-            None if tok is None else tok._native(),
-            context_length=context_length,
-            wds_chunk_size=wds_chunk_size,
-            num_local_cells=num_local_cells,
-            seed=seed,
-            num_threads=num_threads,
-            ext=list(ext) if ext is not None else None,
-            shuffle_only=shuffle_only,
-            special_tokens=special_tokens,
-            eos_token_id=eos_token_id,
-            pad_token_id=pad_token_id,
-            bos_token_id=bos_token_id,
-            content_key=content_key,
-            on_error=on_error,
-            member_format=member_format,
-            gzip_level=gzip_level,
-            all_pad_context=all_pad_context,
-            buffer_bytes=buffer_bytes,
-            batch_bytes=batch_bytes,
-            max_line_bytes=max_line_bytes,
-            progress=progress,
-            stage=stage,
-            task=f"{task[0]}/{task[1]}" if isinstance(task, tuple) else task,
-            summary_path=summary_path,
-        )
+    result: dict[str, Any] = _core.shuffle(
+        [os.fspath(i) for i in items],
+        os.fspath(local_cell_dir),
+        os.fspath(output),
+        None if tok is None else tok._native(),
+        context_length=context_length,
+        wds_chunk_size=wds_chunk_size,
+        num_local_cells=num_local_cells,
+        seed=seed,
+        num_threads=num_threads,
+        ext=list(ext) if ext is not None else None,
+        shuffle_only=shuffle_only,
+        special_tokens=special_tokens,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+        bos_token_id=bos_token_id,
+        content_key=content_key,
+        on_error=on_error,
+        member_format=member_format,
+        gzip_level=gzip_level,
+        all_pad_context=all_pad_context,
+        buffer_bytes=buffer_bytes,
+        batch_bytes=batch_bytes,
+        max_line_bytes=max_line_bytes,
+        progress=progress,
+        stage=stage,
+        task=f"{task[0]}/{task[1]}" if isinstance(task, tuple) else task,
+        summary_path=summary_path,
     )
     log_run("shuffle", result)
     return cast(ShuffleSummary, result)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import shutil
 import tempfile
@@ -12,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokshuf import _core
-from tokshuf._storage import redact
 from tokshuf.errors import ConfigError
 
 __all__ = ["check_summary", "exists", "staging_directory", "summary_target", "write_summary"]
@@ -44,33 +42,14 @@ def exists(target: str) -> bool:
 
 
 def write_summary(summary: Mapping[str, Any] | list[Any], target: PathLike) -> str:
-    """Write ``summary`` (or a list of them) as indented JSON to ``target``: a local file is
-    replaced atomically (a reader sees the old file or the new one whole); a storage URL is
-    written to a local temporary file and uploaded. Returns ``target``."""
+    """Write ``summary`` (or a list of them) as a summary file at ``target``, in the bytes the
+    commands write theirs (indented JSON, credentials masked): a local file is replaced atomically
+    (a reader sees the old file or the new one whole); an object in a store appears whole.
+    Returns ``target``."""
     t = os.fspath(target)
-    # A summary lists inputs and outputs: no URL's password or signature in the file.
-    text = redact(json.dumps(summary, indent=2)) + "\n"
-    if _core.is_remote(t):
-        with tempfile.TemporaryDirectory(
-            prefix="tokshuf-summary-", dir=os.environ.get("TOKSHUF_STAGING_DIR")
-        ) as tmp:
-            local = os.path.join(tmp, "summary.json")
-            with open(local, "w", encoding="utf-8") as f:
-                f.write(text)
-            _core.upload(local, t)
-        return t
-    if os.path.isdir(t):
+    if not _core.is_remote(t) and os.path.isdir(t):
         raise IsADirectoryError(errno.EISDIR, "the summary's path is a directory", t)
-    tmp_path = f"{t}.tmp-{os.getpid()}"
-    try:
-        with open(tmp_path, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp_path, t)
-    except BaseException:
-        # A failed write (the target a directory, a full disk, Ctrl-C) leaves nothing behind.
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_path)
-        raise
+    _core.write_summary(summary, t)
     return t
 
 

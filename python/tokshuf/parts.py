@@ -142,8 +142,7 @@ def merge_parts(
     parts = _parts(prefix)
     listing = _listing(parts)
     target = summary_target(summary, prefix + "_summary.json")
-    run = json.dumps({"parts": len(parts)})
-    inputs = json.dumps(listing)
+    run, record = {"parts": len(parts)}, prefix + ".commit.json"
     if _core.is_remote(prefix):
         # Parts in object storage: local copies (the cache), merged in a staging directory, then
         # published as one set: every .bin, every .idx, the summary, the commit record last.
@@ -152,7 +151,7 @@ def merge_parts(
             keys: list[str] = parts[0][1]["config"]["json_keys"]
             staged = _core.StagedSet()
             merged = _merge(staged, local, [(_local_part(p, keys), s) for p, s in parts], started)
-            staged.commit(local + ".commit.json", "merge --parts", run, inputs)
+            staged.commit(local + ".commit.json", "merge --parts", run, listing)
             files = [
                 (f"{out['prefix']}.{ext}", f"{prefix}_{out['key']}_document.{ext}")
                 for ext in ("bin", "idx")
@@ -160,9 +159,8 @@ def merge_parts(
             ]
             for out in merged["outputs"]:
                 out["prefix"] = f"{prefix}_{out['key']}_document"
-            text = (json.dumps(merged, indent=2) + "\n").encode()
-            remote_summary = (target, text) if target is not None and _core.is_remote(target) else None
-            _core.publish_remote(prefix + ".commit.json", "merge --parts", run, inputs, files, remote_summary)
+            remote_summary = (target, merged) if target is not None and _core.is_remote(target) else None
+            _core.publish_remote(record, "merge --parts", run, listing, files, remote_summary)
             if target is not None and remote_summary is None:
                 write_summary(merged, target)
     else:
@@ -170,8 +168,8 @@ def merge_parts(
         merged = _merge(staged, prefix, parts, started)
         local_summary = None
         if target is not None and not _core.is_remote(target):
-            local_summary = (target, (json.dumps(merged, indent=2) + "\n").encode())
-        staged.commit(prefix + ".commit.json", "merge --parts", run, inputs, local_summary)
+            local_summary = (target, merged)
+        staged.commit(record, "merge --parts", run, listing, local_summary)
         if target is not None and local_summary is None:
             write_summary(merged, target)
     log_run("merge", merged)

@@ -4,13 +4,15 @@ use std::path::PathBuf;
 
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
-use tokshuf_core::indexed::{self, IndexedDataset, IndexedDatasetWriter, RemoteBin, Validate, WriteSummary};
+use pyo3::types::PyBytes;
+use tokshuf_core::indexed::{self, IndexedDataset, IndexedDatasetWriter, RemoteBin, Validate};
 use tokshuf_core::{DType, Error};
 
 use crate::buffer::PyMappedBuffer;
 use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
+use crate::open::{Open, WRITER_GONE};
+use crate::summary::{file_bytes, to_python, PyJson};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyIndexReader>()?;
@@ -35,50 +37,51 @@ fn checksum_file(py: Python<'_>, path: PathBuf) -> PyResult<(u64, String)> {
     })
 }
 
-fn parse_json(what: &str, text: &str) -> Result<serde_json::Value, Error> {
-    serde_json::from_str(text).map_err(|e| Error::invalid(format!("{what} is not JSON: {e}")))
+/// A commit record's `run` or `inputs` (any JSON-like Python value).
+fn record_field(py: Python<'_>, what: &str, value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    serde_json::to_value(PyJson(value)).map_err(|e| Error::invalid(format!("{what}: {e}"))).into_py(py)
 }
 
 /// Outputs staged under temporary names, committed together as one set by a commit record
 /// (`tokshuf merge --parts`: every key's merged pair and the summary).
 #[pyclass(module = "tokshuf._core", name = "StagedSet")]
 pub struct PyStagedSet {
-    inner: Option<tokshuf_core::fsutil::Staging>,
+    inner: Open<tokshuf_core::fsutil::Staging>,
 }
 
 #[pymethods]
 impl PyStagedSet {
     #[new]
     fn new() -> Self {
-        Self { inner: Some(tokshuf_core::fsutil::Staging::new()) }
+        Self { inner: Open::new(tokshuf_core::fsutil::Staging::new(), "the set is already committed") }
     }
 
     /// Merge `prefixes` into `output`, staged in this set; returns the counts.
-    fn merge<'py>(&mut self, py: Python<'py>, prefixes: Vec<PathBuf>, output: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-        let staging = self.inner.as_mut().ok_or_else(|| Error::invalid("the set is already committed")).into_py(py)?;
+    fn merge<'py>(&mut self, py: Python<'py>, prefixes: Vec<PathBuf>, output: PathBuf) -> PyResult<Bound<'py, PyAny>> {
+        let staging = self.inner.get().into_py(py)?;
         let (written, staged) = run_detached(py, |_| {
             indexed::check_merge_outputs(&prefixes, &output, &[])?;
             indexed::merge_staged(&prefixes, &output)
         })?;
         staging.extend(staged);
-        summary_dict(py, &written)
+        to_python(py, &written)
     }
 
-    /// Add `data` as the file `path` (a summary), then move everything into place, published by
-    /// the record at `record` (`run` and `inputs` are JSON).
+    /// Add the summary file `summary` (its path and the summary), then move everything into
+    /// place, published by the record at `record`.
     #[pyo3(signature = (record, command, run, inputs, summary=None))]
     fn commit(
         &mut self,
         py: Python<'_>,
         record: PathBuf,
         command: String,
-        run: &str,
-        inputs: &str,
-        summary: Option<(PathBuf, Vec<u8>)>,
+        run: &Bound<'_, PyAny>,
+        inputs: &Bound<'_, PyAny>,
+        summary: Option<(PathBuf, Bound<'_, PyAny>)>,
     ) -> PyResult<()> {
-        let mut staging =
-            self.inner.take().ok_or_else(|| Error::invalid("the set is already committed")).into_py(py)?;
-        let (run, inputs) = (parse_json("run", run).into_py(py)?, parse_json("inputs", inputs).into_py(py)?);
+        let (run, inputs) = (record_field(py, "run", run)?, record_field(py, "inputs", inputs)?);
+        let summary = summary.map(|(path, s)| file_bytes(&s).map(|data| (path, data))).transpose()?;
+        let mut staging = self.inner.take().into_py(py)?;
         run_detached(py, move |_| {
             if let Some((path, data)) = &summary {
                 staging.add_index_bytes(path, data)?;
@@ -90,21 +93,22 @@ impl PyStagedSet {
 }
 
 /// Publish local files as one set in an object store: a `writing` record at `record` first, then
-/// every `(local path, URL)` of `files` uploaded in order, then `summary` (URL, bytes), then the
-/// committed record listing each with its size, checksum and ETag.
+/// every `(local path, URL)` of `files` uploaded in order, then the summary file `summary` (URL,
+/// summary), then the committed record listing each with its size, checksum and ETag.
 #[pyfunction]
 #[pyo3(signature = (record, command, run, inputs, files, summary=None))]
 fn publish_remote(
     py: Python<'_>,
     record: String,
     command: String,
-    run: &str,
-    inputs: &str,
+    run: &Bound<'_, PyAny>,
+    inputs: &Bound<'_, PyAny>,
     files: Vec<(PathBuf, String)>,
-    summary: Option<(String, Vec<u8>)>,
+    summary: Option<(String, Bound<'_, PyAny>)>,
 ) -> PyResult<()> {
     use tokshuf_core::fsutil::record::{self as rec, Checksum, RemoteFile};
-    let (run, inputs) = (parse_json("run", run).into_py(py)?, parse_json("inputs", inputs).into_py(py)?);
+    let (run, inputs) = (record_field(py, "run", run)?, record_field(py, "inputs", inputs)?);
+    let summary = summary.map(|(to, s)| file_bytes(&s).map(|bytes| (to, bytes))).transpose()?;
     run_detached(py, move |cancel| {
         let mut uploads = Vec::new();
         for (from, to) in files {
@@ -229,26 +233,10 @@ impl PyIndexReader {
     }
 }
 
-fn summary_dict<'py>(py: Python<'py>, s: &WriteSummary) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("documents", s.documents)?;
-    d.set_item("sequences", s.sequences)?;
-    d.set_item("tokens", s.tokens)?;
-    d.set_item("bin_bytes", s.bin_bytes)?;
-    d.set_item("idx_bytes", s.idx_bytes)?;
-    Ok(d)
-}
-
 /// Streaming writer of one indexed dataset (temporary files until `finish`).
 #[pyclass(module = "tokshuf._core", name = "IndexWriter")]
 pub struct PyIndexWriter {
-    inner: Option<IndexedDatasetWriter>,
-}
-
-impl PyIndexWriter {
-    fn writer(&mut self) -> Result<&mut IndexedDatasetWriter, Error> {
-        self.inner.as_mut().ok_or_else(|| Error::invalid("the writer is already finished or aborted"))
-    }
+    inner: Open<IndexedDatasetWriter>,
 }
 
 #[pymethods]
@@ -258,23 +246,23 @@ impl PyIndexWriter {
     fn new(py: Python<'_>, prefix: PathBuf, dtype: &str, multimodal: bool) -> PyResult<Self> {
         let dtype = parse_dtype(dtype).into_py(py)?;
         let inner = IndexedDatasetWriter::create(prefix, dtype, multimodal).into_py(py)?;
-        Ok(Self { inner: Some(inner) })
+        Ok(Self { inner: Open::new(inner, WRITER_GONE) })
     }
 
     /// Append one sequence given as the raw little-endian bytes of the writer's dtype.
     #[pyo3(signature = (data, mode=None))]
     fn add_sequence_bytes(&mut self, py: Python<'_>, data: PyBuffer<u8>, mode: Option<i8>) -> PyResult<()> {
         let bytes = data.to_vec(py)?;
-        self.writer().and_then(|w| w.add_sequence_bytes(&bytes, mode)).into_py(py)
+        self.inner.get().and_then(|w| w.add_sequence_bytes(&bytes, mode)).into_py(py)
     }
 
     fn end_document(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.writer().and_then(|w| w.end_document()).into_py(py)
+        self.inner.get().and_then(|w| w.end_document()).into_py(py)
     }
 
     /// Append every document of the dataset at `prefix` (Megatron's `add_index`).
     fn append(&mut self, py: Python<'_>, prefix: PathBuf) -> PyResult<()> {
-        let writer = self.writer().into_py(py)?;
+        let writer = self.inner.get().into_py(py)?;
         py.detach(|| {
             let other = IndexedDataset::open(&prefix, None, Validate::Full)?;
             writer.append(&other)
@@ -284,16 +272,16 @@ impl PyIndexWriter {
 
     /// Write the `.idx` and move both files into place, published by the pair's commit record;
     /// returns counts.
-    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let writer = self.inner.take().ok_or_else(|| Error::invalid("the writer is already finished or aborted"));
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let writer = self.inner.take();
         let summary =
             py.detach(|| writer?.finish_as_set("IndexedDatasetWriter", serde_json::Value::Null)).into_py(py)?;
-        summary_dict(py, &summary)
+        to_python(py, &summary)
     }
 
     /// Discard everything written (temporary files are removed).
     fn abort(&mut self) {
-        self.inner = None;
+        self.inner.abort();
     }
 }
 
@@ -306,9 +294,9 @@ fn merge<'py>(
     prefixes: Vec<PathBuf>,
     output_prefix: PathBuf,
     summary_path: Option<PathBuf>,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let summary = run_detached(py, |_| indexed::merge(&prefixes, &output_prefix, summary_path.as_deref()))?;
-    summary_dict(py, &summary)
+    to_python(py, &summary)
 }
 
 /// Prefixes of the `.bin/.idx` pairs in a directory, sorted as Megatron's merge tool sorts them.

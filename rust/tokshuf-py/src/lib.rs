@@ -13,11 +13,13 @@ mod indexed;
 mod instances;
 mod long_call;
 mod nanoset;
+mod open;
 mod preprocess;
 mod shuffle;
 mod storage;
 mod stream;
 mod stream_source;
+mod summary;
 mod tokenizer;
 mod tokens;
 
@@ -61,5 +63,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     nanoset::register(m)?;
     shuffle::register(m)?;
     storage::register(m)?;
+    summary::register(m)?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use pyo3::types::PyDict;
 use tokshuf_core::preprocess::{preprocess as run_preprocess, ErrorPolicy, PreprocessConfig, DEFAULT_JSON_KEYS};
 use tokshuf_core::progress::ProgressStyle;
 use tokshuf_core::read::{expand_inputs, INPUT_EXTENSIONS};
-use tokshuf_core::{DType, Error};
+use tokshuf_core::DType;
 
 use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
@@ -56,16 +56,16 @@ enum SummaryTarget {
     At(PathBuf),
 }
 
-/// Tokenize JSON lines into `{output_prefix}_{key}_document.bin/.idx`; returns the run summary as
-/// JSON. Every option is given: their defaults are [`defaults`]'.
+/// Tokenize JSON lines into `{output_prefix}_{key}_document.bin/.idx`; returns the run summary
+/// (a dict). Every option is given: their defaults are [`defaults`]'.
 #[pyfunction]
 #[pyo3(signature = (
     inputs, output_prefix, tokenizer, json_keys, *, append_eod, dtype, num_threads, on_error,
     partitions, batch_bytes, max_line_bytes, sentence_lists, progress, summary, shard,
 ))]
 #[allow(clippy::too_many_arguments)]
-fn preprocess(
-    py: Python<'_>,
+fn preprocess<'py>(
+    py: Python<'py>,
     inputs: Vec<String>,
     output_prefix: PathBuf,
     tokenizer: &PyTokenizer,
@@ -81,12 +81,12 @@ fn preprocess(
     progress: &str,
     summary: SummaryTarget,
     shard: Option<String>,
-) -> PyResult<String> {
+) -> PyResult<Bound<'py, PyAny>> {
     let dtype = dtype.filter(|d| *d != "auto").map(str::parse::<DType>).transpose().into_py(py)?;
     let on_error: ErrorPolicy = on_error.parse().into_py(py)?;
     let progress: ProgressStyle = progress.parse().into_py(py)?;
     let tokenizer = tokenizer.shared();
-    run_detached(py, move |cancel| {
+    let summary = run_detached(py, move |cancel| {
         let inputs = expand_inputs(&inputs, INPUT_EXTENSIONS)?;
         let mut cfg = PreprocessConfig::new(inputs.files, output_prefix, json_keys);
         cfg.scan = inputs.scan;
@@ -107,9 +107,7 @@ fn preprocess(
         if let Some(task) = shard {
             cfg = cfg.for_task(task.parse()?)?;
         }
-        let summary = run_preprocess(&cfg, tokenizer, cancel)?;
-        // A summary lists its inputs: no URL's password or signature in it.
-        let json = serde_json::to_string(&summary).map_err(|e| Error::invalid(e.to_string()))?;
-        Ok(tokshuf_core::storage::redact(&json).into_owned())
-    })
+        run_preprocess(&cfg, tokenizer, cancel)
+    })?;
+    crate::summary::to_python(py, &summary)
 }

@@ -55,7 +55,7 @@ pub fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 }
 
 /// Tokenize, cut into contexts, shuffle through local cells and write webdataset shards; returns
-/// the run summary as JSON. Rerunning the same call after an interruption resumes it. Every
+/// the run summary (a dict). Rerunning the same call after an interruption resumes it. Every
 /// option is given: their defaults are [`defaults`]'.
 #[pyfunction]
 #[pyo3(signature = (
@@ -65,8 +65,8 @@ pub fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     max_line_bytes, progress, stage, task, summary_path,
 ))]
 #[allow(clippy::too_many_arguments)]
-fn shuffle(
-    py: Python<'_>,
+fn shuffle<'py>(
+    py: Python<'py>,
     inputs: Vec<String>,
     local_cell_dir: PathBuf,
     output: PathBuf,
@@ -94,7 +94,7 @@ fn shuffle(
     stage: Option<String>,
     task: Option<String>,
     summary_path: Option<PathBuf>,
-) -> PyResult<String> {
+) -> PyResult<Bound<'py, PyAny>> {
     let on_error: ErrorPolicy = on_error.parse().into_py(py)?;
     let progress: ProgressStyle = progress.parse().into_py(py)?;
     let special_tokens = special_tokens.to_string();
@@ -102,7 +102,7 @@ fn shuffle(
     let content_key = content_key.to_string();
     // Loaded once (by the caller) and shared by every worker.
     let tokenizer = if shuffle_only { None } else { tokenizer.map(PyTokenizer::shared) };
-    run_detached(py, move |cancel| {
+    let summary = run_detached(py, move |cancel| {
         let exts = extensions(ext, shuffle_only);
         let ext_refs: Vec<&str> = exts.iter().map(String::as_str).collect();
         let inputs = expand_inputs(&inputs, &ext_refs)?;
@@ -132,13 +132,11 @@ fn shuffle(
         cfg.max_line_bytes = max_line_bytes;
         cfg.progress = progress;
         cfg.summary = summary_path;
-        let summary = match stage {
-            Some(stage) => run_step(&cfg, tokenizer, Step::parse(&stage, task.as_deref())?, warnings, cancel)?,
-            None if task.is_some() => return Err(Error::invalid("a task needs its stage (cells, shards or manifest)")),
-            None => run_shuffle(&cfg, tokenizer, warnings, cancel)?,
-        };
-        // A summary lists its inputs: no URL's password or signature in it.
-        let json = serde_json::to_string(&summary).map_err(|e| Error::invalid(e.to_string()))?;
-        Ok(tokshuf_core::storage::redact(&json).into_owned())
-    })
+        match stage {
+            Some(stage) => run_step(&cfg, tokenizer, Step::parse(&stage, task.as_deref())?, warnings, cancel),
+            None if task.is_some() => Err(Error::invalid("a task needs its stage (cells, shards or manifest)")),
+            None => run_shuffle(&cfg, tokenizer, warnings, cancel),
+        }
+    })?;
+    crate::summary::to_python(py, &summary)
 }

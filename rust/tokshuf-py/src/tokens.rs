@@ -7,12 +7,12 @@ use pyo3::prelude::*;
 use tokshuf_core::fsutil::{check_outputs_are_not_inputs, record, RecordSpec};
 use tokshuf_core::indexed::{self, IndexedDataset, Validate};
 use tokshuf_core::tokens::{self, TokenArray, TokenFileWriter, TokenType};
-use tokshuf_core::Error;
 
 use crate::arrays::{spans_in, spans_out};
 use crate::buffer::PyMappedBuffer;
 use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
+use crate::open::{Open, WRITER_GONE};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTokenWriter>()?;
@@ -112,13 +112,7 @@ fn convert_indexed(
 /// Streaming writer of one OLMo token file (a temporary file until `finish`).
 #[pyclass(module = "tokshuf._core", name = "TokenWriter")]
 pub struct PyTokenWriter {
-    inner: Option<TokenFileWriter>,
-}
-
-impl PyTokenWriter {
-    fn writer(&mut self) -> Result<&mut TokenFileWriter, Error> {
-        self.inner.as_mut().ok_or_else(|| Error::invalid("the writer is already finished or aborted"))
-    }
+    inner: Open<TokenFileWriter>,
 }
 
 #[pymethods]
@@ -127,29 +121,29 @@ impl PyTokenWriter {
     fn new(py: Python<'_>, path: PathBuf, dtype: &str) -> PyResult<Self> {
         let ty: TokenType = dtype.parse().into_py(py)?;
         let inner = TokenFileWriter::create(path, ty).into_py(py)?;
-        Ok(Self { inner: Some(inner) })
+        Ok(Self { inner: Open::new(inner, WRITER_GONE) })
     }
 
     /// Append tokens (a uint64 buffer).
     fn write(&mut self, py: Python<'_>, tokens: PyBuffer<u64>) -> PyResult<()> {
         let v = tokens.to_vec(py)?;
-        self.writer().and_then(|w| w.write(&v)).into_py(py)
+        self.inner.get().and_then(|w| w.write(&v)).into_py(py)
     }
 
     /// Tokens written so far.
     #[getter]
     fn tokens(&self) -> u64 {
-        self.inner.as_ref().map_or(0, TokenFileWriter::tokens)
+        self.inner.peek().map_or(0, TokenFileWriter::tokens)
     }
 
     /// Move the file into place; returns the number of tokens.
     fn finish(&mut self, py: Python<'_>) -> PyResult<u64> {
-        let w = self.inner.take().ok_or_else(|| Error::invalid("the writer is already finished or aborted"));
+        let w = self.inner.take();
         py.detach(|| w?.finish()).into_py(py)
     }
 
     /// Discard the file.
     fn abort(&mut self) {
-        self.inner = None;
+        self.inner.abort();
     }
 }

@@ -83,6 +83,16 @@ pub fn json_file_bytes(value: &impl serde::Serialize) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Write `bytes` as `target`, which appears whole or not at all: a local file is replaced
+/// atomically ([`write_atomic`]), an object in a store is written in one request. With
+/// [`json_file_bytes`], the one writer of summary files whichever command made them.
+pub fn write_whole(target: &Path, bytes: Vec<u8>) -> Result<()> {
+    match crate::storage::remote(target)? {
+        Some(object) => crate::storage::put(&object, bytes),
+        None => write_atomic(target, &bytes),
+    }
+}
+
 /// Write `bytes` to `target` atomically (temporary file, fsync, rename).
 pub fn write_atomic(target: impl Into<PathBuf>, bytes: &[u8]) -> Result<()> {
     let tmp = TempFile::new(target);

@@ -16,7 +16,7 @@ use crate::fsutil::record::{self, Sum, Summing};
 use crate::fsutil::{RecordSpec, Staging, StreamingFile, TempFile};
 
 /// What a finished writer produced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct WriteSummary {
     /// Documents (entries of document_indices minus one).
     pub documents: u64,
