@@ -8,7 +8,7 @@
 use super::ascii::Masks;
 use super::window::{contractions, digit_starts, fill_down, fill_up, near_unknown, whitespace_starts, Window};
 use super::{class_at, contraction_ci, digits_1_3, run, run_l, trailing_whitespace, whitespace_run, Scanner};
-use crate::tokenize::bpe::unicode::{CRLF, L, N, O};
+use crate::unicode::{CRLF, L, N, O};
 
 #[derive(Clone, Copy)]
 pub(crate) struct Cl100k {
@@ -121,8 +121,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::tokenize::bpe::pretok::{split, WindowCursor};
-    use crate::tokenize::bpe::Pattern;
+    use crate::pretok::{split, WindowCursor};
+    use crate::Pattern;
 
     const PATTERNS: [Pattern; 3] = [Pattern::Cl100k, Pattern::Cl100kClassic, Pattern::Qwen2];
 

@@ -5,7 +5,7 @@
 use super::ascii::Masks;
 use super::window::{contractions, near_unknown, Window};
 use super::{class_at, contraction_cs, run, run_l, trailing_whitespace, whitespace_run, Scanner};
-use crate::tokenize::bpe::unicode::{L, N, O};
+use crate::unicode::{L, N, O};
 
 #[derive(Clone, Copy)]
 pub(crate) struct Gpt2;
@@ -86,8 +86,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::tokenize::bpe::pretok::{split, WindowCursor};
-    use crate::tokenize::bpe::Pattern;
+    use crate::pretok::{split, WindowCursor};
+    use crate::Pattern;
 
     fn regex() -> &'static fancy_regex::Regex {
         static RE: std::sync::OnceLock<fancy_regex::Regex> = std::sync::OnceLock::new();

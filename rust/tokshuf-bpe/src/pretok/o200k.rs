@@ -13,7 +13,7 @@
 use super::ascii::Masks;
 use super::window::{contractions, digit_starts, fill_down, fill_up, near_unknown, whitespace_starts, Window};
 use super::{class_at, contraction_ci, digits_1_3, run, run_letters, trailing_whitespace, whitespace_run, Scanner};
-use crate::tokenize::bpe::unicode::{CRLF, L, LO, N, O, UP};
+use crate::unicode::{CRLF, L, LO, N, O, UP};
 
 #[derive(Clone, Copy)]
 pub(crate) struct O200k {
@@ -180,8 +180,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::tokenize::bpe::pretok::{split, WindowCursor};
-    use crate::tokenize::bpe::Pattern;
+    use crate::pretok::{split, WindowCursor};
+    use crate::Pattern;
 
     fn regex(tekken: bool) -> &'static fancy_regex::Regex {
         static RE: [std::sync::OnceLock<fancy_regex::Regex>; 2] =

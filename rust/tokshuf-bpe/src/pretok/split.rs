@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use super::{Automaton, Cursor};
-use crate::tokenize::bpe::unicode::utf8_len;
-use crate::tokenize::bpe::Pattern;
+use crate::unicode::utf8_len;
+use crate::Pattern;
 
 /// What a split keeps of its matches and of the text between them (`SplitDelimiterBehavior`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

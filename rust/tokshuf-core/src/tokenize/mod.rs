@@ -4,17 +4,20 @@
 //! ([`TokenizerModel`]: vocabulary, split pattern, special tokens) and built into an encoder
 //! ([`build`]). Callers use [`from_spec`] (or [`build`] on a model they resolved themselves);
 //! which encoder serves a model is decided in [`build`] alone.
+//!
+//! The fast encoder and the vocabulary formats it reads (tiktoken's encodings table, rank files,
+//! `tokenizer.json`, SentencePiece and Tekken files, split patterns) are the `tokshuf-bpe`
+//! crate, here as [`bpe`]; this module adds specs, models and the trait around it.
 
 mod batch;
-pub mod bpe;
 mod byte;
+mod fast_bpe;
 mod hf;
 mod model;
-mod onig;
 mod spec;
-mod tekken;
 mod tiktoken;
-pub mod tiktoken_files;
+
+pub use tokshuf_bpe as bpe;
 
 use std::sync::Arc;
 
@@ -82,16 +85,16 @@ pub fn build(model: &TokenizerModel) -> Result<Arc<dyn Tokenizer>> {
     Ok(match model {
         TokenizerModel::Byte => Arc::new(ByteTokenizer),
         // The byte-level BPE families take the fast exact encoder when it supports the model.
-        TokenizerModel::Bpe(m) => match bpe::for_tiktoken_model(m) {
+        TokenizerModel::Bpe(m) => match fast_bpe::for_tiktoken_model(m) {
             Some(fast) => Arc::new(fast),
             None => Arc::new(TiktokenTokenizer::new(m)?),
         },
-        TokenizerModel::Hf(m) => match bpe::for_hf_model(m)? {
+        TokenizerModel::Hf(m) => match fast_bpe::for_hf_model(m)? {
             Ok(fast) => Arc::new(fast),
             Err(why) => Arc::new(HfTokenizer::new(m)?.with_fallback_reason(why)),
         },
         // No other encoder reads these; what the fast one does not read is an error.
-        TokenizerModel::SentencePiece(m) => Arc::new(bpe::for_sentencepiece_model(m)?),
+        TokenizerModel::SentencePiece(m) => Arc::new(fast_bpe::for_sentencepiece_model(m)?),
     })
 }
 
