@@ -30,7 +30,7 @@ use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
 use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, ClassUnicode, ClassUnicodeRange, Hir, HirKind};
 
-use super::decode_multibyte;
+use super::scan::decode_multibyte;
 
 /// Why a regex has no automaton.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,8 +11,10 @@
 //! resolves them: optional prefix first taken, then not; `[UP]*` giving characters back.
 
 use super::ascii::Masks;
+use super::scan::{
+    class_at, contraction_ci, digits_1_3, run, run_letters, trailing_whitespace, whitespace_run, Scanner,
+};
 use super::window::{contractions, digit_starts, fill_down, fill_up, near_unknown, whitespace_starts, Window};
-use super::{class_at, contraction_ci, digits_1_3, run, run_letters, trailing_whitespace, whitespace_run, Scanner};
 use crate::unicode::{CRLF, L, LO, N, O, UP};
 
 #[derive(Clone, Copy)]
@@ -180,7 +182,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::pretok::{split, WindowCursor};
+    use crate::pretok::{pieces, WindowCursor};
     use crate::Pattern;
 
     fn regex(tekken: bool) -> &'static fancy_regex::Regex {
@@ -194,9 +196,9 @@ mod tests {
     fn check(text: &str) {
         for (tekken, scanner) in [(false, O200k::BASE), (true, O200k::TEKKEN)] {
             let expected: Vec<&str> = regex(tekken).find_iter(text).map(|m| m.unwrap().as_str()).collect();
-            assert_eq!(split(&scanner, text), expected, "scalar scanner on {text:?} (tekken: {tekken})");
+            assert_eq!(pieces(&scanner, text), expected, "scalar scanner on {text:?} (tekken: {tekken})");
             assert_eq!(
-                split(WindowCursor::new(scanner), text),
+                pieces(WindowCursor::new(scanner), text),
                 expected,
                 "window scanner on {text:?} (tekken: {tekken})"
             );
