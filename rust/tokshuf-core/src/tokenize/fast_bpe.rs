@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use tokshuf_bpe::FastBpe;
 
 use super::model::{BpeModel, HfModel, SentencePieceModel};
-use super::{hf, tiktoken, Tokenizer};
+use super::tokenizer::Tokenizer;
+use super::{hf, tiktoken};
 use crate::Result;
 
 /// Set to `0` to use the reference encoders (`tiktoken-rs`, `tokenizers`) for every model.

@@ -9,7 +9,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::model::HfModel;
-use super::Tokenizer;
+use super::tokenizer::Tokenizer;
 use crate::error::{Error, Result};
 
 /// End-of-document tokens tried when no `tokenizer_config.json` names the eos token.
