@@ -3,7 +3,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::{Error, Result};
 use crate::pretok::{pieces, Cl100k, Cursor, Gpt2, O200k, WindowCursor};
 
 /// A pre-tokenization pattern with a fast scanner.
@@ -141,11 +140,11 @@ impl fmt::Display for Pattern {
 }
 
 impl FromStr for Pattern {
-    type Err = Error;
+    type Err = crate::error::Error;
 
     /// Names: `gpt2` (= `r50k`, `p50k`), `cl100k`, `cl100k_classic` (= `llama3`), `o200k`,
     /// `qwen2`, `tekken`.
-    fn from_str(s: &str) -> Result<Pattern> {
+    fn from_str(s: &str) -> crate::error::Result<Pattern> {
         let s = s.trim().to_ascii_lowercase();
         let s = s.strip_suffix("_base").unwrap_or(&s);
         Ok(match s {
@@ -156,7 +155,7 @@ impl FromStr for Pattern {
             "qwen2" | "qwen" => Pattern::Qwen2,
             "tekken" => Pattern::Tekken,
             _ => {
-                return Err(Error::invalid(format!(
+                return Err(crate::error::Error::invalid(format!(
                     "unknown split pattern {s:?} (expected one of: {})",
                     Pattern::NAMES
                 )))
