@@ -741,11 +741,13 @@ impl FastBpe {
     }
 
     /// The end-of-document id, if the vocabulary has one (or one was set).
+    #[inline]
     pub fn eod_id(&self) -> Option<u32> {
         self.eod
     }
 
     /// Number of ids: above every token, special or not.
+    #[inline]
     pub fn vocab_size(&self) -> u64 {
         self.vocab_size
     }
