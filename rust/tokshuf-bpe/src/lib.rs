@@ -204,7 +204,7 @@ impl FastBpe {
     /// [`FastBpe::from_hf_json`] for a file whose SHA-256 is `sha256` (lowercase hex): the
     /// vocabulary an earlier load prepared and stored in `store_dir` is read instead of the file
     /// (`json` is then not called: a `tokenizer.json` is megabytes), and one prepared now is stored
-    /// there (see [`stored`]). The error is `json`'s.
+    /// there (see the `stored` module). The error is `json`'s.
     pub fn from_hf_json_stored<'a, E>(
         json: impl FnOnce() -> std::result::Result<&'a str, E>,
         sha256: &str,
