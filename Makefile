@@ -26,11 +26,13 @@ dev: $(STAMP)  ## build the extension (release) and install the package in edita
 test: dev test-rust test-python  ## the whole suite: Rust unit/property tests, then pytest
 
 # The Rust tests build with the extension's profile, so they reuse every dependency `make dev`
-# (and `make example`) compiled, the C libraries included; the core alone gets its debug
-# assertions and overflow checks back, as the dev profile would give them.
+# (and `make example`) compiled, the C libraries included; the core and the BPE engine alone get
+# their debug assertions and overflow checks back, as the dev profile would give them.
 RUST_TEST_PROFILE := --profile $(PROFILE) \
 	--config 'profile.$(PROFILE).package.tokshuf-core.debug-assertions=true' \
-	--config 'profile.$(PROFILE).package.tokshuf-core.overflow-checks=true'
+	--config 'profile.$(PROFILE).package.tokshuf-core.overflow-checks=true' \
+	--config 'profile.$(PROFILE).package.tokshuf-bpe.debug-assertions=true' \
+	--config 'profile.$(PROFILE).package.tokshuf-bpe.overflow-checks=true'
 
 test-rust:  ## cargo test for the workspace (the core needs no Python), on the extension's profile
 	cargo test --workspace $(RUST_TEST_PROFILE) $(CARGO_TEST_FLAGS)

@@ -171,6 +171,18 @@ impl<T> IoContext<T> for std::io::Result<T> {
     }
 }
 
+/// The fast encoder's errors (`tokshuf-bpe`), as the core's of the same kind: their messages are
+/// the core's.
+impl From<tokshuf_bpe::Error> for Error {
+    fn from(e: tokshuf_bpe::Error) -> Self {
+        match e {
+            tokshuf_bpe::Error::Io { path, source } => Error::Io { path, source },
+            tokshuf_bpe::Error::Format { path, msg } => Error::Format { path, msg },
+            tokshuf_bpe::Error::Invalid(msg) => Error::InvalidArgument(msg),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

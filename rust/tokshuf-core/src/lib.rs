@@ -11,7 +11,8 @@
 //!     Parquet/Arrow rows.
 //! - **tokenize**
 //!   - [`tokenize`]: tokenizer specs → one `Tokenizer` trait (byte-level BPE, tiktoken,
-//!     SentencePiece, the `tokenizers` fallback), batch encoding.
+//!     SentencePiece, the `tokenizers` fallback), batch encoding. The fast encoder and the
+//!     vocabulary formats it reads are their own crate, `tokshuf-bpe` ([`tokenize::bpe`]).
 //! - **write**
 //!   - [`ingest`]: what preprocess and shuffle's stage 1 share: the bad-input policy and the skip
 //!     ledger, the buffers batches hand back.

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 use tokshuf_core::tokenize::bpe::{FastBpe, Pattern};
-use tokshuf_core::tokenize::Tokenizer;
 use tokshuf_core::Error;
 
 use crate::errors::IntoPyResult;
@@ -17,14 +16,14 @@ use crate::tokenizer::{encode_texts, flat_arrays};
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeEncoder>()?;
     m.add_function(wrap_pyfunction!(split_pattern_regex, m)?)?;
-    m.add("TIKTOKEN_ENCODINGS", tokshuf_core::tokenize::tiktoken_files::encoding_names())?;
+    m.add("TIKTOKEN_ENCODINGS", tokshuf_core::tokenize::bpe::encodings::encoding_names())?;
     Ok(())
 }
 
 /// The regex of a split pattern, by any of its names (`cl100k`, `llama3`, `qwen2`, ...).
 #[pyfunction]
 fn split_pattern_regex(py: Python<'_>, name: &str) -> PyResult<&'static str> {
-    let pattern: Pattern = name.parse().into_py(py)?;
+    let pattern: Pattern = name.parse().map_err(Error::from).into_py(py)?;
     Ok(pattern.regex())
 }
 
@@ -45,7 +44,7 @@ impl PyBpeEncoder {
     #[staticmethod]
     #[pyo3(signature = (name, special_tokens_in_text=false))]
     fn from_tiktoken(py: Python<'_>, name: String, special_tokens_in_text: bool) -> PyResult<Self> {
-        let inner = py.detach(|| FastBpe::from_tiktoken(&name)).into_py(py)?;
+        let inner = py.detach(|| FastBpe::from_tiktoken(&name)).map_err(Error::from).into_py(py)?;
         Ok(wrap(inner, special_tokens_in_text))
     }
 
@@ -59,9 +58,10 @@ impl PyBpeEncoder {
         special_tokens: Option<HashMap<String, u32>>,
         special_tokens_in_text: bool,
     ) -> PyResult<Self> {
-        let pattern: Pattern = pattern.parse().into_py(py)?;
+        let pattern: Pattern = pattern.parse().map_err(Error::from).into_py(py)?;
         let specials = special_tokens.unwrap_or_default().into_iter().collect();
-        let inner = py.detach(|| FastBpe::from_tiktoken_file(&path, pattern, specials)).into_py(py)?;
+        let inner =
+            py.detach(|| FastBpe::from_tiktoken_file(&path, pattern, specials)).map_err(Error::from).into_py(py)?;
         Ok(wrap(inner, special_tokens_in_text))
     }
 

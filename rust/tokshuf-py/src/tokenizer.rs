@@ -5,7 +5,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use tokshuf_core::megatron::{IndexArray, Owned};
-use tokshuf_core::tokenize::tiktoken_files::{embedded_ranks, encoding_names, known_encoding};
+use tokshuf_core::tokenize::bpe::encodings::{embedded_ranks, encoding_names, known_encoding};
 use tokshuf_core::tokenize::{self, build, encode_many, resolve, EncodedTexts, Tokenizer, TokenizerSpec};
 use tokshuf_core::{Cancel, Error};
 
@@ -174,7 +174,7 @@ fn tiktoken_encoding_data<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'p
             Error::invalid(format!("unknown encoding {name:?} (expected one of: {})", encoding_names().join(", ")))
         })
         .into_py(py)?;
-    let ranks = py.detach(|| embedded_ranks(enc)).into_py(py)?;
+    let ranks = py.detach(|| embedded_ranks(enc)).map_err(Error::from).into_py(py)?;
     let file = py.detach(|| ranks.to_tiktoken_file());
     let d = PyDict::new(py);
     d.set_item("name", enc.name)?;

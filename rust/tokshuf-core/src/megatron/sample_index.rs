@@ -112,7 +112,7 @@ fn gather_lengths(sizes: &[i32], doc: IndexView<'_>) -> Result<Vec<i32>> {
                         Error::invalid(format!("document index entry {d} is {id}, not a sequence id"))
                     })?;
             }
-            Ok(())
+            Ok::<(), Error>(())
         })
     })?;
     Ok(lens)

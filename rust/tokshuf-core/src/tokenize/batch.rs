@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use super::{ids_room, Tokenizer};
+use super::tokenizer::{ids_room, Tokenizer};
 use crate::cancel::Cancel;
 use crate::error::{BadInputReason, Error, Result};
 

@@ -1,6 +1,6 @@
 //! The byte tokenizer of the Megatron fixtures: id = UTF-8 byte + 1, eod = 0, 257 ids.
 
-use super::Tokenizer;
+use super::tokenizer::Tokenizer;
 
 /// `ids = [b + 1 for b in text.encode("utf-8")]`, `eod = 0`, `vocab_size = 257`.
 #[derive(Debug, Clone, Copy, Default)]

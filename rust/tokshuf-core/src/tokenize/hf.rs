@@ -9,7 +9,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::model::HfModel;
-use super::Tokenizer;
+use super::tokenizer::Tokenizer;
 use crate::error::{Error, Result};
 
 /// End-of-document tokens tried when no `tokenizer_config.json` names the eos token.
@@ -31,7 +31,7 @@ impl HfTokenizer {
             Error::invalid(format!("tokenizer {:?} is not a usable tokenizer.json: {e}", model.spec))
         };
         // Its regexes as Oniguruma (the Python package's engine) reads them, for fancy-regex.
-        let rewritten = super::onig::for_fancy_regex(json).map_err(|why| {
+        let rewritten = tokshuf_bpe::for_fancy_regex(json).map_err(|why| {
             Error::invalid(format!(
                 "tokenizer {:?}: {why}; the `tokenizers` crate tokshuf runs this file on matches with \
                  fancy-regex, which would give other ids than the Python package (Oniguruma)",

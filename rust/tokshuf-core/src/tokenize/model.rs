@@ -6,9 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use super::spec::TokenizerSpec;
-use super::tiktoken_files::{
-    embedded_ranks, known_by_sha256, known_encoding, llama3_specials, sha256_hex, Pattern, RankTable, LLAMA3_SHA256,
+use tokshuf_bpe::encodings::{
+    embedded_ranks, known_by_sha256, known_encoding, llama3_specials, sha256_hex, RankTable, LLAMA3_SHA256,
 };
+use tokshuf_bpe::tekken;
+use tokshuf_bpe::Pattern;
+
 use crate::error::{Error, IoContext, Result};
 
 /// A loaded tokenizer description.
@@ -80,7 +83,7 @@ pub struct HfModel {
 }
 
 /// A `tokenizer.json`'s text, read from its file when first asked for: a vocabulary prepared
-/// before and stored under the file's SHA-256 needs only the hash (see `bpe::stored`), not the
+/// before and stored under the file's SHA-256 needs only the hash (see `tokshuf_bpe`'s `stored`), not the
 /// megabytes of JSON.
 #[derive(Debug, Clone)]
 pub struct JsonText {
@@ -176,9 +179,9 @@ pub fn resolve(spec: &TokenizerSpec) -> Result<TokenizerModel> {
         }
         TokenizerSpec::HfFile(path) => {
             let (sha256, head) = hash_file(path)?;
-            if super::tekken::is_tekken(&head) {
+            if tekken::is_tekken(&head) {
                 let json = JsonText::file(path, &sha256);
-                let tekken = super::tekken::read(json.get()?, path)?;
+                let tekken = tekken::read(json.get()?, path)?;
                 return Ok(TokenizerModel::Bpe(BpeModel {
                     name: "tekken".into(),
                     spec: described,

@@ -10,7 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::tiktoken_files::{encoding_names, known_encoding, Pattern};
+use tokshuf_bpe::encodings::{encoding_names, known_encoding};
+use tokshuf_bpe::Pattern;
+
 use crate::error::{Error, IoContext, Result};
 
 /// A parsed tokenizer spec: where the vocabulary comes from, not yet loaded.
@@ -149,7 +151,7 @@ fn file_spec(spec: &str, path: &Path) -> Result<TokenizerSpec> {
     use std::io::Read;
     let mut head = Vec::with_capacity(256);
     std::fs::File::open(path).and_then(|f| f.take(256).read_to_end(&mut head)).with_path(path)?;
-    if super::bpe::FastBpe::is_sentencepiece(&head) {
+    if tokshuf_bpe::FastBpe::is_sentencepiece(&head) {
         return Ok(TokenizerSpec::SentencePiece(path.to_path_buf()));
     }
     let text = head.trim_ascii_start();

@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 use tiktoken_rs::CoreBPE;
 
 use super::model::BpeModel;
-use super::Tokenizer;
+use super::tokenizer::Tokenizer;
 use crate::error::{Error, Result};
 
 /// A tiktoken encoding. Special tokens in the text are ordinary text (`encode_ordinary`): a

@@ -3,7 +3,7 @@
 
 use fancy_regex::Regex;
 use proptest::prelude::*;
-use tokshuf_core::tokenize::bpe::Pattern;
+use tokshuf_bpe::Pattern;
 
 fn oracle(p: Pattern) -> &'static Regex {
     use std::sync::OnceLock;

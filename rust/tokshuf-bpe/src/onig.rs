@@ -298,7 +298,7 @@ fn flags(pattern: &str, i: usize) -> Result<(), String> {
 /// The regexes in a `tokenizer.json` that change ids (its normalizers' and pre-tokenizers'
 /// `Replace` and `Split` patterns), rewritten for `fancy-regex`: the file as the `tokenizers`
 /// crate must read it to give the Python package's ids (`None`: unchanged), or why it cannot.
-pub(crate) fn for_fancy_regex(json: &str) -> Result<Option<String>, String> {
+pub fn for_fancy_regex(json: &str) -> Result<Option<String>, String> {
     if !json.contains("\"Regex\"") {
         return Ok(None);
     }
@@ -337,7 +337,7 @@ fn rewrite_in(v: &mut serde_json::Value, changed: &mut bool) -> Result<(), Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokenize::bpe::class_ranges;
+    use crate::unicode::class_ranges;
 
     fn ranges(pattern: &str) -> Vec<(u32, u32)> {
         class_ranges(&rewrite(pattern, Engine::Automaton).unwrap())

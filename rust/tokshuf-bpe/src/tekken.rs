@@ -13,8 +13,10 @@ use std::path::Path;
 use base64::Engine as _;
 use serde::Deserialize;
 
-use super::tiktoken_files::{sha256_hex, Pattern, RankTable, TokenList};
+use crate::encodings::{sha256_hex, RankTable};
 use crate::error::{Error, Result};
+use crate::pattern::Pattern;
+use crate::vocab::TokenList;
 
 #[derive(Deserialize)]
 struct File<'a> {

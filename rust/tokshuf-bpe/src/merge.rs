@@ -680,9 +680,9 @@ impl Queue for Buckets {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokenize::bpe::filter::{Filtered, TokenFilter};
-    use crate::tokenize::bpe::shared::SharedTable;
-    use crate::tokenize::bpe::vocab::Merges;
+    use crate::filter::{Filtered, TokenFilter};
+    use crate::shared::SharedTable;
+    use crate::vocab::Merges;
 
     /// A toy tiktoken vocabulary: all bytes, then the given tokens in rank order.
     fn toy(extra: &[&str]) -> Vocab {

@@ -72,7 +72,7 @@ enum Isa {
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn isa() -> Isa {
-    if crate::tokenize::bpe::cpu::has_avx2() {
+    if crate::cpu::has_avx2() {
         Isa::Avx2
     } else {
         Isa::Sse2
@@ -210,7 +210,7 @@ fn classify64_scalar<const FOLD: bool>(chunk: &[u8; 64]) -> Masks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokenize::bpe::unicode::{ASCII, CRLF, L, LO, N, S, UP};
+    use crate::unicode::{ASCII, CRLF, L, LO, N, S, UP};
 
     /// The SIMD versions this CPU runs.
     #[cfg(target_arch = "x86_64")]

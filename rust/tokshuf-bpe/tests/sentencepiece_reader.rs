@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use tokshuf_core::tokenize::bpe::FastBpe;
+use tokshuf_bpe::FastBpe;
 
 fn model() -> &'static [u8] {
     static BYTES: OnceLock<Vec<u8>> = OnceLock::new();

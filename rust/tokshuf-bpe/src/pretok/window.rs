@@ -5,7 +5,7 @@
 //! non-ASCII byte, or too near its edges) are left to the scalar scanner.
 
 use super::ascii::{classify, Masks};
-use super::{Cursor, Scanner};
+use super::scan::{Cursor, Scanner};
 
 /// A split pattern whose piece starts in ASCII text can be computed from a window's masks.
 pub(crate) trait Window: Scanner {

@@ -11,9 +11,11 @@
 //! resolves them: optional prefix first taken, then not; `[UP]*` giving characters back.
 
 use super::ascii::Masks;
+use super::scan::{
+    class_at, contraction_ci, digits_1_3, run, run_letters, trailing_whitespace, whitespace_run, Scanner,
+};
 use super::window::{contractions, digit_starts, fill_down, fill_up, near_unknown, whitespace_starts, Window};
-use super::{class_at, contraction_ci, digits_1_3, run, run_letters, trailing_whitespace, whitespace_run, Scanner};
-use crate::tokenize::bpe::unicode::{CRLF, L, LO, N, O, UP};
+use crate::unicode::{CRLF, L, LO, N, O, UP};
 
 #[derive(Clone, Copy)]
 pub(crate) struct O200k {
@@ -180,8 +182,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::tokenize::bpe::pretok::{split, WindowCursor};
-    use crate::tokenize::bpe::Pattern;
+    use crate::pretok::{pieces, WindowCursor};
+    use crate::Pattern;
 
     fn regex(tekken: bool) -> &'static fancy_regex::Regex {
         static RE: [std::sync::OnceLock<fancy_regex::Regex>; 2] =
@@ -194,9 +196,9 @@ mod tests {
     fn check(text: &str) {
         for (tekken, scanner) in [(false, O200k::BASE), (true, O200k::TEKKEN)] {
             let expected: Vec<&str> = regex(tekken).find_iter(text).map(|m| m.unwrap().as_str()).collect();
-            assert_eq!(split(&scanner, text), expected, "scalar scanner on {text:?} (tekken: {tekken})");
+            assert_eq!(pieces(&scanner, text), expected, "scalar scanner on {text:?} (tekken: {tekken})");
             assert_eq!(
-                split(WindowCursor::new(scanner), text),
+                pieces(WindowCursor::new(scanner), text),
                 expected,
                 "window scanner on {text:?} (tekken: {tekken})"
             );

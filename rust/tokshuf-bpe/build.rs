@@ -1,5 +1,5 @@
 //! The fingerprint of the tokenizer code (`TOKSHUF_TOKENIZE_FINGERPRINT`): prepared vocabularies
-//! stored on disk (`src/tokenize/bpe/stored.rs`) are used only by the build of the code that
+//! stored on disk (`src/stored.rs`) are used only by the build of the code that
 //! prepared them, so a change to how a vocabulary is read can never be masked by an old entry.
 
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn main() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let root = Path::new(&manifest);
-    let dir = root.join("src").join("tokenize");
+    let dir = root.join("src");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut paths = Vec::new();
     files(&dir, &mut paths);

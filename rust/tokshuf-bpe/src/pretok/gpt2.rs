@@ -3,9 +3,9 @@
 //! (tiktoken spells it with possessive quantifiers and `\s++$|\s+(?!\S)|\s`: the same matches).
 
 use super::ascii::Masks;
+use super::scan::{class_at, contraction_cs, run, run_l, trailing_whitespace, whitespace_run, Scanner};
 use super::window::{contractions, near_unknown, Window};
-use super::{class_at, contraction_cs, run, run_l, trailing_whitespace, whitespace_run, Scanner};
-use crate::tokenize::bpe::unicode::{L, N, O};
+use crate::unicode::{L, N, O};
 
 #[derive(Clone, Copy)]
 pub(crate) struct Gpt2;
@@ -86,8 +86,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::tokenize::bpe::pretok::{split, WindowCursor};
-    use crate::tokenize::bpe::Pattern;
+    use crate::pretok::{pieces, WindowCursor};
+    use crate::Pattern;
 
     fn regex() -> &'static fancy_regex::Regex {
         static RE: std::sync::OnceLock<fancy_regex::Regex> = std::sync::OnceLock::new();
@@ -97,8 +97,8 @@ mod tests {
     /// The window scanner, the scalar one and the regex agree on `text`.
     fn check(text: &str) {
         let expected: Vec<&str> = regex().find_iter(text).map(|m| m.unwrap().as_str()).collect();
-        assert_eq!(split(&Gpt2, text), expected, "scalar scanner on {text:?}");
-        assert_eq!(split(WindowCursor::new(Gpt2), text), expected, "window scanner on {text:?}");
+        assert_eq!(pieces(&Gpt2, text), expected, "scalar scanner on {text:?}");
+        assert_eq!(pieces(WindowCursor::new(Gpt2), text), expected, "window scanner on {text:?}");
     }
 
     #[test]

@@ -67,7 +67,7 @@ fn list_is_ranks(vocab: &Vocab) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokenize::bpe::vocab::{FastMap, MergeList};
+    use crate::vocab::{FastMap, MergeList};
     use proptest::prelude::*;
 
     /// A vocabulary of all bytes (id = byte) and the merges `(left, right)` in priority order,
@@ -118,7 +118,7 @@ mod tests {
     #[test]
     fn gpt2_tokenizer_json_runs_as_ranks() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/gpt2/tokenizer.json");
-        let hf = crate::tokenize::bpe::hf::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let hf = crate::hf::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
         let v = Vocab::new(hf.tokens, hf.merges).unwrap();
         assert!(list_is_ranks(&v));
     }

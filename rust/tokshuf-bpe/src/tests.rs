@@ -170,57 +170,6 @@ fn identity_names_the_encoding() {
 }
 
 #[test]
-fn batch_is_the_same_for_any_thread_count() {
-    let enc = encoder("cl100k_base");
-    let owned: Vec<String> = (0..400).flat_map(|i| edge_cases().into_iter().map(move |t| format!("{i} {t}"))).collect();
-    let texts: Vec<&str> = owned.iter().map(String::as_str).collect();
-    assert!(owned.iter().map(String::len).sum::<usize>() > 3 << 20, "several chunks of work");
-    let cancel = crate::Cancel::new();
-    let batch = |e: &FastBpe, threads, cancel| crate::tokenize::encode_many(e, &texts, Some(threads), cancel);
-    let one = batch(enc, 1, &cancel).unwrap();
-    // Cold encoders whose threads learn at once: one with room for everything, and one whose
-    // shared arena is full at once, so that the threads' own tables learn too.
-    let cold = FastBpe::from_tiktoken("cl100k_base").unwrap();
-    let tiny =
-        CacheConfig { short_slots: 16, short_arena_ids: 16, thread_slots: 64, long_bytes: 4096, long_max_piece: 64 };
-    let small = FastBpe::from_tiktoken("cl100k_base").unwrap().with_cache(tiny);
-    for two in [batch(&cold, 2, &cancel).unwrap(), batch(&small, 2, &cancel).unwrap()] {
-        assert_eq!(one, two);
-    }
-    let two = batch(enc, 2, &cancel).unwrap();
-    assert_eq!(one, two);
-    assert_eq!(one.offsets.len(), texts.len() + 1);
-    for (i, t) in texts.iter().enumerate().step_by(97) {
-        let (a, b) = (one.offsets[i] as usize, one.offsets[i + 1] as usize);
-        assert_eq!(one.ids[a..b], reference("cl100k_base").encode_ordinary(t)[..]);
-    }
-    let cancelled = crate::Cancel::new();
-    cancelled.cancel();
-    assert!(batch(enc, 2, &cancelled).is_err());
-}
-
-#[test]
-fn specs_take_the_fast_path_with_the_reference_results() {
-    use crate::tokenize::{from_spec, resolve, TiktokenTokenizer, TokenizerModel, TokenizerSpec};
-    let spec = "tiktoken:o200k_base";
-    let fast = from_spec(spec).unwrap();
-    let TokenizerModel::Bpe(model) = resolve(&TokenizerSpec::parse(spec).unwrap()).unwrap() else {
-        panic!("a tiktoken spec resolves to a BPE model")
-    };
-    let reference = TiktokenTokenizer::new(&model).unwrap();
-    assert_eq!(fast.identity()["encoder"], "fast_bpe");
-    assert_eq!(reference.identity()["encoder"], "tiktoken-rs");
-    assert_eq!(crate::tokenize::output_identity(fast.as_ref()), crate::tokenize::output_identity(&reference));
-    assert_eq!((fast.eod_id(), fast.vocab_size()), (reference.eod_id(), reference.vocab_size()));
-    for text in edge_cases() {
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        fast.encode(&text, &mut a).unwrap();
-        reference.encode(&text, &mut b).unwrap();
-        assert_eq!(a, b);
-    }
-}
-
-#[test]
 fn a_thread_gets_back_the_cache_it_used_last() {
     // Its own encoder: no other test may take from the pool meanwhile.
     let enc = FastBpe::from_tiktoken("r50k_base").unwrap();

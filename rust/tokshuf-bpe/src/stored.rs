@@ -7,9 +7,9 @@
 //! by id, the merges or the proof, and the small parts of the pipeline) is stored the first
 //! time under the SHA-256 of the file, and read back on later loads instead.
 //!
-//! Entries live in `<cache root>/tokenizers/<sha256>.<code>.<kind>` (the cache root of
-//! [`crate::storage::cache_root`]: `$TOKSHUF_CACHE_DIR`, else `$XDG_CACHE_HOME/tokshuf`, else
-//! `~/.cache/tokshuf`), `<code>` being the build of the tokenizer code that prepares them (a
+//! Entries live in `<dir>/<sha256>.<code>.<kind>`, `<dir>` being the directory the caller gives
+//! (`tokshuf-core`'s is `<cache root>/tokenizers`: `$TOKSHUF_CACHE_DIR`, else
+//! `$XDG_CACHE_HOME/tokshuf`, else `~/.cache/tokshuf`), `<code>` being the build of the tokenizer code that prepares them (a
 //! fingerprint of its sources, `build.rs`): a new tokshuf never reads what an older one prepared,
 //! and two installed side by side keep their own entries instead of replacing each other's.
 //! Sharing entries between processes is safe: an entry is written under a temporary name and
@@ -23,6 +23,7 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bump when the layout of the header or of a payload changes.
 const FORMAT: u32 = 1;
@@ -39,12 +40,7 @@ pub(crate) struct Store {
 
 impl Store {
     /// The entry of the source whose SHA-256 is `sha256` (lowercase hex), prepared as `kind`, in
-    /// the cache root; `None` if `sha256` is not one.
-    pub fn for_source(sha256: &str, kind: &'static str) -> Option<Store> {
-        Store::in_dir(crate::storage::cache_root().join("tokenizers"), sha256, kind)
-    }
-
-    /// [`Store::for_source`] in `dir`.
+    /// `dir`; `None` if `sha256` is not one.
     pub fn in_dir(dir: PathBuf, sha256: &str, kind: &'static str) -> Option<Store> {
         let hex = sha256.len() == 64 && sha256.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         let name = format!("{sha256}.{CODE}.{kind}");
@@ -88,12 +84,16 @@ impl Store {
             return;
         }
         // Derived data: not synced (a power loss may leave it short, which the checks catch).
-        let tmp = crate::fsutil::TempFile::new(&self.path);
-        let written = tmp.create().is_ok_and(|mut f| {
+        // Under a name of this process and call, renamed into place once whole.
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        let mut name = self.path.file_name().map(|s| s.to_os_string()).unwrap_or_default();
+        name.push(format!(".tmp-{}-{}", std::process::id(), WRITES.fetch_add(1, Ordering::Relaxed)));
+        let tmp = self.path.with_file_name(name);
+        let written = std::fs::File::create(&tmp).is_ok_and(|mut f| {
             f.write_all(self.header(payload).as_bytes()).and_then(|()| f.write_all(payload)).is_ok()
         });
-        if written {
-            let _ = tmp.commit();
+        if !written || std::fs::rename(&tmp, &self.path).is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
     }
 }

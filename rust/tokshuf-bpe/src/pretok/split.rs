@@ -8,9 +8,10 @@
 
 use std::sync::Arc;
 
-use super::{Automaton, Cursor};
-use crate::tokenize::bpe::unicode::utf8_len;
-use crate::tokenize::bpe::Pattern;
+use super::automaton::Automaton;
+use super::scan::Cursor;
+use crate::pattern::Pattern;
+use crate::unicode::utf8_len;
 
 /// What a split keeps of its matches and of the text between them (`SplitDelimiterBehavior`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,24 +15,24 @@
 mod added;
 mod cache;
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod cpu;
+mod cpu;
+pub mod encodings;
 mod equiv;
+mod error;
 mod filter;
 mod hf;
 mod merge;
 mod normalize;
+mod onig;
 mod pairs;
 mod pattern;
-pub(crate) mod pretok;
-mod select;
+mod pretok;
 mod sentencepiece;
 mod shared;
 mod stored;
 mod table;
-mod tiktoken;
+pub mod tekken;
 mod unicode;
-#[cfg(test)]
-pub(crate) use unicode::class_ranges;
 mod vocab;
 
 use std::path::Path;
@@ -40,10 +40,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub use cache::{CacheConfig, Stats};
+pub use error::{Error, Result};
 pub use hf::Unsupported;
+pub use onig::for_fancy_regex;
 pub use pattern::Pattern;
 use pattern::Scanners;
-pub use select::{for_hf_model, for_sentencepiece_model, for_tiktoken_model, FAST_BPE_ENV};
 pub use vocab::TokenList;
 
 use added::{AddedSet, AddedToken, Part};
@@ -56,9 +57,8 @@ use shared::SharedTable;
 use table::{pack_at, Ids, Staged, MAX_SHORT};
 use vocab::{Merges, Units, Vocab};
 
-use super::Tokenizer;
-use crate::error::IoContext;
-use crate::{Error, Result};
+use error::IoContext;
+use stored::Store;
 
 /// The fast byte-level BPE encoder. Shared by all threads (`Sync`); each thread that encodes
 /// borrows a cache from an internal pool, so the number of caches is the peak concurrency.
@@ -128,7 +128,7 @@ impl FastBpe {
             eod,
             vocab_size: u64::from(max_id),
             source,
-            cache: CacheConfig::for_threads(crate::parallel::default_threads()),
+            cache: CacheConfig::for_threads(std::thread::available_parallelism().map_or(1, |n| n.get())),
             shared: OnceLock::new(),
             states: Mutex::new(Vec::new()),
             commit_caches: AtomicBool::new(false),
@@ -166,12 +166,12 @@ impl FastBpe {
     /// An OpenAI encoding embedded in the binary: `gpt2`, `r50k_base`, `p50k_base`,
     /// `p50k_edit`, `cl100k_base`, `o200k_base`, `o200k_harmony`.
     pub fn from_tiktoken(name: &str) -> Result<FastBpe> {
-        let enc = tiktoken::embedded(name)?;
+        let enc = encodings::embedded(name)?;
         Self::from_ranks(enc.ranks, enc.pattern, enc.specials, format!("tiktoken:{}", enc.name))
     }
 
     /// tiktoken-style mergeable ranks `(token bytes, rank = id)` with a split pattern and special
-    /// tokens, e.g. from a resolved tokenizer spec. `source` names it in [`Tokenizer::identity`].
+    /// tokens, e.g. from a resolved tokenizer spec. `source` names it in [`FastBpe::identity`].
     pub fn from_ranks(
         ranks: impl Into<TokenList>,
         pattern: Pattern,
@@ -188,9 +188,8 @@ impl FastBpe {
     /// tokens `specials` (e.g. `[("<|endoftext|>", 100257)]`; none are implied).
     pub fn from_tiktoken_file(path: &Path, pattern: Pattern, specials: Vec<(String, u32)>) -> Result<FastBpe> {
         let contents = std::fs::read(path).with_path(path)?;
-        let ranks = tiktoken::parse(&contents, path)?;
-        let vocab =
-            Vocab::new(ranks, Merges::Ranks).map_err(|e| Error::Format { path: path.to_path_buf(), msg: e.0 })?;
+        let ranks = encodings::parse(&contents, path)?;
+        let vocab = Vocab::new(ranks, Merges::Ranks).map_err(|e| Error::format(path, e.0))?;
         let source = format!("tiktoken-file:{}", path.display());
         Ok(Self::build(vocab, true, Splitter::Scanner(pattern), plain_specials(specials), source))
     }
@@ -202,8 +201,21 @@ impl FastBpe {
         Ok(Self::from_hf(hf::prepare(json)?))
     }
 
+    /// [`FastBpe::from_hf_json`] for a file whose SHA-256 is `sha256` (lowercase hex): the
+    /// vocabulary an earlier load prepared and stored in `store_dir` is read instead of the file
+    /// (`json` is then not called: a `tokenizer.json` is megabytes), and one prepared now is stored
+    /// there (see the `stored` module). The error is `json`'s.
+    pub fn from_hf_json_stored<'a, E>(
+        json: impl FnOnce() -> std::result::Result<&'a str, E>,
+        sha256: &str,
+        store_dir: &Path,
+    ) -> std::result::Result<std::result::Result<FastBpe, Unsupported>, E> {
+        let store = Store::in_dir(store_dir.to_path_buf(), sha256, "hf-json");
+        Ok(hf::load(json, store)?.map(Self::from_hf))
+    }
+
     /// The encoder of a prepared `tokenizer.json` (see [`hf::load`]).
-    pub(crate) fn from_hf(hf: hf::HfBpe) -> FastBpe {
+    fn from_hf(hf: hf::HfBpe) -> FastBpe {
         let (vocab, mut hf) = (hf.vocab, hf.pipeline);
         let mut raw_spaces = false;
         if let (Splitter::Whole, Units::Chars(_)) = (&hf.splitter, &vocab.units) {
@@ -239,8 +251,20 @@ impl FastBpe {
         Ok(Self::from_sp(sentencepiece::load(bytes, None)?, source.into()))
     }
 
+    /// [`FastBpe::from_sentencepiece`] for a file whose SHA-256 is `sha256`, with the prepared
+    /// model stored in `store_dir` (see [`FastBpe::from_hf_json_stored`]).
+    pub fn from_sentencepiece_stored(
+        bytes: &[u8],
+        source: impl Into<String>,
+        sha256: &str,
+        store_dir: &Path,
+    ) -> std::result::Result<FastBpe, Unsupported> {
+        let store = Store::in_dir(store_dir.to_path_buf(), sha256, "sp-model");
+        Ok(Self::from_sp(sentencepiece::load(bytes, store)?, source.into()))
+    }
+
     /// The encoder of a prepared SentencePiece model (see [`sentencepiece::load`]).
-    pub(crate) fn from_sp(sp: sentencepiece::SpModel, source: String) -> FastBpe {
+    fn from_sp(sp: sentencepiece::SpModel, source: String) -> FastBpe {
         let vocab = sp.vocab;
         let fuse = matches!(vocab.units, Units::Chars(vocab::Fallback::Unk { fuse: true, .. }));
         let raw_spaces = is_sentencepiece_escape(&sp.normalizer) && sp.user_defined.is_empty();
@@ -280,13 +304,13 @@ impl FastBpe {
         self
     }
 
-    /// Name the source in [`Tokenizer::identity`] (e.g. the spec the user gave).
+    /// Name the source in [`FastBpe::identity`] (e.g. the spec the user gave).
     pub fn with_source(mut self, source: impl Into<String>) -> FastBpe {
         self.source = source.into();
         self
     }
 
-    /// Report `identity` (with `"encoder": "fast_bpe"` added) from [`Tokenizer::identity`]: the
+    /// Report `identity` (with `"encoder": "fast_bpe"` added) from [`FastBpe::identity`]: the
     /// identity of the tokenizer this encoder stands in for, whose ids it reproduces.
     pub fn with_identity(mut self, identity: serde_json::Value) -> FastBpe {
         self.identity = Some(identity);
@@ -486,8 +510,8 @@ impl FastBpe {
         })
     }
 
-    /// From now on, every cache is allocated whole (see [`Tokenizer::prepare_for_long_job`]),
-    /// including those created so far.
+    /// From now on, every cache is allocated whole (for long jobs, whose memory is then the same
+    /// from their first text to their last), including those created so far.
     pub fn commit_caches(&self) {
         self.commit_caches.store(true, Ordering::Relaxed);
         // Made now if it was not: a table being made meanwhile (and that read the flag unset) is
@@ -704,40 +728,32 @@ impl<I: Iterator<Item = usize>> Cursor for Replay<I> {
     }
 }
 
-impl Tokenizer for FastBpe {
-    fn encode(&self, text: &str, out: &mut Vec<u32>) -> std::result::Result<(), String> {
-        self.encode_into(text, out);
-        Ok(())
-    }
-
-    fn encode_each(
-        &self,
-        texts: &[&str],
-        out: &mut Vec<u32>,
-        ends: &mut Vec<u64>,
-    ) -> std::result::Result<(), (usize, String)> {
+impl FastBpe {
+    /// Append the ids of each of `texts` to `out` and, after each, `out.len()` to `ends`, with
+    /// one cache borrowed for them all.
+    pub fn encode_each(&self, texts: &[&str], out: &mut Vec<u32>, ends: &mut Vec<u64>) {
         let mut state = self.take_state();
         for text in texts {
             self.encode_with_state(text, out, &mut state);
             ends.push(out.len() as u64);
         }
         self.give_state(state);
-        Ok(())
     }
 
-    fn eod_id(&self) -> Option<u32> {
+    /// The end-of-document id, if the vocabulary has one (or one was set).
+    #[inline]
+    pub fn eod_id(&self) -> Option<u32> {
         self.eod
     }
 
-    fn vocab_size(&self) -> u64 {
+    /// Number of ids: above every token, special or not.
+    #[inline]
+    pub fn vocab_size(&self) -> u64 {
         self.vocab_size
     }
 
-    fn prepare_for_long_job(&self) {
-        self.commit_caches();
-    }
-
-    fn identity(&self) -> serde_json::Value {
+    /// A JSON object identifying the encoder: what its ids depend on.
+    pub fn identity(&self) -> serde_json::Value {
         if let Some(mut id) = self.identity.clone() {
             if let Some(obj) = id.as_object_mut() {
                 obj.insert("encoder".into(), "fast_bpe".into());

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::pretok::{split, Cl100k, Cursor, Gpt2, O200k, WindowCursor};
+use crate::pretok::{pieces, Cl100k, Cursor, Gpt2, O200k, WindowCursor};
 
 /// A pre-tokenization pattern with a fast scanner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -126,9 +126,9 @@ impl Pattern {
     /// The pieces `text` splits into, exactly as the regex would split it.
     pub fn split(self, text: &str) -> Vec<&str> {
         match self.scanner() {
-            Scanners::Gpt2(s) => split(WindowCursor::new(s), text),
-            Scanners::Cl100k(s) => split(WindowCursor::new(s), text),
-            Scanners::O200k(s) => split(WindowCursor::new(s), text),
+            Scanners::Gpt2(s) => pieces(WindowCursor::new(s), text),
+            Scanners::Cl100k(s) => pieces(WindowCursor::new(s), text),
+            Scanners::O200k(s) => pieces(WindowCursor::new(s), text),
         }
     }
 }
@@ -140,11 +140,11 @@ impl fmt::Display for Pattern {
 }
 
 impl FromStr for Pattern {
-    type Err = crate::Error;
+    type Err = crate::error::Error;
 
     /// Names: `gpt2` (= `r50k`, `p50k`), `cl100k`, `cl100k_classic` (= `llama3`), `o200k`,
     /// `qwen2`, `tekken`.
-    fn from_str(s: &str) -> crate::Result<Pattern> {
+    fn from_str(s: &str) -> crate::error::Result<Pattern> {
         let s = s.trim().to_ascii_lowercase();
         let s = s.strip_suffix("_base").unwrap_or(&s);
         Ok(match s {
@@ -155,7 +155,7 @@ impl FromStr for Pattern {
             "qwen2" | "qwen" => Pattern::Qwen2,
             "tekken" => Pattern::Tekken,
             _ => {
-                return Err(crate::Error::invalid(format!(
+                return Err(crate::error::Error::invalid(format!(
                     "unknown split pattern {s:?} (expected one of: {})",
                     Pattern::NAMES
                 )))

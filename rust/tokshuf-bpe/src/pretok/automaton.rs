@@ -30,7 +30,7 @@ use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
 use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, ClassUnicode, ClassUnicodeRange, Hir, HirKind};
 
-use super::decode_multibyte;
+use super::scan::decode_multibyte;
 
 /// Why a regex has no automaton.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,7 +182,7 @@ fn alternatives(pattern: &str) -> Result<Vec<&str>, Refused> {
             }
             b'[' => {
                 class += 1;
-                i = crate::tokenize::onig::class_opening_end(b, i);
+                i = crate::onig::class_opening_end(b, i);
             }
             b']' if class > 0 => class -= 1,
             b'(' if class == 0 => depth += 1,
@@ -373,8 +373,7 @@ fn has(set: &[u64; 4], s: u8) -> bool {
 impl Automaton {
     /// Compile `pattern` (Oniguruma / `regex` syntax), or say why it cannot be.
     pub(crate) fn new(pattern: &str) -> Result<Automaton, Refused> {
-        let pattern =
-            crate::tokenize::onig::rewrite(pattern, crate::tokenize::onig::Engine::Automaton).map_err(Refused)?;
+        let pattern = crate::onig::rewrite(pattern, crate::onig::Engine::Automaton).map_err(Refused)?;
         let mut hirs = Vec::new();
         let mut aheads = Vec::new();
         for alt in alternatives(&pattern)? {

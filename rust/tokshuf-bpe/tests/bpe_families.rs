@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use tokshuf_core::tokenize::bpe::FastBpe;
+use tokshuf_bpe::FastBpe;
 
 const FAMILIES: [&str; 5] = [
     "gpt-neox-20b_tokenizer.json",

@@ -1,5 +1,5 @@
 //! tiktoken's data: the split patterns of OpenAI's encodings, their special tokens, and the rank
-//! files (`base64(token) rank` per line).
+//! files (`base64(token) rank` per line, as OpenAI publishes them and Llama 3 ships them).
 //!
 //! The binary embeds the ranks of OpenAI's encodings in a compact form (`assets/tiktoken/`,
 //! written by its `make_ranks.py`) that loads without decoding: each token's length, then the
@@ -14,8 +14,8 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-
-pub use super::bpe::{Pattern, TokenList};
+use crate::pattern::Pattern;
+use crate::vocab::TokenList;
 
 /// One of OpenAI's encodings.
 #[derive(Debug)]
@@ -38,10 +38,10 @@ pub struct KnownEncoding {
     file: &'static [u8],
 }
 
-const R50K_FILE: &[u8] = include_bytes!("../../assets/tiktoken/r50k_base.ranks");
-const P50K_FILE: &[u8] = include_bytes!("../../assets/tiktoken/p50k_base.ranks");
-const CL100K_FILE: &[u8] = include_bytes!("../../assets/tiktoken/cl100k_base.ranks");
-const O200K_FILE: &[u8] = include_bytes!("../../assets/tiktoken/o200k_base.ranks");
+const R50K_FILE: &[u8] = include_bytes!("../assets/tiktoken/r50k_base.ranks");
+const P50K_FILE: &[u8] = include_bytes!("../assets/tiktoken/p50k_base.ranks");
+const CL100K_FILE: &[u8] = include_bytes!("../assets/tiktoken/cl100k_base.ranks");
+const O200K_FILE: &[u8] = include_bytes!("../assets/tiktoken/o200k_base.ranks");
 
 const ENDOFTEXT: &str = "<|endoftext|>";
 
@@ -212,6 +212,35 @@ pub fn encoding_names() -> Vec<&'static str> {
 /// The known encoding whose rank file has this SHA-256 (p50k_edit shares p50k_base's file).
 pub fn known_by_sha256(sha256: &str) -> Option<&'static KnownEncoding> {
     KNOWN_ENCODINGS.iter().find(|e| e.sha256 == sha256)
+}
+
+/// An embedded encoding: ranks, special tokens and split pattern, as `tiktoken` defines them.
+pub struct Encoding {
+    pub name: String,
+    /// `(token bytes, rank)`; the rank is the id.
+    pub ranks: TokenList,
+    pub specials: Vec<(String, u32)>,
+    pub pattern: Pattern,
+}
+
+/// Load an encoding embedded in the binary by its tiktoken name (`cl100k_base`, ...): the
+/// ranks of tiktoken's pinned file, and the specials and pattern of [`KNOWN_ENCODINGS`].
+pub fn embedded(name: &str) -> Result<Encoding> {
+    let known = known_encoding(name).ok_or_else(|| {
+        Error::invalid(format!("unknown tiktoken encoding {name:?} (expected one of: {})", encoding_names().join(", ")))
+    })?;
+    let table = embedded_ranks(known)?;
+    Ok(Encoding {
+        name: name.to_string(),
+        ranks: table.tokens.clone(),
+        specials: known.specials(),
+        pattern: known.pattern,
+    })
+}
+
+/// Parse a `.tiktoken` file's contents.
+pub fn parse(contents: &[u8], path: &std::path::Path) -> Result<TokenList> {
+    parse_lines(contents).map_err(|msg| Error::format(path, msg))
 }
 
 /// A mergeable-rank table: tokens and their ranks, in the file's order.
@@ -438,6 +467,22 @@ mod tests {
             let e = RankTable::parse(&file(&t), "f.tiktoken").unwrap_err().to_string();
             assert!(e.contains("f.tiktoken") && e.contains(want), "{e}");
         }
+    }
+
+    #[test]
+    fn parses_lines_and_reports_errors() {
+        let p = std::path::Path::new("x.tiktoken");
+        let r = parse(b"IQ== 0\r\nIg== 1\n\n", p).unwrap();
+        assert_eq!(r, vec![(b"!".to_vec(), 0), (b"\"".to_vec(), 1)].into());
+        for bad in [&b"IQ==\n"[..], b"IQ== x\n", b"!!! 0\n", b"IQ== 0 1\n", b"\n"] {
+            assert!(parse(bad, p).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_name_lists_the_choices() {
+        let msg = embedded("cl100k").err().unwrap().to_string();
+        assert!(msg.contains("cl100k_base") && msg.contains("o200k_base"), "{msg}");
     }
 
     #[test]

@@ -6,9 +6,9 @@
 //! Qwen2's pattern is the classic one with single digits (`\p{N}` for `\p{N}{1,3}`).
 
 use super::ascii::Masks;
+use super::scan::{class_at, contraction_ci, digits_1_3, run, run_l, trailing_whitespace, whitespace_run, Scanner};
 use super::window::{contractions, digit_starts, fill_down, fill_up, near_unknown, whitespace_starts, Window};
-use super::{class_at, contraction_ci, digits_1_3, run, run_l, trailing_whitespace, whitespace_run, Scanner};
-use crate::tokenize::bpe::unicode::{CRLF, L, N, O};
+use crate::unicode::{CRLF, L, N, O};
 
 #[derive(Clone, Copy)]
 pub(crate) struct Cl100k {
@@ -121,8 +121,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::tokenize::bpe::pretok::{split, WindowCursor};
-    use crate::tokenize::bpe::Pattern;
+    use crate::pretok::{pieces, WindowCursor};
+    use crate::Pattern;
 
     const PATTERNS: [Pattern; 3] = [Pattern::Cl100k, Pattern::Cl100kClassic, Pattern::Qwen2];
 
@@ -142,8 +142,8 @@ mod tests {
         for (k, scanner) in scanners.into_iter().enumerate() {
             let expected: Vec<&str> = regex(k).find_iter(text).map(|m| m.unwrap().as_str()).collect();
             let p = PATTERNS[k];
-            assert_eq!(split(&scanner, text), expected, "scalar scanner on {text:?} ({p})");
-            assert_eq!(split(WindowCursor::new(scanner), text), expected, "window scanner on {text:?} ({p})");
+            assert_eq!(pieces(&scanner, text), expected, "scalar scanner on {text:?} ({p})");
+            assert_eq!(pieces(WindowCursor::new(scanner), text), expected, "window scanner on {text:?} ({p})");
         }
     }
 

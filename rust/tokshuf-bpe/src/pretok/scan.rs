@@ -1,26 +1,7 @@
-//! Hand-written pre-tokenizers: one scanner per split-pattern family, each reproducing its
-//! regex's leftmost-first matches exactly (alternation order, greedy runs, the backtracking of
-//! `\s+(?!\S)`, `\s*[\r\n]+` and o200k's two letter classes) without a regex engine.
-//!
-//! Every pattern here matches at every position (each character falls in some alternative), so
-//! splitting is a loop of "the match starting at `pos` ends at `next(text, pos)`". The texts are
-//! `&str`, so the bytes are valid UTF-8.
+//! What the scanners share: the traits a split pattern implements ([`Scanner`], and [`Cursor`]
+//! for one text), and the character classes and runs their alternatives are made of.
 
-mod ascii;
-mod automaton;
-mod cl100k;
-mod gpt2;
-mod o200k;
-pub(crate) mod split;
-mod window;
-
-use super::unicode::{classes, ASCII, CRLF, L, N, S};
-
-pub(crate) use automaton::Automaton;
-pub(crate) use cl100k::Cl100k;
-pub(crate) use gpt2::Gpt2;
-pub(crate) use o200k::O200k;
-pub(crate) use window::WindowCursor;
+use crate::unicode::{classes, ASCII, CRLF, L, N, S};
 
 /// A split pattern: where the match starting at `pos` (< `text.len()`) ends.
 pub(crate) trait Scanner {
@@ -74,7 +55,7 @@ pub(crate) fn class_at(t: &[u8], i: usize) -> (u8, usize) {
 /// Decode the multi-byte UTF-8 sequence starting with `b0` at `i`. The input is valid UTF-8;
 /// a truncated sequence (impossible for `&str`) decodes to U+FFFD's class rather than panicking.
 #[inline]
-fn decode_multibyte(t: &[u8], i: usize, b0: u8) -> (u32, usize) {
+pub(super) fn decode_multibyte(t: &[u8], i: usize, b0: u8) -> (u32, usize) {
     let cont = |k: usize| t.get(i + k).map_or(0, |&b| u32::from(b & 0x3f));
     if b0 < 0xe0 {
         ((u32::from(b0 & 0x1f) << 6) | cont(1), 2)
@@ -244,7 +225,7 @@ pub(crate) fn trailing_whitespace(t: &[u8], pos: usize, end: usize, last: usize)
 }
 
 /// Split `text` with `cursor` (the pieces, in order; for tests and tools).
-pub(crate) fn split<C: Cursor>(mut cursor: C, text: &str) -> Vec<&str> {
+pub(crate) fn pieces<C: Cursor>(mut cursor: C, text: &str) -> Vec<&str> {
     let t = text.as_bytes();
     let mut pieces = Vec::new();
     let mut ends = [0; 64];
