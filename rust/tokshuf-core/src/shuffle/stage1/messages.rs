@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use super::collector;
 use crate::ingest::{Pool, Problem};
 use crate::preprocess::EncodedBatch;
 use crate::read::lines::LineBatch;
@@ -39,8 +38,9 @@ pub(super) struct ChunkSpares {
 }
 
 impl ChunkSpares {
-    pub fn new(count: usize, seqlen: usize) -> ChunkSpares {
-        let tokens = collector::chunk_reserve(seqlen).saturating_mul(2);
+    /// `count` buffers of each kind, for chunks of about `chunk_tokens` tokens.
+    pub fn new(count: usize, chunk_tokens: usize) -> ChunkSpares {
+        let tokens = chunk_tokens.saturating_mul(2);
         ChunkSpares {
             tokens: Pool::new(count, tokens.saturating_mul(4)),
             // A json.gz member may exceed its tokens' bytes a little; an npy one adds a header.

@@ -73,7 +73,7 @@ pub(super) fn run(
     // Line buffers go back to the reader from the workers, token buffers to the workers from the
     // collector once it has cut their contexts.
     let spares = Spares::new(in_flight + cfg.threads, cfg.batch_bytes);
-    let chunk_spares = ChunkSpares::new(in_flight + cfg.threads, cfg.seqlen);
+    let chunk_spares = ChunkSpares::new(in_flight + cfg.threads, collector::chunk_reserve(cfg.seqlen));
     std::thread::scope(|s| -> Result<()> {
         let reader = Reader {
             cfg,
