@@ -389,6 +389,7 @@ impl FastBpe {
     }
 
     /// Append the ids of `text` to `out`.
+    #[inline]
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) {
         let mut state = self.take_state();
         self.encode_with_state(text, out, &mut state);

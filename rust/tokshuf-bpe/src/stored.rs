@@ -9,8 +9,8 @@
 //!
 //! Entries live in `<dir>/<sha256>.<code>.<kind>`, `<dir>` being the directory the caller gives
 //! (`tokshuf-core`'s is `<cache root>/tokenizers`: `$TOKSHUF_CACHE_DIR`, else
-//! `$XDG_CACHE_HOME/tokshuf`, else `~/.cache/tokshuf`), `<code>` being the build of the tokenizer code that prepares them (a
-//! fingerprint of its sources, `build.rs`): a new tokshuf never reads what an older one prepared,
+//! `$XDG_CACHE_HOME/tokshuf`, else `~/.cache/tokshuf`), `<code>` being the build of the tokenizer
+//! code that prepares them (a fingerprint of its sources, `build.rs`): a new tokshuf never reads what an older one prepared,
 //! and two installed side by side keep their own entries instead of replacing each other's.
 //! Sharing entries between processes is safe: an entry is written under a temporary name and
 //! renamed into place, so a reader sees a whole entry or none, and writers of one source write the
@@ -84,7 +84,8 @@ impl Store {
             return;
         }
         // Derived data: not synced (a power loss may leave it short, which the checks catch).
-        // Under a name of this process and call, renamed into place once whole.
+        // Under a name of this process and call, renamed into place once whole: the core's
+        // `fsutil::TempFile` does the same, and this crate does not depend on the core.
         static WRITES: AtomicU64 = AtomicU64::new(0);
         let mut name = self.path.file_name().map(|s| s.to_os_string()).unwrap_or_default();
         name.push(format!(".tmp-{}-{}", std::process::id(), WRITES.fetch_add(1, Ordering::Relaxed)));

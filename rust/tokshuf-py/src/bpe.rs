@@ -35,7 +35,8 @@ pub struct PyBpeEncoder {
 }
 
 fn wrap(inner: FastBpe, specials_in_text: bool) -> PyBpeEncoder {
-    PyBpeEncoder { inner: Arc::new(inner.with_special_tokens_in_text(specials_in_text)) }
+    let inner = tokshuf_core::tokenize::with_caches(inner).with_special_tokens_in_text(specials_in_text);
+    PyBpeEncoder { inner: Arc::new(inner) }
 }
 
 #[pymethods]

@@ -8,7 +8,7 @@ pub const WRITER_GONE: &str = "the writer is already finished or aborted";
 
 pub struct Open<T> {
     inner: Option<T>,
-    /// The error's text once it is gone (`the writer is already finished or aborted`).
+    /// The error's text once it is gone.
     gone: &'static str,
 }
 

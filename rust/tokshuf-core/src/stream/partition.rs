@@ -67,7 +67,12 @@ mod tests {
     proptest! {
         #[test]
         fn documents_are_owned_exactly_once(n_docs in 0u64..500, n_shards in 1u32..80) {
-            check_partition(n_docs, n_shards, |s| shard_docs(n_docs, n_shards, s), |d| shard_of_doc(n_docs, n_shards, d))?;
+            check_partition(
+                n_docs,
+                n_shards,
+                |s| shard_docs(n_docs, n_shards, s),
+                |d| shard_of_doc(n_docs, n_shards, d),
+            )?;
         }
 
         #[test]

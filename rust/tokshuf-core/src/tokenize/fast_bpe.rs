@@ -24,8 +24,9 @@ fn store_dir() -> PathBuf {
     crate::storage::cache_root().join("tokenizers")
 }
 
-/// The caches sized for the thread count jobs use (`TOKSHUF_NUM_THREADS`).
-fn with_caches(fast: FastBpe) -> FastBpe {
+/// The caches sized for the thread count jobs use (`TOKSHUF_NUM_THREADS`): the engine alone
+/// sizes them for the machine's cores, which `encode_batch(num_threads=N)` may exceed.
+pub fn with_caches(fast: FastBpe) -> FastBpe {
     fast.with_cache(tokshuf_bpe::CacheConfig::for_threads(crate::parallel::default_threads()))
 }
 

@@ -24,6 +24,7 @@ pub use tokshuf_bpe as bpe;
 pub use batch::{encode_many, EncodedTexts};
 pub use bpe::FastBpe;
 pub use byte::ByteTokenizer;
+pub use fast_bpe::with_caches;
 pub use hf::HfTokenizer;
 pub use load::{build, from_spec, from_spec_with_specials, with_special_tokens};
 pub use model::{resolve, BpeModel, HfModel, JsonText, SentencePieceModel, TokenizerModel};
