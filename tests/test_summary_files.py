@@ -15,6 +15,7 @@ from shuffle_helpers import open_lm_samples, random_docs, read_manifest, write_c
 import tokshuf
 from tokshuf import IndexedDatasetWriter
 from tokshuf._inspect.shards import inspect_shards
+from tokshuf._summary_file import write_summary
 from tokshuf.cli import main
 
 SEQLEN = 17
@@ -98,6 +99,18 @@ def test_merge_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert main(["merge", "--input", str(tmp_path / "a"), "--output-prefix", str(tmp_path / "n"),
                  "--summary", "none", "--quiet"]) == 0  # fmt: skip
     assert not (tmp_path / "n_summary.json").exists()
+
+
+def test_merge_summary_file_is_the_returned_summary_byte_for_byte(tmp_path: Path) -> None:
+    # A local merge summary was written from a JSON object whose keys sort, while the one written
+    # to a store followed the returned dict: the same run gave two files.
+    _indexed(tmp_path / "a", [3, 5, 1])
+    result = tokshuf.merge([tmp_path / "a"], tmp_path / "m", summary=True)
+    text = (tmp_path / "m_summary.json").read_text()
+    assert list(json.loads(text)) == list(result)
+    assert list(result) == ["documents", "sequences", "tokens", "bin_bytes", "idx_bytes"]
+    write_summary(result, tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_text() == text
 
 
 def test_merge_parts_summary_flag(

@@ -50,14 +50,8 @@ pub fn merge(prefixes: &[PathBuf], output: &Path, summary: Option<&Path>) -> Res
     let identity = record::listing_identity(&merge_inputs(prefixes))?;
     let (written, mut staged) = merge_staged(prefixes, output)?;
     if let Some(path) = summary {
-        let counts = serde_json::json!({
-            "documents": written.documents,
-            "sequences": written.sequences,
-            "tokens": written.tokens,
-            "bin_bytes": written.bin_bytes,
-            "idx_bytes": written.idx_bytes,
-        });
-        staged.add_index_bytes(path, &crate::fsutil::json_file_bytes(&counts)?)?;
+        // The counts in the order `merge` returns them, wherever the file is written.
+        staged.add_index_bytes(path, &crate::fsutil::json_file_bytes(&written)?)?;
     }
     staged.set_record(RecordSpec {
         path: record,
