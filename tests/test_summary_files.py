@@ -17,6 +17,7 @@ from tokshuf import IndexedDatasetWriter
 from tokshuf._inspect.shards import inspect_shards
 from tokshuf._summary_file import write_summary
 from tokshuf.cli import main
+from tokshuf.olmo_tokens import from_indexed
 
 SEQLEN = 17
 
@@ -147,8 +148,6 @@ def test_python_merge_and_convert_write_summaries_as_the_cli_does(tmp_path: Path
     tokshuf.merge([tmp_path / "a"], tmp_path / "n", summary=False)
     assert not (tmp_path / "n_summary.json").exists()
 
-    from tokshuf.olmo_tokens import from_indexed
-
     spans = from_indexed(tmp_path / "m", tmp_path / "t.npy")
     assert spans.tolist() == [[0, 3], [3, 8], [8, 9], [9, 13], [13, 17]]
     expected = {"output": str(tmp_path / "t.npy"), "documents": 5, "tokens": 17}
@@ -164,8 +163,6 @@ def test_python_merge_and_convert_write_summaries_as_the_cli_does(tmp_path: Path
 def test_a_bad_summary_argument_is_a_config_error(corpus: list[Path], tmp_path: Path, bad: Any) -> None:
     """Not True, False or a path: a ConfigError naming ``summary`` and the valid choices, before
     any output is written (shuffle's comes after its run)."""
-    from tokshuf.olmo_tokens import from_indexed
-
     _indexed(tmp_path / "a", [3, 5, 1])
     parts = tmp_path / "p" / "ds"
     for i in range(2):
@@ -241,3 +238,13 @@ def test_write_summary_masks_credentials_and_replaces_atomically(tmp_path: Path)
         write_summary({"x": object()}, target)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "s.json"]
     assert json.loads(target.read_text()) == expected
+
+
+def test_token_file_summary_lists_output_documents_tokens_wherever_written(tmp_path: Path) -> None:
+    # Written locally from a JSON object whose keys sort (documents, output, tokens), and to a
+    # store from Python's dict (output, documents, tokens): one summary, two files.
+    _indexed(tmp_path / "a", [3, 5, 1])
+    from_indexed(tmp_path / "a", tmp_path / "t.npy", summary=True)
+    written = json.loads((tmp_path / "t_summary.json").read_text())
+    assert list(written) == ["output", "documents", "tokens"]
+    assert (written["documents"], written["tokens"]) == (3, 9)

@@ -117,7 +117,14 @@ pub fn convert_indexed(
         staged.add_index(tmp, sum);
     }
     if let Some(path) = also.summary {
-        let summary = serde_json::json!({"output": out, "documents": spans.len(), "tokens": total});
+        // In this order wherever the file is written (Python writes the same one to a store).
+        #[derive(serde::Serialize)]
+        struct Written<'a> {
+            output: &'a Path,
+            documents: usize,
+            tokens: u64,
+        }
+        let summary = Written { output: out, documents: spans.len(), tokens: total };
         staged.add_index_bytes(path, &crate::fsutil::json_file_bytes(&summary)?)?;
     }
     if let Some(record) = also.record {
