@@ -227,37 +227,64 @@ impl Ids for Vec<u32> {
     }
 }
 
-/// Ids gathered on the stack and appended to `out` in one copy: its count is a local of the
-/// encoding loop, where a `Vec`'s length and capacity are reloaded from memory after every lookup
-/// (each reads the shared table with an acquire load, which the compiler may not move them across).
+/// Ids written straight into `out`'s spare room, with the write position, the end of the room
+/// and the buffer's address kept in the encoding loop's registers: a `Vec`'s length and capacity
+/// are reloaded from memory after every lookup (each reads the shared table with an acquire load,
+/// which the compiler may not move them across), and gathering the ids on the stack first cost a
+/// copy of every id. `out`'s own length is brought up to date by [`Ids::vec`].
 pub(crate) struct Staged<'a> {
-    ids: [u32; Staged::ROOM],
-    len: usize,
     out: &'a mut Vec<u32>,
+    ptr: *mut u32,
+    len: usize,
+    /// The room's end; 0 after [`Ids::vec`] handed `out` over, which makes the next push take
+    /// the position from `out` again.
+    cap: usize,
 }
 
 impl<'a> Staged<'a> {
+    /// Room taken at a time.
     const ROOM: usize = 192;
 
     pub fn new(out: &'a mut Vec<u32>) -> Self {
-        Staged { ids: [0; Self::ROOM], len: 0, out }
+        let ptr = out.as_mut_ptr();
+        Staged { out, ptr, len: 0, cap: 0 }
+    }
+
+    /// Bring `out` up to date, make room for [`Staged::ROOM`] more ids, and take its position.
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self) {
+        self.sync();
+        self.out.reserve(Self::ROOM);
+        (self.ptr, self.len, self.cap) = (self.out.as_mut_ptr(), self.out.len(), self.out.capacity());
+    }
+
+    #[inline(always)]
+    fn sync(&mut self) {
+        if self.cap != 0 {
+            // SAFETY: the ids up to `len` were written by `push3` within `out`'s capacity.
+            unsafe { self.out.set_len(self.len) };
+        }
+        self.cap = 0;
     }
 }
 
 impl Ids for Staged<'_> {
     #[inline(always)]
     fn push3(&mut self, ids: [u32; 3], n: usize) {
-        if self.len > Self::ROOM - 3 {
-            self.vec();
+        debug_assert!(n <= 3);
+        if self.len + 3 > self.cap {
+            self.refill();
         }
-        self.ids[self.len..self.len + 3].copy_from_slice(&ids);
-        self.len += n;
+        // SAFETY: `refill` left room for at least 3 more ids past `len` (`ptr`, `len` and `cap`
+        // are `out`'s since); only the first `n` become part of it.
+        unsafe { self.ptr.add(self.len).cast::<[u32; 3]>().write_unaligned(ids) };
+        self.len += n.min(3);
     }
 
     #[inline(always)]
     fn vec(&mut self) -> &mut Vec<u32> {
-        self.out.extend_from_slice(&self.ids[..self.len]);
-        self.len = 0;
+        self.sync();
         self.out
     }
 }
