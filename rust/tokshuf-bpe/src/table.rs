@@ -197,11 +197,11 @@ pub(crate) fn commit_vec<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
     }
 }
 
-/// Where a table appends the ids it finds: the output, or a [`Staged`] buffer in front of it.
+/// Where a table appends the ids it finds: the output, or a [`Staged`] writer into it.
 pub(crate) trait Ids {
     /// Append the first `n` (≤ 3) of `ids`.
     fn push3(&mut self, ids: [u32; 3], n: usize);
-    /// The output, with everything gathered before appended to it.
+    /// The output, with everything pushed before part of it.
     fn vec(&mut self) -> &mut Vec<u32>;
 }
 
