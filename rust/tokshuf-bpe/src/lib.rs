@@ -633,7 +633,7 @@ impl FastBpe {
             }
             hits += (n - not_hits) as u64;
         }
-        staged.vec();
+        drop(staged);
         state.stats.hits += hits;
     }
 

@@ -231,7 +231,7 @@ impl Ids for Vec<u32> {
 /// and the buffer's address kept in the encoding loop's registers: a `Vec`'s length and capacity
 /// are reloaded from memory after every lookup (each reads the shared table with an acquire load,
 /// which the compiler may not move them across), and gathering the ids on the stack first cost a
-/// copy of every id. `out`'s own length is brought up to date by [`Ids::vec`].
+/// copy of every id. `out`'s own length is brought up to date by [`Ids::vec`] and on drop.
 pub(crate) struct Staged<'a> {
     out: &'a mut Vec<u32>,
     ptr: *mut u32,
@@ -266,6 +266,13 @@ impl<'a> Staged<'a> {
             unsafe { self.out.set_len(self.len) };
         }
         self.cap = 0;
+    }
+}
+
+/// What was pushed stays in `out` however the writer goes away, an early return included.
+impl Drop for Staged<'_> {
+    fn drop(&mut self) {
+        self.sync();
     }
 }
 
@@ -610,7 +617,7 @@ mod tests {
                 expected.extend_from_slice(&[1, 2, 3, 4, 5]);
             }
         }
-        staged.vec();
+        drop(staged);
         assert_eq!(out, expected);
     }
 
