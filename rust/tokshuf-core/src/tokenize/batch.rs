@@ -31,8 +31,9 @@ pub struct EncodedTexts {
 const PARALLEL_MIN_BYTES: usize = 64 << 10;
 /// A grain: consecutive texts of about this many bytes (a text longer than this is a grain).
 const GRAIN_BYTES: usize = 32 << 10;
-/// A worker's buffer larger than this after a call is freed rather than kept for the next.
-const KEEP_IDS: usize = 16 << 20;
+/// Ids of room kept between calls, all workers' buffers together (32 MiB): enough for batches of
+/// thousands of documents, and a bound on what one huge call leaves behind.
+const KEEP_IDS: usize = 8 << 20;
 
 /// One worker's output: the ids of the grains it encoded, one after the other, and the number of
 /// ids in `ids` after each of their texts.
@@ -142,9 +143,14 @@ pub fn encode_many<S: AsRef<str> + Sync>(
             Ok(gather(&pool, &outputs, &placed, &bounds, threads))
         }
     };
-    outputs.retain(|o| o.ids.capacity() <= KEEP_IDS);
     if let Ok(mut kept) = OUTPUTS.try_lock() {
-        kept.extend(outputs);
+        let mut room: usize = kept.iter().map(|o| o.ids.capacity()).sum();
+        for o in outputs {
+            room += o.ids.capacity();
+            if room <= KEEP_IDS {
+                kept.push(o);
+            }
+        }
     }
     result
 }
