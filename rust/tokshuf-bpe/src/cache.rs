@@ -118,7 +118,13 @@ pub(crate) fn seeded_table(cfg: &CacheConfig, seed: &[(u128, u32)]) -> SharedTab
     // At most half of the slots seeded, so there is always a quarter to learn.
     let table = SharedTable::new(cfg.short_slots.max(seed.len() * 2), cfg.short_arena_ids);
     let mut reserved = Reserved::default();
-    for &(key, id) in seed {
+    // The slots are random lines of a table of tens of megabytes: each is asked for a few
+    // inserts ahead, so that their misses overlap.
+    const AHEAD: usize = 16;
+    for (i, &(key, id)) in seed.iter().enumerate() {
+        if let Some(&(next, _)) = seed.get(i + AHEAD) {
+            table.prefetch_hashed(crate::table::hash(next));
+        }
         table.insert_reserved(key, &[id], &mut reserved);
     }
     table.give_back(reserved);
