@@ -40,4 +40,4 @@ pub use config::{
 pub use contexts::{context_id, Cutter, SpecialIds};
 pub use encode::{json_list, Encoder, MemberFormat};
 pub use summary::Summary;
-pub use tasks::{run_step, shuffle, Step};
+pub use tasks::{shuffle, Step};

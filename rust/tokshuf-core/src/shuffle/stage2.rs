@@ -62,8 +62,7 @@ fn cell_counts(runs: &[Run], cells: u32) -> Vec<u64> {
 /// The size and checksum of each shard written, by number.
 pub(super) type ShardSums = BTreeMap<u64, Sum>;
 
-/// Called with `(n, sums)` as shards are committed: shards before `n` are complete, `sums` holds
-/// those written by this call. (Throttled: a rerun writes identical shards from an older `n`.)
+/// Records `(n, sums)`: shards before `n` are complete, `sums` holds those this call wrote.
 pub(super) type SaveProgress<'a> = &'a (dyn Fn(u64, &ShardSums) -> Result<()> + Sync);
 
 /// Write shards `range` from the cells of `runs` (which hold `counts`' contexts); returns the

@@ -1,13 +1,12 @@
 //! The resume state kept in the local-cell directory, and the directory's ownership rules.
 //!
-//! A local-cell dir holds, at its top, only `tasks/` (see `tasks.rs`), the staging dir `output/`
-//! of an output in an object store, and the lock. Each `cells` task's directory in `tasks/` has
-//! its `state.json`, rewritten atomically at every checkpoint (after a run is renamed into
-//! place). It names the command that owns the directory (the fingerprint), so a rerun of the
-//! same command resumes and any other command is refused rather than mixed in. Everything a
-//! rerun needs to continue is here or derivable from content positions; anything on disk that the
-//! state does not account for (a temporary file, a run renamed just before a kill) is removed on
-//! resume.
+//! The top of a local-cell dir holds `tasks/` (see `tasks.rs`), the staging dir `output/` and the
+//! lock. Each `cells` task's directory has its `state.json`, rewritten atomically at every
+//! checkpoint (after a run is renamed into place). It names the command that owns the directory
+//! (the fingerprint), so a rerun of the same command resumes and any other command is refused
+//! rather than mixed in. Everything a rerun needs to continue is here or derivable from content
+//! positions; anything on disk that the state does not account for (a temporary file, a run
+//! renamed just before a kill) is removed on resume.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
@@ -197,10 +196,6 @@ pub const TASKS_DIR: &str = "tasks";
 /// and the lock: another program's files, or a one-node run of an earlier tokshuf, which kept its
 /// cells and `state.json` there.
 pub fn check_top(dir: &Path) -> Result<()> {
-    if !dir.is_dir() {
-        return Ok(());
-    }
-    crate::fsutil::remove_dead_temporaries_in(dir);
     if dir.join(STATE_FILE).exists() {
         return Err(Error::invalid(format!(
             "the local-cell dir {d} was written by an earlier tokshuf, which kept a one-node run's cells and \
@@ -209,25 +204,10 @@ pub fn check_top(dir: &Path) -> Result<()> {
             d = dir.display()
         )));
     }
-    let foreign: Vec<String> = std::fs::read_dir(dir)
-        .with_path(dir)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| ![LOCK_FILE, STAGING_DIR, TASKS_DIR].contains(&n.as_str()))
-        .collect();
-    if !foreign.is_empty() {
-        return Err(not_ours(dir, &foreign));
+    if dir.is_dir() {
+        load(dir, &Value::Null)?;
     }
     Ok(())
-}
-
-fn not_ours(dir: &Path, found: &[String]) -> Error {
-    Error::invalid(format!(
-        "the local-cell dir {} is not empty and holds no tokshuf shuffle state (found {:?}); use an empty or \
-         new directory",
-        dir.display(),
-        &found[..found.len().min(3)]
-    ))
 }
 
 /// The state the directory holds for `fingerprint`: `None` for an empty (or new) directory,
@@ -264,10 +244,15 @@ pub fn load(dir: &Path, fingerprint: &Value) -> Result<Option<State>> {
                 .with_path(dir)?
                 .filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n != LOCK_FILE && n != STAGING_DIR)
+                .filter(|n| ![LOCK_FILE, STAGING_DIR, TASKS_DIR].contains(&n.as_str()))
                 .collect();
             if !foreign.is_empty() {
-                return Err(not_ours(dir, &foreign));
+                return Err(Error::invalid(format!(
+                    "the local-cell dir {} is not empty and holds no tokshuf shuffle state (found {:?}); use an \
+                     empty or new directory",
+                    dir.display(),
+                    &foreign[..foreign.len().min(3)]
+                )));
             }
             Ok(None)
         }
@@ -367,22 +352,6 @@ mod tests {
             std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         left.sort();
         assert_eq!(left, ["run_00000000.cells", "run_00000001.cells"]);
-    }
-
-    #[test]
-    fn the_top_holds_only_the_steps() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        std::fs::create_dir_all(d.join(TASKS_DIR)).unwrap();
-        std::fs::write(d.join(LOCK_FILE), b"").unwrap();
-        check_top(d).unwrap();
-        // The layout of a one-node run before the tasks: refused, naming the directory to delete.
-        std::fs::write(d.join(STATE_FILE), b"{}").unwrap();
-        let e = check_top(d).unwrap_err().to_string();
-        assert!(e.contains("earlier tokshuf") && e.contains(&format!("delete {}", d.display())), "{e}");
-        std::fs::remove_file(d.join(STATE_FILE)).unwrap();
-        std::fs::write(d.join("notes.txt"), b"").unwrap();
-        assert!(check_top(d).unwrap_err().to_string().contains("not empty"));
     }
 
     #[test]

@@ -1,7 +1,6 @@
-//! The one orchestrator of `tokshuf shuffle`. A shuffle runs as steps, and the one-node run
-//! ([`shuffle`]) is the staged run with one task: `cells 0/1`, `shards 0/1`, `manifest`, in one
-//! process ([`run_step`] runs one step, for a scheduler). The output is the same, byte for byte,
-//! for any numbers of tasks:
+//! The one orchestrator of `tokshuf shuffle`: a shuffle runs as steps, and the one-node run is
+//! the staged run with one task (`cells 0/1`, `shards 0/1`, `manifest`) in one process. The
+//! output is the same, byte for byte, for any numbers of tasks:
 //!
 //! 1. `cells` task `i` of `N` runs stage 1 ([`stage1`], or [`samples`] with `--shuffle-only`)
 //!    over its slice of the inputs ([`Task::slice`]) into its own directory
@@ -9,20 +8,17 @@
 //!    keeps the id of its file's place in the whole listing, so the cell it goes to and its place
 //!    in the cell do not depend on the slicing.
 //! 2. `shards` task `j` of `M` reads the cells of every `cells` task and writes its share of the
-//!    shards, `j*S/M .. (j+1)*S/M` of `S`; shard positions follow from the cells' counts alone.
-//!    It records the shards it has written (`tasks/shards-part-JJJJJ-of-MMMMM.json`, with their
-//!    sizes and checksums): a rerun goes on from the first shard not recorded there.
+//!    shards, `j*S/M .. (j+1)*S/M` of `S` (positions follow from the cells' counts alone), and
+//!    records them in `tasks/shards-part-JJJJJ-of-MMMMM.json`: a rerun goes on from there.
 //! 3. `manifest` checks that every shard is there, writes `manifest.jsonl`, the summary and the
-//!    output's record, records the run as complete (`tasks/manifest.json`, with its summary) and
-//!    removes the cells. Any step of a complete run answers with that summary (`already_complete`),
-//!    once it has checked that the output is still there.
+//!    output's record, records the run as complete (`tasks/manifest.json`) and removes the cells.
+//!    Any step of a complete run answers with its summary (`already_complete`).
 //!
-//! `{local_cell_dir}` must be shared by the tasks (a shared filesystem). An output in an object
-//! store is written in `{local_cell_dir}/output` first: each shards task uploads its shards and the
-//! manifest step the manifest, last; the one-node run uploads the whole set once it is complete.
+//! `{local_cell_dir}` must be shared by the tasks. An output in an object store is written in
+//! `{local_cell_dir}/output` first, then uploaded: each shards task its shards and the manifest
+//! step the manifest, last; the one-node run the whole set once it is complete.
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -54,35 +50,31 @@ pub enum Step {
 }
 
 impl Step {
-    /// `stage` is `cells` (or `1`), `shards` (or `2`) or `manifest`; `task` is `i/N` or `auto`
-    /// (needed by the first two).
-    pub fn parse(stage: &str, task: Option<&str>) -> Result<Step> {
-        let task = || -> Result<Task> {
+    /// `stage` is `cells` (or `1`), `shards` (or `2`), `manifest` or none (the whole run); `task`
+    /// is `i/N` or `auto` (needed by the first two, refused without a stage).
+    pub fn parse(stage: Option<&str>, task: Option<&str>) -> Result<Option<Step>> {
+        let needed = |stage: &str| -> Result<Task> {
             task.ok_or_else(|| Error::invalid(format!("the {stage} stage runs as tasks: give the task (i/N or auto)")))?
                 .parse()
         };
         match stage {
-            "cells" | "1" => Ok(Step::Cells(task()?)),
-            "shards" | "2" => Ok(Step::Shards(task()?)),
-            "manifest" => Ok(Step::Manifest),
-            _ => Err(Error::invalid(format!("unknown stage {stage:?}: cells (1), shards (2) or manifest"))),
+            None if task.is_some() => Err(Error::invalid("a task needs its stage (cells, shards or manifest)")),
+            None => Ok(None),
+            Some(s @ ("cells" | "1")) => Ok(Some(Step::Cells(needed(s)?))),
+            Some(s @ ("shards" | "2")) => Ok(Some(Step::Shards(needed(s)?))),
+            Some("manifest") => Ok(Some(Step::Manifest)),
+            Some(s) => Err(Error::invalid(format!("unknown stage {s:?}: cells (1), shards (2) or manifest"))),
         }
     }
 }
 
-impl FromStr for Step {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Step> {
-        Step::parse(s, None)
-    }
-}
-
-
 /// The record of a complete run in `tasks/`: its fingerprint and its summary.
 const DONE: &str = "manifest.json";
 
-/// Run (or resume) a whole shuffle in this process: the steps `cells 0/1`, `shards 0/1` and
-/// `manifest`. `tokenizer` is required unless `cfg.shuffle_only`; `warnings` (from
+/// Run (or resume) one step of a shuffle cut into tasks, or, without `step`, the whole shuffle
+/// in this process: the steps `cells 0/1`, `shards 0/1` and `manifest`. Returns the step's
+/// summary (the whole run's for `manifest`, the one-node run and any step of a complete run).
+/// `tokenizer` is required unless `cfg.shuffle_only`; `warnings` (from
 /// [`resolve_special`](super::resolve_special)) are passed through to the summary. Progress is
 /// drawn on stderr as `cfg.progress` says, one bar (or series of JSON lines) per stage.
 ///
@@ -92,94 +84,16 @@ const DONE: &str = "manifest.json";
 pub fn shuffle(
     cfg: &ShuffleConfig,
     tokenizer: Option<Arc<dyn Tokenizer>>,
+    step: Option<Step>,
     warnings: Vec<String>,
     cancel: &Cancel,
 ) -> Result<Summary> {
     let started = Instant::now();
     let run = Shuffle::new(cfg, tokenizer, warnings, cancel)?;
-    let _lock = DirLock::acquire(&cfg.local_cell_dir)?;
-    let one = Task::new(0, 1)?;
-    // (A directory of another command is refused here, naming what differs.)
-    let cells = run.cells_dir(one);
-    let resumed = cells.is_dir() && state::load(&cells, &run.cells_fingerprint(one))?.is_some();
-    let (id, inputs) = (&run.id, &run.fp["inputs"]);
-    let committed = match &run.target {
-        Some(target) => output::claim_remote(target, id, inputs, !resumed)?,
-        None => false,
-    };
-    let mut summary = match run.complete(started)? {
-        Some(done) => done,
-        None => {
-            if !resumed {
-                output::check_output_is_free(&run.local.output)?;
-            }
-            output::claim_local(&run.local.output, id, inputs, !resumed)?;
-            let t1 = Instant::now();
-            run.cells(one)?;
-            let stage1_seconds = t1.elapsed().as_secs_f64();
-            let t2 = Instant::now();
-            run.shards(one)?;
-            let stage2_seconds = t2.elapsed().as_secs_f64();
-            run.manifest(|s| {
-                s.resumed = resumed;
-                s.stage1_seconds = stage1_seconds;
-                s.stage2_seconds = stage2_seconds;
-                s.seconds = started.elapsed().as_secs_f64();
-            })?
-        }
-    };
-    if let Some(target) = &run.target {
-        summary.output = cfg.output.clone();
-        summary.manifest = crate::storage::as_path(&target.child("manifest.jsonl"));
-        if !committed {
-            let members = local_members(&run.local.output)?;
-            output::publish(target, id, inputs, members, summary_bytes(cfg, &summary)?, false, cancel)?;
-        }
+    match step {
+        Some(step) => run.step(step, started),
+        None => run.one_node(started),
     }
-    Ok(summary)
-}
-
-/// Run one step of a shuffle cut into tasks; returns its summary (the whole run's for
-/// `manifest`, and for any step of a complete run).
-pub fn run_step(
-    cfg: &ShuffleConfig,
-    tokenizer: Option<Arc<dyn Tokenizer>>,
-    step: Step,
-    warnings: Vec<String>,
-    cancel: &Cancel,
-) -> Result<Summary> {
-    let started = Instant::now();
-    let run = Shuffle::new(cfg, tokenizer, warnings, cancel)?;
-    let mut summary = match (run.complete(started)?, step) {
-        (Some(done), _) => done,
-        (None, Step::Cells(task)) => {
-            let (state, files) = run.cells(task)?;
-            let mut s = run.summary(&state.counts, 0, Path::new(""), false);
-            s.files = files as u64;
-            s
-        }
-        (None, Step::Shards(task)) => {
-            let counts = run.shards(task)?;
-            run.summary(&counts, run.shard_count(&counts), Path::new(""), true)
-        }
-        (None, Step::Manifest) => run.manifest(|s| {
-            s.task = Some(describe(step, s.shards));
-            s.seconds = started.elapsed().as_secs_f64();
-        })?,
-    };
-    summary.task = Some(describe(step, summary.shards));
-    if !matches!(step, Step::Manifest) {
-        // (The manifest step's summary was written with its time.)
-        summary.seconds = started.elapsed().as_secs_f64();
-    }
-    if let Some(target) = &run.target {
-        if !matches!(step, Step::Cells(_)) {
-            output::claim_remote(target, &run.id, &run.fp["inputs"], true)?;
-        }
-        summary.output = cfg.output.clone();
-        run.upload(target, &mut summary, step)?;
-    }
-    Ok(summary)
 }
 
 /// What a step covered, for its summary.
@@ -200,16 +114,14 @@ fn share(shards: u64, task: Task) -> (u64, u64) {
     (at(task.index), at(task.index + 1))
 }
 
-/// One shuffle command, as every step sees it.
+/// One shuffle command, as every step sees it: `local` is `cfg` with the output where it is
+/// written (the staging dir of an output in a store, `target`); `fp` is what the local-cell dir
+/// belongs to and `id` the run that the output's record names.
 struct Shuffle<'a> {
-    /// The command's configuration.
     cfg: &'a ShuffleConfig,
-    /// Where its output is written: the command's, or the staging dir of an output in a store.
     local: ShuffleConfig,
-    /// The output in a store.
     target: Option<Remote>,
     tokenizer: Option<Arc<dyn Tokenizer>>,
-    /// What the local-cell dir belongs to, and the run that the output's record names.
     fp: Value,
     id: Value,
     warnings: Vec<String>,
@@ -234,6 +146,85 @@ impl<'a> Shuffle<'a> {
         let fp = state::fingerprint(&local, tokenizer.as_deref())?;
         let id = output::run_id(&fp);
         Ok(Self { cfg, local, target, tokenizer, fp, id, warnings, cancel })
+    }
+
+    /// The whole run in this process, each step as one task.
+    fn one_node(&self, started: Instant) -> Result<Summary> {
+        let _lock = DirLock::acquire(&self.cfg.local_cell_dir)?;
+        let one = Task::new(0, 1)?;
+        // (A directory of another command is refused here, naming what differs.)
+        let cells = self.cells_dir(one);
+        let resumed = cells.is_dir() && state::load(&cells, &self.cells_fingerprint(one))?.is_some();
+        let (id, inputs) = (&self.id, &self.fp["inputs"]);
+        let committed = match &self.target {
+            Some(target) => output::claim_remote(target, id, inputs, !resumed)?,
+            None => false,
+        };
+        let mut summary = match self.complete(started)? {
+            Some(done) => done,
+            None => {
+                if !resumed {
+                    output::check_output_is_free(&self.local.output)?;
+                }
+                output::claim_local(&self.local.output, id, inputs, !resumed)?;
+                let t1 = Instant::now();
+                self.cells(one)?;
+                let stage1_seconds = t1.elapsed().as_secs_f64();
+                let t2 = Instant::now();
+                self.shards(one)?;
+                let stage2_seconds = t2.elapsed().as_secs_f64();
+                self.manifest(|s| {
+                    s.resumed = resumed;
+                    s.stage1_seconds = stage1_seconds;
+                    s.stage2_seconds = stage2_seconds;
+                    s.seconds = started.elapsed().as_secs_f64();
+                })?
+            }
+        };
+        if let Some(target) = &self.target {
+            summary.output = self.cfg.output.clone();
+            summary.manifest = crate::storage::as_path(&target.child("manifest.jsonl"));
+            if !committed {
+                let members = local_members(&self.local.output)?;
+                let file = summary_bytes(self.cfg, &summary)?;
+                output::publish(target, id, inputs, members, file, false, self.cancel)?;
+            }
+        }
+        Ok(summary)
+    }
+
+    /// One step, for a scheduler.
+    fn step(&self, step: Step, started: Instant) -> Result<Summary> {
+        let mut summary = match (self.complete(started)?, step) {
+            (Some(done), _) => done,
+            (None, Step::Cells(task)) => {
+                let (state, files) = self.cells(task)?;
+                let mut s = self.summary(&state.counts, 0, Path::new(""), false);
+                s.files = files as u64;
+                s
+            }
+            (None, Step::Shards(task)) => {
+                let counts = self.shards(task)?;
+                self.summary(&counts, self.shard_count(&counts), Path::new(""), true)
+            }
+            (None, Step::Manifest) => self.manifest(|s| {
+                s.task = Some(describe(step, s.shards));
+                s.seconds = started.elapsed().as_secs_f64();
+            })?,
+        };
+        summary.task = Some(describe(step, summary.shards));
+        if !matches!(step, Step::Manifest) {
+            // (The manifest step's summary was written with its time.)
+            summary.seconds = started.elapsed().as_secs_f64();
+        }
+        if let Some(target) = &self.target {
+            if !matches!(step, Step::Cells(_)) {
+                output::claim_remote(target, &self.id, &self.fp["inputs"], true)?;
+            }
+            summary.output = self.cfg.output.clone();
+            self.upload(target, &mut summary, step)?;
+        }
+        Ok(summary)
     }
 
     fn tasks_dir(&self) -> PathBuf {
@@ -272,18 +263,9 @@ impl<'a> Shuffle<'a> {
     /// The summary of the run if the `manifest` step has completed it, once its output is checked
     /// to be there (and any cells a killed cleanup left are removed).
     fn complete(&self, started: Instant) -> Result<Option<Summary>> {
-        let path = self.tasks_dir().join(DONE);
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(&path, e)),
-        };
-        let unreadable = |e: serde_json::Error| Error::format(&path, format!("unreadable record of a complete run ({e})"));
-        let mut done: Value = serde_json::from_slice(&bytes).map_err(unreadable)?;
-        if done["fingerprint"] != self.fp {
-            return Ok(None);
-        }
-        let mut summary: Summary = serde_json::from_value(done["summary"].take()).map_err(unreadable)?;
+        let done = std::fs::read(self.tasks_dir().join(DONE)).ok().and_then(|b| serde_json::from_slice(&b).ok());
+        let Some(mut done) = done.filter(|d: &Value| d["fingerprint"] == self.fp) else { return Ok(None) };
+        let Ok(mut summary) = serde_json::from_value::<Summary>(done["summary"].take()) else { return Ok(None) };
         let out = &self.local.output;
         let missing = std::iter::once(out.join("manifest.jsonl"))
             .chain((0..summary.shards).map(|s| shard_path(out, s)))
@@ -381,11 +363,8 @@ impl<'a> Shuffle<'a> {
         }
         let root = self.tasks_dir();
         let mut sums = ShardSums::new();
-        for entry in std::fs::read_dir(&root).with_path(&root)? {
-            let name = entry.with_path(&root)?.file_name().to_string_lossy().into_owned();
-            if name.starts_with("shards-part-") && name.ends_with(".json") {
-                sums.extend(read_sums(&root.join(name), &self.id)?);
-            }
+        for name in self.listed("shards-part-")? {
+            sums.extend(read_sums(&root.join(name), &self.id)?);
         }
         let owner = (&self.id, &self.fp["inputs"]);
         let summary = output::finish(&self.local, owner, (shards, counts.contexts), &sums, |manifest| {
@@ -407,30 +386,23 @@ impl<'a> Shuffle<'a> {
         output::claim_local(&self.local.output, &self.id, &self.fp["inputs"], true).map(drop)
     }
 
-    /// The `cells` tasks' directories.
-    fn cells_dirs(&self) -> Result<Vec<(String, PathBuf)>> {
+    /// The names in `tasks/` that start with `prefix`.
+    fn listed(&self, prefix: &str) -> Result<Vec<String>> {
         let root = self.tasks_dir();
-        let mut dirs = Vec::new();
-        for entry in std::fs::read_dir(&root).with_path(&root)? {
-            let name = entry.with_path(&root)?.file_name().to_string_lossy().into_owned();
-            if name.starts_with("cells-part-") {
-                dirs.push((name.clone(), root.join(name)));
-            }
-        }
-        Ok(dirs)
+        let names = std::fs::read_dir(&root).with_path(&root)?.filter_map(|e| e.ok());
+        Ok(names.map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(prefix)).collect())
     }
 
     /// The cells of a complete run are no longer needed.
     fn remove_cells(&self) -> Result<()> {
-        self.cells_dirs()?.iter().try_for_each(|(_, dir)| clean_leftovers(dir, 0))
+        self.listed("cells-part-")?.iter().try_for_each(|name| clean_leftovers(&self.tasks_dir().join(name), 0))
     }
 
     /// The cells of every `cells` task: their counts summed, and their runs in task order.
     /// Refuses a missing or unfinished task, and one made by another command.
     fn all_cells(&self) -> Result<(Counts, Vec<Run>)> {
-        let mut counts: Vec<usize> = (self.cells_dirs()?.iter())
-            .filter_map(|(name, _)| name.strip_prefix("cells-part-")?.split_once("-of-")?.1.parse().ok())
-            .collect();
+        let mut counts: Vec<usize> =
+            (self.listed("cells-part-")?.iter()).filter_map(|name| name.split_once("-of-")?.1.parse().ok()).collect();
         counts.sort_unstable();
         counts.dedup();
         let count: usize = match counts[..] {
