@@ -223,7 +223,8 @@ def test_shuffle_only_runs_as_tasks(tmp_path: Path) -> None:
         tokshuf.shuffle(tars, cells, out, None, stage="shards", task=(j, 2), **opts)
     done = tokshuf.shuffle(tars, cells, out, None, stage="manifest", **opts)
     assert shards(out) == shards(tmp_path / "o1")
-    assert done["contexts"] == whole["contexts"] and done["member_format"] == "as input"
+    assert done["contexts"] == whole["contexts"]
+    assert done["member_format"] == "as input"
 
 
 def test_a_killed_shards_task_goes_on_from_its_last_saved_shard(tmp_path: Path) -> None:
@@ -256,11 +257,13 @@ def test_a_complete_run_answers_from_any_step(tmp_path: Path) -> None:
     assert not done["already_complete"]
     assert not list(cells.rglob("run_*")), "the cells are removed once the run is complete"
     again = tokshuf.shuffle(data, cells, out, CL100K, stage="shards", task=(0, 1), **SHUFFLE)
-    assert again["already_complete"] and again["task"]["step"] == "shards"
+    assert again["already_complete"]
+    assert again["task"]["step"] == "shards"
     assert again["contexts"] == done["contexts"]
     # The one-node run of the same command is the same run.
     one = tokshuf.shuffle(data, cells, out, CL100K, **SHUFFLE)
-    assert one["already_complete"] and one["shards"] == done["shards"]
+    assert one["already_complete"]
+    assert one["shards"] == done["shards"]
 
 
 def test_a_local_cell_dir_of_the_old_layout_is_refused(tmp_path: Path) -> None:
