@@ -135,7 +135,8 @@ pub(super) fn write_shards(
         drop(slot_rx);
         let committer = {
             let cell_end = counts.iter().scan(0u64, |end, &n| Some(std::mem::replace(end, *end + n) + n)).collect();
-            let mut reclaimer = Reclaimer { runs, cell_end, next: 0, chunk: w, release };
+            // (Without `release`, no runs to release cells of.)
+            let mut reclaimer = Reclaimer { runs: if release { runs } else { &[] }, cell_end, next: 0, chunk: w };
             // Bytes of the shards still to write, roughly: payload plus tar headers and padding.
             let left = end_pos.saturating_sub(range.start * w);
             let estimate = cell_bytes * left / total.max(1) + left * 768;
@@ -214,15 +215,10 @@ struct Reclaimer<'a> {
     cell_end: Vec<u64>,
     next: usize,
     chunk: u64,
-    /// Whether cells are released at all.
-    release: bool,
 }
 
 impl Reclaimer<'_> {
     fn reclaim(&mut self, shards_done: u64) {
-        if !self.release {
-            return;
-        }
         let first = self.next;
         while self.next < self.cell_end.len() && self.cell_end[self.next] <= shards_done * self.chunk {
             self.next += 1;
