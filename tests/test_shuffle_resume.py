@@ -80,7 +80,7 @@ def test_crash_at_every_checkpoint_then_resume(
         resumed = run_cli(command(corpus, work))
         assert resumed.returncode == 0, (point, resumed.stderr)
         assert tree_digest(work / "out") == reference, point
-        assert not list((work / "cells").glob("run_*")), "cells are removed when the run completes"
+        assert not list((work / "cells").rglob("run_*")), "cells are removed when the run completes"
 
 
 def test_random_kills_then_resume(tmp_path: Path) -> None:

@@ -205,3 +205,75 @@ def test_parts_and_shards_in_s3(s3: Any, tmp_path: Path, monkeypatch: pytest.Mon
     assert {m["name"] for m in record["members"]} == set(expected) | {"summary.json"}
     assert all(m["etag"] for m in record["members"])
     assert written == expected
+
+
+# -- one orchestrator: the one-node run is the staged run with one task ------------------------
+def test_shuffle_only_runs_as_tasks(tmp_path: Path) -> None:
+    # Tokenized tars (a shuffle's shards) re-shuffled in tasks: the bytes of the one-node run.
+    data = corpus(tmp_path)
+    tokshuf.shuffle(data, tmp_path / "c0", tmp_path / "tars", CL100K, **SHUFFLE)
+    tars = sorted((tmp_path / "tars").glob("shard_*.tar"))
+    assert len(tars) > 3
+    opts = {"wds_chunk_size": 25, "num_local_cells": 3, "shuffle_only": True}
+    whole = tokshuf.shuffle(tars, tmp_path / "c1", tmp_path / "o1", None, **opts)
+    cells, out = tmp_path / "cn", tmp_path / "on"
+    for i in range(3):
+        tokshuf.shuffle(tars, cells, out, None, stage="cells", task=(i, 3), **opts)
+    for j in range(2):
+        tokshuf.shuffle(tars, cells, out, None, stage="shards", task=(j, 2), **opts)
+    done = tokshuf.shuffle(tars, cells, out, None, stage="manifest", **opts)
+    assert shards(out) == shards(tmp_path / "o1")
+    assert done["contexts"] == whole["contexts"]
+    assert done["member_format"] == "as input"
+
+
+def test_a_killed_shards_task_goes_on_from_its_last_saved_shard(tmp_path: Path) -> None:
+    data = corpus(tmp_path)
+    tokshuf.shuffle(data, tmp_path / "c1", tmp_path / "o1", CL100K, **SHUFFLE)
+    cells, out = tmp_path / "cn", tmp_path / "on"
+    for i in range(2):
+        tokshuf.shuffle(data, cells, out, CL100K, stage="cells", task=(i, 2), **SHUFFLE)
+    base = [sys.executable, "-m", "tokshuf", "shuffle", "--input", str(data), "--local-cell-dir", str(cells)]
+    base += ["--output", str(out), "--tokenizer", CL100K, "--seqlen", "129", "--wds-chunk-size", "40"]
+    base += ["--num-local-cells", "5", "--on-error", "skip", "--progress", "none"]
+    base += ["--stage", "shards", "--task", "0/1"]
+    env = {**os.environ, "TOKSHUF_TEST_CRASH_AT": "shard-saved:3", "TOKSHUF_TEST_SAVE_EVERY_MS": "0"}
+    killed = subprocess.run(base, env=env, capture_output=True, text=True, check=False)
+    assert killed.returncode < 0, killed.stderr
+    kept = {s: (out / f"shard_{s:08d}.tar").stat().st_ino for s in range(3)}
+    subprocess.run(base, check=True, capture_output=True)
+    # The shards saved before the kill are not written again (a rewrite would rename a new file).
+    assert {s: (out / f"shard_{s:08d}.tar").stat().st_ino for s in range(3)} == kept
+    tokshuf.shuffle(data, cells, out, CL100K, stage="manifest", **SHUFFLE)
+    assert shards(out) == shards(tmp_path / "o1")
+
+
+def test_a_complete_run_answers_from_any_step(tmp_path: Path) -> None:
+    data = corpus(tmp_path)
+    cells, out = tmp_path / "cells", tmp_path / "out"
+    tokshuf.shuffle(data, cells, out, CL100K, stage="cells", task=(0, 1), **SHUFFLE)
+    tokshuf.shuffle(data, cells, out, CL100K, stage="shards", task=(0, 1), **SHUFFLE)
+    done = tokshuf.shuffle(data, cells, out, CL100K, stage="manifest", **SHUFFLE)
+    assert not done["already_complete"]
+    assert not list(cells.rglob("run_*")), "the cells are removed once the run is complete"
+    again = tokshuf.shuffle(data, cells, out, CL100K, stage="shards", task=(0, 1), **SHUFFLE)
+    assert again["already_complete"]
+    assert again["task"]["step"] == "shards"
+    assert again["contexts"] == done["contexts"]
+    # The one-node run of the same command is the same run.
+    one = tokshuf.shuffle(data, cells, out, CL100K, **SHUFFLE)
+    assert one["already_complete"]
+    assert one["shards"] == done["shards"]
+
+
+def test_a_local_cell_dir_of_the_old_layout_is_refused(tmp_path: Path) -> None:
+    # Before the one orchestrator, a one-node run kept its cells and state.json at the top.
+    cells = tmp_path / "cells"
+    cells.mkdir()
+    (cells / "state.json").write_text("{}")
+    (cells / "run_00000000.cells").write_bytes(b"")
+    data = corpus(tmp_path)
+    for stage in (None, "cells"):
+        task = (0, 1) if stage else None
+        with pytest.raises(tokshuf.ConfigError, match=rf"earlier tokshuf.*delete {cells}"):
+            tokshuf.shuffle(data, cells, tmp_path / "out", CL100K, stage=stage, task=task, **SHUFFLE)

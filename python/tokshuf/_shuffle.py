@@ -170,9 +170,12 @@ def shuffle(
         (balanced by bytes); once every cells task is done, ``stage="shards"`` with
         ``task=(j, m)`` writes the ``j``-th of ``m`` shares of the shards; then
         ``stage="manifest"`` writes ``manifest.jsonl`` and returns the run's summary. The shards
-        and manifest are byte-identical to one call without ``stage``, for any ``n`` and ``m``.
-        ``task="auto"``: the task of this Slurm array job (``SLURM_ARRAY_TASK_ID``, counted from
-        ``SLURM_ARRAY_TASK_MIN`` by ``SLURM_ARRAY_TASK_STEP``).
+        and manifest are byte-identical to one call without ``stage`` (which runs the three
+        steps with one task each), for any ``n`` and ``m``, ``shuffle_only`` included. A killed
+        step goes on where it stopped; any step of a complete run returns the run's summary
+        with ``already_complete``. ``task="auto"``: the task of this Slurm array job
+        (``SLURM_ARRAY_TASK_ID``, counted from ``SLURM_ARRAY_TASK_MIN`` by
+        ``SLURM_ARRAY_TASK_STEP``).
     summary
         Write the run's summary as JSON: ``True`` → ``{output}/summary.json`` beside the manifest
         (uploaded for a storage URL), a path → there, ``False`` → nowhere. It is written after

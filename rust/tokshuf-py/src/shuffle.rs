@@ -8,8 +8,8 @@ use tokshuf_core::preprocess::ErrorPolicy;
 use tokshuf_core::progress::ProgressStyle;
 use tokshuf_core::read::{expand_inputs, INPUT_EXTENSIONS};
 use tokshuf_core::shuffle::{
-    resolve_special, run_step, shuffle as run_shuffle, MemberFormat, ShuffleConfig, SpecialIds, Step,
-    DEFAULT_GZIP_LEVEL, DEFAULT_SPECIAL_TOKENS,
+    resolve_special, shuffle as run_shuffle, MemberFormat, ShuffleConfig, SpecialIds, Step, DEFAULT_GZIP_LEVEL,
+    DEFAULT_SPECIAL_TOKENS,
 };
 use tokshuf_core::Error;
 
@@ -132,11 +132,7 @@ fn shuffle<'py>(
         cfg.max_line_bytes = max_line_bytes;
         cfg.progress = progress;
         cfg.summary = summary_path;
-        match stage {
-            Some(stage) => run_step(&cfg, tokenizer, Step::parse(&stage, task.as_deref())?, warnings, cancel),
-            None if task.is_some() => Err(Error::invalid("a task needs its stage (cells, shards or manifest)")),
-            None => run_shuffle(&cfg, tokenizer, warnings, cancel),
-        }
+        run_shuffle(&cfg, tokenizer, Step::parse(stage.as_deref(), task.as_deref())?, warnings, cancel)
     })?;
     crate::summary::to_python(py, &summary)
 }

@@ -6,9 +6,10 @@
 //! * stage 2 ([`stage2`]): cells are shuffled one at a time into `shard_%08d.tar` ([`shard`],
 //!   [`tar`]) and `manifest.jsonl`.
 //!
-//! [`run`] runs both stages in one process, [`tasks`] as tasks for a scheduler (same bytes); both
-//! end in `output::finish` (manifest, summary, commit record). This module only declares the
-//! others and re-exports their public items: nothing imports back from it.
+//! [`tasks`] runs them, as steps: one process runs every step as one task, a scheduler runs them
+//! as many (same bytes); the manifest step ends in `output::finish` (manifest, summary, commit
+//! record). This module only declares the others and re-exports their public items: nothing
+//! imports back from it.
 //!
 //! Every random decision is a function of the seed and content positions ([`rng`]), so the output
 //! is byte-identical for any thread count, and [`state`] checkpoints make a killed run resumable
@@ -22,7 +23,6 @@ mod encode;
 pub mod json_gz;
 mod output;
 mod rng;
-mod run;
 mod samples;
 mod shard;
 mod stage1;
@@ -39,6 +39,5 @@ pub use config::{
 };
 pub use contexts::{context_id, Cutter, SpecialIds};
 pub use encode::{json_list, Encoder, MemberFormat};
-pub use run::shuffle;
 pub use summary::Summary;
-pub use tasks::{run_step, Step};
+pub use tasks::{shuffle, Step};

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::config::ShuffleConfig;
 use super::shard::{shard_path, write_manifest};
-use super::state::{crash_point, State as RunState};
+use super::state::{crash_point, Counts};
 use super::summary::Summary;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::record::{self, Checksum, Member, Record, RemoteFile, State, Sum};
@@ -231,12 +231,11 @@ pub(super) fn check_output_is_free(output: &Path) -> Result<()> {
 pub(super) fn build_summary(
     cfg: &ShuffleConfig,
     tokenizer: Option<&dyn Tokenizer>,
-    state: &RunState,
+    c: &Counts,
     shards: u64,
     manifest: &Path,
     warnings: Vec<String>,
 ) -> Summary {
-    let c = &state.counts;
     let all = c.contexts * cfg.seqlen as u64;
     let output_bytes = (0..shards).map(|s| std::fs::metadata(shard_path(&cfg.output, s)).map_or(0, |m| m.len())).sum();
     Summary {
@@ -321,12 +320,10 @@ pub(super) fn finish(
 
 /// A run whose output is in an object store writes it first into `{local_cell_dir}/output`
 /// (shared by the tasks, and found again by a resumed run), without a local summary file: that
-/// configuration, and its fingerprint.
-pub(super) fn staging(cfg: &ShuffleConfig, tokenizer: Option<&dyn Tokenizer>) -> Result<(ShuffleConfig, Value)> {
+/// configuration.
+pub(super) fn staging(cfg: &ShuffleConfig) -> ShuffleConfig {
     let mut local = cfg.clone();
     local.output = cfg.local_cell_dir.join(super::state::STAGING_DIR);
     local.summary = None;
-    std::fs::create_dir_all(&local.output).with_path(&local.output)?;
-    let fp = super::state::fingerprint(&local, tokenizer)?;
-    Ok((local, fp))
+    local
 }

@@ -93,15 +93,17 @@ impl Scatter<'_> {
     }
 }
 
-/// Stage 1 of `--shuffle-only`, from `state.position` to the end of the input.
+/// Stage 1 of `--shuffle-only`, from `state.position` to the end of `cfg`'s inputs (or of its
+/// slice of them, in a cells task; a sample keeps the index of its file in the whole listing).
 pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, cancel: &Cancel) -> Result<()> {
     let start = state.position.clone();
-    let remaining = cfg.inputs[start.file..].iter().filter_map(|p| crate::storage::size(p).ok()).sum();
+    let files = start.file..cfg.file_range().end;
+    let remaining = cfg.inputs[files.clone()].iter().filter_map(|p| crate::storage::size(p).ok()).sum();
     let mut progress = Progress::new(cfg.progress, "shuffle-cells", remaining);
     let mut snap = ProgressSnapshot::default();
     let mut s =
         Scatter { cfg, state, buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)), payload: Vec::new() };
-    for file in start.file..cfg.inputs.len() {
+    for file in files {
         let path = &cfg.inputs[file];
         let skip = if file == start.file { start.lines } else { 0 };
         let mut reader = TarReader::new(decompress(path, std::fs::File::open(path).with_path(path)?)?);

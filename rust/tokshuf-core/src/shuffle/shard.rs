@@ -23,6 +23,17 @@ pub enum PayloadKind {
     Sample,
 }
 
+impl PayloadKind {
+    /// The members of `cfg`'s shards.
+    pub fn of(cfg: &super::config::ShuffleConfig) -> Self {
+        if cfg.shuffle_only {
+            PayloadKind::Sample
+        } else {
+            PayloadKind::Member(cfg.member_format.extension())
+        }
+    }
+}
+
 /// The path of shard `s`.
 pub fn shard_path(dir: &Path, s: u64) -> PathBuf {
     dir.join(format!("shard_{s:08}.tar"))

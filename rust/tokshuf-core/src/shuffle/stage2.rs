@@ -23,8 +23,7 @@ use super::cells::{parse_records, RecordRef, Run};
 use super::config::ShuffleConfig;
 use super::rng::{Rng, TAG_ORDER};
 use super::shard::{shard_len, sync_dir, FinishedShard, PayloadKind, ShardWriter};
-use super::state::crash_point;
-use super::state::{run_path, save, State};
+use super::state::{crash_point, Counts};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::fsutil::record::Sum;
@@ -63,47 +62,35 @@ fn cell_counts(runs: &[Run], cells: u32) -> Vec<u64> {
 /// The size and checksum of each shard written, by number.
 pub(super) type ShardSums = BTreeMap<u64, Sum>;
 
-/// Run stage 2 from shard `state.shards_done`; returns the number of shards and the sums of
-/// those this call wrote.
-pub(super) fn run(
-    cfg: &ShuffleConfig,
-    kind: PayloadKind,
-    state: &mut State,
-    cancel: &Cancel,
-) -> Result<(u64, ShardSums)> {
-    let runs = (0..state.runs)
-        .map(|i| Run::open(&run_path(&cfg.local_cell_dir, i), cfg.num_local_cells))
-        .collect::<Result<Vec<_>>>()?;
-    write_shards(cfg, kind, &runs, state, None, cancel)
-}
+/// Records `(n, sums)`: shards before `n` are complete, `sums` holds those this call wrote.
+pub(super) type SaveProgress<'a> = &'a (dyn Fn(u64, &ShardSums) -> Result<()> + Sync);
 
-/// Write shards `state.shards_done..end` (default: to the last) from the cells of `runs`;
-/// returns the number of shards of the whole output, and the sums of the shards written. Without `end`, the state is saved as shards
-/// are committed and cells no longer needed are released; with `end` (a task's share of the
-/// shards, the runs shared with other tasks) neither.
+/// Write shards `range` from the cells of `runs` (which hold `counts`' contexts); returns the
+/// sums of the shards written. `save` records progress as they are committed; with `release`
+/// (the runs are this call's alone), cells whose every context is in a saved shard are freed.
 pub(super) fn write_shards(
     cfg: &ShuffleConfig,
-    kind: PayloadKind,
     runs: &[Run],
-    state: &mut State,
-    end: Option<u64>,
+    counts: &Counts,
+    range: std::ops::Range<u64>,
+    save: SaveProgress<'_>,
+    release: bool,
     cancel: &Cancel,
-) -> Result<(u64, ShardSums)> {
-    let persist = end.is_none();
+) -> Result<ShardSums> {
+    let (contexts, cell_bytes) = (counts.contexts, counts.cell_bytes);
     let counts = cell_counts(runs, cfg.num_local_cells);
     let total: u64 = counts.iter().sum();
-    if total != state.counts.contexts {
+    if total != contexts {
         return Err(Error::format(
             &cfg.local_cell_dir,
-            format!("the local cells hold {total} contexts, the saved state says {}", state.counts.contexts),
+            format!("the local cells hold {total} contexts, the saved state says {contexts}"),
         ));
     }
     let w = cfg.wds_chunk_size;
-    let shards = total.div_ceil(w);
 
     // The cell holding the first position still to write, and how far into it that is.
-    let mut pos = state.shards_done * w;
-    let end_pos = end.map_or(total, |e| (e * w).min(total));
+    let mut pos = range.start * w;
+    let end_pos = (range.end * w).min(total);
     let mut before = 0u64;
     let mut todo: Vec<u32> = Vec::new();
     let mut skip = 0u64;
@@ -128,9 +115,9 @@ pub(super) fn write_shards(
     let next = AtomicUsize::new(0);
     // Set when the writer fails: the loaders stop.
     let stop = Cancel::new();
-    let mut writer = ShardWriter::new(&cfg.output, kind);
+    let mut writer = ShardWriter::new(&cfg.output, PayloadKind::of(cfg));
 
-    let (committed, sums) = std::thread::scope(|s| -> Result<(State, ShardSums)> {
+    let sums = std::thread::scope(|s| -> Result<ShardSums> {
         for _ in 0..cfg.threads {
             let (slot_rx, done_tx, next, todo, runs, stop) =
                 (slot_rx.clone(), done_tx.clone(), &next, &todo, &runs, &stop);
@@ -147,14 +134,15 @@ pub(super) fn write_shards(
         drop(done_tx);
         drop(slot_rx);
         let committer = {
-            let state = state.clone();
             let cell_end = counts.iter().scan(0u64, |end, &n| Some(std::mem::replace(end, *end + n) + n)).collect();
-            let mut reclaimer = Reclaimer { runs, cell_end, next: 0, chunk: w, persist };
+            // (Without `release`, no runs to release cells of.)
+            let mut reclaimer = Reclaimer { runs: if release { runs } else { &[] }, cell_end, next: 0, chunk: w };
             // Bytes of the shards still to write, roughly: payload plus tar headers and padding.
-            let left = end_pos.saturating_sub(state.shards_done * w);
-            let estimate = state.counts.cell_bytes * left / total.max(1) + left * 768;
+            let left = end_pos.saturating_sub(range.start * w);
+            let estimate = cell_bytes * left / total.max(1) + left * 768;
             let progress = Progress::new(cfg.progress, "shuffle-shards", estimate);
-            s.spawn(move || commit_shards(cfg, &commit_rx, state, progress, &mut reclaimer))
+            let (first, commit_rx) = (range.start, &commit_rx);
+            s.spawn(move || commit_shards(cfg, commit_rx, (first, total), save, progress, &mut reclaimer))
         };
         let written = (|| -> Result<()> {
             let mut pending = BTreeMap::new();
@@ -203,10 +191,9 @@ pub(super) fn write_shards(
             (Ok(()), Ok(done)) => Ok(done),
         }
     })?;
-    *state = committed;
     debug_assert_eq!(pos, end_pos);
     sync_dir(&cfg.output)?;
-    Ok((shards, sums))
+    Ok(sums)
 }
 
 /// Saving the state after a shard is optional (a resume recomputes identical shards from an
@@ -228,15 +215,10 @@ struct Reclaimer<'a> {
     cell_end: Vec<u64>,
     next: usize,
     chunk: u64,
-    /// Whether progress is saved and cells released at all.
-    persist: bool,
 }
 
 impl Reclaimer<'_> {
     fn reclaim(&mut self, shards_done: u64) {
-        if !self.persist {
-            return;
-        }
         let first = self.next;
         while self.next < self.cell_end.len() && self.cell_end[self.next] <= shards_done * self.chunk {
             self.next += 1;
@@ -247,17 +229,18 @@ impl Reclaimer<'_> {
     }
 }
 
-/// fsync and rename finished shards in order, recording progress in the state.
+/// fsync and rename finished shards in order (from shard `first` of a run of `contexts`),
+/// recording progress with `save`.
 fn commit_shards(
     cfg: &ShuffleConfig,
     shards: &Receiver<FinishedShard>,
-    mut state: State,
+    (first, contexts): (u64, u64),
+    save: SaveProgress<'_>,
     mut progress: Progress,
     reclaimer: &mut Reclaimer<'_>,
-) -> Result<(State, ShardSums)> {
+) -> Result<ShardSums> {
     let mut sums = ShardSums::new();
     let mut last_save = Instant::now();
-    let first = state.shards_done;
     let mut snap = ProgressSnapshot::default();
     for finished in shards.iter() {
         let bytes = finished.bytes();
@@ -265,22 +248,21 @@ fn commit_shards(
         let shard = finished.commit()?;
         sums.insert(shard, sum);
         crash_point("shard-renamed");
-        state.shards_done = shard + 1;
+        let done = shard + 1;
         // Documents here are contexts written; tokens, their tokens (PAD included).
         snap.bytes += bytes;
-        snap.documents =
-            (state.shards_done * cfg.wds_chunk_size).min(state.counts.contexts) - first * cfg.wds_chunk_size;
+        snap.documents = (done * cfg.wds_chunk_size).min(contexts) - first * cfg.wds_chunk_size;
         snap.tokens = snap.documents * cfg.seqlen as u64;
         progress.update(snap);
-        if reclaimer.persist && last_save.elapsed() >= save_every() {
-            // The shard was fsynced before its rename, so the state never claims a shard that a
-            // power loss could take back.
-            save(&cfg.local_cell_dir, &state)?;
+        if last_save.elapsed() >= save_every() {
+            // The shard was fsynced before its rename, so the progress never claims a shard
+            // that a power loss could take back.
+            save(done, &sums)?;
             last_save = Instant::now();
             crash_point("shard-saved");
-            reclaimer.reclaim(state.shards_done);
+            reclaimer.reclaim(done);
         }
     }
     progress.finish(snap);
-    Ok((state, sums))
+    Ok(sums)
 }

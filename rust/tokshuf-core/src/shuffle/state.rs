@@ -1,9 +1,10 @@
 //! The resume state kept in the local-cell directory, and the directory's ownership rules.
 //!
-//! `state.json` is rewritten atomically at every checkpoint (after a run is renamed into place in
-//! stage 1, after every shard in stage 2). It names the command that owns the directory (the
-//! fingerprint), so a rerun of the same command resumes and any other command is refused rather
-//! than mixed in. Everything a rerun needs to continue is here or derivable from content
+//! The top of a local-cell dir holds `tasks/` (see `tasks.rs`), the staging dir `output/` and the
+//! lock. Each `cells` task's directory has its `state.json`, rewritten atomically at every
+//! checkpoint (after a run is renamed into place). It names the command that owns the directory
+//! (the fingerprint), so a rerun of the same command resumes and any other command is refused
+//! rather than mixed in. Everything a rerun needs to continue is here or derivable from content
 //! positions; anything on disk that the state does not account for (a temporary file, a run
 //! renamed just before a kill) is removed on resume.
 
@@ -80,10 +81,8 @@ const LOCK_FILE: &str = ".lock";
 pub enum Stage {
     /// Stage 1: reading, tokenizing, scattering contexts into cells.
     Cells,
-    /// Stage 2: shuffling cells into shards.
+    /// The cells are complete: stage 2 may read them.
     Shards,
-    /// Shards and manifest are written.
-    Complete,
 }
 
 /// Counters of stage 1, saved with every checkpoint.
@@ -138,11 +137,6 @@ pub struct State {
     pub position: Position,
     /// Stage-1 counters.
     pub counts: Counts,
-    /// Stage 2: shards `0..shards_done` are complete in the output directory.
-    pub shards_done: u64,
-    /// The final summary, once complete.
-    #[serde(default)]
-    pub summary: Option<Value>,
 }
 
 impl State {
@@ -155,8 +149,6 @@ impl State {
             runs: 0,
             position: Position::default(),
             counts: Counts::default(),
-            shards_done: 0,
-            summary: None,
         }
     }
 }
@@ -194,17 +186,32 @@ impl DirLock {
     }
 }
 
-/// The state the directory holds for `fingerprint`: `None` for an empty (or new) directory,
-/// the saved state for the same command, an error for anything else.
 /// The directory in a local-cell dir where a run whose output is in an object store writes it
 /// before the upload.
 pub const STAGING_DIR: &str = "output";
+/// The directory in a local-cell dir that holds the steps' directories and records.
+pub const TASKS_DIR: &str = "tasks";
 
-/// Where the state of a run in `dir` is kept.
-pub fn state_path(dir: &Path) -> std::path::PathBuf {
-    dir.join(STATE_FILE)
+/// Refuse a local-cell dir whose top holds anything but the steps' directory, the staging dir
+/// and the lock: another program's files, or a one-node run of an earlier tokshuf, which kept its
+/// cells and `state.json` there.
+pub fn check_top(dir: &Path) -> Result<()> {
+    if dir.join(STATE_FILE).exists() {
+        return Err(Error::invalid(format!(
+            "the local-cell dir {d} was written by an earlier tokshuf, which kept a one-node run's cells and \
+             state at its top (they are now in {d}/{TASKS_DIR}); it cannot be resumed: delete {d} and run the \
+             command again (if that run had completed, its output is complete as it is)",
+            d = dir.display()
+        )));
+    }
+    if dir.is_dir() {
+        load(dir, &Value::Null)?;
+    }
+    Ok(())
 }
 
+/// The state the directory holds for `fingerprint`: `None` for an empty (or new) directory,
+/// the saved state for the same command, an error for anything else.
 pub fn load(dir: &Path, fingerprint: &Value) -> Result<Option<State>> {
     let path = dir.join(STATE_FILE);
     match std::fs::read(&path) {
@@ -237,7 +244,7 @@ pub fn load(dir: &Path, fingerprint: &Value) -> Result<Option<State>> {
                 .with_path(dir)?
                 .filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n != LOCK_FILE && n != STAGING_DIR)
+                .filter(|n| ![LOCK_FILE, STAGING_DIR, TASKS_DIR].contains(&n.as_str()))
                 .collect();
             if !foreign.is_empty() {
                 return Err(Error::invalid(format!(
@@ -258,25 +265,14 @@ pub fn save(dir: &Path, state: &State) -> Result<()> {
     write_atomic(dir.join(STATE_FILE), &crate::fsutil::json_file_bytes(state)?)
 }
 
-/// Remove what a killed run may have left that the state does not account for: temporary files
-/// and runs numbered at or past `state.runs` in `dir`; temporary shard and manifest files in
-/// `output`.
-pub fn clean_leftovers(dir: &Path, output: &Path, state: &State) -> Result<()> {
+/// Remove from the locked `dir` what a killed run may have left that its state does not account
+/// for: temporary files, and runs numbered `runs` or later (all of them once the run is complete).
+pub fn clean_leftovers(dir: &Path, runs: u32) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_path(dir)? {
         let entry = entry.with_path(dir)?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let stale_run = run_number(&name).is_some_and(|i| i >= state.runs || state.stage == Stage::Complete);
-        if name.contains(".tmp-") || stale_run {
+        if name.contains(".tmp-") || run_number(&name).is_some_and(|i| i >= runs) {
             std::fs::remove_file(entry.path()).with_path(entry.path())?;
-        }
-    }
-    if output.is_dir() {
-        for entry in std::fs::read_dir(output).with_path(output)? {
-            let entry = entry.with_path(output)?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if (name.starts_with("shard_") || name.starts_with("manifest.jsonl")) && name.contains(".tmp-") {
-                std::fs::remove_file(entry.path()).with_path(entry.path())?;
-            }
         }
     }
     Ok(())
@@ -346,24 +342,16 @@ mod tests {
     #[test]
     fn leftovers_are_removed() {
         let dir = tempfile::tempdir().unwrap();
-        let (d, out) = (dir.path().join("c"), dir.path().join("o"));
+        let d = dir.path().join("c");
         std::fs::create_dir_all(&d).unwrap();
-        std::fs::create_dir_all(&out).unwrap();
-        let mut s = State::fresh(json!({}));
-        s.runs = 2;
         for f in ["run_00000000.cells", "run_00000001.cells", "run_00000002.cells", "run_00000003.cells.tmp-1-0"] {
             std::fs::write(d.join(f), b"").unwrap();
         }
-        for f in ["shard_00000000.tar", "shard_00000001.tar.tmp-9-9", "notes.txt"] {
-            std::fs::write(out.join(f), b"").unwrap();
-        }
-        clean_leftovers(&d, &out, &s).unwrap();
+        clean_leftovers(&d, 2).unwrap();
         let mut left: Vec<String> =
             std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         left.sort();
         assert_eq!(left, ["run_00000000.cells", "run_00000001.cells"]);
-        assert!(out.join("shard_00000000.tar").exists() && out.join("notes.txt").exists());
-        assert!(!out.join("shard_00000001.tar.tmp-9-9").exists());
     }
 
     #[test]
