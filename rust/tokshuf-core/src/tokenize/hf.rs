@@ -8,20 +8,15 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use super::library::{Library, LibraryEncoder};
 use super::model::HfModel;
-use super::tokenizer::Tokenizer;
 use crate::error::{Error, Result};
 
 /// End-of-document tokens tried when no `tokenizer_config.json` names the eos token.
 const EOD_CANDIDATES: &[&str] = &["<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>"];
 
 /// A Hugging Face tokenizer.
-pub struct HfTokenizer {
-    inner: tokenizers::Tokenizer,
-    eod: Option<u32>,
-    vocab_size: u64,
-    identity: serde_json::Value,
-}
+pub type HfTokenizer = Library<tokenizers::Tokenizer>;
 
 impl HfTokenizer {
     /// Load `model`.
@@ -48,7 +43,7 @@ impl HfTokenizer {
         let vocab_size = (inner.get_vocab_size(true) as u64).max(max_id);
         let (eod_token, eod) = eod(model, |t| inner.token_to_id(t))?;
         let identity = identity(model, vocab_size, eod, eod_token.as_deref());
-        Ok(Self { inner, eod, vocab_size, identity })
+        Ok(Self { encoder: inner, eod, vocab_size, identity })
     }
 
     /// Record in the identity that this encoder runs, and why the fast one does not (the first
@@ -109,25 +104,13 @@ pub(crate) fn identity(
     })
 }
 
-impl Tokenizer for HfTokenizer {
-    fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
+impl LibraryEncoder for tokenizers::Tokenizer {
+    fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
         // A panic inside the library on one document becomes that document's error.
-        let encoded = catch_unwind(AssertUnwindSafe(|| self.inner.encode_fast(text, false)))
+        let encoded = catch_unwind(AssertUnwindSafe(|| self.encode_fast(text, false)))
             .map_err(|_| "the tokenizers library panicked on this text".to_string())?;
         out.extend_from_slice(encoded.map_err(|e| e.to_string())?.get_ids());
         Ok(())
-    }
-
-    fn eod_id(&self) -> Option<u32> {
-        self.eod
-    }
-
-    fn vocab_size(&self) -> u64 {
-        self.vocab_size
-    }
-
-    fn identity(&self) -> serde_json::Value {
-        self.identity.clone()
     }
 }
 

@@ -6,18 +6,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use rustc_hash::FxHashMap;
 use tiktoken_rs::CoreBPE;
 
+use super::library::{Library, LibraryEncoder};
 use super::model::BpeModel;
-use super::tokenizer::Tokenizer;
 use crate::error::{Error, Result};
 
 /// A tiktoken encoding. Special tokens in the text are ordinary text (`encode_ordinary`): a
 /// document that quotes `<|endoftext|>` must not end early.
-pub struct TiktokenTokenizer {
-    bpe: CoreBPE,
-    eod: Option<u32>,
-    vocab_size: u64,
-    identity: serde_json::Value,
-}
+pub type TiktokenTokenizer = Library<CoreBPE>;
 
 impl TiktokenTokenizer {
     /// Build the encoder of `model`.
@@ -33,7 +28,7 @@ impl TiktokenTokenizer {
         if let Some(obj) = identity.as_object_mut() {
             obj.insert("encoder".into(), "tiktoken-rs".into());
         }
-        Ok(Self { bpe, eod: model.endoftext(), vocab_size: model.vocab_size(), identity })
+        Ok(Self { encoder: bpe, eod: model.endoftext(), vocab_size: model.vocab_size(), identity })
     }
 }
 
@@ -50,29 +45,14 @@ pub(crate) fn identity(model: &BpeModel) -> serde_json::Value {
     })
 }
 
-impl Tokenizer for TiktokenTokenizer {
-    fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
+impl LibraryEncoder for CoreBPE {
+    fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
         // tiktoken-rs unwraps regex errors (fancy-regex's backtrack limit); keep a pathological
         // document from taking the whole run down.
-        match catch_unwind(AssertUnwindSafe(|| self.bpe.encode_ordinary(text))) {
-            Ok(ids) => {
-                out.extend_from_slice(&ids);
-                Ok(())
-            }
-            Err(_) => Err("the tiktoken encoder failed on this text (regex backtrack limit)".into()),
-        }
-    }
-
-    fn eod_id(&self) -> Option<u32> {
-        self.eod
-    }
-
-    fn vocab_size(&self) -> u64 {
-        self.vocab_size
-    }
-
-    fn identity(&self) -> serde_json::Value {
-        self.identity.clone()
+        let ids = catch_unwind(AssertUnwindSafe(|| self.encode_ordinary(text)))
+            .map_err(|_| "the tiktoken encoder failed on this text (regex backtrack limit)".to_string())?;
+        out.extend_from_slice(&ids);
+        Ok(())
     }
 }
 
