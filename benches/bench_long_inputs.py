@@ -12,11 +12,11 @@ them are a single piece of the split pattern, or a few, so they measure the merg
 which text from the web never exercises.
 
 Measured, each in its own process (pinned to one core, ``RAYON_NUM_THREADS=1``) with a wall-clock
-limit (``--timeout``, 120 s; "> 120 s" when it ran out), as CPU time (``time.process_time``,
-every thread of the process) of the call alone, with a freshly built tokenizer for each
-measurement (building it and one call on a short sentence, which does the work some libraries
-defer from loading to their first call, are not timed: ``bench_startup.py`` measures those); the
-median of ``--repeat`` measurements:
+limit on that whole process (``--timeout``, 120 s; "> 120 s" when it ran out), as CPU time
+(``time.process_time``, every thread of the process) of the call alone, with a freshly built
+tokenizer for each measurement (building it and one call on a short sentence, which does the work
+some libraries defer from loading to their first call, are not timed: ``bench_startup.py``
+measures those); the median of ``--repeat`` measurements:
 
 * tokshuf: ``Tokenizer(spec).encode(text)`` at each size, and the ratio of the largest size's
   time to the smallest's;
@@ -326,7 +326,8 @@ def report(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
                 missed.append(f"{FAMILIES[family].label} {kind}: x library")
             row.append(cell)
             ids = s.get("ids_match")
-            row.append("same" if ids else "**differ**" if ids is False else "")
+            unchecked = "not compared" if lib is not None else ""
+            row.append("same" if ids else "**differ**" if ids is False else unchecked)
             lines.append("| " + " | ".join(row) + " |")
     met = sum(1 for s in summary.values() for k in ("ratio_met", "vs_library_met") if s.get(k) is True)
     total = sum(1 for s in summary.values() for k in ("ratio_met", "vs_library_met") if k in s)
