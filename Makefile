@@ -58,7 +58,7 @@ docs: dev  ## the documentation site into site/ (warnings, broken links included
 	$(PY) docs/hooks/bench_table.py
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
-bench:  ## run benches/ on a release build beside the peers (the `bench` extra); rewrites docs/benchmarks.md
+bench:  ## run benches/ on a release build beside the peers (the `bench` extra); rewrites docs/benchmarks*.md
 	$(MAKE) dev PROFILE=release EXTRAS=$(EXTRAS),bench
 	$(PY) benches/run_all.py
 	$(PY) docs/hooks/bench_table.py
