@@ -67,8 +67,8 @@ from bench_peers import (  # beside this file (benches/ is not a package)
     encoder,
     form_of,
     machine,
+    page_header,
     pinned,
-    shown_path,
     versions,
 )
 
@@ -260,24 +260,8 @@ def report(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
     size_ratio = sizes[-1][1] / sizes[0][1] if len(sizes) > 1 else None
     by = {(r["family"], r["kind"], r["lib"], r["size"]): r for r in records if r["record"] == "measurement"}
     summary = {(r["family"], r["kind"]): r for r in records if r["record"] == "summary"}
-    m = meta["machine"]
-    load = meta["load_average"]
-    loads = [r["load_average"] for r in records if "load_average" in r]
     lines = [
-        "# Benchmarks: long pathological inputs",
-        "",
-        "Written by `benches/bench_long_inputs.py` (its docstring has the method); rerun the command",
-        "below to regenerate this page. Do not edit by hand.",
-        "",
-        f"- Command: `{meta['command']}`",
-        f"- Date: {meta['date']}",
-        f"- Machine: {m['cpu']}, {m['cores']} cores usable ({m['cpu_count']} CPUs), "
-        f"{m['memory_gib']} GiB; {m['os']}; Python {m['python']}",
-        f"- Load average (1 min): {load['start'][0]:.2f} at the start, "
-        + (f"{min(loads):.2f}-{max(loads):.2f} before the runs, " if loads else "")
-        + f"{load['end'][0]:.2f} at the end (on a busy machine every figure reads high)",
-        f"- Versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}",
-        f"- Tokenizer files: `{shown_path(meta['tokenizers'])}`",
+        *page_header("long pathological inputs", "bench_long_inputs.py", "this page", meta, records, "high"),
         "",
         "Method: one text per input, generated with seed "
         f"{meta['seed']} (MB = 10^6 bytes of UTF-8); each measurement in its own process, pinned to one "

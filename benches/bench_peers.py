@@ -985,17 +985,19 @@ def cell(r: dict[str, Any] | None, base: dict[str, Any] | None) -> str:
     return text
 
 
-def report(results: list[dict[str, Any]], meta: dict[str, Any], plots: dict[str, str]) -> str:
-    by = index(results)
-    libs = shown_libs(results, meta)
+def page_header(
+    title: str, script: str, what: str, meta: dict[str, Any], results: list[dict[str, Any]], busy_reads: str
+) -> list[str]:
+    """The head of a benchmark page: its title, how to regenerate it, and where and when it ran
+    (``busy_reads``: how a busy machine skews the figures, ``low`` for rates, ``high`` for times)."""
     m = meta["machine"]
     load = meta["load_average"]
     loads = [r["load_average"] for r in results if "load_average" in r]
-    lines = [
-        "# Benchmarks: tokenizers side by side",
+    return [
+        f"# Benchmarks: {title}",
         "",
-        "Written by `benches/bench_peers.py` (its docstring has the method); rerun the command below",
-        "to regenerate this page and its plots. Do not edit by hand.",
+        f"Written by `benches/{script}` (its docstring has the method); rerun the command below",
+        f"to regenerate {what}. Do not edit by hand.",
         "",
         f"- Command: `{meta['command']}`",
         f"- Date: {meta['date']}",
@@ -1003,9 +1005,19 @@ def report(results: list[dict[str, Any]], meta: dict[str, Any], plots: dict[str,
         f"{m['memory_gib']} GiB; {m['os']}; Python {m['python']}",
         f"- Load average (1 min): {load['start'][0]:.2f} at the start, "
         + (f"{min(loads):.2f}-{max(loads):.2f} before the runs, " if loads else "")
-        + f"{load['end'][0]:.2f} at the end (on a busy machine every figure reads low)",
+        + f"{load['end'][0]:.2f} at the end (on a busy machine every figure reads {busy_reads})",
         f"- Versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}",
         f"- Tokenizer files: `{shown_path(meta['tokenizers'])}`",
+    ]
+
+
+def report(results: list[dict[str, Any]], meta: dict[str, Any], plots: dict[str, str]) -> str:
+    by = index(results)
+    libs = shown_libs(results, meta)
+    lines = [
+        *page_header(
+            "tokenizers side by side", "bench_peers.py", "this page and its plots", meta, results, "low"
+        ),
         "",
         "Method: each (library, tokenizer, threads, corpus) runs in its own process, pinned to as many "
         "cores as threads; the median of "
