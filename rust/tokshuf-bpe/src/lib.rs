@@ -304,12 +304,6 @@ impl FastBpe {
         self
     }
 
-    /// Name the source in [`FastBpe::identity`] (e.g. the spec the user gave).
-    pub fn with_source(mut self, source: impl Into<String>) -> FastBpe {
-        self.source = source.into();
-        self
-    }
-
     /// Report `identity` (with `"encoder": "fast_bpe"` added) from [`FastBpe::identity`]: the
     /// identity of the tokenizer this encoder stands in for, whose ids it reproduces.
     pub fn with_identity(mut self, identity: serde_json::Value) -> FastBpe {

@@ -16,7 +16,7 @@ pub enum ProgressStyle {
     Off,
     /// A bar with bytes, documents/s, tokens/s and ETA (for terminals).
     Bar,
-    /// One JSON object per line, at most once per interval and once at the end (for logs).
+    /// One JSON object per line, at most once a second and once at the end (for logs).
     JsonLines,
 }
 
@@ -50,9 +50,11 @@ pub struct Progress {
     total_bytes: u64,
     start: Instant,
     bar: Option<ProgressBar>,
-    interval: Duration,
     last_line: Option<Instant>,
 }
+
+/// Least time between two JSON lines.
+const LINE_INTERVAL: Duration = Duration::from_secs(1);
 
 fn human(n: f64) -> String {
     match n {
@@ -76,13 +78,7 @@ impl Progress {
             bar.set_prefix(job);
             bar
         });
-        Self { style, job, total_bytes, start: Instant::now(), bar, interval: Duration::from_secs(1), last_line: None }
-    }
-
-    /// Minimum time between two JSON lines.
-    pub fn with_interval(mut self, interval: Duration) -> Self {
-        self.interval = interval;
-        self
+        Self { style, job, total_bytes, start: Instant::now(), bar, last_line: None }
     }
 
     /// Report `snap` (cheap: rate-limited).
@@ -101,8 +97,8 @@ impl Progress {
                 }
             }
             ProgressStyle::JsonLines => {
-                let due = self.last_line.is_none_or(|t| t.elapsed() >= self.interval);
-                if due && self.start.elapsed() >= self.interval {
+                let due = self.last_line.is_none_or(|t| t.elapsed() >= LINE_INTERVAL);
+                if due && self.start.elapsed() >= LINE_INTERVAL {
                     self.emit(snap, false);
                 }
             }

@@ -1,10 +1,9 @@
-//! Opening a file as a stream of decompressed bytes, chosen by its last extension.
+//! A file's bytes as a stream of decompressed bytes, the format chosen by its last extension.
 
-use std::fs::File;
 use std::io::{self, BufRead, BufReader, ErrorKind, Read};
 use std::path::Path;
 
-use crate::error::{IoContext, Result};
+use crate::error::Result;
 
 /// Compression of an input file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,14 +36,9 @@ impl Compression {
     }
 }
 
-/// Open `path` and return its decompressed bytes as a stream. Decoding errors (a truncated or
-/// corrupt stream) surface as `io::Error`s from `read`, which callers report with the path.
-pub fn open_decompressed(path: &Path) -> Result<Box<dyn Read + Send>> {
-    let file = File::open(path).with_path(path)?;
-    decompress(path, file)
-}
-
-/// Decompress `raw` (the bytes of `path`, which picks the format by its extension).
+/// Decompress `raw` (the bytes of `path`, which picks the format by its extension). Decoding
+/// errors (a truncated or corrupt stream) surface as `io::Error`s from `read`, which callers
+/// report with the path.
 pub fn decompress(path: &Path, raw: impl Read + Send + 'static) -> Result<Box<dyn Read + Send>> {
     // Infallible today; kept a `Result` for callers that open with a path.
     Ok(decompress_buffered(Compression::from_path(path), BufReader::with_capacity(1 << 20, raw)))

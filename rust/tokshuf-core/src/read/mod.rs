@@ -17,7 +17,7 @@ pub mod lines;
 pub mod rows;
 pub mod source;
 
-pub use decompress::{decompress, decompress_buffered, open_decompressed, Compression, CountingReader};
+pub use decompress::{decompress, decompress_buffered, Compression, CountingReader};
 pub use field::Field;
 pub use inputs::{expand_inputs, Inputs, ScanReport, ScanSkip, INPUT_EXTENSIONS};
 pub use json::{extract_fields, extract_fields_reference, extract_fields_with, FieldOptions, Rejection};
