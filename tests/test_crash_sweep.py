@@ -145,6 +145,17 @@ def pairs_state(prefixes: list[str], old: list[Any] | None, new: list[Any]) -> s
     return states.pop()
 
 
+def unmixed(files: dict[str, bytes], old: dict[str, bytes], new: dict[str, bytes]) -> None:
+    """No index in the store beside data of another run: the pair of every `.bin` and `.idx` there
+    is the old set's or the new one's (Megatron, which reads no record, would open any pair)."""
+    for name, data in files.items():
+        idx = name.removesuffix(".bin") + ".idx"
+        if name.endswith(".bin") and idx in files:
+            pair = (data, files[idx])
+            versions = ((old.get(name), old.get(idx)), (new.get(name), new.get(idx)))
+            assert pair in versions, f"{name} beside the {idx} of another run"
+
+
 def shards_state(place: Place, reference: dict[str, Any]) -> str:
     """A shuffle output: no record (nothing written yet), a record being written (refused: inspect
     reports it), or a committed one whose files are the reference's."""
@@ -162,8 +173,15 @@ def shards_state(place: Place, reference: dict[str, Any]) -> str:
     return "new"
 
 
-def sweep(job: Job, points_sample: int, kills: int) -> dict[str, int]:
-    """Kill ``job`` at sampled write points and at random times; check readers and reruns."""
+def no_points(points: int) -> range:
+    return range(0)
+
+
+def sweep(
+    job: Job, points_sample: int, kills: int, also: Callable[[int], range] = no_points
+) -> dict[str, int]:
+    """Kill ``job`` at sampled write points, at the points ``also(points)`` picks, and at random
+    times; check readers and reruns."""
     rng = random.Random(f"{SEED}-{job.name}-{job.place.s3 is not None}")
     job.reset()
     started = time.perf_counter()
@@ -181,7 +199,7 @@ def sweep(job: Job, points_sample: int, kills: int) -> dict[str, int]:
     chosen = (
         range(points)
         if EVERY_POINT
-        else sorted({0, points - 1, *rng.sample(range(points), min(points_sample, points))})
+        else sorted({0, points - 1, *rng.sample(range(points), min(points_sample, points)), *also(points)})
     )
     seen: dict[str, int] = {}
     for n in [*chosen, *[-1] * kills]:
@@ -336,6 +354,15 @@ def test_sets_in_s3_survive_kills_anywhere(
         pre.clear()
         tokshuf.preprocess(inputs / "old.jsonl", pre.url("c"), "byte", json_keys=keys, append_eod=True)
 
+    reset_pre()
+    old_files = pre.files()
+    sweep_jobs.preprocess(str(inputs), pre.url("c"))
+    new_files = pre.files()
+
+    def read_pre() -> str:
+        unmixed(pre.files(), old_files, new_files)
+        return pairs_state([pre.url(f"c_{k}_document") for k in keys], old, new)
+
     parts = place("parts")
     for i in range(3):
         tokshuf.preprocess(
@@ -362,14 +389,7 @@ def test_sets_in_s3_survive_kills_anywhere(
     sh, st = place("shuffle"), place("staged")
     jobs = [
         (
-            Job(
-                "preprocess",
-                pre,
-                inputs,
-                pre.url("c"),
-                reset_pre,
-                lambda: pairs_state([pre.url(f"c_{k}_document") for k in keys], old, new),
-            ),
+            Job("preprocess", pre, inputs, pre.url("c"), reset_pre, read_pre),
             {"old", "new", "refused"},
         ),
         (
@@ -386,6 +406,13 @@ def test_sets_in_s3_survive_kills_anywhere(
         (Job("shuffle", sh, inputs, f"s3://{bucket}/shuffle", *shards(sh)), {"none", "new", "refused"}),
         (Job("staged", st, inputs, f"s3://{bucket}/staged", *shards(st)), {"none", "new", "refused"}),
     ]
+
+    def upload_points(points: int) -> range:
+        """Every point of preprocess's upload (its last dozen): the old indexes must be gone
+        before the first new data lands."""
+        return range(max(points - 12, 0), points)
+
     for job, allowed in jobs:
-        states = sweep(job, points_sample=3, kills=1)
+        also = upload_points if job.name == "preprocess" else no_points
+        states = sweep(job, points_sample=3, kills=1, also=also)
         assert set(states) <= allowed, (job.name, states)

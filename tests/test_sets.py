@@ -165,16 +165,19 @@ def test_an_s3_rewrite_killed_between_uploads_is_refused_not_mixed(
     url = f"s3://{bucket}/ds"
     tokshuf.preprocess(b, tmp_path / "b", "byte", append_eod=True)
     b_docs = docs(tmp_path / "b_text_document")
-    tokshuf.preprocess(a, url, "byte", append_eod=True)
     from tokshuf import _core
 
+    for prefix in ("ds", "count"):
+        tokshuf.preprocess(a, f"s3://{bucket}/{prefix}", "byte", append_eod=True)
     _core._fail_writes_after(10**9)
     tokshuf.preprocess(b, f"s3://{bucket}/count", "byte", append_eod=True)
     points = _core._fail_writes_after(None)
-    # The run's last points: the writing record, the .bin, the .idx, the summary, the record.
-    # Killed at the .idx upload, the store holds the new .bin beside the old .idx.
+    # The run's last points: the writing record, the deletion of the old .idx and summary, the
+    # .bin, the .idx, the summary, the record. Killed at the .idx upload, the store holds the new
+    # .bin and no .idx: the old one, which Megatron would pair with it, went first.
     crash(f"tokshuf.preprocess({str(b)!r}, {url!r}, 'byte', append_eod=True)", points - 3)
     assert s3.get(bucket, "ds_text_document.bin") == s3.get(bucket, "count_text_document.bin")
+    assert "ds_text_document.idx" not in s3.keys(bucket)
     with pytest.raises(FormatError, match=r"ds\.commit\.json.*rerun"):
         docs(f"{url}_text_document")
     tokshuf.preprocess(b, url, "byte", append_eod=True)

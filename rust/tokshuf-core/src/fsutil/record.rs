@@ -646,7 +646,11 @@ pub fn etag_of(version: &Value) -> Option<String> {
 /// first (a `writing` record replaces it, so no reader trusts the old members once the first new
 /// one is uploaded), then every file is uploaded in the given order (data before indexes), then
 /// the record is committed with the ETag each member got. A run killed between two steps leaves
-/// the `writing` record: readers refuse the set until a run completes it.
+/// the `writing` record: readers refuse the set until a run completes it. Tools that read no
+/// record (Megatron) would still pair an old index with new data, so before the first upload
+/// the old objects that later uploads replace are deleted: the old set's members and any index
+/// (a `.idx` written by a tool that keeps no record). Killed at any point, the store then holds
+/// no member of the old set beside one of the new.
 pub fn publish_remote(spec: &RecordSpec, files: Vec<RemoteFile>, cancel: &crate::Cancel) -> Result<()> {
     publish_remote_with(spec, Vec::new(), files, cancel)
 }
@@ -669,11 +673,20 @@ pub fn publish_remote_with(
     let listed = present.iter().map(|(t, s)| (t, *s)).chain(files.iter().map(|f| (&f.target, f.sum)));
     let mut members: Vec<Member> = listed.filter_map(|(t, sum)| member_name(t).map(|n| Member::new(n, sum))).collect();
     let old = read_remote(&url)?.map(|(r, _)| r);
+    let old_names: Vec<String> = old.iter().flat_map(|r| r.members.iter().map(|m| m.name.clone())).collect();
     let record = remote_of(&spec.path)?;
     let committed = Record::committed(&spec.command, spec.run.clone(), spec.inputs.clone(), members.clone());
     let writing = committed.writing(Vec::new(), Vec::new(), old);
     super::fault::point().with_path(&spec.path)?;
     crate::storage::put(&record, writing.to_bytes())?;
+    for f in files.iter().skip(1) {
+        let name = member_name(&f.target);
+        let old_member = |n: &String| old_names.contains(n);
+        if name.as_ref().is_some_and(old_member) || f.target.extension().is_some_and(|e| e == "idx") {
+            super::fault::point().with_path(&f.target)?;
+            crate::storage::delete(&remote_of(&f.target)?)?;
+        }
+    }
     for f in &files {
         cancel.check()?;
         super::fault::point().with_path(&f.target)?;

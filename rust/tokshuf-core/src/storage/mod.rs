@@ -35,7 +35,7 @@ pub use read::{counters, Counters, RemoteReader};
 pub use redact::redact;
 pub use store_error::{is_store_error, StoreError};
 pub use stores::{is_remote, resolve, Remote, SCHEMES};
-pub use write::{put, upload_file};
+pub use write::{delete, put, upload_file};
 
 use crate::error::{IoContext, Result};
 

@@ -48,6 +48,14 @@ pub fn put(to: &Remote, bytes: Vec<u8>) -> Result<()> {
         .map_err(|e| Error::io(Path::new(&to.url), e))
 }
 
+/// Delete the object `to` (one request, retried); an object that is not there is no error.
+pub fn delete(to: &Remote) -> Result<()> {
+    match block_on(retried(to, "DELETE", || to.store.delete(&to.key))) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        done => done.map_err(|e| Error::io(Path::new(&to.url), e)),
+    }
+}
+
 /// An upload part by part, each request retried; aborted if anything fails.
 async fn multipart(
     store: &Arc<dyn MultipartStore>,
