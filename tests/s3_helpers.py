@@ -17,6 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 FAULTS = ("drop", "503", "500", "cut")
+#: The faults answered with an S3 error, and their codes.
+ERROR_CODES = {"503": "SlowDown", "500": "InternalError", "412": "PreconditionFailed", "403": "AccessDenied"}
 
 ERROR_BODY = (
     '<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>injected</Message></Error>'
@@ -29,8 +31,9 @@ class Faults:
     and whose method is ``method`` (any, if empty), past the first ``after`` such requests,
     fails with probability ``rate``, drawing the kind from ``kinds``, at most ``limit`` times
     (no limit if negative); ``seed`` fixes the draws. Besides :data:`FAULTS`: ``412`` (a
-    precondition failed: the object changed), ``norange`` (the Range header is dropped: the whole
-    object comes back with 200), ``hang`` (no answer until the faults are cleared)."""
+    precondition failed: the object changed), ``403`` (access denied), ``norange`` (the Range
+    header is dropped: the whole object comes back with 200), ``hang`` (no answer until the faults
+    are cleared)."""
 
     rate: float = 0.0
     kinds: tuple[str, ...] = FAULTS
@@ -93,8 +96,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "drop":
             self.close_connection = True
             return
-        if fault in ("503", "500", "412"):
-            code = {"503": "SlowDown", "500": "InternalError", "412": "PreconditionFailed"}[fault]
+        if fault in ERROR_CODES:
+            code = ERROR_CODES[fault]
             payload = ERROR_BODY.format(code=code).encode()
             self.send_response(int(fault))
             self.send_header("Content-Type", "application/xml")

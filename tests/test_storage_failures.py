@@ -297,6 +297,23 @@ def test_a_failed_upload_is_aborted(s3: Any, tmp_path: Path, budget: None) -> No
     assert s3.keys(bucket) == []
 
 
+def test_a_rewrite_that_may_not_delete_the_old_index_fails_naming_it(s3: Any, tmp_path: Path) -> None:
+    """Before uploading, a rewrite deletes the old index (Megatron, which reads no commit record,
+    would pair it with the new data). A store that refuses the deletion fails the run, naming the
+    object; a first write, with nothing to delete, asks for no deletion at all."""
+    bucket = s3.bucket("no-delete")
+    src = write_jsonl(tmp_path / "a.jsonl", docs("a", 20))
+    url = f"s3://{bucket}/ds"
+    # object_store deletes with S3's multi-object request, `POST /bucket?delete`.
+    with s3.faults(rate=1.0, kinds=("403",), only="?delete") as refused:
+        tokshuf.preprocess(src, url, "byte", append_eod=True)
+        assert refused.seen == 0
+        with pytest.raises(OSError, match=rf"s3://{bucket}/ds_text_document\.idx.*403") as caught:
+            tokshuf.preprocess(src, url, "byte", append_eod=True)
+    assert refused.injected >= 1, caught.value
+    assert "ds_text_document.idx" in s3.keys(bucket)  # nothing was deleted or uploaded
+
+
 # -- what a URL names ---------------------------------------------------------------------------------
 def test_a_bucket_root_is_a_prefix(s3: Any, tmp_path: Path) -> None:
     bucket = s3.bucket("whole")

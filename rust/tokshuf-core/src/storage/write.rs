@@ -48,10 +48,18 @@ pub fn put(to: &Remote, bytes: Vec<u8>) -> Result<()> {
         .map_err(|e| Error::io(Path::new(&to.url), e))
 }
 
-/// Delete the object `to` (one request, retried); an object that is not there is no error.
+/// Delete the object `to` if it is there (each request retried). It is looked for first, so a
+/// run allowed to write but not to delete (an IAM policy without `s3:DeleteObject`) needs no
+/// more when there is nothing to delete.
 pub fn delete(to: &Remote) -> Result<()> {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    match super::read::head(to) {
+        Err(e) if gone(&e) => return Ok(()),
+        Err(e) => return Err(Error::io(Path::new(&to.url), e)),
+        Ok(_) => {}
+    }
     match block_on(retried(to, "DELETE", || to.store.delete(&to.key))) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) if gone(&e) => Ok(()),
         done => done.map_err(|e| Error::io(Path::new(&to.url), e)),
     }
 }
