@@ -10,6 +10,7 @@ small servers on 127.0.0.1 that misbehave in one way each.
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import re
 import socket
@@ -312,6 +313,8 @@ def test_a_rewrite_that_may_not_delete_the_old_index_fails_naming_it(s3: Any, tm
             tokshuf.preprocess(src, url, "byte", append_eod=True)
     assert refused.injected >= 1, caught.value
     assert "ds_text_document.idx" in s3.keys(bucket)  # nothing was deleted or uploaded
+    # The record was retracted first: the old set, intact, is refused until a rerun completes.
+    assert json.loads(s3.get(bucket, "ds.commit.json"))["state"] == "writing"
 
 
 # -- what a URL names ---------------------------------------------------------------------------------

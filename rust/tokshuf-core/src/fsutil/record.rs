@@ -648,9 +648,11 @@ pub fn etag_of(version: &Value) -> Option<String> {
 /// the record is committed with the ETag each member got. A run killed between two steps leaves
 /// the `writing` record: readers refuse the set until a run completes it. Tools that read no
 /// record (Megatron) would still pair an old index with new data, so before the first upload
-/// the old objects that later uploads replace are deleted: the old set's members and any index
-/// (a `.idx` written by a tool that keeps no record). Killed at any point, the store then holds
-/// no member of the old set beside one of the new.
+/// the old objects the uploads will replace are deleted, but for data (`.bin`): the old set's
+/// members and any index (a `.idx` written by a tool that keeps no record). Killed at any point,
+/// the store then holds no old index beside new data. Old data is left to its upload to replace
+/// whole: without its index it pairs with nothing, and a reader holding it open is told that it
+/// changed rather than that it is gone.
 pub fn publish_remote(spec: &RecordSpec, files: Vec<RemoteFile>, cancel: &crate::Cancel) -> Result<()> {
     publish_remote_with(spec, Vec::new(), files, cancel)
 }
@@ -679,10 +681,11 @@ pub fn publish_remote_with(
     let writing = committed.writing(Vec::new(), Vec::new(), old);
     super::fault::point().with_path(&spec.path)?;
     crate::storage::put(&record, writing.to_bytes())?;
-    for f in files.iter().skip(1) {
-        let name = member_name(&f.target);
-        let old_member = |n: &String| old_names.contains(n);
-        if name.as_ref().is_some_and(old_member) || f.target.extension().is_some_and(|e| e == "idx") {
+    for f in &files {
+        let ext = f.target.extension().and_then(|e| e.to_str());
+        let old_member = member_name(&f.target).is_some_and(|n| old_names.contains(&n));
+        if ext != Some("bin") && (old_member || ext == Some("idx")) {
+            cancel.check()?;
             super::fault::point().with_path(&f.target)?;
             crate::storage::delete(&remote_of(&f.target)?)?;
         }
