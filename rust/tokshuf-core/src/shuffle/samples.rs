@@ -106,7 +106,9 @@ pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, cancel: &Cancel) -> Re
     for file in files {
         let path = &cfg.inputs[file];
         let skip = if file == start.file { start.lines } else { 0 };
-        let mut reader = TarReader::new(decompress(path, std::fs::File::open(path).with_path(path)?)?);
+        // Buffered: the tar is read a 512-byte header at a time.
+        let tar = decompress(path, std::fs::File::open(path).with_path(path)?)?;
+        let mut reader = TarReader::new(std::io::BufReader::with_capacity(1 << 20, tar));
         let mut index = 0u64;
         let mut current: Option<(String, Members)> = None;
         loop {
