@@ -116,16 +116,32 @@ unsafe impl<T: Zeroed + Sync> Sync for Slots<T> {}
 
 const HUGE_PAGE: usize = 2 << 20;
 
+/// Ask the kernel to back the whole huge pages within `buf` with transparent huge pages; a
+/// kernel without them ignores it. For memory read at random, far beyond the TLB's reach.
+pub(crate) fn advise_huge_pages<T>(buf: &mut [T]) {
+    #[cfg(target_os = "linux")]
+    {
+        let start = buf.as_mut_ptr() as usize;
+        let end = start + std::mem::size_of_val(buf);
+        let (from, to) = (start.next_multiple_of(HUGE_PAGE), end / HUGE_PAGE * HUGE_PAGE);
+        if from < to {
+            // SAFETY: advice on memory `buf` holds; it changes no contents.
+            unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = buf;
+}
+
 impl<T: Zeroed> Slots<T> {
     pub(crate) fn zeroed(len: usize) -> Slots<T> {
         debug_assert!(len.is_power_of_two());
         let bytes = len * std::mem::size_of::<T>();
         if bytes >= HUGE_PAGE {
-            if let Ok(map) = memmap2::MmapMut::map_anon(bytes + HUGE_PAGE) {
+            if let Ok(mut map) = memmap2::MmapMut::map_anon(bytes + HUGE_PAGE) {
                 let base = map.as_ptr() as usize;
                 let offset = base.next_multiple_of(HUGE_PAGE) - base;
-                #[cfg(target_os = "linux")]
-                let _ = map.advise_range(memmap2::Advice::HugePage, offset, bytes);
+                advise_huge_pages(&mut map[offset..offset + bytes]);
                 // SAFETY: `offset + bytes` is within the map, which is page-aligned (so the
                 // pointer is aligned for `T`) and zero-filled (valid for `T: Zeroed`).
                 let ptr = unsafe { std::ptr::NonNull::new_unchecked(map.as_ptr().add(offset) as *mut T) };
