@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import random
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +20,9 @@ from typing import Any
 FAULTS = ("drop", "503", "500", "cut")
 #: The faults answered with an S3 error, and their codes.
 ERROR_CODES = {"503": "SlowDown", "500": "InternalError", "412": "PreconditionFailed", "403": "AccessDenied"}
+
+DENIED_KEYS = '<?xml version="1.0" encoding="UTF-8"?><DeleteResult>{errors}</DeleteResult>'
+DENIED_KEY = "<Error><Key>{key}</Key><Code>AccessDenied</Code><Message>injected</Message></Error>"
 
 ERROR_BODY = (
     '<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>injected</Message></Error>'
@@ -31,9 +35,10 @@ class Faults:
     and whose method is ``method`` (any, if empty), past the first ``after`` such requests,
     fails with probability ``rate``, drawing the kind from ``kinds``, at most ``limit`` times
     (no limit if negative); ``seed`` fixes the draws. Besides :data:`FAULTS`: ``412`` (a
-    precondition failed: the object changed), ``403`` (access denied), ``norange`` (the Range
-    header is dropped: the whole object comes back with 200), ``hang`` (no answer until the faults
-    are cleared)."""
+    precondition failed: the object changed), ``403`` (access denied), ``denykeys`` (a
+    multi-object delete answered as AWS refuses one: 200, with an error for each key),
+    ``norange`` (the Range header is dropped: the whole object comes back with 200), ``hang`` (no
+    answer until the faults are cleared)."""
 
     rate: float = 0.0
     kinds: tuple[str, ...] = FAULTS
@@ -96,10 +101,14 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "drop":
             self.close_connection = True
             return
-        if fault in ERROR_CODES:
-            code = ERROR_CODES[fault]
-            payload = ERROR_BODY.format(code=code).encode()
-            self.send_response(int(fault))
+        if fault in ERROR_CODES or fault == "denykeys":
+            if fault == "denykeys":
+                keys = re.findall(rb"<Key>(.*?)</Key>", body or b"")
+                errors = "".join(DENIED_KEY.format(key=k.decode()) for k in keys)
+                status, payload = 200, DENIED_KEYS.format(errors=errors).encode()
+            else:
+                status, payload = int(fault), ERROR_BODY.format(code=ERROR_CODES[fault]).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/xml")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()

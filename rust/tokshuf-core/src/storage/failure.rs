@@ -38,6 +38,9 @@ impl From<object_store::Error> for Failure {
     }
 }
 
+/// How object_store words a key that a multi-object delete refused.
+const KEY_REFUSED: &str = "DeleteObjects request failed for key";
+
 impl Failure {
     /// Whether trying again may help: a 5xx, a dropped connection, a cut answer; never a
     /// missing object, a refusal, a precondition or an unsupported request.
@@ -45,6 +48,13 @@ impl Failure {
         match self {
             // A server that ignores Range answers every retry the same way.
             Failure::Store(e) if e.to_string().contains("non-partial response") => false,
+            // A multi-object delete that refuses a key answers 200 with the key's error code:
+            // worth a retry only when the code is the store's own trouble, not a refusal.
+            Failure::Store(e) if e.to_string().contains(KEY_REFUSED) => {
+                let text = e.to_string();
+                let code = text.rsplit_once("(code: ").map_or("", |(_, code)| code.trim_end_matches(')'));
+                matches!(code, "InternalError" | "SlowDown" | "ServiceUnavailable")
+            }
             Failure::Store(e) => {
                 matches!(e, object_store::Error::Generic { .. } | object_store::Error::JoinError { .. })
             }
