@@ -1,7 +1,7 @@
 //! Property tests of the shuffle's formats: context cutting, local-cell runs, tar members.
 
 use proptest::prelude::*;
-use tokshuf_core::shuffle::cells::{parse_records, Run, RunBuffer};
+use tokshuf_core::shuffle::cells::{parse_records, push_record, Run, RunBuffer};
 use tokshuf_core::shuffle::tar::{write_end, write_member, TarReader};
 use tokshuf_core::shuffle::{Cutter, SpecialIds};
 
@@ -48,14 +48,27 @@ proptest! {
     fn runs_give_back_every_record_by_cell(
         records in proptest::collection::btree_map(0u64..10_000, (0u32..5, proptest::collection::vec(any::<u8>(), 0..50)), 0..60),
         flip in any::<prop::sample::Index>(),
+        block_len in 1usize..4,
     ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.cells");
+        // Records handed over in blocks of a few, as stage 1's encoders write them.
         let mut buf = RunBuffer::default();
+        let (mut block, mut cells) = (Vec::new(), Vec::new());
         for (&id, (cell, payload)) in records.iter().rev() {
-            buf.push(*cell, id, payload);
+            push_record(&mut block, id, |out| out.extend_from_slice(payload));
+            cells.push(*cell);
+            if cells.len() == block_len {
+                buf.push_records(std::mem::take(&mut block), &std::mem::take(&mut cells));
+            }
         }
-        buf.write(&path, 5).unwrap();
+        buf.push_records(block, &cells);
+        let payload: usize = records.values().map(|(_, p)| p.len()).sum();
+        prop_assert_eq!(buf.bytes(), payload);
+        let mut recycled = 0;
+        buf.write(&path, 5, |b| { assert!(b.is_empty()); recycled += 1 }).unwrap();
+        prop_assert_eq!(recycled, records.len() / block_len + 1);
+        prop_assert!(buf.is_empty());
         let run = Run::open(&path, 5).unwrap();
         for cell in 0..5u32 {
             let mut bytes = Vec::new();

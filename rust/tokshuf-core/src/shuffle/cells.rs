@@ -12,7 +12,7 @@
 //! `id: u64 | len: u32 | payload`; all integers little-endian.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{IoSlice, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -44,34 +44,55 @@ pub struct Segment {
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     cell: u32,
-    len: u32,
+    block: u32,
     id: u64,
-    offset: usize,
+    /// The record's bytes in its block, header included.
+    start: usize,
+    end: usize,
 }
 
-/// Encoded records waiting to be written as a run.
+/// Append the record `id` to `out`: its header, then the payload `fill` appends.
+pub fn push_record(out: &mut Vec<u8>, id: u64, fill: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    fill(out);
+    let len = u32::try_from(out.len() - start - RECORD_HEADER).expect("a record under 4 GiB");
+    out[start + 8..start + RECORD_HEADER].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Records waiting to be written as a run, in the blocks their encoders wrote them in, each
+/// record laid out as in the file ([`push_record`]): none is copied on its way to the file.
 #[derive(Debug, Default)]
 pub struct RunBuffer {
-    arena: Vec<u8>,
+    blocks: Vec<Vec<u8>>,
     entries: Vec<Entry>,
+    payload: usize,
 }
 
 impl RunBuffer {
-    /// A buffer expecting about `bytes` of payload (memory is touched only as it fills).
-    pub fn with_capacity(bytes: usize) -> Self {
-        Self { arena: Vec::with_capacity(bytes), entries: Vec::new() }
-    }
-
-    /// Add the record `id` with `payload` to `cell`.
-    pub fn push(&mut self, cell: u32, id: u64, payload: &[u8]) {
-        let len = u32::try_from(payload.len()).expect("a record under 4 GiB");
-        self.entries.push(Entry { cell, len, id, offset: self.arena.len() });
-        self.arena.extend_from_slice(payload);
+    /// Take `block`, records written by [`push_record`], the i-th for `cells[i]`. Returns the
+    /// payload bytes added.
+    pub fn push_records(&mut self, block: Vec<u8>, cells: &[u32]) -> usize {
+        let b = u32::try_from(self.blocks.len()).expect("under 4 Gi blocks");
+        let mut start = 0;
+        for &cell in cells {
+            let head = &block[start..start + RECORD_HEADER];
+            let id = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+            let len = u32::from_le_bytes(head[8..].try_into().expect("4 bytes")) as usize;
+            let end = start + RECORD_HEADER + len;
+            self.entries.push(Entry { cell, block: b, id, start, end });
+            self.payload += len;
+            start = end;
+        }
+        assert_eq!(start, block.len(), "a block holds whole records, one per cell given");
+        self.blocks.push(block);
+        start - cells.len() * RECORD_HEADER
     }
 
     /// Payload bytes buffered.
     pub fn bytes(&self) -> usize {
-        self.arena.len()
+        self.payload
     }
 
     /// Records buffered.
@@ -85,36 +106,48 @@ impl RunBuffer {
     }
 
     /// Write the buffer as the run `path` (temporary file, fsync, rename) and empty it. Within a
-    /// cell, records are sorted by id, so the file does not depend on arrival order.
-    pub fn write(&mut self, path: &Path, cells: u32) -> Result<Vec<Segment>> {
+    /// cell, records are sorted by id, so the file does not depend on arrival order. Each block,
+    /// emptied, goes to `recycle` once the file holds its bytes, before the sync: the next run
+    /// fills it while this one reaches the disk.
+    pub fn write(&mut self, path: &Path, cells: u32, mut recycle: impl FnMut(Vec<u8>)) -> Result<Vec<Segment>> {
         self.entries.sort_unstable_by_key(|e| (e.cell, e.id));
         let tmp = TempFile::new(path);
-        let file = tmp.create()?;
-        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let mut file = tmp.create()?;
         let mut segments = vec![Segment::default(); cells as usize];
+        // Records go out a few hundred KiB at a time, straight from their blocks, each read
+        // for its checksum just before the kernel copies it.
+        let mut slices: Vec<IoSlice> = Vec::new();
+        let mut pending = 0;
         let mut offset = 0u64;
-        let mut i = 0;
+        let mut rest = &self.entries[..];
         for (cell, seg) in segments.iter_mut().enumerate() {
+            let n = rest.iter().take_while(|e| e.cell as usize == cell).count();
             let mut crc = Crc::new();
-            seg.offset = offset;
-            while let Some(e) = self.entries.get(i).filter(|e| e.cell as usize == cell) {
-                let mut head = [0u8; RECORD_HEADER];
-                head[..8].copy_from_slice(&e.id.to_le_bytes());
-                head[8..].copy_from_slice(&e.len.to_le_bytes());
-                let payload = &self.arena[e.offset..e.offset + e.len as usize];
-                crc.update(&head);
-                crc.update(payload);
-                w.write_all(&head).with_path(tmp.path())?;
-                w.write_all(payload).with_path(tmp.path())?;
-                offset += (RECORD_HEADER + payload.len()) as u64;
-                seg.count += 1;
-                i += 1;
+            for e in &rest[..n] {
+                let record = &self.blocks[e.block as usize][e.start..e.end];
+                crc.update(record);
+                slices.push(IoSlice::new(record));
+                pending += record.len();
+                seg.bytes += record.len() as u64;
+                if pending >= 256 << 10 || slices.len() >= 1024 {
+                    write_all_vectored(&mut file, &mut slices).with_path(tmp.path())?;
+                    pending = 0;
+                }
             }
-            seg.bytes = offset - seg.offset;
-            seg.crc = crc.sum();
+            rest = &rest[n..];
+            (seg.offset, seg.count, seg.crc) = (offset, n as u64, crc.sum());
+            offset += seg.bytes;
         }
-        debug_assert_eq!(i, self.entries.len(), "every record belongs to a cell below the cell count");
-        let mut index = Vec::with_capacity(segments.len() * ENTRY);
+        debug_assert!(rest.is_empty(), "every record belongs to a cell below the cell count");
+        write_all_vectored(&mut file, &mut slices).with_path(tmp.path())?;
+        drop(slices);
+        self.entries.clear();
+        self.payload = 0;
+        for mut block in self.blocks.drain(..) {
+            block.clear();
+            recycle(block);
+        }
+        let mut index = Vec::with_capacity(segments.len() * ENTRY + TRAILER);
         for s in &segments {
             index.extend_from_slice(&s.offset.to_le_bytes());
             index.extend_from_slice(&s.bytes.to_le_bytes());
@@ -122,23 +155,34 @@ impl RunBuffer {
             index.extend_from_slice(&s.crc.to_le_bytes());
             index.extend_from_slice(&[0u8; 4]);
         }
-        let mut trailer = Vec::with_capacity(TRAILER);
-        trailer.extend_from_slice(MAGIC);
-        trailer.extend_from_slice(&VERSION.to_le_bytes());
-        trailer.extend_from_slice(&cells.to_le_bytes());
-        trailer.extend_from_slice(&offset.to_le_bytes());
-        trailer.extend_from_slice(&libdeflater::crc32(&index).to_le_bytes());
-        trailer.extend_from_slice(&[0u8; 4]);
-        w.write_all(&index).with_path(tmp.path())?;
-        w.write_all(&trailer).with_path(tmp.path())?;
-        let file = w.into_inner().map_err(|e| Error::io(tmp.path(), e.into_error()))?;
+        let index_crc = libdeflater::crc32(&index);
+        index.extend_from_slice(MAGIC);
+        index.extend_from_slice(&VERSION.to_le_bytes());
+        index.extend_from_slice(&cells.to_le_bytes());
+        index.extend_from_slice(&offset.to_le_bytes());
+        index.extend_from_slice(&index_crc.to_le_bytes());
+        index.extend_from_slice(&[0u8; 4]);
+        file.write_all(&index).with_path(tmp.path())?;
         file.sync_all().with_path(tmp.path())?;
         drop(file);
         tmp.commit()?;
-        self.arena.clear();
-        self.entries.clear();
         Ok(segments)
     }
+}
+
+/// Write every byte of `slices` and empty it.
+fn write_all_vectored(file: &mut File, slices: &mut Vec<IoSlice>) -> std::io::Result<()> {
+    let mut left = &mut slices[..];
+    while !left.is_empty() {
+        match file.write_vectored(left) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut left, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    slices.clear();
+    Ok(())
 }
 
 /// The index of a run file, read back for stage 2.
@@ -281,16 +325,22 @@ pub fn parse_records(buf: &[u8], expected: u64, path: &Path) -> Result<Vec<Recor
 mod tests {
     use super::*;
 
+    fn push(b: &mut RunBuffer, cell: u32, id: u64, payload: &[u8]) {
+        let mut block = Vec::new();
+        push_record(&mut block, id, |out| out.extend_from_slice(payload));
+        b.push_records(block, &[cell]);
+    }
+
     #[test]
     fn runs_round_trip_and_sort_by_id() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run_00000000.cells");
-        let mut b = RunBuffer::with_capacity(1024);
-        b.push(2, 50, b"fifty");
-        b.push(0, 7, b"seven");
-        b.push(2, 3, b"three");
-        b.push(0, 1, b"");
-        let segs = b.write(&path, 3).unwrap();
+        let mut b = RunBuffer::default();
+        push(&mut b, 2, 50, b"fifty");
+        push(&mut b, 0, 7, b"seven");
+        push(&mut b, 2, 3, b"three");
+        push(&mut b, 0, 1, b"");
+        let segs = b.write(&path, 3, drop).unwrap();
         assert!(b.is_empty());
         assert_eq!(segs.iter().map(|s| s.count).collect::<Vec<_>>(), vec![2, 0, 2]);
         let run = Run::open(&path, 3).unwrap();
@@ -310,9 +360,9 @@ mod tests {
         let path = dir.path().join("r.cells");
         let mut b = RunBuffer::default();
         for cell in 0..3u32 {
-            b.push(cell, u64::from(cell), &vec![cell as u8 + 1; 1 << 20]);
+            push(&mut b, cell, u64::from(cell), &vec![cell as u8 + 1; 1 << 20]);
         }
-        b.write(&path, 3).unwrap();
+        b.write(&path, 3, drop).unwrap();
         let run = Run::open(&path, 3).unwrap();
         let before = std::fs::metadata(&path).unwrap().blocks();
         run.release(0..2);
@@ -330,8 +380,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.cells");
         let mut b = RunBuffer::default();
-        b.push(0, 1, b"payload");
-        b.write(&path, 1).unwrap();
+        push(&mut b, 0, 1, b"payload");
+        b.write(&path, 1, drop).unwrap();
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[13] ^= 1;
         std::fs::write(&path, &bytes).unwrap();

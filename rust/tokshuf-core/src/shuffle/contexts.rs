@@ -43,18 +43,23 @@ impl Cutter {
     /// Append a document; full contexts are appended to `out` (`seqlen` ids each). Returns how
     /// many contexts were emitted.
     pub fn push_document(&mut self, ids: &[u32], special: &SpecialIds, seqlen: usize, out: &mut Vec<u32>) -> u64 {
-        if let Some(bos) = special.bos {
-            self.pending.push(bos);
+        let before = out.len();
+        self.pending.extend(special.bos);
+        // Whole contexts go from `ids` straight to `out`: only a document's ends wait in `pending`.
+        let (head, mut rest) = ids.split_at((seqlen - self.pending.len()).min(ids.len()));
+        self.pending.extend_from_slice(head);
+        if self.pending.len() == seqlen {
+            out.append(&mut self.pending);
+            let full = rest.len() / seqlen * seqlen;
+            out.extend_from_slice(&rest[..full]);
+            rest = &rest[full..];
         }
-        self.pending.extend_from_slice(ids);
+        self.pending.extend_from_slice(rest);
         self.pending.push(special.eot);
-        let full = self.pending.len() / seqlen * seqlen;
-        if full == 0 {
-            return 0;
+        if self.pending.len() == seqlen {
+            out.append(&mut self.pending);
         }
-        out.extend_from_slice(&self.pending[..full]);
-        self.pending.drain(..full);
-        let n = (full / seqlen) as u64;
+        let n = ((out.len() - before) / seqlen) as u64;
         self.next_index += n;
         n
     }

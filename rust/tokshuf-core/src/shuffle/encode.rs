@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 pub use super::json_gz::json_list;
 use super::json_gz::JsonGz;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 
 /// The member encoding of a context.
@@ -37,6 +38,15 @@ impl MemberFormat {
             }
             "npy" => Ok(Self::Npy { wide: max_id > u32::from(u16::MAX) }),
             other => Err(Error::invalid(format!("unknown member format {other:?} (expected one of: json.gz, npy)"))),
+        }
+    }
+
+    /// The bytes to reserve for a member of `len` ids: exact for npy (a header of at most 128
+    /// bytes), twice the ids for json.gz (which takes about 1.5 bytes an id).
+    pub fn member_bytes(&self, len: usize) -> usize {
+        match self {
+            Self::JsonGz { .. } => 2 * len,
+            Self::Npy { wide } => 128 + len * if *wide { 4 } else { 2 },
         }
     }
 
@@ -103,11 +113,8 @@ impl Encoder {
             },
             MemberFormat::Npy { wide } => {
                 npy_header(ids.len(), wide, out);
-                if wide {
-                    out.extend(ids.iter().flat_map(|t| t.to_le_bytes()));
-                } else {
-                    out.extend(ids.iter().flat_map(|&t| (t as u16).to_le_bytes()));
-                }
+                // The ids fit: `wide` is chosen from the vocabulary's largest id.
+                (if wide { DType::I32 } else { DType::U16 }).convert_checked(ids, out);
             }
         }
     }
@@ -146,13 +153,18 @@ mod tests {
     }
 
     #[test]
-    fn npy_header_is_aligned() {
-        for (len, wide) in [(1, false), (2049, false), (2049, true), (1 << 20, true)] {
+    fn npy_header_is_aligned_and_members_fill_what_is_reserved() {
+        for (len, wide) in [(1, false), (2049, false), (2049, true), (1 << 20, true), (usize::MAX / 4, true)] {
             let mut out = Vec::new();
             npy_header(len, wide, &mut out);
             assert_eq!(out.len() % 64, 0);
             assert_eq!(*out.last().unwrap(), b'\n');
+            assert!(out.len() <= MemberFormat::Npy { wide }.member_bytes(0), "{len}");
         }
+        let ids: Vec<u32> = (0..2049).collect();
+        let mut out = Vec::new();
+        Encoder::new(MemberFormat::Npy { wide: false }).encode(&ids, &mut out);
+        assert_eq!(out.len(), MemberFormat::Npy { wide: false }.member_bytes(ids.len()));
     }
 
     #[test]

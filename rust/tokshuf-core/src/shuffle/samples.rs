@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use super::cells::RunBuffer;
+use super::cells::{push_record, RunBuffer};
 use super::config::ShuffleConfig;
 use super::contexts::context_id;
 use super::rng::cell_of;
@@ -66,23 +66,25 @@ struct Scatter<'a> {
     cfg: &'a ShuffleConfig,
     state: &'a mut State,
     buffer: RunBuffer,
-    payload: Vec<u8>,
+    /// Blocks of written runs, for the next samples.
+    spares: Vec<Vec<u8>>,
 }
 
 impl Scatter<'_> {
     fn push(&mut self, file: usize, index: u64, members: &[(String, Vec<u8>)]) {
-        self.payload.clear();
-        encode_sample(members, &mut self.payload);
         let id = context_id(file, index);
-        self.buffer.push(cell_of(self.cfg.seed, id, self.cfg.num_local_cells), id, &self.payload);
-        self.state.counts.cell_bytes += self.payload.len() as u64;
+        let mut block = self.spares.pop().unwrap_or_default();
+        push_record(&mut block, id, |out| encode_sample(members, out));
+        let cell = cell_of(self.cfg.seed, id, self.cfg.num_local_cells);
+        self.state.counts.cell_bytes += self.buffer.push_records(block, &[cell]) as u64;
         self.state.counts.documents += 1;
     }
 
     fn checkpoint(&mut self) -> Result<()> {
         if !self.buffer.is_empty() {
             let n = self.buffer.len() as u64;
-            self.buffer.write(&run_path(&self.cfg.local_cell_dir, self.state.runs), self.cfg.num_local_cells)?;
+            let path = run_path(&self.cfg.local_cell_dir, self.state.runs);
+            self.buffer.write(&path, self.cfg.num_local_cells, |b| self.spares.push(b))?;
             crash_point("run-written");
             self.state.runs += 1;
             self.state.counts.contexts += n;
@@ -101,8 +103,7 @@ pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, cancel: &Cancel) -> Re
     let remaining = cfg.inputs[files.clone()].iter().filter_map(|p| crate::storage::size(p).ok()).sum();
     let mut progress = Progress::new(cfg.progress, "shuffle-cells", remaining);
     let mut snap = ProgressSnapshot::default();
-    let mut s =
-        Scatter { cfg, state, buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)), payload: Vec::new() };
+    let mut s = Scatter { cfg, state, buffer: RunBuffer::default(), spares: Vec::new() };
     for file in files {
         let path = &cfg.inputs[file];
         let skip = if file == start.file { start.lines } else { 0 };

@@ -32,8 +32,6 @@ pub(super) struct Links<'a> {
     pub results: &'a Receiver<Msg>,
     pub slots: &'a Sender<()>,
     pub checkpoints: Sender<Checkpoint>,
-    /// Buffers the checkpoint thread has written and emptied.
-    pub spare: Receiver<RunBuffer>,
     /// Where the token buffers of cut batches go back to the workers.
     pub spares: &'a Spares,
     pub chunk_spares: &'a ChunkSpares,
@@ -72,7 +70,7 @@ impl<'a> Collector<'a> {
             cfg,
             state,
             links,
-            buffer: RunBuffer::with_capacity(cfg.buffer_bytes + (1 << 20)),
+            buffer: RunBuffer::default(),
             pending: BTreeMap::new(),
             next_seq: 0,
             chunk: Vec::new(),
@@ -101,13 +99,7 @@ impl<'a> Collector<'a> {
                 self.pending.insert(seq, item);
             }
             Msg::Encoded(chunk) => {
-                let mut offset = 0usize;
-                for (i, (&cell, &len)) in chunk.cells.iter().zip(&chunk.lens).enumerate() {
-                    self.buffer.push(cell, chunk.first_id + i as u64, &chunk.bytes[offset..offset + len as usize]);
-                    offset += len as usize;
-                }
-                self.state.counts.cell_bytes += chunk.bytes.len() as u64;
-                self.links.chunk_spares.members.give(chunk.bytes);
+                self.state.counts.cell_bytes += self.buffer.push_records(chunk.bytes, &chunk.cells) as u64;
                 self.outstanding -= 1;
             }
         }
@@ -197,13 +189,7 @@ impl<'a> Collector<'a> {
         let mut run = None;
         if !self.buffer.is_empty() {
             let n = self.buffer.len() as u64;
-            let fresh = self
-                .links
-                .spare
-                .try_recv()
-                .unwrap_or_else(|_| RunBuffer::with_capacity(self.cfg.buffer_bytes + (1 << 20)));
-            run =
-                Some((std::mem::replace(&mut self.buffer, fresh), run_path(&self.cfg.local_cell_dir, self.state.runs)));
+            run = Some((std::mem::take(&mut self.buffer), run_path(&self.cfg.local_cell_dir, self.state.runs)));
             self.state.runs += 1;
             self.state.counts.contexts += n;
         }

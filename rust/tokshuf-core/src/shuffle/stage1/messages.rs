@@ -29,31 +29,32 @@ pub(super) enum Work {
 }
 
 /// The buffers of context chunks, handed back for the next chunk: the tokens of a chunk (the
-/// collector cuts, a worker encodes) and its encoded members (a worker encodes, the collector
-/// files them into the run buffer). Fresh ones, each a little over glibc's mmap threshold, were
-/// mapped and faulted in chunk after chunk.
+/// collector cuts, a worker encodes) and its encoded records (a worker encodes, the run buffer
+/// holds them until its run is written). Fresh ones, each a little over glibc's mmap threshold,
+/// were mapped and faulted in chunk after chunk.
 pub(super) struct ChunkSpares {
     pub tokens: Pool<u32>,
     pub members: Pool<u8>,
 }
 
 impl ChunkSpares {
-    /// `count` buffers of each kind, for chunks of about `chunk_tokens` tokens.
-    pub fn new(count: usize, chunk_tokens: usize) -> ChunkSpares {
+    /// `count` token buffers for chunks of about `chunk_tokens` tokens, and as many record
+    /// buffers plus those of a run of `run_bytes` (at a byte a token at least).
+    pub fn new(count: usize, chunk_tokens: usize, run_bytes: usize) -> ChunkSpares {
         let tokens = chunk_tokens.saturating_mul(2);
+        let per_run = (run_bytes / chunk_tokens.max(1)).min(4096);
         ChunkSpares {
             tokens: Pool::new(count, tokens.saturating_mul(4)),
             // A json.gz member may exceed its tokens' bytes a little; an npy one adds a header.
-            members: Pool::new(count, tokens.saturating_mul(8)),
+            members: Pool::new(count + per_run, tokens.saturating_mul(8)),
         }
     }
 }
 
-/// Encoded contexts with consecutive ids.
+/// Encoded contexts: records as the run file holds them ([`crate::shuffle::cells::push_record`]),
+/// the i-th for cell `cells[i]`.
 pub(super) struct EncodedChunk {
-    pub first_id: u64,
     pub cells: Vec<u32>,
-    pub lens: Vec<u32>,
     pub bytes: Vec<u8>,
 }
 

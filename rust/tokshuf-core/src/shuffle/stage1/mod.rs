@@ -17,29 +17,27 @@ mod work;
 
 use std::sync::Arc;
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use crossbeam_channel::{bounded, unbounded, Receiver};
 
-use super::cells::RunBuffer;
 use super::config::ShuffleConfig;
 use super::state::crash_point;
 use super::state::{save, State};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::ingest::{is_long_job, Spares};
+use crate::ingest::{is_long_job, Pool, Spares};
 use crate::tokenize::Tokenizer;
 use collector::{Collector, Links};
 use messages::{Checkpoint, ChunkSpares, Msg, Work};
 use reader::Reader;
 
-/// Write each checkpoint's run, then save its state. A written (now empty) buffer goes back to
-/// the collector through `spare`, so the next run fills memory already mapped instead of
-/// faulting in a fresh buffer's pages.
-fn write_checkpoints(cfg: &ShuffleConfig, jobs: &Receiver<Checkpoint>, spare: &Sender<RunBuffer>) -> Result<()> {
+/// Write each checkpoint's run, then save its state. The run's blocks go back to the workers as
+/// soon as the file holds their bytes, so the next run fills memory already mapped instead of
+/// faulting in fresh pages.
+fn write_checkpoints(cfg: &ShuffleConfig, jobs: &Receiver<Checkpoint>, blocks: &Pool<u8>) -> Result<()> {
     for job in jobs.iter() {
         if let Some((mut buffer, path)) = job.run {
-            buffer.write(&path, cfg.num_local_cells)?;
+            buffer.write(&path, cfg.num_local_cells, |b| blocks.give(b))?;
             crash_point("run-written");
-            let _ = spare.try_send(buffer);
         }
         save(&cfg.local_cell_dir, &job.state)?;
         crash_point("checkpoint-saved");
@@ -73,7 +71,8 @@ pub(super) fn run(
     // Line buffers go back to the reader from the workers, token buffers to the workers from the
     // collector once it has cut their contexts.
     let spares = Spares::new(in_flight + cfg.threads, cfg.batch_bytes);
-    let chunk_spares = ChunkSpares::new(in_flight + cfg.threads, collector::chunk_reserve(cfg.seqlen));
+    let chunk_spares =
+        ChunkSpares::new(in_flight + cfg.threads, collector::chunk_reserve(cfg.seqlen), cfg.buffer_bytes);
     std::thread::scope(|s| -> Result<()> {
         let reader = Reader {
             cfg,
@@ -93,16 +92,13 @@ pub(super) fn run(
         drop(result_tx);
         drop(work_rx);
         let (checkpoint_tx, checkpoint_rx) = bounded::<Checkpoint>(0);
-        // Two spares: the collector hands a full buffer over while the previous one is still
-        // being written, so the one written before that is the one free to refill.
-        let (spare_tx, spare_rx) = bounded::<RunBuffer>(2);
-        let checkpointer = s.spawn(move || write_checkpoints(cfg, &checkpoint_rx, &spare_tx));
+        let members = &chunk_spares.members;
+        let checkpointer = s.spawn(move || write_checkpoints(cfg, &checkpoint_rx, members));
         let links = Links {
             work: work_tx,
             results: &result_rx,
             slots: &slot_tx,
             checkpoints: checkpoint_tx,
-            spare: spare_rx,
             spares: &spares,
             chunk_spares: &chunk_spares,
             cancel,

@@ -7,6 +7,7 @@ use crate::cancel::Cancel;
 use crate::ingest::Spares;
 use crate::preprocess::{encode_batch, DocumentRules};
 use crate::read::FieldOptions;
+use crate::shuffle::cells::{push_record, RECORD_HEADER};
 use crate::shuffle::config::ShuffleConfig;
 use crate::shuffle::encode::Encoder;
 use crate::shuffle::rng::cell_of;
@@ -49,18 +50,13 @@ pub(super) fn worker(
                 let n = job.tokens.len() / cfg.seqlen;
                 let mut bytes = chunk_spares.members.take();
                 bytes.clear();
-                bytes.reserve(n * cfg.seqlen * 2);
-                let mut chunk = EncodedChunk {
-                    first_id: job.first_id,
-                    cells: Vec::with_capacity(n),
-                    lens: Vec::with_capacity(n),
-                    bytes,
-                };
+                // Enough for npy members: a block that grew would be copied into fresh pages.
+                bytes.reserve(n * (RECORD_HEADER + cfg.member_format.member_bytes(cfg.seqlen)));
+                let mut chunk = EncodedChunk { cells: Vec::with_capacity(n), bytes };
                 for (i, ctx) in job.tokens.chunks_exact(cfg.seqlen).enumerate() {
-                    let before = chunk.bytes.len();
-                    encoder.encode(ctx, &mut chunk.bytes);
-                    chunk.lens.push((chunk.bytes.len() - before) as u32);
-                    chunk.cells.push(cell_of(cfg.seed, job.first_id + i as u64, cfg.num_local_cells));
+                    let id = job.first_id + i as u64;
+                    push_record(&mut chunk.bytes, id, |out| encoder.encode(ctx, out));
+                    chunk.cells.push(cell_of(cfg.seed, id, cfg.num_local_cells));
                 }
                 chunk_spares.tokens.give(job.tokens);
                 Msg::Encoded(chunk)
