@@ -47,23 +47,11 @@ fn armed_point() -> io::Result<()> {
     }
 }
 
-#[cfg(unix)]
 fn no_space() -> io::Error {
     io::Error::from_raw_os_error(libc::ENOSPC)
 }
 
-#[cfg(not(unix))]
-fn no_space() -> io::Error {
-    io::Error::new(io::ErrorKind::StorageFull, "no space left on device")
-}
-
-#[cfg(unix)]
 fn crash() -> ! {
     // SAFETY: _exit ends the process without running any handler, which is the point.
     unsafe { libc::_exit(86) }
-}
-
-#[cfg(not(unix))]
-fn crash() -> ! {
-    std::process::abort()
 }

@@ -11,7 +11,6 @@ pub(crate) fn sync_dir(dir: &Path) {
     }
 }
 
-#[cfg(unix)]
 pub(crate) fn process_alive(pid: u32) -> bool {
     if pid == std::process::id() {
         return true;
@@ -23,9 +22,4 @@ pub(crate) fn process_alive(pid: u32) -> bool {
     // SAFETY: signal 0 only checks whether the process exists and may be signalled.
     let rc = unsafe { libc::kill(pid, 0) };
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-#[cfg(not(unix))]
-pub(crate) fn process_alive(_pid: u32) -> bool {
-    true
 }

@@ -5,9 +5,6 @@
 use super::normalize::normalize;
 use crate::error::{Error, Result};
 
-/// The three splits, in Megatron's order.
-pub const SPLIT_NAMES: [&str; 3] = ["train", "valid", "test"];
-
 /// Bookends `(start, end)` per split; `None` marks a disabled split (zero width).
 pub type SplitMatrix = [Option<(f64, f64)>; 3];
 

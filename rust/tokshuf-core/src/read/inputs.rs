@@ -79,27 +79,13 @@ fn has_glob_chars(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 
-/// What identifies a file or directory whatever path reaches it: (device, inode) where there are
-/// such, else the canonical path.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum FileId {
-    #[cfg(unix)]
-    Inode(u64, u64),
-    #[cfg_attr(unix, allow(dead_code))]
-    Path(PathBuf),
-}
+/// What identifies a file or directory whatever path reaches it: (device, inode).
+type FileId = (u64, u64);
 
 fn file_id(path: &Path) -> Result<FileId> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-        Ok(FileId::Inode(m.dev(), m.ino()))
-    }
-    #[cfg(not(unix))]
-    {
-        Ok(FileId::Path(std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?))
-    }
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    Ok((m.dev(), m.ino()))
 }
 
 /// The files taken so far, to refuse one reached a second time (given twice, a directory and a

@@ -4,11 +4,6 @@
 use super::substream::{Row, Segment};
 use crate::error::{Error, Result};
 
-/// Columns of a row table: `sub, shard, epoch, pos, offset, tokens, docs`.
-pub const ROW_COLUMNS: [&str; 7] = ["sub", "shard", "epoch", "pos", "offset", "tokens", "docs"];
-/// Columns of a buffer table: `slot, sub, shard, epoch, doc, start, len`.
-pub const SEGMENT_COLUMNS: [&str; 7] = ["slot", "sub", "shard", "epoch", "doc", "start", "len"];
-
 /// Everything one global worker needs to continue exactly where it stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerState {
@@ -53,7 +48,7 @@ fn u32_of(v: u64, what: &str) -> Result<u32> {
 }
 
 impl WorkerState {
-    /// The row table, row-major (`rows × 7`).
+    /// The row table, row-major (`rows × 7`): `sub, shard, epoch, pos, offset, tokens, docs`.
     pub fn row_words(&self) -> Vec<u64> {
         self.rows
             .iter()
@@ -61,7 +56,8 @@ impl WorkerState {
             .collect()
     }
 
-    /// The buffer table, row-major (`segments × 7`), slots in order.
+    /// The buffer table, row-major (`segments × 7`: `slot, sub, shard, epoch, doc, start, len`),
+    /// slots in order.
     pub fn buffer_words(&self) -> Vec<u64> {
         let mut out = vec![];
         for (slot, line) in self.buffer.iter().enumerate() {

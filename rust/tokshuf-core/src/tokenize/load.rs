@@ -64,15 +64,6 @@ pub fn from_spec(spec: &str) -> Result<Arc<dyn Tokenizer>> {
     build(&resolve(&TokenizerSpec::parse(spec)?)?)
 }
 
-/// [`from_spec`], with special tokens declared for a rank file (see [`with_special_tokens`]).
-pub fn from_spec_with_specials(spec: &str, specials: Option<Vec<(String, u32)>>) -> Result<Arc<dyn Tokenizer>> {
-    let model = resolve(&TokenizerSpec::parse(spec)?)?;
-    match specials {
-        Some(s) => build(&with_special_tokens(model, s)?),
-        None => build(&model),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

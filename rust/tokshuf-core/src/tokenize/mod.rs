@@ -28,7 +28,7 @@ pub use byte::ByteTokenizer;
 pub use fast_bpe::with_caches;
 pub use hf::HfTokenizer;
 pub use library::{Library, LibraryEncoder};
-pub use load::{build, from_spec, from_spec_with_specials, with_special_tokens};
+pub use load::{build, from_spec, with_special_tokens};
 pub use model::{resolve, BpeModel, HfModel, JsonText, SentencePieceModel, TokenizerModel};
 pub use spec::TokenizerSpec;
 pub use tiktoken::TiktokenTokenizer;

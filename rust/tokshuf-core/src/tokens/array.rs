@@ -80,15 +80,6 @@ impl TokenType {
         }
     }
 
-    /// OLMo's and Dolma's choice: the smallest unsigned type that holds `vocab_size - 1`.
-    pub fn for_vocab(vocab_size: u64) -> TokenType {
-        let max = vocab_size.saturating_sub(1);
-        [TokenType::U8, TokenType::U16, TokenType::U32]
-            .into_iter()
-            .find(|t| max <= t.max_token())
-            .unwrap_or(TokenType::U64)
-    }
-
     /// The type of an indexed dataset's `.bin` (floats are not token ids).
     pub fn from_dtype(dtype: DType) -> Result<TokenType> {
         Ok(match dtype {
@@ -277,15 +268,6 @@ impl TokenArray {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn vocab_picks_the_smallest_unsigned_type() {
-        assert_eq!(TokenType::for_vocab(256), TokenType::U8);
-        assert_eq!(TokenType::for_vocab(257), TokenType::U16);
-        assert_eq!(TokenType::for_vocab(50280), TokenType::U16);
-        assert_eq!(TokenType::for_vocab(65536), TokenType::U16);
-        assert_eq!(TokenType::for_vocab(100278), TokenType::U32);
-    }
 
     #[test]
     fn encode_decode_round_trip() {
