@@ -302,18 +302,9 @@ impl LongCache {
     /// Prefetch the home slot of a piece with hash `h` (see [`hash_bytes`]).
     #[inline(always)]
     pub fn prefetch(&self, h: u64) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(slot) = self.slots.get(h as usize & (self.slots.len() - 1)) {
-            // SAFETY: a reference to a live element; prefetching never faults or writes.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch(
-                    (slot as *const Option<LongSlot>).cast::<i8>(),
-                    std::arch::x86_64::_MM_HINT_T0,
-                )
-            };
+            crate::table::prefetch(slot);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = h;
     }
 
     /// The ids cached for `piece`, whose [`hash_bytes`] is `h`.

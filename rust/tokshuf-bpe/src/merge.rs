@@ -9,7 +9,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::table::{advise_huge_pages, hash, pack, KeyIndex, KEEP, MAX_SHORT};
+use super::table::{advise_huge_pages, hash, pack, prefetch, KeyIndex, KEEP, MAX_SHORT};
 use super::vocab::{Fallback, Merges, Units, Vocab};
 
 /// Pieces longer than this (in bytes) take the heap path, unless [`ranks_merge`] takes them.
@@ -564,18 +564,6 @@ fn reserve_nodes(nodes: &mut Vec<Node>, n: usize) {
         nodes.reserve_exact(n);
         advise_huge_pages(nodes.spare_capacity_mut());
     }
-}
-
-/// Ask for the cache line of `x`.
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a reference to a live value; prefetching never faults or writes.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(std::ptr::from_ref(x).cast::<i8>(), std::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
 }
 
 /// The candidate merges of the heap path: popped lowest priority first, leftmost (lowest

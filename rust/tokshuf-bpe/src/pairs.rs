@@ -38,15 +38,9 @@ impl PairTable {
 
     #[inline(always)]
     pub fn prefetch(&self, left: u32, right: u32) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(s) = self.slots.get(home(key(left, right), self.mask)) {
-            // SAFETY: a reference to a live element; prefetching never faults or writes.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch((s as *const (u64, u64)).cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
-            };
+            crate::table::prefetch(s);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (left, right);
     }
 
     /// `priority << 32 | merged` of the pair, if it merges.

@@ -192,15 +192,20 @@ impl<T: Zeroed> Slots<T> {
     /// Prefetch slot `i` modulo the length.
     #[inline(always)]
     pub(crate) fn prefetch(&self, i: usize) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the masked index is in bounds; prefetching never faults or writes.
-        unsafe {
-            let p = self.ptr.as_ptr().add(i & self.mask) as *const i8;
-            std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = i;
+        prefetch(self.get(i));
     }
+}
+
+/// Ask for the cache line of `x`.
+#[inline(always)]
+pub(crate) fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a reference to a live value; prefetching never faults or writes.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(std::ptr::from_ref(x).cast::<i8>(), std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }
 
 /// Reserve room for `n` elements in `v` and touch it, so that its pages are resident before
@@ -434,29 +439,9 @@ impl SlotTable {
 
     /// The ids stored under `key`.
     #[cfg(test)]
-    pub fn get(&self, key: u128) -> Option<&[u32]> {
-        self.get_hashed(key, hash(key))
-    }
-
-    /// [`get`](Self::get) given the key's [`hash`].
-    #[cfg(test)]
-    pub fn get_hashed(&self, key: u128, h: u64) -> Option<&[u32]> {
-        let mut i = h as usize & self.mask;
-        loop {
-            let s = self.slots.get(i);
-            if s.key == key {
-                return Some(if s.n & ARENA == 0 {
-                    &s.ids[..s.n as usize]
-                } else {
-                    let start = s.ids[0] as usize;
-                    &self.arena[start..start + (s.n & !ARENA) as usize]
-                });
-            }
-            if s.key == 0 {
-                return None;
-            }
-            i = (i + 1) & self.mask;
-        }
+    pub fn get(&self, key: u128) -> Option<Vec<u32>> {
+        let mut out = Vec::new();
+        self.emit_hashed(key, hash(key), &mut out).then_some(out)
     }
 
     /// Append the ids stored under `key` (with its [`hash`]) to `out`; false if there are none.
@@ -504,7 +489,7 @@ impl SlotTable {
     /// The single id stored under `key`, if it holds exactly one.
     #[cfg(test)]
     pub fn get_one(&self, key: u128) -> Option<u32> {
-        self.get(key).and_then(|ids| (ids.len() == 1).then(|| ids[0]))
+        self.get(key).filter(|v| v.len() == 1).map(|v| v[0])
     }
 
     /// Store `ids` under `key` (replacing any value). The caller keeps the load at most 1/2.
@@ -572,14 +557,14 @@ mod tests {
         t.insert(pack(b"ab"), &[7]);
         t.insert(pack(b"abc"), &[1, 2, 3, 4, 5]);
         t.insert(pack(b"x"), &[]);
-        assert_eq!(t.get(pack(b"ab")), Some(&[7][..]));
+        assert_eq!(t.get(pack(b"ab")), Some(vec![7]));
         assert_eq!(t.get_one(pack(b"ab")), Some(7));
-        assert_eq!(t.get(pack(b"abc")), Some(&[1, 2, 3, 4, 5][..]));
+        assert_eq!(t.get(pack(b"abc")), Some(vec![1, 2, 3, 4, 5]));
         assert_eq!(t.get_one(pack(b"abc")), None);
-        assert_eq!(t.get(pack(b"x")), Some(&[][..]));
+        assert_eq!(t.get(pack(b"x")), Some(vec![]));
         assert_eq!(t.get(pack(b"abd")), None);
         t.insert(pack(b"ab"), &[8, 9]);
-        assert_eq!(t.get(pack(b"ab")), Some(&[8, 9][..]));
+        assert_eq!(t.get(pack(b"ab")), Some(vec![8, 9]));
         assert_eq!(t.len(), 3);
         t.clear();
         assert_eq!(t.get(pack(b"ab")), None);

@@ -159,6 +159,15 @@ impl Error {
     }
 }
 
+/// What a caught panic said (its `&str` or `String` payload), else `default`.
+pub fn panic_message(panic: &(dyn std::any::Any + Send), default: &str) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(s), _) => s.to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => default.into(),
+    }
+}
+
 /// Attach a path to `std::io::Result`s.
 pub trait IoContext<T> {
     /// Map an `io::Error` into [`Error::Io`] naming `path`.

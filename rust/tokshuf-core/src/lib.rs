@@ -60,3 +60,8 @@ pub mod tokens;
 pub use cancel::Cancel;
 pub use dtype::DType;
 pub use error::{Error, Result};
+
+/// Whether the switch `name` is on: unset, or set to anything but `0`.
+pub(crate) fn env_on(name: &str) -> bool {
+    std::env::var(name).map_or(true, |v| v.trim() != "0")
+}

@@ -11,24 +11,19 @@ use tokshuf_core::instances::Span;
 
 use crate::buffer::PyMappedBuffer;
 
+/// An owned array of the values of `v`, as `f` writes each (`u32::to_le_bytes`…).
+pub fn le_out<T, const N: usize>(v: impl IntoIterator<Item = T>, f: fn(T) -> [u8; N]) -> PyMappedBuffer {
+    PyMappedBuffer::new(Mapping::from_bytes(v.into_iter().flat_map(f).collect::<Vec<u8>>()))
+}
+
 /// An owned `u64` array for `np.frombuffer(buf, np.uint64)`.
 pub fn u64_out(v: &[u64]) -> PyMappedBuffer {
-    PyMappedBuffer::new(Mapping::from_bytes(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()))
+    le_out(v.iter().copied(), u64::to_le_bytes)
 }
 
 /// `(n, 2)` spans as a flat `u64` buffer.
 pub fn spans_out(v: &[Span]) -> PyMappedBuffer {
-    PyMappedBuffer::new(Mapping::from_bytes(v.iter().flatten().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()))
-}
-
-/// An owned `i32` array.
-pub fn i32_out(v: &[i32]) -> PyMappedBuffer {
-    PyMappedBuffer::new(Mapping::from_bytes(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()))
-}
-
-/// An owned `u32` array.
-pub fn u32_out(v: &[u32]) -> PyMappedBuffer {
-    PyMappedBuffer::new(Mapping::from_bytes(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()))
+    le_out(v.iter().flatten().copied(), u64::to_le_bytes)
 }
 
 /// A flat `u64` buffer (e.g. an `(n, 2)` array) read as spans.

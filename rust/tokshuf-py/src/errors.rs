@@ -87,10 +87,6 @@ impl<T> IntoPyResult<T> for Result<T, Error> {
 
 /// A panic in worker code: a bug, reported as such rather than crashing the interpreter.
 pub fn panic_to_py_err(payload: Box<dyn std::any::Any + Send>) -> PyErr {
-    let msg = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into());
+    let msg = tokshuf_core::error::panic_message(&*payload, "unknown panic");
     PyRuntimeError::new_err(format!("internal error in tokshuf (please report it): {msg}"))
 }

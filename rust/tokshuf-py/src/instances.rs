@@ -15,7 +15,7 @@ use tokshuf_core::rng::{NumpyGenerator, SeedSequence};
 use tokshuf_core::tokens::{TokenArray, TokenType};
 use tokshuf_core::{Error, Result};
 
-use crate::arrays::{i32_out, spans_in, spans_out, u32_out, u64_out, Writable};
+use crate::arrays::{le_out, spans_in, spans_out, u64_out, Writable};
 use crate::buffer::PyMappedBuffer;
 use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
@@ -327,6 +327,8 @@ impl PyInstanceReader {
                 self.inner.fill(&idx, width, ids, mask, doc_lens, num_threads)
             })
             .into_py(py)?;
-        Ok(doc_lens.then(|| (i32_out(&lens.lens), u32_out(&lens.counts))))
+        Ok(doc_lens.then(|| {
+            (le_out(lens.lens.iter().copied(), i32::to_le_bytes), le_out(lens.counts.iter().copied(), u32::to_le_bytes))
+        }))
     }
 }

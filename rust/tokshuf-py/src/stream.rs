@@ -7,7 +7,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use tokshuf_core::stream::{
-    DocSource, IndexedSource, NpySource, Placed, StreamConfig, TokenOut, TokenWidth, WorkerState, WorkerStream,
+    parse_width, DocSource, IndexedSource, NpySource, Placed, StreamConfig, TokenOut, WorkerState, WorkerStream,
 };
 use tokshuf_core::Error;
 
@@ -44,7 +44,7 @@ fn open_source(item: &Bound<'_, PyAny>, slot: &ErrorSlot) -> PyResult<Box<dyn Do
             }
             "npy" => {
                 let paths: Vec<PathBuf> = t.get_item(1)?.extract()?;
-                let width: TokenWidth = t.get_item(2)?.extract::<String>()?.parse().into_py(py)?;
+                let width = parse_width(&t.get_item(2)?.extract::<String>()?).into_py(py)?;
                 let eos: u64 = t.get_item(3)?.extract()?;
                 let src = py.detach(|| NpySource::open(&paths, width, eos)).into_py(py)?;
                 Ok(Box::new(src))

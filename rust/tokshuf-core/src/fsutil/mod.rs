@@ -104,6 +104,20 @@ pub fn write_atomic(target: impl Into<PathBuf>, bytes: &[u8]) -> Result<()> {
     tmp.commit()
 }
 
+/// Fill `buf` from `r` as far as it goes.
+pub(crate) fn read_up_to(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
 /// `prefix` + `suffix` as a path (`data/x` + `.bin` → `data/x.bin`), keeping dots in the prefix.
 pub fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
     let mut s = prefix.as_os_str().to_os_string();

@@ -269,10 +269,7 @@ impl Record {
     /// The record as the file holds it.
     pub fn to_bytes(&self) -> Vec<u8> {
         // The run's options and the input listing may name URLs: no credential in the file.
-        let text = serde_json::to_string_pretty(self).expect("a record serializes");
-        let mut v = crate::storage::redact(&text).into_owned().into_bytes();
-        v.push(b'\n');
-        v
+        super::json_file_bytes(self).expect("a record serializes")
     }
 
     /// Parse the file `path` (named in errors).

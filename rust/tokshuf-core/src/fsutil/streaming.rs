@@ -30,10 +30,6 @@ const WRITEBACK_EVERY: u64 = 16 << 20;
 /// Set to `0` to write through the page cache on every filesystem.
 const DIRECT_IO_ENV: &str = "TOKSHUF_DIRECT_IO";
 
-fn direct_io_allowed() -> bool {
-    std::env::var(DIRECT_IO_ENV).map_or(true, |v| v.trim() != "0")
-}
-
 #[derive(Debug)]
 pub struct StreamingFile {
     file: File,
@@ -58,7 +54,7 @@ impl StreamingFile {
     /// Write `file` (empty, opened for writing) directly where the filesystem allows it (and
     /// `TOKSHUF_DIRECT_IO=0` does not forbid it).
     pub fn new(file: File) -> Self {
-        let direct = direct_io_allowed() && set_direct(&file, true).is_ok();
+        let direct = crate::env_on(DIRECT_IO_ENV) && set_direct(&file, true).is_ok();
         Self::with_mode(file, direct, WRITEBACK_EVERY)
     }
 
@@ -74,11 +70,6 @@ impl StreamingFile {
             every,
             sum: Checksum::new(),
         }
-    }
-
-    /// Whether full buffers bypass the page cache.
-    pub fn is_direct(&self) -> bool {
-        self.direct
     }
 
     /// Where the aligned buffer starts in `storage`.
@@ -235,7 +226,7 @@ mod tests {
                 f.flush().unwrap();
             }
         }
-        assert_eq!(f.is_direct(), direct, "direct writes fell back to buffered ones");
+        assert_eq!(f.direct, direct, "direct writes fell back to buffered ones");
         let sum = f.finish().unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(sum, Checksum::of(&bytes), "the sum is not that of the bytes written");

@@ -82,12 +82,7 @@ impl Owned {
     }
 
     fn len(&self) -> usize {
-        match self {
-            Owned::I16(v) => v.len(),
-            Owned::I32(v) => v.len(),
-            Owned::U32(v) => v.len(),
-            Owned::I64(v) => v.len(),
-        }
+        self.bytes().len() / self.elem().itemsize()
     }
 
     fn bytes(&self) -> &[u8] {

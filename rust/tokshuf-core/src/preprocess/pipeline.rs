@@ -182,7 +182,7 @@ impl Outputs {
             let prefix = first.prefix().to_path_buf();
             let (written, files) = first.finish_staged()?;
             staged.extend(files);
-            out.push(OutputSummary::new(key, prefix, written));
+            out.push(OutputSummary { key: key.to_string(), prefix, written });
         }
         Ok((out, staged))
     }
@@ -338,9 +338,9 @@ fn write(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel)
     let mut summary = writer.summary;
     let staged;
     (summary.outputs, staged) = outputs.finish(cfg)?;
-    summary.documents = summary.outputs.first().map_or(0, |o| o.documents);
-    summary.sequences = summary.outputs.iter().map(|o| o.sequences).sum();
-    summary.tokens = summary.outputs.iter().map(|o| o.tokens).sum();
+    summary.documents = summary.outputs.first().map_or(0, |o| o.written.documents);
+    summary.sequences = summary.outputs.iter().map(|o| o.written.sequences).sum();
+    summary.tokens = summary.outputs.iter().map(|o| o.written.tokens).sum();
     summary.seconds = start.elapsed().as_secs_f64();
     writer.progress.finish(ProgressSnapshot {
         bytes: total_bytes,

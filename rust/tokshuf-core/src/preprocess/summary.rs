@@ -15,30 +15,9 @@ pub struct OutputSummary {
     pub key: String,
     /// Dataset prefix.
     pub prefix: PathBuf,
-    /// Documents written.
-    pub documents: u64,
-    /// Sequences written.
-    pub sequences: u64,
-    /// Tokens written.
-    pub tokens: u64,
-    /// Bytes of `.bin`.
-    pub bin_bytes: u64,
-    /// Bytes of `.idx`.
-    pub idx_bytes: u64,
-}
-
-impl OutputSummary {
-    pub(crate) fn new(key: &str, prefix: PathBuf, w: WriteSummary) -> Self {
-        Self {
-            key: key.to_string(),
-            prefix,
-            documents: w.documents,
-            sequences: w.sequences,
-            tokens: w.tokens,
-            bin_bytes: w.bin_bytes,
-            idx_bytes: w.idx_bytes,
-        }
-    }
+    /// What was written (its fields appear beside `key` and `prefix`).
+    #[serde(flatten)]
+    pub written: WriteSummary,
 }
 
 /// The result of a run (also written as JSON beside the outputs).

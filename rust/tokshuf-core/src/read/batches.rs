@@ -29,12 +29,7 @@ pub(super) fn unsupported(path: &Path, what: impl std::fmt::Display) -> Stop {
 /// inputs, and a damaged file must cost that file, not the process.
 pub(super) fn guarded<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic".into());
-        format!("the decoder failed on malformed data: {message}")
+        format!("the decoder failed on malformed data: {}", crate::error::panic_message(&*panic, "a panic"))
     })
 }
 

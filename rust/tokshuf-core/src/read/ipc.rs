@@ -23,6 +23,7 @@ use arrow_schema::{ArrowError, DataType, Field, FieldRef, Schema, SchemaRef, Uni
 use super::batches::{guarded, key_indices, unsupported, Batches, Stop};
 use super::decompress::CountingReader;
 use crate::error::Error;
+use crate::fsutil::read_up_to;
 
 type Stopped<T> = std::result::Result<T, Stop>;
 
@@ -140,20 +141,6 @@ impl Messages {
             Err(why) => Err(damaged(format!("unreadable schema: {why}"))),
         }
     }
-}
-
-/// Fill `buf` from `r` as far as it goes.
-fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// `schema` with every text type, at any depth, as its byte twin (same buffers, no UTF-8 check).

@@ -60,13 +60,15 @@ fn userinfo(text: &str) -> String {
 }
 
 /// Names whose `name=value` value is a secret (query parameters of signed URLs, SAS tokens,
-/// configuration), compared case-insensitively.
+/// configuration), compared case-insensitively. The first [`HEADERS`] are also headers, whose
+/// `name: value` value is a secret.
 const SECRET_PARAMETERS: [&str; 14] = [
     "x-amz-security-token",
     "x-amz-signature",
     "x-amz-credential",
     "x-goog-signature",
     "x-goog-credential",
+    "authorization",
     "signature",
     "credential",
     "sig",
@@ -75,17 +77,8 @@ const SECRET_PARAMETERS: [&str; 14] = [
     "token",
     "aws_secret_access_key",
     "aws_session_token",
-    "authorization",
 ];
-/// Names whose `name: value` header value is a secret.
-const SECRET_HEADERS: [&str; 6] = [
-    "x-amz-security-token",
-    "x-amz-signature",
-    "x-amz-credential",
-    "x-goog-signature",
-    "x-goog-credential",
-    "authorization",
-];
+const HEADERS: usize = 6;
 
 /// `text` with the values of secret parameters and headers masked, if it has any.
 fn parameters(text: &str) -> Option<String> {
@@ -93,8 +86,8 @@ fn parameters(text: &str) -> Option<String> {
     // (start, end) of each value to mask, in the text's byte offsets (ASCII lowercasing keeps them).
     let mut spans: Vec<(usize, usize)> = Vec::new();
     let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
-    for name in SECRET_PARAMETERS.iter().chain(&SECRET_HEADERS) {
-        let header = SECRET_HEADERS.contains(name);
+    for (i, name) in SECRET_PARAMETERS.iter().enumerate() {
+        let header = i < HEADERS;
         let mut from = 0;
         while let Some(found) = lower[from..].find(name) {
             let at = from + found;

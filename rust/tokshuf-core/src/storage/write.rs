@@ -81,7 +81,7 @@ async fn multipart(
         let mut in_flight = Tasks(VecDeque::new());
         for index in 0.. {
             let mut buf = vec![0u8; PART];
-            let n = read_full(file, &mut buf).with_path(from)?;
+            let n = crate::fsutil::read_up_to(file, &mut buf).with_path(from)?;
             if n == 0 {
                 break;
             }
@@ -162,7 +162,7 @@ async fn streamed(file: &mut std::fs::File, from: &Path, to: &Remote) -> Result<
     let mut buf = vec![0u8; PART];
     let result: Result<()> = async {
         loop {
-            let n = read_full(file, &mut buf).with_path(from)?;
+            let n = crate::fsutil::read_up_to(file, &mut buf).with_path(from)?;
             if n == 0 {
                 return Ok(());
             }
@@ -178,15 +178,4 @@ async fn streamed(file: &mut std::fs::File, from: &Path, to: &Remote) -> Result<
             Err(e)
         }
     }
-}
-
-fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match file.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
-        }
-    }
-    Ok(n)
 }

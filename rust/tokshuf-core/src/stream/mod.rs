@@ -29,7 +29,7 @@ mod tests;
 pub use config::{MixPhase, StreamConfig};
 pub use source::{DocSource, VecSource};
 pub use source_indexed::IndexedSource;
-pub use source_npy::{NpySource, TokenWidth};
+pub use source_npy::{parse_width, NpySource};
 pub use state::WorkerState;
 pub use substream::{Row, Segment};
 pub use worker::{Line, Placed, TokenOut, WorkerStream};

@@ -5,62 +5,25 @@
 //! content (the loader adds its own `eos` structurally). A tail after the last EOS is a document.
 
 use std::path::PathBuf;
-use std::str::FromStr;
 
 use super::source::{cumulative, locate, DocSource};
 use crate::error::{Error, Result};
 use crate::indexed::Mapping;
+use crate::tokens::TokenType;
 
-/// Element type of a raw token file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenWidth {
-    /// uint8
-    U8,
-    /// uint16 (GPT-NeoX-sized vocabularies)
-    U16,
-    /// uint32 (dolma2 and other vocabularies over 65 536)
-    U32,
-    /// uint64
-    U64,
-}
-
-impl TokenWidth {
-    fn size(self) -> usize {
-        match self {
-            TokenWidth::U8 => 1,
-            TokenWidth::U16 => 2,
-            TokenWidth::U32 => 4,
-            TokenWidth::U64 => 8,
+/// The element type of raw token files named by `s` (unsigned only; numpy's short names too).
+pub fn parse_width(s: &str) -> Result<TokenType> {
+    Ok(match s {
+        "uint8" | "u1" => TokenType::U8,
+        "uint16" | "u2" => TokenType::U16,
+        "uint32" | "u4" => TokenType::U32,
+        "uint64" | "u8" => TokenType::U64,
+        _ => {
+            return Err(Error::invalid(format!(
+                "unknown token dtype {s:?} for raw token files (expected uint8, uint16, uint32 or uint64)"
+            )))
         }
-    }
-
-    #[inline]
-    fn at(self, b: &[u8], i: usize) -> u64 {
-        match self {
-            TokenWidth::U8 => u64::from(b[i]),
-            TokenWidth::U16 => u64::from(u16::from_le_bytes([b[2 * i], b[2 * i + 1]])),
-            TokenWidth::U32 => u64::from(u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().expect("4"))),
-            TokenWidth::U64 => u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8")),
-        }
-    }
-}
-
-impl FromStr for TokenWidth {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        Ok(match s {
-            "uint8" | "u1" => TokenWidth::U8,
-            "uint16" | "u2" => TokenWidth::U16,
-            "uint32" | "u4" => TokenWidth::U32,
-            "uint64" | "u8" => TokenWidth::U64,
-            _ => {
-                return Err(Error::invalid(format!(
-                    "unknown token dtype {s:?} for raw token files (expected uint8, uint16, uint32 or uint64)"
-                )))
-            }
-        })
-    }
+    })
 }
 
 #[derive(Debug)]
@@ -74,31 +37,31 @@ struct TokenFile {
 /// Raw token files split into documents at an EOS id.
 #[derive(Debug)]
 pub struct NpySource {
-    width: TokenWidth,
+    width: TokenType,
     files: Vec<TokenFile>,
     cum: Vec<u64>,
 }
 
 impl NpySource {
     /// Map `paths` and find the document boundaries (one pass over each file).
-    pub fn open(paths: &[PathBuf], width: TokenWidth, eos: u64) -> Result<Self> {
+    pub fn open(paths: &[PathBuf], width: TokenType, eos: u64) -> Result<Self> {
         let files = paths
             .iter()
             .map(|p| {
                 let map = crate::indexed::open_token_file(p)?;
                 let b = map.bytes();
-                if b.len() % width.size() != 0 {
+                if b.len() % width.itemsize() != 0 {
                     return Err(Error::format(
                         p,
                         format!(
                             "size {} is not a multiple of the {}-byte token size: wrong dtype, or a torn file",
                             b.len(),
-                            width.size()
+                            width.itemsize()
                         ),
                     ));
                 }
-                let n = b.len() / width.size();
-                let mut ends: Vec<u64> = (0..n).filter(|&i| width.at(b, i) == eos).map(|i| i as u64).collect();
+                let n = b.len() / width.itemsize();
+                let mut ends: Vec<u64> = (0..n).filter(|&i| width.decode(b, i) == eos).map(|i| i as u64).collect();
                 if ends.last().map_or(n > 0, |&e| e + 1 < n as u64) {
                     ends.push(n as u64);
                 }
@@ -138,16 +101,17 @@ impl DocSource for NpySource {
         let (lo, hi) = ((a + start) as usize, (a + start + len) as usize);
         out.reserve(len as usize);
         match self.width {
-            TokenWidth::U8 => out.extend(bytes[lo..hi].iter().map(|&x| u32::from(x))),
-            TokenWidth::U16 => {
+            TokenType::U8 => out.extend(bytes[lo..hi].iter().map(|&x| u32::from(x))),
+            TokenType::U16 => {
                 out.extend(bytes[2 * lo..2 * hi].chunks_exact(2).map(|c| u32::from(u16::from_le_bytes([c[0], c[1]]))))
             }
-            TokenWidth::U32 => {
+            TokenType::U32 => {
                 out.extend(bytes[4 * lo..4 * hi].chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
             }
-            TokenWidth::U64 => {
+            // uint64 (and any other type): element by element, checked against 32 bits
+            _ => {
                 for i in lo..hi {
-                    let v = self.width.at(bytes, i);
+                    let v = self.width.decode(bytes, i);
                     out.push(u32::try_from(v).map_err(|_| {
                         Error::format(&file.path, format!("token id {v} at position {i} does not fit 32 bits"))
                     })?);
@@ -185,7 +149,7 @@ mod tests {
         let a = write(dir.path(), "a.npy", &[5, 6, 0, 0, 7, 0, 8, 9]);
         let b = write(dir.path(), "b.npy", &[]);
         let c = write(dir.path(), "c.npy", &[0]);
-        let mut src = NpySource::open(&[a, b, c], TokenWidth::U16, 0).unwrap();
+        let mut src = NpySource::open(&[a, b, c], TokenType::U16, 0).unwrap();
         assert_eq!(docs(&mut src), vec![vec![5, 6], vec![], vec![7], vec![8, 9], vec![]]);
     }
 
@@ -194,7 +158,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.npy");
         std::fs::write(&p, [1u8, 2, 3]).unwrap();
-        let err = NpySource::open(&[p], TokenWidth::U16, 0).unwrap_err();
+        let err = NpySource::open(&[p], TokenType::U16, 0).unwrap_err();
         assert!(matches!(err, Error::Format { .. }), "{err}");
     }
 }

@@ -15,10 +15,6 @@ use crate::Result;
 /// Set to `0` to use the reference encoders (`tiktoken-rs`, `tokenizers`) for every model.
 pub const FAST_BPE_ENV: &str = "TOKSHUF_FAST_BPE";
 
-fn enabled() -> bool {
-    std::env::var(FAST_BPE_ENV).map_or(true, |v| v.trim() != "0")
-}
-
 /// Where prepared vocabularies are kept (see `tokshuf_bpe`'s `stored`).
 fn store_dir() -> PathBuf {
     crate::storage::cache_root().join("tokenizers")
@@ -32,7 +28,7 @@ pub fn with_caches(fast: FastBpe) -> FastBpe {
 
 /// The fast encoder of a tiktoken model (`encode_ordinary` semantics), if it has one.
 pub fn for_tiktoken_model(m: &BpeModel) -> Option<FastBpe> {
-    if !enabled() {
+    if !crate::env_on(FAST_BPE_ENV) {
         return None;
     }
     // A vocabulary the fast encoder rejects (e.g. not every byte is a token) stays with tiktoken-rs.
@@ -45,7 +41,7 @@ pub fn for_tiktoken_model(m: &BpeModel) -> Option<FastBpe> {
 /// added tokens written in the text are matched (Megatron's HuggingFaceTokenizer behaviour) and
 /// the eos token follows `tokenizer_config.json`.
 pub fn for_hf_model(m: &HfModel) -> Result<std::result::Result<FastBpe, String>> {
-    if !enabled() {
+    if !crate::env_on(FAST_BPE_ENV) {
         return Ok(Err(format!("{FAST_BPE_ENV}=0")));
     }
     let fast = match FastBpe::from_hf_json_stored(|| m.json.get(), &m.sha256, &store_dir())? {

@@ -10,7 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::library::{Library, LibraryEncoder};
 use super::model::HfModel;
-use crate::error::{Error, Result};
+use crate::error::{panic_message, Error, Result};
 
 /// End-of-document tokens tried when no `tokenizer_config.json` names the eos token.
 const EOD_CANDIDATES: &[&str] = &["<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>"];
@@ -36,7 +36,7 @@ impl HfTokenizer {
         let json = rewritten.as_deref().unwrap_or(json);
         // The library panics on some malformed components (a `Precompiled` normalizer's charsmap).
         let parsed = catch_unwind(AssertUnwindSafe(|| json.parse::<tokenizers::Tokenizer>()))
-            .map_err(|panic| unusable(&panic_message(panic.as_ref())))?;
+            .map_err(|panic| unusable(&panic_message(panic.as_ref(), "the tokenizers library panicked reading it")))?;
         let inner = parsed.map_err(|e| unusable(&e))?;
         let vocab = inner.get_vocab(true);
         let max_id = vocab.values().copied().max().map_or(0, |m| u64::from(m) + 1);
@@ -54,15 +54,6 @@ impl HfTokenizer {
             obj.insert("fast_bpe_unsupported".into(), why.into());
         }
         self
-    }
-}
-
-/// What a caught panic said.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
-        (Some(s), _) => s.to_string(),
-        (_, Some(s)) => s.clone(),
-        _ => "the tokenizers library panicked reading it".into(),
     }
 }
 
