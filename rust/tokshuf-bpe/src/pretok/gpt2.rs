@@ -86,19 +86,11 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::pretok::{pieces, WindowCursor};
     use crate::Pattern;
-
-    fn regex() -> &'static fancy_regex::Regex {
-        static RE: std::sync::OnceLock<fancy_regex::Regex> = std::sync::OnceLock::new();
-        RE.get_or_init(|| fancy_regex::Regex::new(Pattern::Gpt2.regex()).unwrap())
-    }
 
     /// The window scanner, the scalar one and the regex agree on `text`.
     fn check(text: &str) {
-        let expected: Vec<&str> = regex().find_iter(text).map(|m| m.unwrap().as_str()).collect();
-        assert_eq!(pieces(&Gpt2, text), expected, "scalar scanner on {text:?}");
-        assert_eq!(pieces(WindowCursor::new(Gpt2), text), expected, "window scanner on {text:?}");
+        crate::pretok::assert_agrees(Gpt2, Pattern::Gpt2, text);
     }
 
     #[test]

@@ -21,3 +21,19 @@ pub(crate) use gpt2::Gpt2;
 pub(crate) use o200k::O200k;
 pub(crate) use scan::{pieces, Cursor};
 pub(crate) use window::WindowCursor;
+
+/// Test check: the scalar and the window scanner `scanner` split `text` as `pattern`'s regex does.
+#[cfg(test)]
+fn assert_agrees<S: window::Window + Copy>(scanner: S, pattern: crate::Pattern, text: &str) {
+    type Regexes = std::sync::Mutex<std::collections::HashMap<crate::Pattern, &'static fancy_regex::Regex>>;
+    static RES: std::sync::OnceLock<Regexes> = std::sync::OnceLock::new();
+    let re = *RES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry(pattern)
+        .or_insert_with(|| Box::leak(Box::new(fancy_regex::Regex::new(pattern.regex()).unwrap())));
+    let expected: Vec<&str> = re.find_iter(text).map(|m| m.unwrap().as_str()).collect();
+    assert_eq!(pieces(&scanner, text), expected, "scalar scanner on {text:?} ({pattern})");
+    assert_eq!(pieces(WindowCursor::new(scanner), text), expected, "window scanner on {text:?} ({pattern})");
+}

@@ -182,27 +182,12 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::pretok::{pieces, WindowCursor};
     use crate::Pattern;
-
-    fn regex(tekken: bool) -> &'static fancy_regex::Regex {
-        static RE: [std::sync::OnceLock<fancy_regex::Regex>; 2] =
-            [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
-        let p = if tekken { Pattern::Tekken } else { Pattern::O200k };
-        RE[usize::from(tekken)].get_or_init(|| fancy_regex::Regex::new(p.regex()).unwrap())
-    }
 
     /// The window scanner, the scalar one and the regex agree on `text`, for o200k and Tekken.
     fn check(text: &str) {
-        for (tekken, scanner) in [(false, O200k::BASE), (true, O200k::TEKKEN)] {
-            let expected: Vec<&str> = regex(tekken).find_iter(text).map(|m| m.unwrap().as_str()).collect();
-            assert_eq!(pieces(&scanner, text), expected, "scalar scanner on {text:?} (tekken: {tekken})");
-            assert_eq!(
-                pieces(WindowCursor::new(scanner), text),
-                expected,
-                "window scanner on {text:?} (tekken: {tekken})"
-            );
-        }
+        crate::pretok::assert_agrees(O200k::BASE, Pattern::O200k, text);
+        crate::pretok::assert_agrees(O200k::TEKKEN, Pattern::Tekken, text);
     }
 
     #[test]
