@@ -144,7 +144,6 @@ pub(crate) struct State {
     pub long: LongCache,
     pub merge: MergeScratch,
     cfg: CacheConfig,
-    /// Cache statistics.
     pub stats: Stats,
     /// The thread that used it last.
     pub owner: Option<std::thread::ThreadId>,

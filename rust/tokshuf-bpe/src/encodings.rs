@@ -24,7 +24,6 @@ pub struct KnownEncoding {
     pub name: &'static str,
     /// Other names tiktoken accepts for it (`gpt2`).
     pub aliases: &'static [&'static str],
-    /// The split pattern.
     pub pattern: Pattern,
     /// SHA-256 of the `.tiktoken` file, as pinned by `tiktoken`.
     pub sha256: &'static str,

@@ -12,16 +12,13 @@ pub enum Error {
     /// A file that could not be read.
     #[error("{}: {source}", path.display())]
     Io {
-        /// The file.
         path: PathBuf,
-        /// The OS error.
         #[source]
         source: std::io::Error,
     },
     /// A file that is not what it should be (a rank file with a bad line, a damaged `tekken.json`).
     #[error("{}: {msg}", path.display())]
     Format {
-        /// The file.
         path: PathBuf,
         /// What is wrong with it.
         msg: String,

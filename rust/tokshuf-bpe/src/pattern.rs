@@ -101,7 +101,6 @@ impl Pattern {
         }
     }
 
-    /// Its scanner.
     #[inline(always)]
     pub(crate) fn scanner(self) -> Scanners {
         match self {

@@ -499,7 +499,6 @@ impl Vocab {
         (self.offsets.len() - 1) as u32
     }
 
-    /// Number of tokens.
     pub fn len(&self) -> usize {
         self.short.len() + self.long.len()
     }

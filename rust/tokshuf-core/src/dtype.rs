@@ -8,21 +8,13 @@ use crate::error::{Error, Result};
 /// Element type of a `.bin` file, with Megatron's `DType` codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
-    /// code 1
     U8,
-    /// code 2
     I8,
-    /// code 3
     I16,
-    /// code 4
     I32,
-    /// code 5
     I64,
-    /// code 6
     F64,
-    /// code 7
     F32,
-    /// code 8
     U16,
 }
 
@@ -50,7 +42,6 @@ impl DType {
         DType::ALL.into_iter().find(|d| d.code() == code)
     }
 
-    /// Bytes per element.
     pub fn itemsize(self) -> usize {
         match self {
             DType::U8 | DType::I8 => 1,

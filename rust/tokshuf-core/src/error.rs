@@ -90,16 +90,13 @@ pub enum Error {
     /// An I/O failure on a named file (a failed request to a store names its object itself).
     #[error("{}", io_message(path, source))]
     Io {
-        /// The file.
         path: PathBuf,
-        /// The OS error.
         #[source]
         source: std::io::Error,
     },
     /// A file that exists but is not what it should be (corrupt or foreign `.idx/.bin`, torn archive).
     #[error("{}: {}", shown(path), redact(msg))]
     Format {
-        /// The file.
         path: PathBuf,
         /// What is wrong with it.
         msg: String,
@@ -107,13 +104,10 @@ pub enum Error {
     /// A bad input record under the `fail` policy.
     #[error("{}{}: {reason}: {}", shown(path), if *line > 0 { format!(":{line}") } else { String::new() }, redact(msg))]
     BadInput {
-        /// The input file.
         path: PathBuf,
         /// 1-based line number in the decompressed file; 0 for a problem with the whole file.
         line: u64,
-        /// The category.
         reason: BadInputReason,
-        /// Details.
         msg: String,
     },
     /// An argument or configuration value that cannot be used.

@@ -41,7 +41,6 @@ impl TempFile {
         &self.tmp
     }
 
-    /// The final path.
     pub fn target(&self) -> &Path {
         &self.target
     }

@@ -92,7 +92,6 @@ impl Checksum {
 /// The size and CRC32C of a member's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Sum {
-    /// Bytes.
     pub bytes: u64,
     /// CRC32C (Castagnoli) of the bytes.
     pub crc32c: u32,
@@ -129,7 +128,6 @@ impl<W: Write> Summing<W> {
         (self.inner, sum)
     }
 
-    /// The writer.
     pub fn get_mut(&mut self) -> &mut W {
         &mut self.inner
     }
@@ -191,7 +189,6 @@ pub struct Move {
 /// finish it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Writer {
-    /// Process id.
     pub pid: u32,
     /// Host name (a process id means nothing on another host).
     pub host: String,
@@ -347,7 +344,6 @@ pub fn pair_candidates(prefix: &str) -> Vec<String> {
 /// (what a reader compares after opening the members, to know the record did not change).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
-    /// The record.
     pub record: Record,
     bytes: Vec<u8>,
     stamp: Option<(u64, u64, i64, i64)>,

@@ -219,17 +219,14 @@ impl IndexedDataset {
         &self.prefix
     }
 
-    /// Path of the `.idx`.
     pub fn idx_path(&self) -> &Path {
         &self.idx_path
     }
 
-    /// Path of the `.bin`.
     pub fn bin_path(&self) -> &Path {
         &self.bin_path
     }
 
-    /// The parsed header.
     pub fn header(&self) -> &Header {
         &self.header
     }
@@ -239,7 +236,6 @@ impl IndexedDataset {
         &self.layout
     }
 
-    /// Token dtype.
     pub fn dtype(&self) -> DType {
         self.header.dtype
     }
@@ -249,7 +245,6 @@ impl IndexedDataset {
         self.multimodal
     }
 
-    /// Number of sequences.
     pub fn len(&self) -> usize {
         self.header.sequence_count as usize
     }

@@ -20,13 +20,9 @@ use crate::fsutil::{RecordSpec, Staging, StreamingFile, TempFile};
 pub struct WriteSummary {
     /// Documents (entries of document_indices minus one).
     pub documents: u64,
-    /// Sequences.
     pub sequences: u64,
-    /// Tokens.
     pub tokens: u64,
-    /// Bytes of `.bin`.
     pub bin_bytes: u64,
-    /// Bytes of `.idx`.
     pub idx_bytes: u64,
 }
 
@@ -85,12 +81,10 @@ impl IndexedDatasetWriter {
         })
     }
 
-    /// The token dtype.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
-    /// The output prefix.
     pub fn prefix(&self) -> &Path {
         &self.prefix
     }

@@ -58,20 +58,16 @@ pub enum Problem {
 /// A skipped line (the first few are kept for the report).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkipRecord {
-    /// Input file.
     pub path: PathBuf,
     /// 1-based line number.
     pub line: u64,
-    /// Reason name.
     pub reason: String,
-    /// Details.
     pub message: String,
 }
 
 /// A whole file that was skipped, or only partly read, under `on_error = skip`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedFile {
-    /// Input file.
     pub path: PathBuf,
     /// `empty_file` or `truncated_file`.
     pub reason: String,
@@ -79,7 +75,6 @@ pub struct SkippedFile {
     pub first_lost_line: Option<u64>,
     /// For a truncated file: decompressed bytes read before the failure.
     pub decompressed_bytes_read: Option<u64>,
-    /// Details.
     pub message: String,
 }
 

@@ -53,9 +53,7 @@ pub fn window_doc_lens<L: SpanList + ?Sized>(docs: &L, start: u64, end: u64, out
 
 /// Random access to `(start, end)` pairs, in memory or in a mapped file.
 pub trait SpanList {
-    /// Number of spans.
     fn count(&self) -> usize;
-    /// Span `i`.
     fn span_at(&self, i: usize) -> Span;
 }
 

@@ -20,7 +20,6 @@ pub struct InterleavePlan {
 }
 
 impl InterleavePlan {
-    /// Number of instances.
     pub fn len(&self) -> u64 {
         self.exempt.len() as u64 + self.order.len() as u64 / self.docs_per_instance
     }

@@ -29,7 +29,6 @@ pub struct Packing {
 }
 
 impl Packing {
-    /// Number of instances.
     pub fn len(&self) -> usize {
         self.offsets.len().saturating_sub(1)
     }

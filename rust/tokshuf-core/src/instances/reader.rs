@@ -29,7 +29,6 @@ impl U64s {
         U64s(Mapping::from_bytes(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()), None)
     }
 
-    /// Number of values.
     pub fn len(&self) -> usize {
         self.0.bytes().len() / 8
     }
@@ -56,7 +55,6 @@ impl U64s {
         self.len() / 2
     }
 
-    /// All values.
     pub fn to_vec(&self) -> Vec<u64> {
         (0..self.len()).map(|i| self.get(i)).collect()
     }
@@ -114,7 +112,6 @@ pub enum Layout {
         exempt: U64s,
         /// Permuted interleavable base ids.
         order: U64s,
-        /// Documents per instance.
         docs_per_instance: u64,
         /// Chunks each document is split into.
         chunks_per_doc: u64,
@@ -217,12 +214,10 @@ impl Reader {
         Ok(self)
     }
 
-    /// The token files.
     pub fn store(&self) -> &TokenStore {
         &self.store
     }
 
-    /// Number of instances.
     pub fn len(&self) -> u64 {
         match &self.layout {
             Layout::Chunks { first, .. } => *first.last().unwrap_or(&0),

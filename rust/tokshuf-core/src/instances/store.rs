@@ -21,7 +21,6 @@ impl TokenStore {
         Self { files, starts }
     }
 
-    /// The files.
     pub fn files(&self) -> &[TokenArray] {
         &self.files
     }

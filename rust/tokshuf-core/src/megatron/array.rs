@@ -19,10 +19,8 @@ pub enum ElemType {
 }
 
 impl ElemType {
-    /// Every element type.
     pub const ALL: [ElemType; 4] = [ElemType::I16, ElemType::I32, ElemType::U32, ElemType::I64];
 
-    /// numpy's name.
     pub fn name(self) -> &'static str {
         match self {
             ElemType::I16 => "int16",
@@ -42,7 +40,6 @@ impl ElemType {
         }
     }
 
-    /// Bytes per element.
     pub fn itemsize(self) -> usize {
         match self {
             ElemType::I16 => 2,
@@ -61,13 +58,9 @@ impl ElemType {
 /// Owned element storage (typed, so it is aligned for its element type).
 #[derive(Debug)]
 pub enum Owned {
-    /// int16
     I16(Vec<i16>),
-    /// int32
     I32(Vec<i32>),
-    /// uint32
     U32(Vec<u32>),
-    /// int64
     I64(Vec<i64>),
 }
 
@@ -118,18 +111,13 @@ pub struct IndexArray {
 /// branch is perfectly predictable within a loop).
 #[derive(Debug, Clone, Copy)]
 pub enum IndexView<'a> {
-    /// int16
     I16(&'a [i16]),
-    /// int32
     I32(&'a [i32]),
-    /// uint32
     U32(&'a [u32]),
-    /// int64
     I64(&'a [i64]),
 }
 
 impl IndexView<'_> {
-    /// Number of elements.
     #[inline]
     pub fn len(&self) -> usize {
         match self {
@@ -199,7 +187,6 @@ impl IndexArray {
         Some(IndexArray { elem, shape, storage: Storage::Mapped { map, offset } })
     }
 
-    /// Element type.
     pub fn elem(&self) -> ElemType {
         self.elem
     }
@@ -209,7 +196,6 @@ impl IndexArray {
         &self.shape
     }
 
-    /// Number of elements.
     pub fn len(&self) -> usize {
         self.shape.iter().product()
     }
@@ -232,7 +218,6 @@ impl IndexArray {
         }
     }
 
-    /// The typed view.
     pub fn view(&self) -> IndexView<'_> {
         match &self.storage {
             Storage::Owned(o) => match &**o {

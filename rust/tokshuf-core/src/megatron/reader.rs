@@ -20,7 +20,6 @@ pub struct Piece<'a> {
 
 /// Anything that can fill samples of a fixed width from the `.bin`s of indexed datasets.
 pub trait SampleSource: Send + Sync {
-    /// Number of samples.
     fn len(&self) -> u64;
 
     /// Whether there are no samples.

@@ -28,7 +28,6 @@ pub struct PreprocessConfig {
     pub dtype: Option<DType>,
     /// Tokenizer threads (at least 1).
     pub workers: usize,
-    /// Bad-line policy.
     pub on_error: ErrorPolicy,
     /// `1`: input order. `P > 1`: Megatron's `--partitions P` order (line k goes to partition
     /// k mod P; partitions are concatenated in order).

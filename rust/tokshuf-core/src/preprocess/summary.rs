@@ -27,7 +27,6 @@ pub struct Summary {
     pub tokshuf_version: String,
     /// Input files, in processing order.
     pub inputs: Vec<PathBuf>,
-    /// Input files read.
     pub files: u64,
     /// Lines read (accepted and skipped).
     pub lines: u64,
@@ -39,7 +38,6 @@ pub struct Summary {
     pub tokens: u64,
     /// Bytes of input read from disk (compressed size).
     pub input_bytes: u64,
-    /// Bytes after decompression.
     pub decompressed_bytes: u64,
     /// What was skipped (`skipped`, `first_skipped`, `skipped_files`).
     #[serde(flatten)]
@@ -47,7 +45,6 @@ pub struct Summary {
     /// What the scans of input directories passed over (`scan_skipped`, `first_scan_skipped`).
     #[serde(flatten)]
     pub scan: ScanReport,
-    /// Output dtype.
     pub dtype: String,
     /// The tokenizer's identity.
     pub tokenizer: serde_json::Value,
@@ -65,7 +62,6 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// Total skipped lines.
     pub fn skipped_total(&self) -> u64 {
         self.skips.lines()
     }

@@ -38,7 +38,6 @@ pub struct LineBatch {
 }
 
 impl LineBatch {
-    /// Number of lines.
     pub fn len(&self) -> usize {
         self.lines.len()
     }

@@ -33,9 +33,7 @@ pub const RECORD_HEADER: usize = 12;
 pub struct Segment {
     /// Byte offset in the run file.
     pub offset: u64,
-    /// Length in bytes.
     pub bytes: u64,
-    /// Records in it.
     pub count: u64,
     /// crc32 of its bytes.
     pub crc: u32,
@@ -188,7 +186,6 @@ fn write_all_vectored(file: &mut File, slices: &mut Vec<IoSlice>) -> std::io::Re
 /// The index of a run file, read back for stage 2.
 #[derive(Debug, Clone)]
 pub struct Run {
-    /// The run file.
     pub path: PathBuf,
     /// One segment per cell.
     pub segments: Vec<Segment>,

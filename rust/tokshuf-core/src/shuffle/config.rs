@@ -53,9 +53,7 @@ pub struct ShuffleConfig {
     pub content_key: String,
     /// BOS/EOT/PAD ids.
     pub special: SpecialIds,
-    /// Bad-line policy.
     pub on_error: ErrorPolicy,
-    /// Member encoding.
     pub member_format: MemberFormat,
     /// Inputs are tars whose samples are re-shuffled verbatim (no tokenization).
     pub shuffle_only: bool,

@@ -96,7 +96,6 @@ pub struct Counts {
     pub documents: u64,
     /// Tokens in contexts other than PAD (document ids, BOS, EOT).
     pub tokens: u64,
-    /// PAD tokens.
     pub pad_tokens: u64,
     /// Contexts (samples) written to cells.
     pub contexts: u64,
@@ -129,7 +128,6 @@ pub struct State {
     pub version: u32,
     /// The command that owns the directory.
     pub fingerprint: Value,
-    /// Current stage.
     pub stage: Stage,
     /// Runs written: `run_00000000.cells` ... (in order).
     pub runs: u32,

@@ -11,7 +11,6 @@ use crate::read::ScanReport;
 /// The result of a run (counts cover the whole run, across resumes).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Summary {
-    /// Input files.
     pub files: u64,
     /// Lines read (accepted and skipped).
     pub lines: u64,
@@ -19,7 +18,6 @@ pub struct Summary {
     pub documents: u64,
     /// Non-PAD tokens in contexts (document ids, BOS, EOT).
     pub tokens: u64,
-    /// PAD tokens.
     pub pad_tokens: u64,
     /// Contexts written (samples, with `--shuffle-only`).
     pub contexts: u64,
@@ -27,7 +25,6 @@ pub struct Summary {
     pub seqlen: u64,
     /// PAD tokens / all tokens in contexts.
     pub padding_fraction: f64,
-    /// Shards written.
     pub shards: u64,
     /// Contexts per full shard.
     pub wds_chunk_size: u64,
@@ -73,7 +70,6 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// Total skipped lines.
     pub fn skipped_total(&self) -> u64 {
         self.skips.lines()
     }

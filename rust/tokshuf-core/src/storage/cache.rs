@@ -20,7 +20,6 @@ use super::stores::Remote;
 use crate::cancel::Cancel;
 use crate::error::{Error, IoContext, Result};
 
-/// The cache directory.
 pub fn cache_root() -> PathBuf {
     if let Some(dir) = std::env::var_os("TOKSHUF_CACHE_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
@@ -61,7 +60,6 @@ pub fn local_copy_cancellable(url: &str, cancel: &Cancel) -> Result<PathBuf> {
 pub struct Expected {
     /// The ETag the object had when its set was committed.
     pub etag: Option<String>,
-    /// Its size.
     pub bytes: Option<u64>,
     /// The CRC32C of its bytes.
     pub crc32c: Option<u32>,

@@ -8,7 +8,6 @@ use crate::error::Result;
 /// Implementations live in this crate for the native formats (`.bin/.idx`, raw `.npy` token
 /// files) and in the binding for handlers written in Python.
 pub trait DocSource: Send {
-    /// Number of documents.
     fn num_docs(&self) -> u64;
 
     /// Number of tokens in document `doc` (`doc < num_docs()`).

@@ -21,7 +21,6 @@ pub struct WorkerState {
     pub history: Vec<(u32, Vec<u64>)>,
     /// Random draws made by the shuffle buffer.
     pub rng_counter: u64,
-    /// Batches produced.
     pub batches: u64,
     /// The shuffle buffer, slot by slot, each line as the segments it is made of.
     pub buffer: Vec<Vec<Segment>>,

@@ -44,7 +44,6 @@ pub struct Segment {
     pub doc: u64,
     /// First emitted position.
     pub start: u64,
-    /// Number of tokens.
     pub len: u64,
 }
 

@@ -201,7 +201,6 @@ impl WorkerStream {
         Ok(line)
     }
 
-    /// The settings.
     pub fn config(&self) -> &StreamConfig {
         &self.cfg
     }

@@ -21,7 +21,6 @@ use crate::error::{BadInputReason, Error, Result};
 /// has ids `ids[offsets[i]..offsets[i + 1]]`. Order is the input order for any thread count.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EncodedTexts {
-    /// All ids.
     pub ids: Vec<u32>,
     /// Start of each text's ids, plus the total at the end.
     pub offsets: Vec<u64>,

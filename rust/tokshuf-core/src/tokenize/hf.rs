@@ -19,7 +19,6 @@ const EOD_CANDIDATES: &[&str] = &["<|endoftext|>", "</s>", "<|end_of_text|>", "<
 pub type HfTokenizer = Library<tokenizers::Tokenizer>;
 
 impl HfTokenizer {
-    /// Load `model`.
     pub fn new(model: &HfModel) -> Result<Self> {
         let json = model.json.get()?;
         let unusable = |e: &dyn std::fmt::Display| {

@@ -44,9 +44,7 @@ pub struct BpeModel {
     pub name: String,
     /// The spec it came from.
     pub spec: String,
-    /// Mergeable ranks.
     pub ranks: Arc<RankTable>,
-    /// The split pattern.
     pub pattern: Pattern,
     /// Special tokens (recognised only by `encode` with specials allowed; `encode_ordinary`,
     /// which preprocessing uses, treats them as text).

@@ -18,7 +18,6 @@ use crate::error::{Error, IoContext, Result};
 /// A parsed tokenizer spec: where the vocabulary comes from, not yet loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenizerSpec {
-    /// The byte tokenizer.
     Byte,
     /// A tiktoken encoding embedded in the binary, by its canonical name.
     TiktokenEmbedded(&'static str),
@@ -37,7 +36,6 @@ pub enum TokenizerSpec {
     HfFile(PathBuf),
     /// A serialized Hugging Face tokenizer (e.g. `tokenizers.Tokenizer.to_str()` from Python).
     HfJson {
-        /// The JSON text.
         json: String,
         /// Where it came from, for messages and the identity record.
         origin: String,

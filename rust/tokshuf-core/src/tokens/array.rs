@@ -11,26 +11,18 @@ use crate::indexed::{IndexedDataset, Mapping};
 /// Element type of a flat token array. OLMo files are unsigned; Megatron `.bin`s may be signed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TokenType {
-    /// uint8
     U8,
-    /// uint16
     U16,
-    /// uint32
     U32,
-    /// uint64
     U64,
-    /// int8
     I8,
-    /// int16
     I16,
     /// int32 (Megatron's large-vocabulary dtype)
     I32,
-    /// int64
     I64,
 }
 
 impl TokenType {
-    /// Every type.
     pub const ALL: [TokenType; 8] = [
         TokenType::U8,
         TokenType::U16,
@@ -42,7 +34,6 @@ impl TokenType {
         TokenType::I64,
     ];
 
-    /// numpy's name.
     pub fn name(self) -> &'static str {
         match self {
             TokenType::U8 => "uint8",
@@ -56,7 +47,6 @@ impl TokenType {
         }
     }
 
-    /// Bytes per element.
     pub fn itemsize(self) -> usize {
         match self {
             TokenType::U8 | TokenType::I8 => 1,
@@ -220,17 +210,14 @@ impl TokenArray {
         TokenArray { path: PathBuf::from("<memory>"), map: Mapping::from_bytes(bytes), ty, len }
     }
 
-    /// The file.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Element type.
     pub fn token_type(&self) -> TokenType {
         self.ty
     }
 
-    /// Number of tokens.
     pub fn len(&self) -> u64 {
         self.len
     }
