@@ -23,6 +23,15 @@ fn plain_fisher_yates(n: usize, seed: u32) -> Vec<u32> {
     v
 }
 
+#[test]
+fn blocked_shuffle_is_fisher_yates_at_the_block_edges() {
+    for n in [0usize, 1, 2, 3, 4095, 4096, 4097, 10_000] {
+        let mut v: Vec<u32> = (0..n as u32).collect();
+        RandomState::new(7).shuffle(&mut v);
+        assert_eq!(v, plain_fisher_yates(n, 7), "n = {n}");
+    }
+}
+
 /// Tokens of sample `j` according to the sample index, without the padding.
 fn sample_len(rows: &[i64], lens: &[i64], j: usize, extra: i64) -> i64 {
     let (b, bo, e, eo) = (rows[2 * j] as usize, rows[2 * j + 1], rows[2 * j + 2] as usize, rows[2 * j + 3]);

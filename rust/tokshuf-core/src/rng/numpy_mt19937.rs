@@ -183,21 +183,6 @@ mod tests {
     }
 
     #[test]
-    fn blocked_shuffle_equals_plain_fisher_yates() {
-        for n in [0usize, 1, 2, 3, 4095, 4096, 4097, 10_000] {
-            let mut fast: Vec<u32> = (0..n as u32).collect();
-            RandomState::new(7).shuffle(&mut fast);
-            let mut plain: Vec<u32> = (0..n as u32).collect();
-            let mut rs = RandomState::new(7);
-            for i in (1..n).rev() {
-                let j = rs.random_interval(i as u64) as usize;
-                plain.swap(i, j);
-            }
-            assert_eq!(fast, plain, "n = {n}");
-        }
-    }
-
-    #[test]
     fn wide_intervals_use_two_words_high_first() {
         let mut a = RandomState::new(3);
         let mut b = RandomState::new(3);
