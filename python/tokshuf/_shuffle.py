@@ -159,7 +159,7 @@ def shuffle(
         file) still adds a context made only of PAD.
     buffer_bytes
         Encoded contexts held in memory before stage 1 writes a run of cells (a checkpoint);
-        a second buffer fills while one is written.
+        the next run fills while one is written, reusing its memory once its bytes are out.
     progress
         ``"bar"``, ``"json"`` (JSON lines) or ``"none"``, on stderr, one per stage; ``None``: a
         bar when stderr is a terminal, else nothing.
