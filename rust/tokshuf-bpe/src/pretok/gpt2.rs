@@ -120,7 +120,7 @@ mod tests {
         fn window_scanner_matches_the_regex(text in proptest::collection::vec(
             proptest::sample::select(vec![
                 "a", "b", "s", "l", "e", "v", "r", "d", "m", "t", "S", "L", "1", "0", " ", " ", "  ", "\t",
-                "\n", "\r\n", "\u{b}", "'", "'", ",", ".", "é", "中", "\u{a0}", "\u{3000}", "²", "'s", "'ll",
+                "\n", "\r\n", "\u{b}", "'", "'", ",", ".", "é", "中", "\u{a0}", "\u{3000}", "²", "'s", "'ll", "ſ", "’", "😀", "\u{301}", "٣٣",
             ]),
             0..200,
         )) {

@@ -248,6 +248,34 @@ mod tests {
         proptest::collection::vec(piece, 0..80).prop_map(|v| v.concat())
     }
 
+    /// Multi-byte characters at every offset from a window's edges and from the end of the text.
+    #[test]
+    fn multibyte_characters_at_window_edges() {
+        let agree = |text: &str| {
+            use crate::Pattern;
+            crate::pretok::assert_agrees(Gpt2, Pattern::Gpt2, text);
+            crate::pretok::assert_agrees(
+                Cl100k { trailing_run_whole: true, single_digits: false },
+                Pattern::Cl100k,
+                text,
+            );
+            crate::pretok::assert_agrees(
+                Cl100k { trailing_run_whole: false, single_digits: true },
+                Pattern::Qwen2,
+                text,
+            );
+            crate::pretok::assert_agrees(O200k::BASE, Pattern::O200k, text);
+            crate::pretok::assert_agrees(O200k::TEKKEN, Pattern::Tekken, text);
+        };
+        // A character o200k's window has no class for (`し`), then two more ending the text.
+        agree("す。 新しい値を設定する場合はそれを入力し、 ");
+        for c in ["é", "中", "😀", "。", "\u{a0}", "٣", "ʰ"] {
+            for k in 0..70 {
+                agree(&format!("{}{} x{}. y'd{}し、 ", "a".repeat(k), c.repeat(40), c.repeat(3), c.repeat(k % 5)));
+            }
+        }
+    }
+
     proptest! {
         #[test]
         fn fill_returns_what_next_would(text in mixed_text()) {
