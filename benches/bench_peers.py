@@ -19,8 +19,10 @@ called through its fastest bulk API (``API`` below). Two measurements:
 Each (library, tokenizer, threads, corpus) runs in its own process, pinned to as many cores as it
 has threads (``taskset -c 0`` at one thread: fastokens and tokie size their pools themselves).
 Each pass builds a fresh tokenizer outside the timed part (cold caches); the median of
-``--passes`` is reported; MB = 10^6 bytes of UTF-8 text. A library whose bulk API is sequential or
-holds the GIL (bpe-openai, kitoken) runs N forked processes at N threads, each on every N-th batch.
+``--passes`` is reported (of every pass of ``--rounds`` runs, which take the libraries in turn so
+that a change in the machine's load weighs on all alike); MB = 10^6 bytes of UTF-8 text. A
+library whose bulk API is sequential or holds the GIL (bpe-openai, kitoken) runs N forked
+processes at N threads, each on every N-th batch.
 
 Ids: every document's ids are hashed (outside the timed part) and compared with those of the
 defining library: tiktoken for rank files, ``tokenizers`` for ``tokenizer.json``, sentencepiece
@@ -726,6 +728,19 @@ def mismatches(reference: list[str], got: list[str]) -> int:
     return sum(a != b for a, b in zip(reference, got, strict=False)) + abs(len(reference) - len(got))
 
 
+def merge_rounds(before: dict[str, Any] | None, result: dict[str, Any]) -> dict[str, Any]:
+    """One result for two rounds of the same task: every pass of both (a failed round fails it)."""
+    if before is None or before["status"] != "ok":
+        return before or result
+    if result["status"] != "ok":
+        return result
+    for key in ("seconds", "cpu_seconds", "load_seconds", "first_call_seconds"):
+        if key in before:
+            result[key] = before[key] + result[key]
+    result["peak_rss_mb"] = max(before.get("peak_rss_mb", 0), result.get("peak_rss_mb", 0))
+    return result
+
+
 def summarize(result: dict[str, Any], text_bytes: int) -> None:
     if result.get("status") == "ok":
         median = statistics.median(result["seconds"])
@@ -745,6 +760,9 @@ def main() -> int:
     p.add_argument("--multilingual-size", default=None, help="default 20MB (--quick: 2MB)")
     p.add_argument("--corpus", type=Path, action="append", help="a JSON-lines file to use instead")
     p.add_argument("--passes", type=int, default=None, help="passes per run (median); default 3, --quick 1")
+    p.add_argument(
+        "--rounds", type=int, default=1, help="runs of each library, in turn (median of all passes)"
+    )
     p.add_argument(
         "--tokenizers",
         type=Path,
@@ -814,6 +832,7 @@ def main() -> int:
         "versions": versions([*libs, "numpy"]),
         "load_average": {"start": os.getloadavg()},
         "passes": passes,
+        "rounds": args.rounds,
         "corpora": {},
         "tokenizers": str(tokenizers),
         "libs": libs,
@@ -828,6 +847,7 @@ def main() -> int:
         for name in families:
             ref = reference_digests(path, label, stats, name, tokenizers, args.out, max(threads_list))
             for threads in threads_list:
+                tasks = []
                 for lib in libs:
                     base = {"lib": lib, "family": name, "threads": threads, "corpus": label}
                     form = form_of(lib, FAMILIES[name], tokenizers)
@@ -841,9 +861,17 @@ def main() -> int:
                     for mode in modes:
                         task = {**base, "mode": mode, "passes": passes, "form": form[0], "path": form[1],
                                 "corpus": str(path), "corpus_label": label}  # fmt: skip
-                        result = run_worker(task, args.out)
-                        finish(result, ref, stats, label, nonempty=mode == "e2e")
-                        results.append(result)
+                        tasks.append(task)
+                # Rounds take the libraries in turn, so that a change in the machine's load between
+                # them weighs on every library alike rather than on whichever ran then.
+                measured: list[dict[str, Any] | None] = [None] * len(tasks)
+                for _ in range(args.rounds):
+                    for i, task in enumerate(tasks):
+                        measured[i] = merge_rounds(measured[i], run_worker(task, args.out))
+                for task, result in zip(tasks, measured, strict=True):
+                    assert result is not None
+                    finish(result, ref, stats, label, nonempty=task["mode"] == "e2e")
+                    results.append(result)
             # after each tokenizer, so that a long run shows (and keeps) what it has measured
             text = write_outputs(results, meta, saved, docs)
     print(text)
@@ -1011,6 +1039,12 @@ def page_header(
     ]
 
 
+def rounds_text(meta: dict[str, Any]) -> str:
+    """How many rounds of each run, where there were several (runs saved before had one)."""
+    rounds = meta.get("rounds", 1)
+    return f" in each of {rounds} rounds that take the libraries in turn" if rounds > 1 else ""
+
+
 def report(results: list[dict[str, Any]], meta: dict[str, Any], plots: dict[str, str]) -> str:
     by = index(results)
     libs = shown_libs(results, meta)
@@ -1021,7 +1055,8 @@ def report(results: list[dict[str, Any]], meta: dict[str, Any], plots: dict[str,
         "",
         "Method: each (library, tokenizer, threads, corpus) runs in its own process, pinned to as many "
         "cores as threads; the median of "
-        f"{meta['passes']} pass{'es' if meta['passes'] > 1 else ''}, each with a freshly built tokenizer "
+        f"{meta['passes']} pass{'es' if meta['passes'] > 1 else ''}{rounds_text(meta)}, each with a freshly "
+        "built tokenizer "
         "(cold caches). MB = 10^6 bytes of UTF-8 text. Tokenize only: the texts are preloaded in Python, "
         "1,000 per call, and only the call is timed (work a library defers from loading to its first "
         "call counts). End to end: `tokshuf.preprocess` from the JSON-lines "
