@@ -270,7 +270,7 @@ mod tests {
             crate::pretok::assert_agrees(O200k::BASE, Pattern::O200k, text);
             crate::pretok::assert_agrees(O200k::TEKKEN, Pattern::Tekken, text);
         };
-        // A character o200k's window has no class for (`し`), then two more ending the text.
+        // Multi-byte characters up to the end of the text, after a run of them with no space.
         agree("す。 新しい値を設定する場合はそれを入力し、 ");
         for c in ["é", "中", "😀", "。", "\u{a0}", "٣", "ʰ"] {
             for k in 0..70 {
