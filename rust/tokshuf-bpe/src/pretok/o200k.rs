@@ -172,7 +172,11 @@ impl Window for O200k {
 
         let seeds =
             near_unknown::<Self>(m, at_text_start, reaches_end) | chained | chained << 1 | chained << 2 | chained << 3;
-        let unknown = seeds | fill_up(seeds, tail_chars) | fill_up(seeds, digit) | fill_down(seeds, h);
+        // A run of line breaks and slashes may be an unseen `O` run's tail however long it is:
+        // whether the byte after it starts a piece, and so whether a letter after that does,
+        // is as unknown as the run.
+        let tail = fill_up(seeds, tail_chars);
+        let unknown = seeds | tail | tail << 1 | tail << 2 | fill_up(seeds, digit) | fill_down(seeds, h);
         (starts, !unknown)
     }
 }
@@ -197,6 +201,8 @@ mod tests {
             "'",
             "'s",
             "dog's's'S x'LL 'Ve 're'D''s ''m 't",
+            "😀\r\n\r\n//'r",
+            "é\n\n\n\n\n\n\n\n\n\n//'ab 😀//////////'s",
             "HTMLParser camelCase ABc aBC iPhone's I'M",
             "rock'n'roll don't'll x'sa'sb",
             "a!\n/\n/x !/\nb //\n\n/!c",
@@ -225,6 +231,7 @@ mod tests {
             check(&format!("{} e'llama", "ab ".repeat(k / 3) + &"c".repeat(k % 3)));
             check(&format!("{pad}—{}/x", "\n".repeat(k)));
             check(&format!("{pad}—{}\t/x", "\n".repeat(k)));
+            check(&format!("{pad}—{}/'x", "\n".repeat(k)));
         }
     }
 
