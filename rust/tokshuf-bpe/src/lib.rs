@@ -66,7 +66,8 @@ pub struct FastBpe {
     vocab: Vocab,
     /// The short pieces whose whole encoding is one id, by id: the shared table starts with them.
     seed: Vec<(u128, u32)>,
-    /// The seed's keys: for a tiktoken vocabulary, every short token (see [`filter`]).
+    /// The keys of the seed's tokens: for a vocabulary merging by ranks, every short token (see
+    /// [`filter`]).
     token_filter: TokenFilter,
     /// A piece that is a token encodes to it without merging (tiktoken, `ignore_merges`).
     whole_piece_is_token: bool,
@@ -242,6 +243,7 @@ impl FastBpe {
         bpe.normalizer = hf.normalizer;
         bpe.prefix = hf.prefix;
         bpe.raw_spaces = raw_spaces && bpe.added_normalized.is_empty();
+        bpe.seed_written_spaces();
         bpe
     }
 
@@ -282,7 +284,38 @@ impl FastBpe {
         );
         bpe.eod = sp.eos;
         bpe.vocab_size = bpe.vocab_size.max(u64::from(sp.vocab_size));
+        bpe.seed_written_spaces();
         bpe
+    }
+
+    /// With raw spaces the caches are keyed by pieces as written (` the`) and the seed by tokens
+    /// (`▁the`), so every word would miss once. Seed the written form of the tokens too: when no
+    /// token holds a space, a written form normalizes to its token, which a proven vocabulary
+    /// merges back whole. (The token filter keeps only the tokens: merging asks for nothing else.)
+    fn seed_written_spaces(&mut self) {
+        let (vocab, mark) = (&self.vocab, "▁".as_bytes());
+        if !self.raw_spaces || !vocab.proven_ranks() || (0..vocab.id_bound()).any(|id| vocab.token(id).contains(&b' '))
+        {
+            return;
+        }
+        let mut written = Vec::new();
+        for id in 0..vocab.id_bound() {
+            let token = vocab.token(id);
+            if !token.windows(mark.len()).any(|w| w == mark) {
+                continue;
+            }
+            written.clear();
+            let mut rest = token;
+            while let Some(at) = rest.windows(mark.len()).position(|w| w == mark) {
+                written.extend_from_slice(&rest[..at]);
+                written.push(b' ');
+                rest = &rest[at + mark.len()..];
+            }
+            written.extend_from_slice(rest);
+            if written.len() <= MAX_SHORT {
+                self.seed.push((table::pack(&written), id));
+            }
+        }
     }
 
     /// Whether `bytes` look like a SentencePiece model (rather than a text file, such as a

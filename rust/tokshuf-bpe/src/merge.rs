@@ -138,29 +138,21 @@ pub(crate) fn encode_piece(
     s: &mut MergeScratch,
 ) {
     if let Units::Chars(fallback) = &vocab.units {
+        // Characters merge on the stack as bytes do, unless one is outside the vocabulary (its
+        // fallback ids take the general path).
+        if matches!(fallback, Fallback::Bytes(_))
+            && stacks(vocab, piece.len())
+            && ranks_merge_any::<true>(vocab, ranks, piece, out)
+        {
+            return;
+        }
         return encode_chars(vocab, fallback, ranks, piece, out, s);
     }
     match piece.len() {
         0 => {}
         1 => out.push(vocab.byte_ids[piece[0] as usize]),
-        n if n <= STACK_MAX && matches!(vocab.merges, Merges::Ranks) && vocab.id_bound() <= RANKS_MERGE_MAX_ID => {
-            #[cfg(target_arch = "x86_64")]
-            if super::cpu::has_x86_64_v3() {
-                // SAFETY: the CPU has x86-64-v3's features.
-                unsafe {
-                    match n {
-                        ..=MAX_SHORT => ranks_merge_v3::<16>(vocab, ranks, piece, out),
-                        16..=32 => ranks_merge_v3::<32>(vocab, ranks, piece, out),
-                        _ => ranks_merge_v3::<64>(vocab, ranks, piece, out),
-                    }
-                }
-                return;
-            }
-            match n {
-                ..=MAX_SHORT => ranks_merge::<16>(vocab, ranks, piece, out),
-                16..=32 => ranks_merge::<32>(vocab, ranks, piece, out),
-                _ => ranks_merge::<64>(vocab, ranks, piece, out),
-            }
+        n if stacks(vocab, n) && vocab.ranks_are_ids() => {
+            ranks_merge_any::<false>(vocab, ranks, piece, out);
         }
         n if n <= LINEAR_MAX => linear(vocab, ranks, piece, out, &mut s.parts),
         _ => {
@@ -245,6 +237,34 @@ fn encode_chars(
     }
 }
 
+/// Whether a piece of `n` bytes (at least 2) merges on the stack ([`ranks_merge`]).
+#[inline(always)]
+fn stacks(vocab: &Vocab, n: usize) -> bool {
+    (2..=STACK_MAX).contains(&n) && matches!(vocab.merges, Merges::Ranks) && vocab.id_bound() <= RANKS_MERGE_MAX_ID
+}
+
+/// [`ranks_merge`] of a piece that [`stacks`], compiled for this CPU; false (nothing written)
+/// if `CHARS` and a character of the piece is no token.
+#[inline(always)]
+fn ranks_merge_any<const CHARS: bool>(vocab: &Vocab, ranks: &impl RankTable, piece: &[u8], out: &mut Vec<u32>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if super::cpu::has_x86_64_v3() {
+        // SAFETY: the CPU has x86-64-v3's features.
+        return unsafe {
+            match piece.len() {
+                ..=MAX_SHORT => ranks_merge_v3::<16, CHARS>(vocab, ranks, piece, out),
+                16..=32 => ranks_merge_v3::<32, CHARS>(vocab, ranks, piece, out),
+                _ => ranks_merge_v3::<64, CHARS>(vocab, ranks, piece, out),
+            }
+        };
+    }
+    match piece.len() {
+        ..=MAX_SHORT => ranks_merge::<16, CHARS>(vocab, ranks, piece, out),
+        16..=32 => ranks_merge::<32, CHARS>(vocab, ranks, piece, out),
+        _ => ranks_merge::<64, CHARS>(vocab, ranks, piece, out),
+    }
+}
+
 /// [`ranks_merge`] for x86-64-v3: the bit searches and variable shifts over the parts take one
 /// instruction each.
 ///
@@ -252,8 +272,13 @@ fn encode_chars(
 /// The CPU must have AVX2, BMI1, BMI2, LZCNT and POPCNT.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
-unsafe fn ranks_merge_v3<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u8], out: &mut Vec<u32>) {
-    ranks_merge::<N>(vocab, table, piece, out);
+unsafe fn ranks_merge_v3<const N: usize, const CHARS: bool>(
+    vocab: &Vocab,
+    table: &impl RankTable,
+    piece: &[u8],
+    out: &mut Vec<u32>,
+) -> bool {
+    ranks_merge::<N, CHARS>(vocab, table, piece, out)
 }
 
 /// tiktoken merging of a piece of up to 15 bytes (`N` = 16), 32 (`N` = 32) or [`STACK_MAX`] (`N` =
@@ -263,8 +288,16 @@ unsafe fn ranks_merge_v3<const N: usize>(vocab: &Vocab, table: &impl RankTable, 
 /// one another merge after merge. (A table of id pairs, each token's last merge, answers the same
 /// questions exactly, but each of its lookups waits for the merge before it: it was no faster
 /// overall, and a third slower on pieces over 32 bytes, even with a filter of the pairs in front.)
+///
+/// With `CHARS` (a vocabulary of characters), the parts start as the piece's characters, and the
+/// result is false, with nothing written, if one of them is no token.
 #[inline(always)]
-fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u8], out: &mut Vec<u32>) {
+fn ranks_merge<const N: usize, const CHARS: bool>(
+    vocab: &Vocab,
+    table: &impl RankTable,
+    piece: &[u8],
+    out: &mut Vec<u32>,
+) -> bool {
     let n = piece.len();
     debug_assert!(n >= 2 && (N == 16 && n <= MAX_SHORT || N == 32 && n <= 32 || N == 64 && n <= STACK_MAX));
     let w = if N <= 16 { pack(piece) & !(0xff << 120) } else { 0 };
@@ -286,12 +319,18 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
     // need it.
     // Those ruled out without a look in the table are remembered (bit `len` of `absent[a]`): a
     // merge that asks for one again is answered at once.
+    // Characters start as parts, so two ASCII ones are a candidate of two bytes; a part never
+    // starts inside a character.
+    let shortest = if CHARS { 2 } else { 3 };
     let longest = PREFETCH_LONGEST[n];
     let mut absent = [0u16; N];
     #[allow(clippy::needless_range_loop)] // `a` also cuts the keys
-    for a in 0..n.saturating_sub(2) {
+    for a in 0..n + 1 - shortest {
+        if CHARS && piece[a] & 0xc0 == 0x80 {
+            continue;
+        }
         let t = tail(a);
-        for len in 3..=longest.min(n - a) {
+        for len in shortest..=longest.min(n - a) {
             let key = key_at(t, len);
             let h = hash(key);
             let held = table.may_hold(h);
@@ -305,20 +344,14 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
     // a merge clears a bit instead of moving the parts after it.
     let mut id = [0u32; N];
     let mut cand = [i32::MAX; N];
-    for i in 0..n {
-        id[i] = vocab.byte_ids[piece[i] as usize];
-    }
     let with_start = |rank: u32, s: usize| if rank == u32::MAX { i32::MAX } else { (rank << 6 | s as u32) as i32 };
-    for i in 0..n - 1 {
-        cand[i] = with_start(vocab.merge_bytes(piece[i], piece[i + 1]).0, i);
-    }
-    let mut parts: u64 = (1 << (n + 1)) - 1;
     let next = |parts: u64, s: usize| s + 1 + (parts >> (s + 1)).trailing_zeros() as usize;
-    // A macro, not a closure: inlined at both uses (the closure was called).
-    macro_rules! rank {
-        ($a:expr, $c:expr) => {{
-            let (a, c): (usize, usize) = ($a, $c);
-            let r = match c - a {
+    // Macros, not closures: inlined at every use (the closure was called).
+    // The rank of `piece[a..a + len]`.
+    macro_rules! lookup {
+        ($a:expr, $len:expr) => {{
+            let (a, len): (usize, usize) = ($a, $len);
+            match len {
                 // Substrings up to `longest` were asked about when prefetched.
                 len if len <= longest && absent[a] >> len & 1 != 0 => None,
                 len if len <= longest => {
@@ -326,10 +359,55 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
                     table.rank_held(key, hash(key))
                 }
                 len if len <= MAX_SHORT => table.rank(key_at(tail(a), len)),
-                _ => long_id(vocab, &piece[a..c]),
-            };
-            with_start(r.unwrap_or(u32::MAX), a)
+                _ => long_id(vocab, &piece[a..a + len]),
+            }
         }};
+    }
+    // The candidate of the parts from `a` on, which end at `c`. Characters' ranks may have
+    // priorities of their own ([`Vocab::prio_of`]): the id they make is then kept in `made`.
+    let mut made = [0u32; N];
+    macro_rules! rank {
+        ($a:expr, $c:expr) => {{
+            let (a, c): (usize, usize) = ($a, $c);
+            let id = lookup!(a, c - a).unwrap_or(u32::MAX);
+            if CHARS && id != u32::MAX {
+                made[a] = id;
+                with_start(vocab.prio_of(id), a)
+            } else {
+                with_start(id, a)
+            }
+        }};
+    }
+    let mut parts: u64;
+    if CHARS {
+        parts = 1 << n;
+        let mut i = 0;
+        while i < n {
+            let len = super::unicode::utf8_len(piece[i]);
+            let c = if len == 1 { vocab.byte_ids[piece[i] as usize] } else { lookup!(i, len).unwrap_or(u32::MAX) };
+            if c == u32::MAX {
+                return false;
+            }
+            (id[i], parts) = (c, parts | 1 << i);
+            i += len;
+        }
+        let mut rest = parts & ((1 << n) - 1);
+        while rest != 0 {
+            let s = rest.trailing_zeros() as usize;
+            let e = next(parts, s);
+            if e < n {
+                cand[s] = rank!(s, next(parts, e));
+            }
+            rest &= rest - 1;
+        }
+    } else {
+        for i in 0..n {
+            id[i] = vocab.byte_ids[piece[i] as usize];
+        }
+        for i in 0..n - 1 {
+            cand[i] = with_start(vocab.merge_bytes(piece[i], piece[i + 1]).0, i);
+        }
+        parts = (1 << (n + 1)) - 1;
     }
     loop {
         // Over the parts only, a load each: a vector load of `cand` would wait for the stores
@@ -344,7 +422,8 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
             break;
         }
         let s = (best & 63) as usize;
-        id[s] = (best >> 6) as u32; // in tiktoken the merged token's id is its rank
+        // In tiktoken the merged token's id is its rank.
+        id[s] = if CHARS { made[s] } else { (best >> 6) as u32 };
         let r = next(parts, s);
         parts &= !(1 << r);
         cand[r] = i32::MAX;
@@ -360,6 +439,7 @@ fn ranks_merge<const N: usize>(vocab: &Vocab, table: &impl RankTable, piece: &[u
         out.push(id[rest.trailing_zeros() as usize]);
         rest &= rest - 1;
     }
+    true
 }
 
 /// The id of a part longer than the rank tables' keys (rare: kept out of the merge loop).
@@ -373,7 +453,7 @@ fn long_id(vocab: &Vocab, part: &[u8]) -> Option<u32> {
 #[inline(always)]
 fn merge(vocab: &Vocab, ranks: &impl RankTable, piece: &[u8], a: usize, c: usize, l: u32, r: u32) -> (u32, u32) {
     if c - a <= MAX_SHORT && matches!(vocab.merges, Merges::Ranks) {
-        ranks.rank(pack(&piece[a..c])).map_or((u32::MAX, 0), |id| (id, id))
+        ranks.rank(pack(&piece[a..c])).map_or((u32::MAX, 0), |id| (vocab.prio_of(id), id))
     } else {
         vocab.merge(piece, a, c, l, r)
     }
@@ -722,10 +802,10 @@ mod tests {
     fn stack(v: &Vocab, ranks: &impl RankTable, piece: &[u8]) -> Vec<u32> {
         let mut ids = Vec::new();
         match piece.len() {
-            ..=MAX_SHORT => ranks_merge::<16>(v, ranks, piece, &mut ids),
-            16..=32 => ranks_merge::<32>(v, ranks, piece, &mut ids),
-            _ => ranks_merge::<64>(v, ranks, piece, &mut ids),
-        }
+            ..=MAX_SHORT => ranks_merge::<16, false>(v, ranks, piece, &mut ids),
+            16..=32 => ranks_merge::<32, false>(v, ranks, piece, &mut ids),
+            _ => ranks_merge::<64, false>(v, ranks, piece, &mut ids),
+        };
         ids
     }
 

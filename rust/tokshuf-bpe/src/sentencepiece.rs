@@ -8,7 +8,8 @@
 //! become their UTF-8 bytes' `<0xNN>` pieces (`byte_fallback`) or, a run of them, the unknown
 //! piece. That is a merge list over characters — every split of a piece into two pieces is a
 //! pair that makes it, ranked by the piece's score — which the fast encoder runs as it runs a
-//! converted `tokenizer.json`.
+//! converted `tokenizer.json`: as a rank table ordered by score where [`equiv`](super::equiv)
+//! proves that alike (Mistral v1's model), else by pairs.
 //!
 //! User-defined pieces are matched whole in the normalized text, longest first, and never merge
 //! (as added tokens are). Unigram models, unused pieces, and normalizers other than the identity
@@ -466,6 +467,29 @@ mod tests {
         assert_eq!(pairs.get(3 << 32 | 7), Some(2 << 32 | 8));
         assert_eq!(pairs.get(3 << 32 | 4), Some(6));
         assert_eq!(pairs.len(), 4);
+    }
+
+    /// A SentencePiece list makes each piece from every split of it, all at the piece's score:
+    /// it runs as ranks, compared by id where the scores fall as the ids grow, else by score.
+    #[test]
+    fn merges_run_as_ranks() {
+        let pieces = |ab: f32| {
+            model_bytes(
+                &[("<unk>", 0.0, 2), ("a", -6.0, 1), ("b", -7.0, 1), ("ab", ab, 1), ("ba", -2.0, 1), ("aba", -3.0, 1)],
+                false,
+            )
+        };
+        let by_id = load(&pieces(-1.0), None).unwrap().vocab;
+        assert!(by_id.proven_ranks() && by_id.ranks_are_ids());
+        // "ab" and "ba" at one score: the first of them in the text merges first.
+        let tie = load(&pieces(-2.0), None).unwrap().vocab;
+        assert!(tie.proven_ranks() && !tie.ranks_are_ids());
+        let path = format!(
+            "{}/../../tests/fixtures/tokenizers/mistral-v1-sentencepiece_tokenizer.model.zst",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mistral = zstd::decode_all(std::fs::File::open(path).unwrap()).unwrap();
+        assert!(load(&mistral, None).unwrap().vocab.proven_ranks(), "Mistral v1's .model runs as ranks");
     }
 
     #[test]

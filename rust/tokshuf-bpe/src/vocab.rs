@@ -234,6 +234,9 @@ pub(crate) struct Vocab {
     /// The digest of the merge list this vocabulary was given, when it now merges by ranks
     /// (see [`Vocab::into_ranks`]): a tokenizer's identity does not depend on how it runs.
     list_digest: Option<u64>,
+    /// When ranks do not follow the ids (see [`Vocab::into_ranks`]): the priority of the
+    /// merges making each id (`u32::MAX`: none), lowest first, equals leftmost first.
+    prio: Option<Box<[u32]>>,
     pub units: Units,
 }
 
@@ -346,6 +349,7 @@ impl Vocab {
             pairs,
             byte_pairs: Vec::new(),
             list_digest: None,
+            prio: None,
             units,
         };
         vocab.fill_byte_pairs();
@@ -366,12 +370,15 @@ impl Vocab {
             .collect();
     }
 
-    /// Merge by ranks (id = rank) instead of the merge list, which the caller has proved gives
-    /// the same encodings (see `equiv`).
-    pub(crate) fn into_ranks(mut self) -> Vocab {
+    /// Merge by ranks instead of the merge list, which the caller has proved gives the same
+    /// encodings (see `equiv`): compared by the ids made (id = rank), or by `prio[id]`, the
+    /// priority of the merges making each id, for lists whose priorities do not grow with the
+    /// ids or tie.
+    pub(crate) fn into_ranks(mut self, prio: Option<Box<[u32]>>) -> Vocab {
         self.list_digest = Some(self.digest());
         self.merges = Merges::Ranks;
         self.pairs = None;
+        self.prio = prio;
         self.fill_byte_pairs();
         self
     }
@@ -393,13 +400,18 @@ impl Vocab {
         }
         out.u32s(&self.offsets);
         out.bytes(&self.bytes);
-        match (&self.merges, self.list_digest) {
-            (Merges::Ranks, None) => out.u32(0),
-            (Merges::Ranks, Some(digest)) => {
+        match (&self.merges, self.list_digest, &self.prio) {
+            (Merges::Ranks, None, _) => out.u32(0),
+            (Merges::Ranks, Some(digest), None) => {
                 out.u32(1);
                 out.u64(digest);
             }
-            (Merges::List(list), _) => {
+            (Merges::Ranks, Some(digest), Some(prio)) => {
+                out.u32(3);
+                out.u64(digest);
+                out.u32s(prio);
+            }
+            (Merges::List(list), _, _) => {
                 out.u32(2);
                 out.u64(list.len() as u64);
                 for (k, v) in list.iter() {
@@ -434,9 +446,16 @@ impl Vocab {
                 tokens.push(token, id as u32);
             }
         }
+        let mut prio = None;
         let (merges, digest) = match r.u32()? {
             0 => (Merges::Ranks, None),
             1 => (Merges::Ranks, Some(r.u64()?)),
+            3 => {
+                let digest = r.u64()?;
+                let p = r.u32s().filter(|p| p.len() == 4 * n)?;
+                prio = Some((0..n).map(|i| u32_at(p, i)).collect());
+                (Merges::Ranks, Some(digest))
+            }
             2 => {
                 let n = usize::try_from(r.u64()?).ok()?;
                 let mut list = Vec::with_capacity(n.min(r.0.len() / 16));
@@ -453,6 +472,10 @@ impl Vocab {
         };
         let mut vocab = Vocab::with_units(tokens, merges, units, false).ok()?;
         vocab.list_digest = digest;
+        if prio.is_some() {
+            vocab.prio = prio;
+            vocab.fill_byte_pairs();
+        }
         Some(vocab)
     }
 
@@ -509,7 +532,7 @@ impl Vocab {
     pub fn merge(&self, piece: &[u8], a: usize, c: usize, left: u32, right: u32) -> (u32, u32) {
         match &self.merges {
             Merges::Ranks => match self.id_of(&piece[a..c]) {
-                Some(id) => (id, id),
+                Some(id) => (self.prio_of(id), id),
                 None => (u32::MAX, 0),
             },
             Merges::List(_) => match self.pairs.as_ref().and_then(|p| p.get(left, right)) {
@@ -517,6 +540,19 @@ impl Vocab {
                 None => (u32::MAX, 0),
             },
         }
+    }
+
+    /// Whether merging by ranks compares the ids made (no [`Vocab::into_ranks`] priorities).
+    #[inline(always)]
+    pub fn ranks_are_ids(&self) -> bool {
+        self.prio.is_none()
+    }
+
+    /// The priority of merging into `id` when merging by ranks: the id itself, unless
+    /// [`Vocab::into_ranks`] gave priorities.
+    #[inline(always)]
+    pub fn prio_of(&self, id: u32) -> u32 {
+        self.prio.as_ref().map_or(id, |p| p[id as usize])
     }
 
     /// Prefetch the merge of `left` and `right` (merge lists only: ranks are looked up by bytes).

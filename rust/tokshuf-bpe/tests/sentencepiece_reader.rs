@@ -66,6 +66,25 @@ fn the_intact_model_reads() {
     assert!(!bpe.encode("Hello world").is_empty());
 }
 
+/// The caches are keyed by pieces as written (` the`), the tokens by their normalized text
+/// (`▁the`): the written forms are seeded too, so a word that is one token never misses.
+#[test]
+fn words_that_are_tokens_hit_as_written() {
+    let bpe = FastBpe::from_sentencepiece(model(), "mistral-v1").expect("the real model reads");
+    let words: Vec<(u32, &str)> = bpe
+        .tokens()
+        .filter_map(|(id, t)| {
+            let word = std::str::from_utf8(t).ok()?.strip_prefix('▁')?;
+            (word.len() >= 2 && word.bytes().all(|b| b.is_ascii_lowercase())).then_some((id, word))
+        })
+        .take(500)
+        .collect();
+    assert_eq!(words.len(), 500);
+    let text = words.iter().map(|w| w.1).collect::<Vec<_>>().join(" ");
+    assert_eq!(bpe.encode(&text), words.iter().map(|w| w.0).collect::<Vec<_>>());
+    assert_eq!(bpe.cache_stats().misses, 0);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
