@@ -612,8 +612,9 @@ fn heap_loop(
             prefetch(&nodes[next as usize]);
         }
         let node = nodes[i as usize];
-        // Stale entries: the node was absorbed (prio reset below) or its pair changed, and a
-        // changed pair always has a different priority (its merged bytes differ).
+        // Stale entries: the node was absorbed (prio reset below) or its pair changed. A changed
+        // pair of the same priority (equal scores in a SentencePiece model) has this very key:
+        // the entry then stands for it, as its own one would.
         if node.prio != prio {
             continue;
         }
@@ -678,9 +679,11 @@ const BUCKETS_MIN: usize = 1 << 16;
 /// A bucket queue: one list of entries per priority, so that a push or a pop touches a few cache
 /// lines whatever the number of entries. The lowest non-empty bucket is taken whole, sorted by
 /// index (its entries were mostly pushed in that order already), and popped in that order. A
-/// merge never creates a candidate of the priority being popped (that would be the token it just
-/// made, spelled longer); one of a lower priority (possible with some vocabularies) is taken
-/// before the rest of the bucket being popped, which waits on a stack.
+/// merge creates a candidate of the priority being popped only where priorities tie (equal
+/// scores in a SentencePiece model: with ids as priorities it would be the token it just made,
+/// spelled longer), and it joins that bucket in index order; one of a lower priority (possible
+/// with some vocabularies) is taken before the rest of the bucket being popped, which waits on a
+/// stack.
 #[derive(Default)]
 struct Buckets {
     /// The indices queued at each priority, in the order they were pushed. One array per

@@ -236,7 +236,8 @@ fn parse(bytes: &[u8]) -> Result<Model, String> {
                 message(b, |f, v| {
                     match (f, v) {
                         (1, Wire::Bytes(s)) => piece.text = text(s)?,
-                        (2, Wire::Fixed32(x)) => piece.score = f32::from_bits(x),
+                        // `+ 0.0`: -0.0 is 0.0, as sentencepiece compares scores.
+                        (2, Wire::Fixed32(x)) => piece.score = f32::from_bits(x) + 0.0,
                         (3, Wire::Varint(t)) => {
                             piece.kind = match t {
                                 1 => Kind::Normal,
@@ -368,6 +369,9 @@ pub(crate) fn read(bytes: &[u8]) -> Result<SpBpe, Unsupported> {
         }
     }
     // Priorities: the higher the score, the earlier; equal scores are equal (leftmost first).
+    if let Some(p) = m.pieces.iter().find(|p| p.kind == Kind::Normal && p.score.is_nan()) {
+        return Err(Unsupported(format!("the piece {:?} has no score (NaN)", p.text)));
+    }
     let mut scores: Vec<f32> = m.pieces.iter().filter(|p| p.kind == Kind::Normal).map(|p| p.score).collect();
     scores.sort_by(|a, b| b.total_cmp(a));
     scores.dedup();
@@ -490,6 +494,29 @@ mod tests {
         );
         let mistral = zstd::decode_all(std::fs::File::open(path).unwrap()).unwrap();
         assert!(load(&mistral, None).unwrap().vocab.proven_ranks(), "Mistral v1's .model runs as ranks");
+    }
+
+    /// sentencepiece compares scores as numbers: -0.0 ranks with 0.0, above -1.0.
+    #[test]
+    fn negative_zero_scores_rank_as_zero() {
+        let bytes = model_bytes(
+            &[
+                ("<unk>", 0.0, 2),
+                ("a", -6.0, 1),
+                ("b", -7.0, 1),
+                ("c", -8.0, 1),
+                ("x", 0.0, 1),
+                ("ab", -1.0, 1),
+                ("bc", -0.0, 1),
+            ],
+            false,
+        );
+        let v = load(&bytes, None).unwrap().vocab;
+        let mut ids = Vec::new();
+        crate::merge::encode_piece(&v, v.short_table(), b"abc", &mut ids, &mut Default::default());
+        assert_eq!(ids, [1, 6], "\"bc\" (-0.0) merges before \"ab\" (-1.0)");
+        let nan = model_bytes(&[("<unk>", 0.0, 2), ("a", -1.0, 1), ("b", f32::NAN, 1)], false);
+        assert!(read(&nan).is_err_and(|e| e.0.contains("NaN")));
     }
 
     #[test]

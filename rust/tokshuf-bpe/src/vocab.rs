@@ -453,7 +453,12 @@ impl Vocab {
             3 => {
                 let digest = r.u64()?;
                 let p = r.u32s().filter(|p| p.len() == 4 * n)?;
-                prio = Some((0..n).map(|i| u32_at(p, i)).collect());
+                let p: Box<[u32]> = (0..n).map(|i| u32_at(p, i)).collect();
+                // Ranks of priorities, as `equiv` makes them: below the number of ids.
+                if p.iter().any(|&x| x != u32::MAX && x as usize >= n) {
+                    return None;
+                }
+                prio = Some(p);
                 (Merges::Ranks, Some(digest))
             }
             2 => {
