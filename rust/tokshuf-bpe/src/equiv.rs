@@ -189,12 +189,14 @@ mod tests {
             }
         }
 
-        /// Random merge lists (each merge joins two existing tokens): whenever the list is taken
-        /// for a rank table, both encode every text alike.
+        /// Random merge lists (each merge joins two existing tokens; the ids it makes in list
+        /// order or shuffled): whenever the list is taken for a rank table, both encode every
+        /// text alike.
         #[test]
         fn ranks_and_list_agree(
             picks in prop::collection::vec((0usize..64, 0usize..64), 1..40),
             texts in prop::collection::vec(prop::collection::vec(prop::sample::select(b"abcd".to_vec()), 1..60), 1..20),
+            shuffled in any::<bool>(),
         ) {
             let mut made: Vec<Vec<u8>> = b"abcd".iter().map(|&b| vec![b]).collect();
             let mut merges = Vec::new();
@@ -207,7 +209,11 @@ mod tests {
                 }
             }
             let refs: Vec<(&[u8], &[u8])> = merges.iter().map(|(l, r)| (l.as_slice(), r.as_slice())).collect();
-            let order: Vec<u32> = (0..refs.len() as u32).collect();
+            let mut order: Vec<u32> = (0..refs.len() as u32).collect();
+            if shuffled {
+                order.reverse();
+                order.rotate_left(texts.len() % refs.len());
+            }
             let list = list_vocab(&refs, &order);
             let expected: Vec<Vec<u32>> = texts.iter().map(|t| encode(&list, t)).collect();
             let ranks = list_as_ranks(list_vocab(&refs, &order));

@@ -151,7 +151,7 @@ pub(crate) fn encode_piece(
     match piece.len() {
         0 => {}
         1 => out.push(vocab.byte_ids[piece[0] as usize]),
-        n if stacks(vocab, n) && vocab.ranks_are_ids() => {
+        n if stacks(vocab, n) => {
             ranks_merge_any::<false>(vocab, ranks, piece, out);
         }
         n if n <= LINEAR_MAX => linear(vocab, ranks, piece, out, &mut s.parts),
@@ -247,21 +247,35 @@ fn stacks(vocab: &Vocab, n: usize) -> bool {
 /// if `CHARS` and a character of the piece is no token.
 #[inline(always)]
 fn ranks_merge_any<const CHARS: bool>(vocab: &Vocab, ranks: &impl RankTable, piece: &[u8], out: &mut Vec<u32>) -> bool {
+    if vocab.ranks_are_ids() {
+        ranks_merge_for::<CHARS, false>(vocab, ranks, piece, out)
+    } else {
+        ranks_merge_for::<CHARS, true>(vocab, ranks, piece, out)
+    }
+}
+
+#[inline(always)]
+fn ranks_merge_for<const CHARS: bool, const PRIO: bool>(
+    vocab: &Vocab,
+    ranks: &impl RankTable,
+    piece: &[u8],
+    out: &mut Vec<u32>,
+) -> bool {
     #[cfg(target_arch = "x86_64")]
     if super::cpu::has_x86_64_v3() {
         // SAFETY: the CPU has x86-64-v3's features.
         return unsafe {
             match piece.len() {
-                ..=MAX_SHORT => ranks_merge_v3::<16, CHARS>(vocab, ranks, piece, out),
-                16..=32 => ranks_merge_v3::<32, CHARS>(vocab, ranks, piece, out),
-                _ => ranks_merge_v3::<64, CHARS>(vocab, ranks, piece, out),
+                ..=MAX_SHORT => ranks_merge_v3::<16, CHARS, PRIO>(vocab, ranks, piece, out),
+                16..=32 => ranks_merge_v3::<32, CHARS, PRIO>(vocab, ranks, piece, out),
+                _ => ranks_merge_v3::<64, CHARS, PRIO>(vocab, ranks, piece, out),
             }
         };
     }
     match piece.len() {
-        ..=MAX_SHORT => ranks_merge::<16, CHARS>(vocab, ranks, piece, out),
-        16..=32 => ranks_merge::<32, CHARS>(vocab, ranks, piece, out),
-        _ => ranks_merge::<64, CHARS>(vocab, ranks, piece, out),
+        ..=MAX_SHORT => ranks_merge::<16, CHARS, PRIO>(vocab, ranks, piece, out),
+        16..=32 => ranks_merge::<32, CHARS, PRIO>(vocab, ranks, piece, out),
+        _ => ranks_merge::<64, CHARS, PRIO>(vocab, ranks, piece, out),
     }
 }
 
@@ -272,13 +286,13 @@ fn ranks_merge_any<const CHARS: bool>(vocab: &Vocab, ranks: &impl RankTable, pie
 /// The CPU must have AVX2, BMI1, BMI2, LZCNT and POPCNT.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
-unsafe fn ranks_merge_v3<const N: usize, const CHARS: bool>(
+unsafe fn ranks_merge_v3<const N: usize, const CHARS: bool, const PRIO: bool>(
     vocab: &Vocab,
     table: &impl RankTable,
     piece: &[u8],
     out: &mut Vec<u32>,
 ) -> bool {
-    ranks_merge::<N, CHARS>(vocab, table, piece, out)
+    ranks_merge::<N, CHARS, PRIO>(vocab, table, piece, out)
 }
 
 /// tiktoken merging of a piece of up to 15 bytes (`N` = 16), 32 (`N` = 32) or [`STACK_MAX`] (`N` =
@@ -290,9 +304,10 @@ unsafe fn ranks_merge_v3<const N: usize, const CHARS: bool>(
 /// overall, and a third slower on pieces over 32 bytes, even with a filter of the pairs in front.)
 ///
 /// With `CHARS` (a vocabulary of characters), the parts start as the piece's characters, and the
-/// result is false, with nothing written, if one of them is no token.
+/// result is false, with nothing written, if one of them is no token. With `PRIO`, merges are
+/// ordered by the priorities of the ids they make ([`Vocab::prio_of`]) rather than the ids.
 #[inline(always)]
-fn ranks_merge<const N: usize, const CHARS: bool>(
+fn ranks_merge<const N: usize, const CHARS: bool, const PRIO: bool>(
     vocab: &Vocab,
     table: &impl RankTable,
     piece: &[u8],
@@ -363,14 +378,14 @@ fn ranks_merge<const N: usize, const CHARS: bool>(
             }
         }};
     }
-    // The candidate of the parts from `a` on, which end at `c`. Characters' ranks may have
-    // priorities of their own ([`Vocab::prio_of`]): the id they make is then kept in `made`.
+    // The candidate of the parts from `a` on, which end at `c`; with priorities, the id it makes
+    // is kept in `made`.
     let mut made = [0u32; N];
     macro_rules! rank {
         ($a:expr, $c:expr) => {{
             let (a, c): (usize, usize) = ($a, $c);
             let id = lookup!(a, c - a).unwrap_or(u32::MAX);
-            if CHARS && id != u32::MAX {
+            if PRIO && id != u32::MAX {
                 made[a] = id;
                 with_start(vocab.prio_of(id), a)
             } else {
@@ -405,7 +420,8 @@ fn ranks_merge<const N: usize, const CHARS: bool>(
             id[i] = vocab.byte_ids[piece[i] as usize];
         }
         for i in 0..n - 1 {
-            cand[i] = with_start(vocab.merge_bytes(piece[i], piece[i + 1]).0, i);
+            let (prio, merged) = vocab.merge_bytes(piece[i], piece[i + 1]);
+            (cand[i], made[i]) = (with_start(prio, i), merged);
         }
         parts = (1 << (n + 1)) - 1;
     }
@@ -423,7 +439,7 @@ fn ranks_merge<const N: usize, const CHARS: bool>(
         }
         let s = (best & 63) as usize;
         // In tiktoken the merged token's id is its rank.
-        id[s] = if CHARS { made[s] } else { (best >> 6) as u32 };
+        id[s] = if PRIO { made[s] } else { (best >> 6) as u32 };
         let r = next(parts, s);
         parts &= !(1 << r);
         cand[r] = i32::MAX;
@@ -805,9 +821,9 @@ mod tests {
     fn stack(v: &Vocab, ranks: &impl RankTable, piece: &[u8]) -> Vec<u32> {
         let mut ids = Vec::new();
         match piece.len() {
-            ..=MAX_SHORT => ranks_merge::<16, false>(v, ranks, piece, &mut ids),
-            16..=32 => ranks_merge::<32, false>(v, ranks, piece, &mut ids),
-            _ => ranks_merge::<64, false>(v, ranks, piece, &mut ids),
+            ..=MAX_SHORT => ranks_merge::<16, false, false>(v, ranks, piece, &mut ids),
+            16..=32 => ranks_merge::<32, false, false>(v, ranks, piece, &mut ids),
+            _ => ranks_merge::<64, false, false>(v, ranks, piece, &mut ids),
         };
         ids
     }
