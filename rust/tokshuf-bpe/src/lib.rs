@@ -64,7 +64,8 @@ use stored::Store;
 /// borrows a cache from an internal pool, so the number of caches is the peak concurrency.
 pub struct FastBpe {
     vocab: Vocab,
-    /// The short pieces whose whole encoding is one id, by id: the shared table starts with them.
+    /// The short pieces whose whole encoding is one id (tokens by id, then, with raw spaces,
+    /// their written forms): the shared table starts with them.
     seed: Vec<(u128, u32)>,
     /// The keys of the seed's tokens: for a vocabulary merging by ranks, every short token (see
     /// [`filter`]).
