@@ -251,7 +251,8 @@ CHILD = textwrap.dedent(
 
 def child(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     script = tmp_path / "child.py"
-    script.write_text(CHILD)
+    if not script.exists():  # rewritten under a child that is reading it, it would run empty
+        script.write_text(CHILD)
     return subprocess.Popen(
         [sys.executable, str(script), *args],
         stdout=subprocess.PIPE,
