@@ -294,27 +294,19 @@ impl FastBpe {
     /// token holds a space, a written form normalizes to its token, which a proven vocabulary
     /// merges back whole. (The token filter keeps only the tokens: merging asks for nothing else.)
     fn seed_written_spaces(&mut self) {
-        let (vocab, mark) = (&self.vocab, "▁".as_bytes());
+        let vocab = &self.vocab;
         if !self.raw_spaces || !vocab.proven_ranks() || (0..vocab.id_bound()).any(|id| vocab.token(id).contains(&b' '))
         {
             return;
         }
-        let mut written = Vec::new();
         for id in 0..vocab.id_bound() {
-            let token = vocab.token(id);
-            if !token.windows(mark.len()).any(|w| w == mark) {
-                continue;
-            }
-            written.clear();
-            let mut rest = token;
-            while let Some(at) = rest.windows(mark.len()).position(|w| w == mark) {
-                written.extend_from_slice(&rest[..at]);
-                written.push(b' ');
-                rest = &rest[at + mark.len()..];
-            }
-            written.extend_from_slice(rest);
-            if written.len() <= MAX_SHORT {
-                self.seed.push((table::pack(&written), id));
+            // Raw spaces come with a vocabulary of characters: its tokens are text.
+            let Ok(token) = std::str::from_utf8(vocab.token(id)) else { continue };
+            if token.contains('▁') {
+                let written = token.replace('▁', " ");
+                if written.len() <= MAX_SHORT {
+                    self.seed.push((table::pack(written.as_bytes()), id));
+                }
             }
         }
     }
