@@ -622,7 +622,7 @@ pub(crate) fn parse(json: &str) -> Result<Parsed, Unsupported> {
 
 /// Leave out of the merging vocabulary the added tokens it also lists (as GPT-2's file lists
 /// `<|endoftext|>`) that only matching whole can produce: of two units or more, made by no merge.
-/// Merging never reaches them, and left in they would keep a merge list from running as ranks.
+/// Merging never reaches them, and left in they would keep merging by ranks from comparing ids.
 /// With `ignore_merges` a piece that is one of them encodes to it, so they stay.
 fn keep_mergeable(
     tokens: &mut TokenList,
@@ -916,6 +916,31 @@ mod tests {
         assert!(matches!(parse(&merged).unwrap().merges, Merges::List(l) if l.len() == 1));
     }
 
+    /// A vocabulary token that no merge makes is never merged into, and the list still runs as
+    /// ranks (by priorities: by ids, "cd" would merge).
+    #[test]
+    fn a_token_no_merge_makes_is_never_merged_into() {
+        let json = with_tokens(r#""cd": 257"#, "");
+        assert!(prepare(&json).unwrap().vocab.proven_ranks());
+        let bpe = super::super::FastBpe::from_hf_json(&json).unwrap();
+        for _ in 0..2 {
+            assert_eq!(bpe.encode("cd abcd"), [99, 100, 32, 256, 99, 100]);
+        }
+    }
+
+    /// Lists converted from SentencePiece models make a token from several splits, each at its
+    /// own priority: they run as ranks by those priorities.
+    #[test]
+    fn converted_sentencepiece_lists_run_as_ranks() {
+        for name in ["mistral-tekken", "mistral-v1-sentencepiece"] {
+            let path =
+                format!("{}/../../tests/fixtures/tokenizers/{name}_tokenizer.json.zst", env!("CARGO_MANIFEST_DIR"));
+            let json = zstd::decode_all(std::fs::File::open(path).unwrap()).unwrap();
+            let vocab = prepare(std::str::from_utf8(&json).unwrap()).unwrap().vocab;
+            assert!(vocab.proven_ranks() && !vocab.ranks_are_ids(), "{name}");
+        }
+    }
+
     #[test]
     fn a_stored_preparation_is_the_preparation() {
         let flags = FLAGS;
@@ -929,7 +954,9 @@ mod tests {
         // Merges that run as ranks, and ones that do not ("bc" goes first, but has the larger id).
         let list = json.replace(r#""merges": ["a b"]"#, r#""merges": ["b c", "a b", "ab c"]"#);
         let list = list.replace("\"<bos>\": 257", "\"<bos>\": 257, \"bc\": 300, \"abc\": 301");
-        for (json, ranks) in [(json, true), (list, false)] {
+        // Ranks by priorities, "abc" made from two splits at two of them.
+        let splits = list.replace(r#""b c", "a b", "ab c""#, r#""a b", "b c", "a bc", "ab c""#);
+        for (json, ranks) in [(json, true), (list, false), (splits, true)] {
             let fresh = prepare(&json).unwrap();
             assert_eq!(fresh.vocab.proven_ranks(), ranks);
             let again = from_stored(&to_stored(&fresh)).unwrap();

@@ -153,7 +153,7 @@ impl FastBpe {
             if t.is_empty() || t.len() > MAX_SHORT {
                 continue;
             }
-            if !self.whole_piece_is_token && !self.vocab.proven_ranks() {
+            if !self.whole_piece_is_token && !self.vocab.proven_whole(id) {
                 ids.clear();
                 merge::encode_piece(&self.vocab, self.vocab.short_table(), t, &mut ids, &mut scratch);
                 if ids != [id] {
@@ -299,7 +299,7 @@ impl FastBpe {
         {
             return;
         }
-        for id in 0..vocab.id_bound() {
+        for id in (0..vocab.id_bound()).filter(|&id| vocab.proven_whole(id)) {
             // Raw spaces come with a vocabulary of characters: its tokens are text.
             let Ok(token) = std::str::from_utf8(vocab.token(id)) else { continue };
             if token.contains('▁') {

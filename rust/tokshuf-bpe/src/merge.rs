@@ -240,7 +240,10 @@ fn encode_chars(
 /// Whether a piece of `n` bytes (at least 2) merges on the stack ([`ranks_merge`]).
 #[inline(always)]
 fn stacks(vocab: &Vocab, n: usize) -> bool {
-    (2..=STACK_MAX).contains(&n) && matches!(vocab.merges, Merges::Ranks) && vocab.id_bound() <= RANKS_MERGE_MAX_ID
+    (2..=STACK_MAX).contains(&n)
+        && matches!(vocab.merges, Merges::Ranks)
+        && vocab.id_bound() <= RANKS_MERGE_MAX_ID
+        && vocab.prio_bound() <= RANKS_MERGE_MAX_ID
 }
 
 /// [`ranks_merge`] of a piece that [`stacks`], compiled for this CPU; false (nothing written)
@@ -305,7 +308,7 @@ unsafe fn ranks_merge_v3<const N: usize, const CHARS: bool, const PRIO: bool>(
 ///
 /// With `CHARS` (a vocabulary of characters), the parts start as the piece's characters, and the
 /// result is false, with nothing written, if one of them is no token. With `PRIO`, merges are
-/// ordered by the priorities of the ids they make ([`Vocab::prio_of`]) rather than the ids.
+/// ordered by their priorities ([`Vocab::prio_of`]) rather than the ids they make.
 #[inline(always)]
 fn ranks_merge<const N: usize, const CHARS: bool, const PRIO: bool>(
     vocab: &Vocab,
@@ -378,16 +381,16 @@ fn ranks_merge<const N: usize, const CHARS: bool, const PRIO: bool>(
             }
         }};
     }
-    // The candidate of the parts from `a` on, which end at `c`; with priorities, the id it makes
-    // is kept in `made`.
+    // The candidate of the parts from `a` on, split at `b` and ending at `c`; with priorities,
+    // the id it makes is kept in `made`.
     let mut made = [0u32; N];
     macro_rules! rank {
-        ($a:expr, $c:expr) => {{
-            let (a, c): (usize, usize) = ($a, $c);
+        ($a:expr, $b:expr, $c:expr) => {{
+            let (a, b, c): (usize, usize, usize) = ($a, $b, $c);
             let id = lookup!(a, c - a).unwrap_or(u32::MAX);
             if PRIO && id != u32::MAX {
                 made[a] = id;
-                with_start(vocab.prio_of(id), a)
+                with_start(vocab.prio_of(id, b - a), a)
             } else {
                 with_start(id, a)
             }
@@ -411,7 +414,7 @@ fn ranks_merge<const N: usize, const CHARS: bool, const PRIO: bool>(
             let s = rest.trailing_zeros() as usize;
             let e = next(parts, s);
             if e < n {
-                cand[s] = rank!(s, next(parts, e));
+                cand[s] = rank!(s, e, next(parts, e));
             }
             rest &= rest - 1;
         }
@@ -444,10 +447,10 @@ fn ranks_merge<const N: usize, const CHARS: bool, const PRIO: bool>(
         parts &= !(1 << r);
         cand[r] = i32::MAX;
         let e = next(parts, s);
-        cand[s] = if e < n { rank!(s, next(parts, e)) } else { i32::MAX };
+        cand[s] = if e < n { rank!(s, e, next(parts, e)) } else { i32::MAX };
         if s > 0 {
             let p = 63 - (parts & ((1 << s) - 1)).leading_zeros() as usize;
-            cand[p] = rank!(p, e);
+            cand[p] = rank!(p, s, e);
         }
     }
     let mut rest = parts & ((1 << n) - 1);
@@ -469,7 +472,7 @@ fn long_id(vocab: &Vocab, part: &[u8]) -> Option<u32> {
 #[inline(always)]
 fn merge(vocab: &Vocab, ranks: &impl RankTable, piece: &[u8], a: usize, c: usize, l: u32, r: u32) -> (u32, u32) {
     if c - a <= MAX_SHORT && matches!(vocab.merges, Merges::Ranks) {
-        ranks.rank(pack(&piece[a..c])).map_or((u32::MAX, 0), |id| (vocab.prio_of(id), id))
+        ranks.rank(pack(&piece[a..c])).map_or((u32::MAX, 0), |id| (vocab.prio_of(id, vocab.token(l).len()), id))
     } else {
         vocab.merge(piece, a, c, l, r)
     }

@@ -234,10 +234,101 @@ pub(crate) struct Vocab {
     /// The digest of the merge list this vocabulary was given, when it now merges by ranks
     /// (see [`Vocab::into_ranks`]): a tokenizer's identity does not depend on how it runs.
     list_digest: Option<u64>,
-    /// When ranks do not follow the ids (see [`Vocab::into_ranks`]): the priority of the
-    /// merges making each id (`u32::MAX`: none), lowest first, equals leftmost first.
-    prio: Option<Box<[u32]>>,
+    /// When ranks do not follow the ids (see [`Vocab::into_ranks`]): the priorities of the
+    /// merges, lowest first, equals leftmost first.
+    prio: Option<Priorities>,
     pub units: Units,
+}
+
+/// The priorities of the merges of a list that runs as ranks, by the id each makes and, for an
+/// id made by merges of different priorities (a `tokenizer.json` converted from SentencePiece
+/// lists every split of a token, each at its own priority), by where the merge splits it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Priorities {
+    /// Per id: the priority of the merges making it (`u32::MAX`: none), or `SPLITS | i` when
+    /// they differ, `splits[i + k]` being that of the merge whose left part has `k` bytes.
+    by_id: Box<[u32]>,
+    /// Such priorities, one per byte of each such token (`u32::MAX`: no merge splits it there).
+    splits: Box<[u32]>,
+    /// One past the largest priority.
+    bound: u32,
+}
+
+/// Marks an entry of [`Priorities::by_id`] that points into [`Priorities::splits`].
+const SPLITS: u32 = 1 << 31;
+
+impl Priorities {
+    /// From each id's merges, `(bytes of the left part, priority)` (none: the id is made by no
+    /// merge), and the length of each token; priorities are packed into ranks `0, 1, …` in their
+    /// order. `None` if there are too many of them to point at.
+    pub fn new(merges: &[Vec<(u32, u32)>], len: impl Fn(u32) -> usize) -> Option<Priorities> {
+        let mut order: Vec<u32> = merges.iter().flatten().map(|m| m.1).collect();
+        order.sort_unstable();
+        order.dedup();
+        let rank = |p: u32| order.binary_search(&p).expect("a priority of the list") as u32;
+        let mut by_id = Vec::with_capacity(merges.len());
+        let mut splits = Vec::new();
+        for (id, m) in (0..).zip(merges) {
+            by_id.push(match m[..] {
+                [] => u32::MAX,
+                [(_, p), ..] if m.iter().all(|x| x.1 == p) => rank(p),
+                _ => {
+                    let at = splits.len();
+                    splits.resize(at + len(id), u32::MAX);
+                    for &(left, p) in m {
+                        splits[at + left as usize] = rank(p);
+                    }
+                    SPLITS | u32::try_from(at).ok().filter(|&i| i < SPLITS - 1)?
+                }
+            });
+        }
+        let bound = u32::try_from(order.len()).ok().filter(|&b| b < SPLITS)?;
+        Some(Priorities { by_id: by_id.into(), splits: splits.into(), bound })
+    }
+
+    /// Whether every id has one priority and they grow with the ids (then comparing the ids
+    /// compares them).
+    pub fn follow_ids(&self) -> bool {
+        self.splits.is_empty() && self.by_id.iter().filter(|&&p| p != u32::MAX).is_sorted_by(|a, b| a < b)
+    }
+
+    /// The priority of the merge making `id` whose left part has `left` bytes (`u32::MAX`: no
+    /// listed merge splits it there).
+    #[inline(always)]
+    pub fn of(&self, id: u32, left: usize) -> u32 {
+        match self.by_id[id as usize] {
+            p if p < SPLITS || p == u32::MAX => p,
+            p => self.splits.get((p & !SPLITS) as usize + left).copied().unwrap_or(u32::MAX),
+        }
+    }
+
+    fn store(&self, out: &mut Out) {
+        out.u32s(&self.by_id);
+        out.u32s(&self.splits);
+    }
+
+    /// What [`Priorities::store`] wrote for the ids of tokens of `len(id)` bytes, checked to
+    /// point within itself at ranks `0, 1, …`; `None` if it does not.
+    fn load(r: &mut In<'_>, n: usize, len: impl Fn(u32) -> usize) -> Option<Priorities> {
+        let u32s = |b: &[u8]| -> Box<[u32]> {
+            b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()
+        };
+        let by_id = u32s(r.u32s().filter(|p| p.len() == 4 * n)?);
+        let splits = u32s(r.u32s()?);
+        // Dense ranks number at most the merges: one per id, or one per split.
+        let bound = u32::try_from(n + splits.len()).ok().filter(|&b| b < SPLITS)?;
+        let mut most = 0;
+        for (id, &p) in (0..).zip(&by_id[..]).filter(|p| *p.1 != u32::MAX) {
+            if p < SPLITS {
+                most = most.max(p);
+                continue;
+            }
+            let at = (p & !SPLITS) as usize;
+            let split = splits.get(at..at.checked_add(len(id))?)?;
+            most = split.iter().filter(|&&p| p != u32::MAX).try_fold(most, |m, &p| (p < bound).then_some(m.max(p)))?;
+        }
+        (most < bound).then_some(Priorities { by_id, splits, bound: most + 1 })
+    }
 }
 
 /// Whether ids up to `max_id` are too many for `tokens` tokens: the tables are by id, so ids far
@@ -371,10 +462,10 @@ impl Vocab {
     }
 
     /// Merge by ranks instead of the merge list, which the caller has proved gives the same
-    /// encodings (see `equiv`): compared by the ids made (id = rank), or by `prio[id]`, the
-    /// priority of the merges making each id, for lists whose priorities do not grow with the
-    /// ids or tie.
-    pub(crate) fn into_ranks(mut self, prio: Option<Box<[u32]>>) -> Vocab {
+    /// encodings (see `equiv`): compared by the ids made (id = rank), or by the list's own
+    /// priorities (`prio`) where they do not grow with the ids, tie, or differ between the
+    /// merges making one id.
+    pub(crate) fn into_ranks(mut self, prio: Option<Priorities>) -> Vocab {
         self.list_digest = Some(self.digest());
         self.merges = Merges::Ranks;
         self.pairs = None;
@@ -409,7 +500,7 @@ impl Vocab {
             (Merges::Ranks, Some(digest), Some(prio)) => {
                 out.u32(3);
                 out.u64(digest);
-                out.u32s(prio);
+                prio.store(out);
             }
             (Merges::List(list), _, _) => {
                 out.u32(2);
@@ -452,13 +543,9 @@ impl Vocab {
             1 => (Merges::Ranks, Some(r.u64()?)),
             3 => {
                 let digest = r.u64()?;
-                let p = r.u32s().filter(|p| p.len() == 4 * n)?;
-                let p: Box<[u32]> = (0..n).map(|i| u32_at(p, i)).collect();
-                // Ranks of priorities, as `equiv` makes them: below the number of ids.
-                if p.iter().any(|&x| x != u32::MAX && x as usize >= n) {
-                    return None;
-                }
-                prio = Some(p);
+                prio = Some(Priorities::load(r, n, |id| {
+                    (u32_at(offsets, id as usize + 1) - u32_at(offsets, id as usize)) as usize
+                })?);
                 (Merges::Ranks, Some(digest))
             }
             2 => {
@@ -494,9 +581,17 @@ impl Vocab {
     }
 
     /// Whether this vocabulary merges by ranks because its merge list was proved to merge
-    /// alike, which includes that every token, merged on its own, comes out as itself.
+    /// alike, which includes that every token a merge makes, merged on its own, comes out as
+    /// itself.
     pub(crate) fn proven_ranks(&self) -> bool {
         self.list_digest.is_some()
+    }
+
+    /// Whether merging `id`'s units on their own gives `id`, as far as a proof of
+    /// [`Vocab::proven_ranks`] says: true for every token a merge makes and for single units.
+    pub(crate) fn proven_whole(&self, id: u32) -> bool {
+        self.proven_ranks()
+            && (self.units_len(id) < 2 || self.prio.as_ref().is_none_or(|p| p.by_id[id as usize] != u32::MAX))
     }
 
     /// The id of the token whose bytes are `bytes`.
@@ -537,7 +632,7 @@ impl Vocab {
     pub fn merge(&self, piece: &[u8], a: usize, c: usize, left: u32, right: u32) -> (u32, u32) {
         match &self.merges {
             Merges::Ranks => match self.id_of(&piece[a..c]) {
-                Some(id) => (self.prio_of(id), id),
+                Some(id) => (self.prio_of(id, self.token(left).len()), id),
                 None => (u32::MAX, 0),
             },
             Merges::List(_) => match self.pairs.as_ref().and_then(|p| p.get(left, right)) {
@@ -553,11 +648,16 @@ impl Vocab {
         self.prio.is_none()
     }
 
-    /// The priority of merging into `id` when merging by ranks: the id itself, unless
-    /// [`Vocab::into_ranks`] gave priorities.
+    /// The priority of merging into `id`, the left part having `left` bytes, when merging by
+    /// ranks: the id itself, unless [`Vocab::into_ranks`] gave priorities.
     #[inline(always)]
-    pub fn prio_of(&self, id: u32) -> u32 {
-        self.prio.as_ref().map_or(id, |p| p[id as usize])
+    pub fn prio_of(&self, id: u32, left: usize) -> u32 {
+        self.prio.as_ref().map_or(id, |p| p.of(id, left))
+    }
+
+    /// One past the largest priority of merging by ranks.
+    pub fn prio_bound(&self) -> u32 {
+        self.prio.as_ref().map_or(self.id_bound(), |p| p.bound)
     }
 
     /// Prefetch the merge of `left` and `right` (merge lists only: ranks are looked up by bytes).
