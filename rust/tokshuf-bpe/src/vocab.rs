@@ -260,7 +260,8 @@ const SPLITS: u32 = 1 << 31;
 impl Priorities {
     /// From each id's merges, `(bytes of the left part, priority)` (none: the id is made by no
     /// merge), and the length of each token; priorities are packed into ranks `0, 1, …` in their
-    /// order. `None` if there are too many of them to point at.
+    /// order. `None` if there are too many of them to point at, or a left part is no shorter
+    /// than the token made.
     pub fn new(merges: &[Vec<(u32, u32)>], len: impl Fn(u32) -> usize) -> Option<Priorities> {
         let mut order: Vec<u32> = merges.iter().flatten().map(|m| m.1).collect();
         order.sort_unstable();
@@ -276,7 +277,7 @@ impl Priorities {
                     let at = splits.len();
                     splits.resize(at + len(id), u32::MAX);
                     for &(left, p) in m {
-                        splits[at + left as usize] = rank(p);
+                        *splits[at..].get_mut(left as usize)? = rank(p);
                     }
                     SPLITS | u32::try_from(at).ok().filter(|&i| i < SPLITS - 1)?
                 }
