@@ -395,19 +395,6 @@ impl FastBpe {
         })
     }
 
-    /// The pieces `text` is merged in (for tests and debugging): normalized and split, with
-    /// no added token matched.
-    pub fn split(&self, text: &str) -> Vec<String> {
-        let normalized = self.normalizer.apply(text);
-        if normalized.is_empty() {
-            return Vec::new();
-        }
-        let prefixed = self.prefix.apply(&normalized, true);
-        let mut spans = Vec::new();
-        self.splitter.spans(&prefixed, &mut spans);
-        spans.iter().map(|&(a, b)| prefixed[a..b].to_string()).collect()
-    }
-
     /// Append the ids of `text` to `out`.
     #[inline]
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) {

@@ -92,16 +92,6 @@ fn escape_class(c: u8, in_class: bool) -> Option<Items> {
     Some(Items { items, negated })
 }
 
-/// The byte length of the UTF-8 character whose first byte is `lead`.
-fn utf8_len(lead: u8) -> usize {
-    match lead {
-        0..0xc0 => 1,
-        0xc0..0xe0 => 2,
-        0xe0..0xf0 => 3,
-        _ => 4,
-    }
-}
-
 /// `\p{name}` (`\P{name}` if `negated`) spelled for `regex-syntax`, if it must be: Oniguruma's
 /// POSIX-named properties that `regex-syntax` lacks or reads otherwise (`Word` is exactly `\w`,
 /// Latin-1 numbers included outside brackets; `Alnum`, `Graph`, `Print`, `XDigit`, `Blank` are the
@@ -199,7 +189,7 @@ pub(crate) fn rewrite(pattern: &str, engine: Engine) -> Result<String, String> {
                     }
                 }
                 // The whole escape: `\p{..}`, `\x{..}` keep their braces.
-                i += 1 + utf8_len(b[i + 1]);
+                i += 1 + crate::unicode::utf8_len(b[i + 1]);
                 if matches!(c, b'x' | b'u') && b.get(i) == Some(&b'{') {
                     while i < b.len() && b[i] != b'}' {
                         i += 1;

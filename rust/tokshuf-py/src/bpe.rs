@@ -109,11 +109,6 @@ impl PyBpeEncoder {
         Ok(d)
     }
 
-    /// The pieces the pre-tokenizer splits `text` into.
-    fn split(&self, text: &str) -> Vec<String> {
-        self.inner.split(text)
-    }
-
     /// How text is split into pieces: a split pattern's name (`cl100k`), or `regex`, ...
     #[getter]
     fn pattern(&self) -> String {
@@ -139,11 +134,5 @@ impl PyBpeEncoder {
     #[getter]
     fn identity(&self) -> String {
         self.inner.identity().to_string()
-    }
-
-    /// Cache counters summed over the encoding threads' caches.
-    fn cache_stats(&self) -> HashMap<&'static str, u64> {
-        let s = self.inner.cache_stats();
-        HashMap::from([("hits", s.hits), ("misses", s.misses), ("wipes", s.wipes)])
     }
 }

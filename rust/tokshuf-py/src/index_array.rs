@@ -79,11 +79,6 @@ impl PyIndexArray {
         self.inner.shape().to_vec()
     }
 
-    #[getter]
-    fn is_mapped(&self) -> bool {
-        self.inner.is_mapped()
-    }
-
     fn __len__(&self) -> usize {
         self.inner.bytes().len()
     }

@@ -288,17 +288,6 @@ impl PyInstanceReader {
         self.inner.len() as usize
     }
 
-    /// Tokens in each source, in order.
-    #[getter]
-    fn source_tokens(&self) -> Vec<u64> {
-        self.inner.store().files().iter().map(TokenArray::len).collect()
-    }
-
-    /// Unpadded length of instance `i`.
-    fn instance_len(&self, py: Python<'_>, i: u64) -> PyResult<u64> {
-        self.inner.instance_len(i).into_py(py)
-    }
-
     /// Fill `input_ids` (int64, `len(indices) × width`) and `label_mask` (uint8 view of a bool
     /// array, same shape) for `indices` (uint64); returns `(doc_lens int32, counts uint32)`
     /// buffers when `doc_lens`, else None.

@@ -62,7 +62,6 @@ fn open_source(item: &Bound<'_, PyAny>, slot: &ErrorSlot) -> PyResult<Box<dyn Do
 pub struct PyStreamWorker {
     inner: Mutex<WorkerStream>,
     slot: ErrorSlot,
-    line_len: usize,
 }
 
 impl PyStreamWorker {
@@ -152,19 +151,13 @@ impl PyStreamWorker {
                 Some(st)
             }
         };
-        let line_len = cfg.line_len;
         let mut w = py
             .detach(|| WorkerStream::new(cfg, srcs, worker, n_workers, state))
             .map_err(|e| take_error(py, &slot, e))?;
         if step.is_some() || step_stride.is_some() {
             w.set_clock(step.unwrap_or(w.step()), step_stride.unwrap_or(1)).into_py(py)?;
         }
-        Ok(PyStreamWorker { inner: Mutex::new(w), slot, line_len })
-    }
-
-    #[getter]
-    fn line_len(&self) -> usize {
-        self.line_len
+        Ok(PyStreamWorker { inner: Mutex::new(w), slot })
     }
 
     #[getter]
@@ -182,16 +175,6 @@ impl PyStreamWorker {
     #[getter]
     fn num_docs(&self) -> Vec<u64> {
         self.lock().num_docs()
-    }
-
-    #[getter]
-    fn buffered(&self) -> usize {
-        self.lock().buffered()
-    }
-
-    #[getter]
-    fn rank(&self) -> (u32, u32) {
-        self.lock().rank()
     }
 
     /// Fill `input` (and `label`: lines split for next-token prediction) with the next batch;

@@ -227,10 +227,6 @@ impl IndexedDataset {
         &self.bin_path
     }
 
-    pub fn header(&self) -> &Header {
-        &self.header
-    }
-
     /// Byte offsets of the `.idx` arrays.
     pub fn layout(&self) -> &Layout {
         &self.layout

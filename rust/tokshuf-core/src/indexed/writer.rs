@@ -89,11 +89,6 @@ impl IndexedDatasetWriter {
         &self.prefix
     }
 
-    /// Sequences written so far.
-    pub fn num_sequences(&self) -> usize {
-        self.lengths.len() as usize
-    }
-
     /// Run `step`, unless an earlier one failed on I/O; one that does leaves the writer refusing
     /// every later call (its files miss bytes). Checks that fail before writing leave it usable.
     fn checked<T>(&mut self, step: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
@@ -178,25 +173,6 @@ impl IndexedDatasetWriter {
     /// Close the current document (an empty document repeats the previous boundary, as in Megatron).
     pub fn end_document(&mut self) -> Result<()> {
         self.checked(|w| w.push_boundary(w.lengths.len()))
-    }
-
-    /// Megatron's `add_document(tokens, lengths)`: the sequences `lengths` cut from `tokens`, then
-    /// a document boundary.
-    pub fn add_document(&mut self, tokens: &[u32], lengths: &[usize]) -> Result<()> {
-        let total: usize = lengths.iter().sum();
-        if total != tokens.len() {
-            return Err(Error::invalid(format!(
-                "sequence lengths sum to {total} but the document has {} tokens",
-                tokens.len()
-            )));
-        }
-        let mut rest = tokens;
-        for &n in lengths {
-            let (seq, tail) = rest.split_at(n);
-            self.add_sequence(seq)?;
-            rest = tail;
-        }
-        self.end_document()
     }
 
     /// Append every document of `other` (Megatron's `add_index`): same dtype required.

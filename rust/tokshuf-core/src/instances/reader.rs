@@ -234,18 +234,6 @@ impl Reader {
         self.len() == 0
     }
 
-    /// Tokens (before padding) of instance `i`.
-    pub fn instance_len(&self, i: u64) -> Result<u64> {
-        self.check(i)?;
-        Ok(match &self.layout {
-            Layout::Spans(s) => {
-                let [a, b] = s.span(i as usize);
-                b - a
-            }
-            _ => self.seq_len,
-        })
-    }
-
     fn check(&self, i: u64) -> Result<()> {
         if i >= self.len() {
             return Err(Error::invalid(format!("instance index {i} out of range for {} instances", self.len())));

@@ -60,9 +60,3 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<serde_json::Value>,
 }
-
-impl Summary {
-    pub fn skipped_total(&self) -> u64 {
-        self.skips.lines()
-    }
-}

@@ -205,11 +205,6 @@ impl WorkerStream {
         &self.cfg
     }
 
-    /// `(worker, n_workers)`.
-    pub fn rank(&self) -> (u32, u32) {
-        (self.worker, self.n_workers)
-    }
-
     /// Batches produced since the fresh start.
     pub fn batches(&self) -> u64 {
         self.batches
@@ -250,11 +245,6 @@ impl WorkerStream {
     /// Documents per sub-dataset, as the sources report them.
     pub fn num_docs(&self) -> Vec<u64> {
         self.subs.iter().map(SubStream::num_docs).collect()
-    }
-
-    /// Lines in the shuffle buffer.
-    pub fn buffered(&self) -> usize {
-        self.buffer.len()
     }
 
     /// The sub-dataset to read next, `None` if the worker owns no document it can emit.
