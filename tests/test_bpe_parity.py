@@ -31,6 +31,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiktoken_ext import openai_public
 
+import tokshuf
 from tokshuf._core import BpeEncoder
 from tokshuf.errors import ConfigError
 
@@ -388,19 +389,17 @@ def test_corpus_samples(
 def test_tiktoken_file_and_pattern_names(tmp_path: Path, ours: dict[str, BpeEncoder]) -> None:
     path = tmp_path / "cl100k.tiktoken"
     path.write_bytes(rebuilt_tiktoken_file(ours["cl100k_base"]))
-    enc = BpeEncoder.from_tiktoken_file(path, "cl100k", {"<|endoftext|>": 100257})
+    enc = tokshuf.Tokenizer(f"{path}@cl100k", special_tokens={"<|endoftext|>": 100257})
     text = "Hello world's\n\n  end"
     assert enc.encode(text) == ours["cl100k_base"].encode(text)
-    assert enc.eod_id == 100257
+    assert enc.eos_token_id == 100257
     with pytest.raises(ConfigError, match="o200k"):
-        BpeEncoder.from_tiktoken_file(path, "bert")
+        tokshuf.Tokenizer(f"{path}@bert")
     with pytest.raises(ConfigError, match="cl100k_base"):
         BpeEncoder.from_tiktoken("cl100k")
-    with pytest.raises(FileNotFoundError):
-        BpeEncoder.from_tiktoken_file(tmp_path / "missing.tiktoken", "cl100k")
     (tmp_path / "bad.tiktoken").write_text("not base64!! 1\n")
     with pytest.raises(ValueError, match="line 1"):
-        BpeEncoder.from_tiktoken_file(tmp_path / "bad.tiktoken", "cl100k")
+        tokshuf.Tokenizer(f"{tmp_path / 'bad.tiktoken'}@cl100k")
 
 
 def test_unsupported_hf_files_say_why(tmp_path: Path) -> None:

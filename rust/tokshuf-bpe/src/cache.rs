@@ -101,11 +101,6 @@ impl CacheConfig {
         self.thread_slots.next_power_of_two() * 36 + self.long_bytes * 3
     }
 
-    /// The bytes the caches of one thread hold (all committed when it is created).
-    pub fn budget(&self) -> usize {
-        self.total(1)
-    }
-
     /// The bytes the caches of `threads` threads hold together.
     pub fn total(&self, threads: usize) -> usize {
         self.shared_bytes() + threads * self.thread_bytes()
@@ -475,7 +470,7 @@ mod tests {
     fn budget_is_respected() {
         for bytes in [64 << 10, 1 << 20, 24 << 20, 1 << 30] {
             let cfg = CacheConfig::with_budget(bytes);
-            assert!(cfg.budget() <= bytes * 2, "{cfg:?} for {bytes}");
+            assert!(cfg.total(1) <= bytes * 2, "{cfg:?} for {bytes}");
         }
     }
 }

@@ -237,11 +237,6 @@ pub fn embedded(name: &str) -> Result<Encoding> {
     })
 }
 
-/// Parse a `.tiktoken` file's contents.
-pub fn parse(contents: &[u8], path: &std::path::Path) -> Result<TokenList> {
-    parse_lines(contents).map_err(|msg| Error::format(path, msg))
-}
-
 /// A mergeable-rank table: tokens and their ranks, in the file's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankTable {
@@ -470,11 +465,10 @@ mod tests {
 
     #[test]
     fn parses_lines_and_reports_errors() {
-        let p = std::path::Path::new("x.tiktoken");
-        let r = parse(b"IQ== 0\r\nIg== 1\n\n", p).unwrap();
+        let r = parse_lines(b"IQ== 0\r\nIg== 1\n\n").unwrap();
         assert_eq!(r, vec![(b"!".to_vec(), 0), (b"\"".to_vec(), 1)].into());
         for bad in [&b"IQ==\n"[..], b"IQ== x\n", b"!!! 0\n", b"IQ== 0 1\n", b"\n"] {
-            assert!(parse(bad, p).is_err(), "{bad:?}");
+            assert!(parse_lines(bad).is_err(), "{bad:?}");
         }
     }
 

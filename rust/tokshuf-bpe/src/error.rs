@@ -40,14 +40,3 @@ impl Error {
         Error::Invalid(msg.into())
     }
 }
-
-/// Attach a path to `std::io::Result`s.
-pub(crate) trait IoContext<T> {
-    fn with_path(self, path: impl AsRef<Path>) -> Result<T>;
-}
-
-impl<T> IoContext<T> for std::io::Result<T> {
-    fn with_path(self, path: impl AsRef<Path>) -> Result<T> {
-        self.map_err(|source| Error::Io { path: path.as_ref().to_path_buf(), source })
-    }
-}

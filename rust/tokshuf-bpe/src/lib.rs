@@ -57,7 +57,6 @@ use shared::SharedTable;
 use table::{pack_at, Ids, Staged, MAX_SHORT};
 use vocab::{Merges, Units, Vocab};
 
-use error::IoContext;
 use stored::Store;
 
 /// The fast byte-level BPE encoder. Shared by all threads (`Sync`); each thread that encodes
@@ -183,16 +182,6 @@ impl FastBpe {
         let source = source.into();
         let vocab =
             Vocab::new(ranks, Merges::Ranks).map_err(|e| Error::invalid(format!("tokenizer {source}: {}", e.0)))?;
-        Ok(Self::build(vocab, true, Splitter::Scanner(pattern), plain_specials(specials), source))
-    }
-
-    /// A `.tiktoken` file (`base64(token) rank` lines) with the split `pattern` and the special
-    /// tokens `specials` (e.g. `[("<|endoftext|>", 100257)]`; none are implied).
-    pub fn from_tiktoken_file(path: &Path, pattern: Pattern, specials: Vec<(String, u32)>) -> Result<FastBpe> {
-        let contents = std::fs::read(path).with_path(path)?;
-        let ranks = encodings::parse(&contents, path)?;
-        let vocab = Vocab::new(ranks, Merges::Ranks).map_err(|e| Error::format(path, e.0))?;
-        let source = format!("tiktoken-file:{}", path.display());
         Ok(Self::build(vocab, true, Splitter::Scanner(pattern), plain_specials(specials), source))
     }
 
@@ -358,12 +347,6 @@ impl FastBpe {
         self.splitter.describe()
     }
 
-    /// The special and added tokens (text, id).
-    pub fn special_tokens(&self) -> Vec<(String, u32)> {
-        let all = self.added.tokens().iter().chain(self.added_normalized.tokens());
-        all.map(|t| (t.content.clone(), t.id)).collect()
-    }
-
     /// The id of a special or added token.
     pub fn special_token(&self, text: &str) -> Option<u32> {
         self.added.id(text).or_else(|| self.added_normalized.id(text))
@@ -373,11 +356,6 @@ impl FastBpe {
     /// vocabulary entry in GPT-2's byte-to-character spelling).
     pub fn hf_token_id(&self, token: &str) -> Option<u32> {
         self.special_token(token).or_else(|| hf::decode_token(token).and_then(|b| self.vocab.id_of(&b)))
-    }
-
-    /// The bytes of token `id` (empty for special or unused ids).
-    pub fn token_bytes(&self, id: u32) -> &[u8] {
-        self.vocab.token(id)
     }
 
     /// Every BPE token as `(id, bytes)`, by id (special tokens are not included).

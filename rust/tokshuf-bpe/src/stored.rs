@@ -154,10 +154,11 @@ impl<'a> In<'a> {
         self.take(n)
     }
 
-    /// A list of `u32`, as its little-endian bytes (4 per value).
-    pub fn u32s(&mut self) -> Option<&'a [u8]> {
+    /// A list of `u32`.
+    pub fn u32s(&mut self) -> Option<Box<[u32]>> {
         let n = usize::try_from(self.u64()?).ok()?;
-        self.take(n.checked_mul(4)?)
+        let b = self.take(n.checked_mul(4)?)?;
+        Some(b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -220,7 +221,7 @@ mod tests {
         let mut r = In(&out.0);
         assert_eq!(r.u32(), Some(7));
         assert_eq!(r.bytes(), Some(&b"abc"[..]));
-        assert_eq!(r.u32s().map(<[u8]>::len), Some(8));
+        assert_eq!(r.u32s().as_deref(), Some(&[1, 2][..]));
         assert!(r.is_empty());
         assert_eq!(r.u64(), None);
         let mut short = In(&out.0[..10]);

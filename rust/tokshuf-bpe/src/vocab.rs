@@ -311,11 +311,8 @@ impl Priorities {
     /// What [`Priorities::store`] wrote for the ids of tokens of `len(id)` bytes, checked to
     /// point within itself at ranks `0, 1, …`; `None` if it does not.
     fn load(r: &mut In<'_>, n: usize, len: impl Fn(u32) -> usize) -> Option<Priorities> {
-        let u32s = |b: &[u8]| -> Box<[u32]> {
-            b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()
-        };
-        let by_id = u32s(r.u32s().filter(|p| p.len() == 4 * n)?);
-        let splits = u32s(r.u32s()?);
+        let by_id = r.u32s().filter(|p| p.len() == n)?;
+        let splits = r.u32s()?;
         // Dense ranks number at most the merges: one per id, or one per split.
         let bound = u32::try_from(n + splits.len()).ok().filter(|&b| b < SPLITS)?;
         let mut most = 0;
@@ -516,12 +513,10 @@ impl Vocab {
 
     /// The vocabulary [`Vocab::store`] wrote, rebuilt; `None` if `r` does not hold one.
     pub(crate) fn load(r: &mut In<'_>) -> Option<Vocab> {
-        let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().expect("4 bytes"));
         let units = match r.u32()? {
             0 => Units::Bytes,
             1 => {
-                let ids = r.u32s().filter(|ids| ids.len() == 4 * 256)?;
-                let ids: Box<[u32; 256]> = (0..256).map(|i| u32_at(ids, i)).collect::<Vec<_>>().try_into().ok()?;
+                let ids: Box<[u32; 256]> = r.u32s()?.try_into().ok()?;
                 Units::Chars(Fallback::Bytes(ids))
             }
             2 => Units::Chars(Fallback::Unk { id: r.u32()?, fuse: r.u32()? != 0 }),
@@ -529,10 +524,10 @@ impl Vocab {
         };
         let offsets = r.u32s()?;
         let bytes = r.bytes()?;
-        let n = (offsets.len() / 4).checked_sub(1)?;
+        let n = offsets.len().checked_sub(1)?;
         let mut tokens = TokenList::with_capacity(n, bytes.len());
         for id in 0..n {
-            let (a, b) = (u32_at(offsets, id) as usize, u32_at(offsets, id + 1) as usize);
+            let (a, b) = (offsets[id] as usize, offsets[id + 1] as usize);
             let token = bytes.get(a..b)?;
             if !token.is_empty() {
                 tokens.push(token, id as u32);
@@ -544,9 +539,7 @@ impl Vocab {
             1 => (Merges::Ranks, Some(r.u64()?)),
             3 => {
                 let digest = r.u64()?;
-                prio = Some(Priorities::load(r, n, |id| {
-                    (u32_at(offsets, id as usize + 1) - u32_at(offsets, id as usize)) as usize
-                })?);
+                prio = Some(Priorities::load(r, n, |id| (offsets[id as usize + 1] - offsets[id as usize]) as usize)?);
                 (Merges::Ranks, Some(digest))
             }
             2 => {

@@ -1,6 +1,5 @@
 //! Binding of the fast byte-level BPE encoder (`tokshuf._core.BpeEncoder`).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -46,23 +45,6 @@ impl PyBpeEncoder {
     #[pyo3(signature = (name, special_tokens_in_text=false))]
     fn from_tiktoken(py: Python<'_>, name: String, special_tokens_in_text: bool) -> PyResult<Self> {
         let inner = py.detach(|| FastBpe::from_tiktoken(&name)).map_err(Error::from).into_py(py)?;
-        Ok(wrap(inner, special_tokens_in_text))
-    }
-
-    /// A `.tiktoken` file with a split pattern (`gpt2`, `cl100k`, `cl100k_classic`/`llama3`, `o200k`).
-    #[staticmethod]
-    #[pyo3(signature = (path, pattern, special_tokens=None, special_tokens_in_text=false))]
-    fn from_tiktoken_file(
-        py: Python<'_>,
-        path: PathBuf,
-        pattern: &str,
-        special_tokens: Option<HashMap<String, u32>>,
-        special_tokens_in_text: bool,
-    ) -> PyResult<Self> {
-        let pattern: Pattern = pattern.parse().map_err(Error::from).into_py(py)?;
-        let specials = special_tokens.unwrap_or_default().into_iter().collect();
-        let inner =
-            py.detach(|| FastBpe::from_tiktoken_file(&path, pattern, specials)).map_err(Error::from).into_py(py)?;
         Ok(wrap(inner, special_tokens_in_text))
     }
 
@@ -123,11 +105,6 @@ impl PyBpeEncoder {
     #[getter]
     fn eod_id(&self) -> Option<u32> {
         self.inner.eod_id()
-    }
-
-    #[getter]
-    fn special_tokens(&self) -> HashMap<String, u32> {
-        self.inner.special_tokens().into_iter().collect()
     }
 
     /// The tokenizer's identity as a JSON string.

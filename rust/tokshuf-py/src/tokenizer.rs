@@ -23,7 +23,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyclass(frozen, module = "tokshuf._core", name = "Tokenizer")]
 pub struct PyTokenizer {
     inner: Arc<dyn Tokenizer>,
-    spec: String,
 }
 
 impl PyTokenizer {
@@ -59,26 +58,18 @@ impl PyTokenizer {
         eos_token_id: Option<u32>,
         special_tokens: Option<Vec<(String, u32)>>,
     ) -> PyResult<Self> {
-        let spec = spec.to_string();
-        let inner = py
-            .detach(|| TokenizerSpec::parse(&spec).and_then(|s| load(s, eos_token_id, special_tokens)))
-            .into_py(py)?;
-        Ok(Self { inner, spec })
+        let inner =
+            py.detach(|| TokenizerSpec::parse(spec).and_then(|s| load(s, eos_token_id, special_tokens))).into_py(py)?;
+        Ok(Self { inner })
     }
 
     /// A Hugging Face tokenizer from its JSON (`tokenizers.Tokenizer.to_str()`).
     #[staticmethod]
     #[pyo3(signature = (json, origin="tokenizers.Tokenizer", eos_token_id=None))]
     fn from_hf_json(py: Python<'_>, json: String, origin: &str, eos_token_id: Option<u32>) -> PyResult<Self> {
-        let origin = origin.to_string();
-        let spec = TokenizerSpec::HfJson { json, origin: origin.clone() };
+        let spec = TokenizerSpec::HfJson { json, origin: origin.to_string() };
         let inner = py.detach(|| load(spec, eos_token_id, None)).into_py(py)?;
-        Ok(Self { inner, spec: origin })
-    }
-
-    #[getter]
-    fn spec(&self) -> &str {
-        &self.spec
+        Ok(Self { inner })
     }
 
     #[getter]
