@@ -397,6 +397,8 @@ def test_tiktoken_file_and_pattern_names(tmp_path: Path, ours: dict[str, BpeEnco
         tokshuf.Tokenizer(f"{path}@bert")
     with pytest.raises(ConfigError, match="cl100k_base"):
         BpeEncoder.from_tiktoken("cl100k")
+    with pytest.raises(ConfigError, match=r"missing\.tiktoken.* nor a \.tiktoken file"):
+        tokshuf.Tokenizer(f"{tmp_path / 'missing.tiktoken'}@cl100k")
     (tmp_path / "bad.tiktoken").write_text("not base64!! 1\n")
     with pytest.raises(ValueError, match="line 1"):
         tokshuf.Tokenizer(f"{tmp_path / 'bad.tiktoken'}@cl100k")
