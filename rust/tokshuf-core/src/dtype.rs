@@ -87,18 +87,6 @@ impl DType {
         }
     }
 
-    /// Append `tokens` to `out` as little-endian elements of this dtype.
-    ///
-    /// Fails on the first id the dtype cannot hold, naming it and the dtype's limit.
-    pub fn encode_tokens(self, tokens: &[u32], out: &mut Vec<u8>) -> Result<()> {
-        self.check_tokens(tokens)?;
-        match self.stored_bytes(tokens) {
-            Some(bytes) => out.extend_from_slice(bytes),
-            None => self.convert_checked(tokens, out),
-        }
-        Ok(())
-    }
-
     /// Fail on the first id of `tokens` this dtype cannot hold, naming it and the dtype's limit.
     pub fn check_tokens(self, tokens: &[u32]) -> Result<()> {
         let max = self.max_token();
@@ -205,17 +193,16 @@ mod tests {
 
     #[test]
     fn out_of_range_token_names_the_value() {
-        let mut out = Vec::new();
-        let err = DType::U16.encode_tokens(&[1, 70000], &mut out).unwrap_err().to_string();
+        let err = DType::U16.check_tokens(&[1, 70000]).unwrap_err().to_string();
         assert!(err.contains("70000") && err.contains("uint16"), "{err}");
-        DType::I32.encode_tokens(&[1, 70000], &mut out).unwrap();
-        assert_eq!(out, [1, 0, 0, 0, 0x70, 0x11, 1, 0]);
+        DType::I32.check_tokens(&[1, 70000]).unwrap();
+        assert_eq!(DType::I32.stored_bytes(&[1, 70000]).unwrap(), [1, 0, 0, 0, 0x70, 0x11, 1, 0]);
     }
 
     proptest::proptest! {
         /// Every dtype appends its elements after what `out` holds, as numpy lays them out.
         #[test]
-        fn encode_tokens_appends_little_endian_elements(
+        fn convert_checked_appends_little_endian_elements(
             tokens in proptest::collection::vec(0u32..(1 << 24), 0..100),
             prefix in proptest::collection::vec(proptest::num::u8::ANY, 0..5),
         ) {
@@ -236,7 +223,7 @@ mod tests {
                     }
                 }
                 let mut out = prefix.clone();
-                d.encode_tokens(&ids, &mut out).unwrap();
+                d.convert_checked(&ids, &mut out);
                 proptest::prop_assert_eq!(&out, &want, "{}", d);
             }
         }

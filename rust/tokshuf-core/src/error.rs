@@ -3,6 +3,10 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+// Messages pass through the storage layer's redaction: a path may be a URL with a password, a
+// message may quote a store's words.
+use crate::storage::redact::redact;
+
 /// Result alias used throughout the core.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -116,12 +120,6 @@ pub enum Error {
     /// The work was stopped by the caller (Ctrl-C).
     #[error("cancelled")]
     Cancelled,
-}
-
-/// Messages pass through the storage layer's redaction: a path may be a URL with a password, a
-/// message may quote a store's words.
-fn redact(text: &str) -> std::borrow::Cow<'_, str> {
-    crate::storage::redact::redact(text)
 }
 
 fn shown(path: &Path) -> String {

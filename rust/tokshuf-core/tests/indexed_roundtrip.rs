@@ -39,7 +39,7 @@ proptest! {
         prop_assert!(ds.is_contiguous());
         for (i, seq) in seqs.iter().enumerate() {
             let mut expected = Vec::new();
-            dtype.encode_tokens(seq, &mut expected).unwrap();
+            dtype.convert_checked(seq, &mut expected);
             prop_assert_eq!(ds.sequence_bytes(i, 0, None).unwrap(), &expected[..]);
         }
     }

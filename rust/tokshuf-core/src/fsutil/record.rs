@@ -117,19 +117,10 @@ impl<W: Write> Summing<W> {
         Self { inner, sum: Checksum::new() }
     }
 
-    /// What was written so far.
-    pub fn sum(&self) -> Sum {
-        self.sum.sum()
-    }
-
     /// The writer, and the sum of what was written.
     pub fn into_parts(self) -> (W, Sum) {
         let sum = self.sum.sum();
         (self.inner, sum)
-    }
-
-    pub fn get_mut(&mut self) -> &mut W {
-        &mut self.inner
     }
 }
 

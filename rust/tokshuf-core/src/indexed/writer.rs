@@ -81,10 +81,6 @@ impl IndexedDatasetWriter {
         })
     }
 
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
     pub fn prefix(&self) -> &Path {
         &self.prefix
     }

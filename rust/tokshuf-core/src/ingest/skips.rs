@@ -91,11 +91,6 @@ pub struct Skips {
 }
 
 impl Skips {
-    /// Skipped lines, over all reasons.
-    pub fn lines(&self) -> u64 {
-        self.skipped.values().sum()
-    }
-
     /// Count a skipped line.
     fn count(&mut self, path: &Path, line: u64, reason: BadInputReason, msg: &str) {
         *self.skipped.entry(reason.as_str().to_string()).or_default() += 1;
@@ -198,7 +193,7 @@ mod tests {
         let mut skips = Skips::default();
         skips.rejected(ErrorPolicy::Skip, Path::new("a.jsonl"), 1, &rejected(15)).unwrap();
         skips.rejected(ErrorPolicy::Skip, Path::new("b.jsonl"), 100, &rejected(15)).unwrap();
-        assert_eq!(skips.lines(), 30);
+        assert_eq!(skips.skipped.values().sum::<u64>(), 30);
         assert_eq!(skips.first_skipped.len(), SKIP_EXAMPLES);
         assert_eq!(skips.first_skipped[15].path, Path::new("b.jsonl"));
         assert_eq!(skips.first_skipped[15].line, 100);
@@ -226,6 +221,6 @@ mod tests {
         skips.problem(ErrorPolicy::Skip, Path::new("e"), Problem::Empty).unwrap();
         assert_eq!(skips.skipped_files.len(), 1);
         assert_eq!(skips.skipped_files[0].reason, "empty_file");
-        assert_eq!(skips.lines(), 0);
+        assert_eq!(skips.skipped.values().sum::<u64>(), 0);
     }
 }

@@ -208,6 +208,7 @@ fn growth_order(batches: &[(u64, u64)], cycles: u64, c: &Curriculum, rng: &mut N
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::SeedSequence;
 
     #[test]
     fn names_and_validation() {
@@ -238,14 +239,16 @@ mod tests {
             Curriculum::GrowP2 { num_cycles: 4, balanced: false },
             Curriculum::GrowLinear { num_cycles: 2, balanced: false },
         ] {
-            let o = c.batch_indices(&b, &mut NumpyGenerator::from_seed(3)).unwrap();
+            let o = c.batch_indices(&b, &mut NumpyGenerator::from_seed_sequence(&SeedSequence::new(&[3]))).unwrap();
             assert!(o[0] >= 24, "{c}: {o:?}");
             let mut s = o.clone();
             s.sort_unstable();
             assert_eq!(s, (0..32).collect::<Vec<_>>());
         }
         assert_eq!(
-            Curriculum::Natural.batch_indices(&[(256, 0)], &mut NumpyGenerator::from_seed(0)).unwrap(),
+            Curriculum::Natural
+                .batch_indices(&[(256, 0)], &mut NumpyGenerator::from_seed_sequence(&SeedSequence::new(&[0])))
+                .unwrap(),
             Vec::<u64>::new()
         );
     }

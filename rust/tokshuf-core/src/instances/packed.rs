@@ -28,17 +28,6 @@ pub struct Packing {
     pub doc_ids: Vec<u64>,
 }
 
-impl Packing {
-    pub fn len(&self) -> usize {
-        self.offsets.len().saturating_sub(1)
-    }
-
-    /// Whether there are no instances.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// Max-segment tree over leaves `0..n` (leaf `c - 1` is free space `c`).
 struct Tree {
     size: usize,
@@ -191,9 +180,10 @@ mod tests {
     }
 
     fn bins(p: &Packing) -> Vec<Vec<u64>> {
-        (0..p.len())
-            .map(|i| {
-                let ids = &p.doc_ids[p.offsets[i] as usize..p.offsets[i + 1] as usize];
+        p.offsets
+            .windows(2)
+            .map(|w| {
+                let ids = &p.doc_ids[w[0] as usize..w[1] as usize];
                 ids.iter().map(|&d| p.docs[d as usize][1] - p.docs[d as usize][0]).collect()
             })
             .collect()

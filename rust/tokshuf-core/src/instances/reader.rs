@@ -55,10 +55,6 @@ impl U64s {
         self.len() / 2
     }
 
-    pub fn to_vec(&self) -> Vec<u64> {
-        (0..self.len()).map(|i| self.get(i)).collect()
-    }
-
     /// Value `i`, or an error if the array is shorter (a damaged or foreign index).
     #[inline]
     pub fn at(&self, i: u64) -> Result<u64> {
@@ -212,10 +208,6 @@ impl Reader {
         }
         self.masks = Some(masks);
         Ok(self)
-    }
-
-    pub fn store(&self) -> &TokenStore {
-        &self.store
     }
 
     pub fn len(&self) -> u64 {

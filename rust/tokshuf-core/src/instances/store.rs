@@ -30,11 +30,6 @@ impl TokenStore {
         &self.starts
     }
 
-    /// Tokens in all files.
-    pub fn num_tokens(&self) -> u64 {
-        *self.starts.last().unwrap_or(&0)
-    }
-
     /// The file holding global position `pos` (the last file for positions past the end).
     pub fn file_of(&self, pos: u64) -> usize {
         self.starts.partition_point(|&x| x <= pos).saturating_sub(1).min(self.files.len().saturating_sub(1))

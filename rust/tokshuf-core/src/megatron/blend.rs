@@ -117,20 +117,6 @@ pub fn size_per_split_per_dataset(weights: &[f64], sizes: &[Option<u64>; 3], sur
         .collect()
 }
 
-/// How many samples a blend takes from each dataset (`counts[d] = max sample index + 1`).
-pub fn samples_per_dataset(blend: &Blend, num_datasets: usize) -> Vec<u64> {
-    let mut counts = vec![0u64; num_datasets];
-    let (di, si) = (blend.dataset_index.view(), blend.dataset_sample_index.view());
-    for s in 0..di.len() {
-        if let (Some(d), Some(k)) = (di.get(s), si.get(s)) {
-            if let Some(c) = usize::try_from(d).ok().and_then(|d| counts.get_mut(d)) {
-                *c = (*c).max(k as u64 + 1);
-            }
-        }
-    }
-    counts
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,7 +129,6 @@ mod tests {
         let e = build_exhaustive_blending_indices(&[3, 5, 2], &c).unwrap();
         assert_eq!(e.dataset_index.view().to_vec(), [1, 0, 2, 1, 0, 1, 2, 1, 0, 1]);
         assert_eq!(e.dataset_sample_index.view().to_vec(), [0, 0, 0, 1, 1, 2, 1, 3, 2, 4]);
-        assert_eq!(samples_per_dataset(&e, 3), [3, 5, 2]);
     }
 
     #[test]

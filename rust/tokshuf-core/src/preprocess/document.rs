@@ -61,11 +61,6 @@ enum Sentence {
 }
 
 impl ParsedLines {
-    /// The batch the lines are from.
-    pub fn batch(&self) -> &LineBatch {
-        &self.batch
-    }
-
     /// The batch, for its memory once the lines are encoded.
     pub fn into_batch(self) -> LineBatch {
         self.batch
@@ -251,7 +246,7 @@ mod tests {
             "{\"text\": \"last\", \"title\": \"z\"}\n",
         );
         let mut reader = LineReader::new(std::path::Path::new("t"), input.as_bytes(), 1 << 20, 60);
-        let batch = reader.next_batch().unwrap().unwrap();
+        let batch = reader.next_batch_in(Vec::new()).unwrap().unwrap();
         let keys = ["text".to_string(), "title".to_string()];
         let rules = DocumentRules { keys: &keys, eod: Some(0), fields: FieldOptions::default() };
         let cancel = Cancel::new();
@@ -261,7 +256,7 @@ mod tests {
         assert_eq!(summary(&now), summary(&ahead));
         // Text a line holds as it is is read from the batch's bytes, not copied.
         let fields = parsed.fields(0).unwrap();
-        assert!(parsed.batch().data.as_ptr_range().contains(&fields[0].sentences[0].as_ptr()));
+        assert!(parsed.batch.data.as_ptr_range().contains(&fields[0].sentences[0].as_ptr()));
         assert_eq!(fields[0].sentences[0], "plain");
         // The cases above are all there: four documents, five rejected lines of four kinds.
         assert_eq!(now.document_lines, [0, 1, 6, 8]);

@@ -9,9 +9,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::storage;
 
-/// The JSON-lines extensions.
-pub const JSONL_EXTENSIONS: &[&str] = &[".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd"];
-
 /// The extensions picked up when a directory is given: JSON lines, Parquet and Arrow.
 pub const INPUT_EXTENSIONS: &[&str] = &[".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd", ".parquet", ".arrow"];
 
@@ -292,7 +289,7 @@ mod tests {
     fn directories_are_walked_and_sorted() {
         let dir = tree(["b/sub/z.jsonl", "a.jsonl.zst", "b/a.jsonl.gz", "notes.txt", "c.jsonl"]);
         let d = dir.path();
-        let got = expand_inputs(&[d.to_str().unwrap()], JSONL_EXTENSIONS).unwrap().files;
+        let got = expand_inputs(&[d.to_str().unwrap()], INPUT_EXTENSIONS).unwrap().files;
         let rel: Vec<_> = got.iter().map(|p| p.strip_prefix(d).unwrap().to_str().unwrap().to_string()).collect();
         assert_eq!(rel, ["a.jsonl.zst", "b/a.jsonl.gz", "b/sub/z.jsonl", "c.jsonl"]);
     }
@@ -356,7 +353,7 @@ mod tests {
         // Two loops: followed, the walk would take each file again at every depth, exponentially.
         std::os::unix::fs::symlink(".", d.join("self")).unwrap();
         std::os::unix::fs::symlink("..", d.join("sub/up")).unwrap();
-        let got = expand_inputs(&[d.to_str().unwrap()], JSONL_EXTENSIONS).unwrap();
+        let got = expand_inputs(&[d.to_str().unwrap()], INPUT_EXTENSIONS).unwrap();
         assert_eq!(got.files, [d.join("a.jsonl"), d.join("sub/b.jsonl")]);
         let loops: Vec<_> = got.scan.first_scan_skipped.iter().map(|s| (s.path.clone(), s.reason.as_str())).collect();
         assert_eq!(loops, [(d.join("self"), "link_loop"), (d.join("sub/up"), "link_loop")]);
@@ -371,18 +368,18 @@ mod tests {
         let (a, data, link) = (d.join("data/a.jsonl"), d.join("data"), d.join("link.jsonl"));
         let s = |p: &Path| p.to_str().unwrap().to_string();
         for specs in [vec![s(&a), s(&a)], vec![s(&data), s(&a)], vec![s(&a), s(&link)]] {
-            let err = expand_inputs(&specs, JSONL_EXTENSIONS).unwrap_err().to_string();
+            let err = expand_inputs(&specs, INPUT_EXTENSIONS).unwrap_err().to_string();
             assert!(err.contains("same file") && err.contains(&s(&a)), "{specs:?}: {err}");
         }
         // A link to a directory beside the directory: its files are the same files.
         std::os::unix::fs::symlink("data", d.join("alias")).unwrap();
-        let err = expand_inputs(&[s(d)], JSONL_EXTENSIONS).unwrap_err().to_string();
+        let err = expand_inputs(&[s(d)], INPUT_EXTENSIONS).unwrap_err().to_string();
         assert!(err.contains("same file"), "{err}");
     }
 
     #[test]
     fn missing_input_is_not_found() {
-        let err = expand_inputs(&["/nonexistent/x.jsonl"], JSONL_EXTENSIONS).unwrap_err();
+        let err = expand_inputs(&["/nonexistent/x.jsonl"], INPUT_EXTENSIONS).unwrap_err();
         assert!(matches!(err, Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound));
     }
 
@@ -390,7 +387,7 @@ mod tests {
     fn globs_are_sorted() {
         let dir = tree(["x2.jsonl", "x10.jsonl", "x1.jsonl"]);
         let pat = format!("{}/x*.jsonl", dir.path().display());
-        let got = expand_inputs(&[pat], JSONL_EXTENSIONS).unwrap().files;
+        let got = expand_inputs(&[pat], INPUT_EXTENSIONS).unwrap().files;
         let names: Vec<_> = got.iter().map(|p| p.file_name().unwrap().to_str().unwrap()).collect();
         assert_eq!(names, ["x1.jsonl", "x10.jsonl", "x2.jsonl"]);
     }

@@ -264,14 +264,9 @@ impl<R: Read> LineReader<R> {
         }
     }
 
-    /// The next batch, or `None` at end of stream.
-    pub fn next_batch(&mut self) -> Result<Option<LineBatch>> {
-        self.next_batch_in(Vec::new())
-    }
-
-    /// [`LineReader::next_batch`] in `buf`'s memory (its bytes are overwritten, not zeroed
-    /// first): a caller that hands the buffers of used batches back allocates none once it has a
-    /// few.
+    /// The next batch, or `None` at end of stream, in `buf`'s memory (its bytes are overwritten,
+    /// not zeroed first): a caller that hands the buffers of used batches back allocates none once
+    /// it has a few.
     pub fn next_batch_in(&mut self, buf: Vec<u8>) -> Result<Option<LineBatch>> {
         if self.eof && self.pending.is_empty() {
             return Ok(None);
@@ -385,7 +380,7 @@ mod tests {
     fn collect_with(input: impl Read, batch: usize, max_line: usize, reuse: bool) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
         let mut r = LineReader::new(Path::new("t"), input, batch, max_line);
         let (mut out, mut spare) = (Vec::new(), b"stale bytes\n".repeat(50));
-        while let Some(b) = if reuse { r.next_batch_in(spare) } else { r.next_batch() }.unwrap() {
+        while let Some(b) = r.next_batch_in(if reuse { spare } else { Vec::new() }).unwrap() {
             let lines = b
                 .lines
                 .iter()
@@ -476,7 +471,7 @@ mod tests {
         for read_size in [1, 7, 2999, 3000, 3001] {
             let mut r = LineReader::new(Path::new("t"), Trickle(&input, read_size), 16, 100);
             let mut spans = Vec::new();
-            while let Some(b) = r.next_batch().unwrap() {
+            while let Some(b) = r.next_batch_in(Vec::new()).unwrap() {
                 spans.extend(b.lines.iter().map(|l| match l {
                     LineSpan::Text(range) => Ok(b.data[range.clone()].to_vec()),
                     other => Err(other.clone()),
@@ -521,26 +516,26 @@ mod tests {
         // Broken at a line boundary: nothing cut, the next line number is still reported.
         let mut r = LineReader::new(Path::new("f.gz"), Broken(b"a\nb\n", ErrorKind::InvalidData), 1 << 20, 100)
             .tolerate_corruption();
-        assert_eq!(r.next_batch().unwrap().unwrap().len(), 2);
-        assert!(r.next_batch().unwrap().is_none());
+        assert_eq!(r.next_batch_in(Vec::new()).unwrap().unwrap().len(), 2);
+        assert!(r.next_batch_in(Vec::new()).unwrap().is_none());
         assert_eq!(r.truncation().map(|t| (t.offset, t.line, t.fragment_bytes)), Some((4, 3, 0)));
 
         let mut strict = LineReader::new(Path::new("f.gz"), Broken(input, ErrorKind::UnexpectedEof), 1 << 20, 100);
-        let e = strict.next_batch().unwrap_err().to_string();
+        let e = strict.next_batch_in(Vec::new()).unwrap_err().to_string();
         assert!(e.contains("f.gz") && e.contains("past byte 11") && e.contains("after line 2"), "{e}");
 
         let mut r = LineReader::new(Path::new("f.gz"), Broken(input, ErrorKind::UnexpectedEof), 1 << 20, 100)
             .tolerate_corruption();
-        let b = r.next_batch().unwrap().unwrap();
+        let b = r.next_batch_in(Vec::new()).unwrap().unwrap();
         assert_eq!(b.lines, vec![LineSpan::Text(0..3), LineSpan::Text(4..7)]);
-        assert!(r.next_batch().unwrap().is_none());
+        assert!(r.next_batch_in(Vec::new()).unwrap().is_none());
         let t = r.truncation().unwrap();
         assert_eq!((t.offset, t.line, t.fragment_bytes), (11, 3, 3));
 
         // Real I/O errors are never tolerated.
         let mut r = LineReader::new(Path::new("f"), Broken(input, ErrorKind::PermissionDenied), 1 << 20, 100)
             .tolerate_corruption();
-        assert!(r.next_batch().is_err());
+        assert!(r.next_batch_in(Vec::new()).is_err());
     }
 
     #[test]
@@ -556,7 +551,7 @@ mod tests {
         big.extend_from_slice(b"\nb");
         let mut r = LineReader::new(Path::new("t"), &big[..], 16, 1000);
         let mut spans = Vec::new();
-        while let Some(b) = r.next_batch().unwrap() {
+        while let Some(b) = r.next_batch_in(Vec::new()).unwrap() {
             spans.extend(b.lines);
         }
         assert_eq!(spans.len(), 3);

@@ -67,11 +67,6 @@ impl Records {
         }
     }
 
-    /// The next batch, or `None` at the end.
-    pub fn next_batch(&mut self) -> Result<Option<LineBatch>> {
-        self.next_batch_in(Vec::new())
-    }
-
     /// Where the input stopped decoding, if it did.
     pub fn truncation(&self) -> Option<&Truncation> {
         match self {

@@ -8,5 +8,5 @@ mod numpy_pcg64;
 pub mod splitmix;
 
 pub use numpy_mt19937::RandomState;
-pub use numpy_pcg64::{seed_words, NumpyGenerator, SeedSequence};
+pub use numpy_pcg64::{NumpyGenerator, SeedSequence};
 pub use splitmix::{hash, mix64, scale, Rng, GOLDEN};

@@ -1,5 +1,5 @@
 //! numpy's `Generator(PCG64(SeedSequence(entropy)))`, bit for bit, for the few methods index
-//! builders use: `shuffle`, `permutation` and scalar `integers`.
+//! builders use: `shuffle` and scalar `integers`.
 //!
 //! The pieces are numpy's documented algorithms: `SeedSequence`'s hash-mix pool (4 words),
 //! PCG64 (128-bit LCG, XSL-RR output, numpy's buffered 32-bit draws), Fisher–Yates with masked
@@ -15,19 +15,6 @@ const MIX_MULT_L: u32 = 0xca01_f9dd;
 const MIX_MULT_R: u32 = 0x4973_f715;
 const XSHIFT: u32 = 16;
 const PCG_MULT: u128 = 0x2360_ED05_1FC6_5DA4_4385_DF64_9FCC_F645;
-
-/// The uint32 words numpy derives from a sequence of non-negative integers used as entropy
-/// (`SeedSequence([a, b])`): each value little-endian in 32-bit words, at least one word each.
-pub fn seed_words(values: &[u64]) -> Vec<u32> {
-    let mut out = Vec::with_capacity(values.len() * 2);
-    for &v in values {
-        out.push(v as u32);
-        if v >> 32 != 0 {
-            out.push((v >> 32) as u32);
-        }
-    }
-    out
-}
 
 /// numpy's `SeedSequence` (no spawn key): entropy words mixed into a 4-word pool.
 #[derive(Debug, Clone)]
@@ -48,7 +35,8 @@ fn mix(x: u32, y: u32) -> u32 {
 }
 
 impl SeedSequence {
-    /// `SeedSequence(entropy)` where `entropy` is already in words (see [`seed_words`]).
+    /// `SeedSequence(entropy)` where `entropy` is already in numpy's uint32 words (each integer
+    /// of the seed little-endian in 32-bit words, at least one word each).
     pub fn new(entropy: &[u32]) -> Self {
         let mut hash_const = INIT_A;
         let mut pool = [0u32; POOL_SIZE];
@@ -70,11 +58,6 @@ impl SeedSequence {
             }
         }
         Self { pool }
-    }
-
-    /// `SeedSequence(seed)` for one integer seed.
-    pub fn from_u64(seed: u64) -> Self {
-        Self::new(&seed_words(&[seed]))
     }
 
     /// `generate_state(n_words, np.uint32)`.
@@ -106,11 +89,6 @@ pub struct NumpyGenerator {
 }
 
 impl NumpyGenerator {
-    /// `np.random.default_rng(seed)` / `Generator(PCG64(seed))` for an integer seed.
-    pub fn from_seed(seed: u64) -> Self {
-        Self::from_seed_sequence(&SeedSequence::from_u64(seed))
-    }
-
     /// A generator seeded from a `SeedSequence`.
     pub fn from_seed_sequence(seq: &SeedSequence) -> Self {
         let v = seq.generate_state_u64(4);
@@ -177,13 +155,6 @@ impl NumpyGenerator {
         }
     }
 
-    /// `Generator.permutation(n)` as `u64`.
-    pub fn permutation(&mut self, n: u64) -> Vec<u64> {
-        let mut v: Vec<u64> = (0..n).collect();
-        self.shuffle(&mut v);
-        v
-    }
-
     /// Scalar `Generator.integers(low, high)` (int64, `high` excluded).
     ///
     /// # Panics
@@ -238,42 +209,48 @@ impl NumpyGenerator {
 mod tests {
     use super::*;
 
+    /// `default_rng(seed)` for a seed below 2^32 (one entropy word).
+    fn rng(seed: u32) -> NumpyGenerator {
+        NumpyGenerator::from_seed_sequence(&SeedSequence::new(&[seed]))
+    }
+
+    /// `Generator.permutation(n)`.
+    fn permutation(g: &mut NumpyGenerator, n: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = (0..n).collect();
+        g.shuffle(&mut v);
+        v
+    }
+
     // Expected values printed by numpy 2.4 (`np.random.Generator(np.random.PCG64(seed))`).
     #[test]
     fn matches_numpy() {
-        let mut g = NumpyGenerator::from_seed(0);
+        let mut g = rng(0);
         assert_eq!([g.next_u64(), g.next_u64()], [11749869230777074271, 4976686463289251617]);
-        assert_eq!(NumpyGenerator::from_seed(1).permutation(10), [8, 4, 7, 0, 1, 2, 5, 9, 6, 3]);
-        let mut g = NumpyGenerator::from_seed(12345);
+        assert_eq!(permutation(&mut rng(1), 10), [8, 4, 7, 0, 1, 2, 5, 9, 6, 3]);
+        let mut g = rng(12345);
         let ints: Vec<i64> = (0..5).map(|_| g.integers(0, 7)).collect();
         assert_eq!(ints, [4, 1, 5, 2, 1]);
         assert_eq!(g.integers(0, 1 << 40), 743549873828);
-        assert_eq!(g.permutation(5), [4, 3, 0, 1, 2]);
-        let seq = SeedSequence::new(&seed_words(&[3, 1 << 33]));
-        assert_eq!(NumpyGenerator::from_seed_sequence(&seq).permutation(8), [5, 1, 2, 3, 6, 4, 7, 0]);
-    }
-
-    #[test]
-    fn seed_words_split_large_values() {
-        assert_eq!(seed_words(&[0]), vec![0]);
-        assert_eq!(seed_words(&[5, 1]), vec![5, 1]);
-        assert_eq!(seed_words(&[1 << 33, 1]), vec![0, 2, 1]);
+        assert_eq!(permutation(&mut g, 5), [4, 3, 0, 1, 2]);
+        // The words of `SeedSequence([3, 2**33])`.
+        let seq = SeedSequence::new(&[3, 0, 2]);
+        assert_eq!(permutation(&mut NumpyGenerator::from_seed_sequence(&seq), 8), [5, 1, 2, 3, 6, 4, 7, 0]);
     }
 
     #[test]
     fn shuffle_is_a_permutation_and_seed_dependent() {
-        let a = NumpyGenerator::from_seed(1).permutation(1000);
-        let b = NumpyGenerator::from_seed(2).permutation(1000);
+        let a = permutation(&mut rng(1), 1000);
+        let b = permutation(&mut rng(2), 1000);
         let mut s = a.clone();
         s.sort_unstable();
         assert_eq!(s, (0..1000).collect::<Vec<_>>());
         assert_ne!(a, b);
-        assert_eq!(a, NumpyGenerator::from_seed(1).permutation(1000));
+        assert_eq!(a, permutation(&mut rng(1), 1000));
     }
 
     #[test]
     fn integers_stay_in_range() {
-        let mut g = NumpyGenerator::from_seed(7);
+        let mut g = rng(7);
         for (lo, hi) in [(0, 1), (3, 10), (-5, 5), (0, 1 << 40)] {
             for _ in 0..200 {
                 let v = g.integers(lo, hi);

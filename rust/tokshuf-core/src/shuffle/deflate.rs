@@ -481,7 +481,7 @@ mod tests {
 
     /// The block of `ids` with every unit coded byte by byte, inflated back to its JSON.
     fn round_trip(d: &mut Deflater, ids: &[u32]) {
-        // (What json_gz's json_list writes, from serde_json: the tests import nothing of their users.)
+        // (What json_gz's `json` writes, from serde_json: the tests import nothing of their users.)
         let json = serde_json::to_vec(ids).unwrap();
         // Unit 0 begins at the `[`, every other one at its `,`; the last entry is the `]`.
         let mut starts: Vec<u32> = (0..json.len() as u32).filter(|&i| i == 0 || json[i as usize] == b',').collect();

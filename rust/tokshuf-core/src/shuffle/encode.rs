@@ -5,7 +5,6 @@
 use libdeflater::{CompressionLvl, Compressor};
 use serde::{Deserialize, Serialize};
 
-pub use super::json_gz::json_list;
 use super::json_gz::JsonGz;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -123,17 +122,6 @@ impl Encoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn json_matches_serde() {
-        let ids = vec![0u32, 9, 10, 99, 100, 101, 65535, 123_456, u32::MAX];
-        let mut out = Vec::new();
-        json_list(&ids, &mut out);
-        assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&ids).unwrap());
-        let mut out = Vec::new();
-        json_list(&[], &mut out);
-        assert_eq!(out, b"[]");
-    }
 
     #[test]
     fn gzip_round_trip_at_every_level() {

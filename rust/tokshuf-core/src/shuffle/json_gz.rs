@@ -79,23 +79,6 @@ pub(crate) fn write_decimal(dst: &mut [u8], mut n: u32) -> usize {
     len
 }
 
-/// Compact JSON list of ids, as `serde_json::to_string(&Vec<u32>)` writes it, appended to `out`.
-pub fn json_list(ids: &[u32], out: &mut Vec<u8>) {
-    let start = out.len();
-    out.resize(start + ids.len() * 11 + 16, 0);
-    out[start] = b'[';
-    let mut pos = start + 1;
-    for (i, &id) in ids.iter().enumerate() {
-        if i > 0 {
-            out[pos] = b',';
-            pos += 1;
-        }
-        pos += write_decimal(&mut out[pos..pos + 10], id);
-    }
-    out[pos] = b']';
-    out.truncate(pos + 1);
-}
-
 /// The JSON unit of `id`: `,` and its digits, their number in the top byte.
 fn format_unit(id: u32) -> u64 {
     debug_assert!((id as usize) < UNIT_TABLE_MAX);
@@ -107,7 +90,8 @@ fn format_unit(id: u32) -> u64 {
 }
 
 impl JsonGz {
-    /// The compact JSON list of `ids` (what [`json_list`] writes), from the unit table.
+    /// The compact JSON list of `ids` (as `serde_json::to_string(&Vec<u32>)` writes it), from the
+    /// unit table.
     pub fn json(&mut self, ids: &[u32]) -> &[u8] {
         self.build_json(ids);
         &self.json[..self.json_len]
@@ -207,9 +191,6 @@ mod tests {
         for ids in [vec![], vec![0], vec![u32::MAX, 0, 262_144, 262_143, 10, 9]] {
             let want = serde_json::to_string(&ids).unwrap();
             assert_eq!(gz.json(&ids), want.as_bytes());
-            let mut out = Vec::new();
-            json_list(&ids, &mut out);
-            assert_eq!(out, want.as_bytes());
         }
     }
 }

@@ -38,6 +38,6 @@ pub use config::{
     SPECIAL_TOKEN_PRESETS,
 };
 pub use contexts::{context_id, Cutter, SpecialIds};
-pub use encode::{json_list, Encoder, MemberFormat};
+pub use encode::{Encoder, MemberFormat};
 pub use summary::Summary;
 pub use tasks::{shuffle, Step};

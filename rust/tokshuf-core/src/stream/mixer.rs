@@ -17,12 +17,6 @@ pub struct Mixer {
 }
 
 impl Mixer {
-    /// A mixer at zero with these integer weights.
-    pub fn new(weights: Vec<u64>) -> Self {
-        let tokens = vec![0; weights.len()];
-        Mixer { weights, tokens }
-    }
-
     /// Restore counters.
     pub fn with_tokens(weights: Vec<u64>, tokens: Vec<u64>) -> Self {
         assert_eq!(weights.len(), tokens.len());
@@ -88,7 +82,7 @@ mod tests {
 
     /// Worst |t_i·W − w_i·T| / W over a run, in tokens.
     fn run(weights: &[u64], sizes: &[u64], steps: usize) -> f64 {
-        let mut m = Mixer::new(weights.to_vec());
+        let mut m = Mixer::with_tokens(weights.to_vec(), vec![0; weights.len()]);
         let w: u64 = weights.iter().sum();
         let mut k = 0usize;
         let mut next: Vec<Option<u64>> = (0..weights.len()).map(|i| Some(sizes[i % sizes.len()])).collect();
@@ -127,7 +121,7 @@ mod tests {
 
     #[test]
     fn exhausted_sources_drop_out() {
-        let m = Mixer::new(vec![3, 1, 0]);
+        let m = Mixer::with_tokens(vec![3, 1, 0], vec![0; 3]);
         assert_eq!(m.choose(&[None, Some(4), Some(4)]), Some(1));
         assert_eq!(m.choose(&[None, None, Some(4)]), None);
     }

@@ -17,14 +17,6 @@ pub fn shard_docs(n_docs: u64, n_shards: u32, shard: u32) -> Range<u64> {
     cut(u64::from(shard), n_docs, k)..cut(u64::from(shard) + 1, n_docs, k)
 }
 
-/// The logical shard that owns document `doc` (`doc < n_docs`).
-pub fn shard_of_doc(n_docs: u64, n_shards: u32, doc: u64) -> u32 {
-    // The largest l with floor(l·n/k) <= doc: l = ceil((doc+1)·k/n) - 1.
-    let k = u128::from(n_shards.max(1));
-    let n = u128::from(n_docs.max(1));
-    (((u128::from(doc) + 1) * k).div_ceil(n) - 1) as u32
-}
-
 /// The logical shards owned by global worker `worker` of `n_workers`.
 pub fn worker_shards(n_shards: u32, n_workers: u32, worker: u32) -> Range<u32> {
     // Shards over workers is the same partition as documents over shards.
@@ -32,32 +24,19 @@ pub fn worker_shards(n_shards: u32, n_workers: u32, worker: u32) -> Range<u32> {
     r.start as u32..r.end as u32
 }
 
-/// The global worker that owns logical shard `shard`.
-pub fn worker_of_shard(n_shards: u32, n_workers: u32, shard: u32) -> u32 {
-    shard_of_doc(u64::from(n_shards), n_workers, u64::from(shard))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Blocks `0..k` of a partition of `0..n`: each follows the previous one, holds at most one
-    /// more than `n / k`, and every element in it is owned by it; together they cover `0..n`.
-    fn check_partition(
-        n: u64,
-        k: u32,
-        block: impl Fn(u32) -> Range<u64>,
-        owner: impl Fn(u64) -> u32,
-    ) -> Result<(), TestCaseError> {
+    /// Blocks `0..k` of a partition of `0..n`: each follows the previous one and holds at most
+    /// one more than `n / k`; together they cover `0..n`.
+    fn check_partition(n: u64, k: u32, block: impl Fn(u32) -> Range<u64>) -> Result<(), TestCaseError> {
         let mut next = 0;
         for b in 0..k {
             let r = block(b);
             prop_assert_eq!(r.start, next);
             prop_assert!(r.end - r.start <= n / u64::from(k) + 1);
-            for x in r.clone() {
-                prop_assert_eq!(owner(x), b);
-            }
             next = r.end;
         }
         prop_assert_eq!(next, n);
@@ -67,12 +46,7 @@ mod tests {
     proptest! {
         #[test]
         fn documents_are_owned_exactly_once(n_docs in 0u64..500, n_shards in 1u32..80) {
-            check_partition(
-                n_docs,
-                n_shards,
-                |s| shard_docs(n_docs, n_shards, s),
-                |d| shard_of_doc(n_docs, n_shards, d),
-            )?;
+            check_partition(n_docs, n_shards, |s| shard_docs(n_docs, n_shards, s))?;
         }
 
         #[test]
@@ -81,7 +55,7 @@ mod tests {
                 let r = worker_shards(n_shards, n_workers, w);
                 u64::from(r.start)..u64::from(r.end)
             };
-            check_partition(u64::from(n_shards), n_workers, block, |s| worker_of_shard(n_shards, n_workers, s as u32))?;
+            check_partition(u64::from(n_shards), n_workers, block)?;
         }
     }
 
@@ -90,6 +64,5 @@ mod tests {
         let n = u64::MAX - 3;
         let r = shard_docs(n, 7, 6);
         assert_eq!(r.end, n);
-        assert_eq!(shard_of_doc(n, 7, n - 1), 6);
     }
 }

@@ -33,16 +33,6 @@ impl Permutation {
         Permutation { n, half, mask, keys }
     }
 
-    /// The size of the permuted range.
-    pub fn len(&self) -> u64 {
-        self.n
-    }
-
-    /// Whether the range is empty.
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-
     #[inline]
     fn feistel(&self, x: u64) -> u64 {
         let (mut l, mut r) = (x >> self.half, x & self.mask);

@@ -1,6 +1,5 @@
 //! A memory-mapped, typed, flat array of token ids.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -138,12 +137,6 @@ impl TokenType {
             out.extend_from_slice(&t.to_le_bytes()[..self.itemsize()]);
         }
         Ok(())
-    }
-}
-
-impl fmt::Display for TokenType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

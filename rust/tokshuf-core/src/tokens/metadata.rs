@@ -4,7 +4,7 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
@@ -13,15 +13,6 @@ use flate2::Compression;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::record::{Sum, Summing};
 use crate::fsutil::TempFile;
-
-/// `data/part-0.npy` → `data/part-0.csv.gz` (other names get `.csv.gz` appended).
-pub fn metadata_path(token_file: &Path) -> PathBuf {
-    let s = token_file.as_os_str().to_string_lossy();
-    match s.strip_suffix(".npy") {
-        Some(stem) => PathBuf::from(format!("{stem}.csv.gz")),
-        None => PathBuf::from(format!("{s}.csv.gz")),
-    }
-}
 
 /// The `(start, end)` of every row, checked against a token file of `num_tokens` tokens.
 pub fn read_metadata(path: &Path, num_tokens: u64) -> Result<Vec<[u64; 2]>> {
@@ -107,8 +98,7 @@ mod tests {
     #[test]
     fn round_trip_and_bounds() {
         let dir = tempfile::tempdir().unwrap();
-        let p = metadata_path(&dir.path().join("part-0.npy"));
-        assert!(p.to_string_lossy().ends_with("part-0.csv.gz"));
+        let p = dir.path().join("part-0.csv.gz");
         let spans = vec![[0, 3], [3, 10], [12, 12]];
         write_metadata(&p, &spans, "src,x").unwrap();
         assert_eq!(read_metadata(&p, 12).unwrap(), spans);

@@ -14,6 +14,6 @@ mod write;
 
 pub use array::{TokenArray, TokenType};
 pub use indexed_docs::indexed_document_spans;
-pub use metadata::{metadata_path, parse_metadata, read_metadata, write_metadata};
+pub use metadata::{parse_metadata, read_metadata, write_metadata};
 pub use scan::document_spans;
 pub use write::{convert_indexed, ConvertOutputs, TokenFileWriter};
