@@ -9,13 +9,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Why a vocabulary could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A file that could not be read.
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     /// A file that is not what it should be (a rank file with a bad line, a damaged `tekken.json`).
     #[error("{}: {msg}", path.display())]
     Format {

@@ -177,7 +177,6 @@ impl<T> IoContext<T> for std::io::Result<T> {
 impl From<tokshuf_bpe::Error> for Error {
     fn from(e: tokshuf_bpe::Error) -> Self {
         match e {
-            tokshuf_bpe::Error::Io { path, source } => Error::Io { path, source },
             tokshuf_bpe::Error::Format { path, msg } => Error::Format { path, msg },
             tokshuf_bpe::Error::Invalid(msg) => Error::InvalidArgument(msg),
         }
