@@ -295,7 +295,21 @@ unsafe impl GlobalAlloc for LargeFromOs {
                     return q;
                 }
                 // SAFETY: a mapped block of `old_len` bytes.
-                unsafe { os::remap(ptr, old_len, new_len) }
+                let q = unsafe { os::remap(ptr, old_len, new_len) };
+                if !q.is_null() {
+                    return q;
+                }
+                // The kernel moves only a block that is one mapping of one kind; advice on part of
+                // it (huge pages for a merge's nodes) splits it. Copy it into a fresh one instead.
+                let q = os::map(new_len);
+                if !q.is_null() {
+                    // SAFETY: as for a cached block above.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
+                        free_block(ptr, old_len);
+                    }
+                }
+                q
             }
             _ => {
                 // SAFETY: `new_layout` has a non-zero size (the caller's contract).
@@ -383,6 +397,31 @@ mod tests {
                     unsafe { a.dealloc(q, Layout::from_size_align(to, align).unwrap()) };
                 }
             }
+        }
+    }
+
+    /// A block whose middle was advised to use huge pages is two or three mappings of
+    /// different kinds, which `mremap` refuses to move: growing it must still succeed (the
+    /// merge of a long piece advises its nodes so, and a block is reused once freed).
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn realloc_grows_a_block_split_by_advice() {
+        let _serial = serial();
+        empty_cache();
+        let a = LargeFromOs;
+        let (p, layout) = filled(&a, 8 << 20, 8);
+        // SAFETY: the whole huge pages inside the live block.
+        let advised = unsafe {
+            let from = (p as usize).next_multiple_of(2 << 20);
+            libc::madvise(from as *mut libc::c_void, 4 << 20, libc::MADV_HUGEPAGE)
+        };
+        assert_eq!(advised, 0, "the kernel takes huge-page advice");
+        // SAFETY: a live block of `layout`, non-zero new size; freed with its new layout.
+        unsafe {
+            let q = a.realloc(p, layout, 24 << 20);
+            assert!(!q.is_null(), "a split block grows");
+            check(q, 8 << 20);
+            a.dealloc(q, Layout::from_size_align(24 << 20, 8).unwrap());
         }
     }
 
