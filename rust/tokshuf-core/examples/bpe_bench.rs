@@ -1,7 +1,7 @@
 //! Micro-benchmark of the fast BPE encoder (development aid; the comparisons with
 //! other libraries are in `benches/bench_peers.py`).
 //!
-//! `cargo run --profile profiling -p tokshuf-core --example bpe_bench -- FILE.jsonl [ENCODING | tokenizer.json ...]`
+//! `cargo run --profile profiling -p tokshuf-core --example bpe_bench -- FILE.jsonl [ENCODING | tokenizer.json | .model ...]`
 //! prints MB/s of text per encoding for a cold cache (first pass) and a warm one (last pass),
 //! and for splitting alone, per CPU-second of the thread (and per wall-clock second).
 //! `THREADS=N`: N threads share one encoder, each encoding its part once (as preprocess's
@@ -24,12 +24,14 @@ fn cpu_time() -> f64 {
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
-/// A tiktoken encoding by name, or a `tokenizer.json` by path.
+/// A tiktoken encoding by name, or a `tokenizer.json` or SentencePiece `.model` by path.
 fn open(name: &str) -> FastBpe {
     if name.ends_with(".json") {
         FastBpe::from_hf_json(&std::fs::read_to_string(name).expect("read"))
             .expect("a fast tokenizer.json")
             .with_special_tokens_in_text(true) // as preprocess runs it
+    } else if name.ends_with(".model") {
+        FastBpe::from_sentencepiece(&std::fs::read(name).expect("read"), name).expect("a fast .model")
     } else {
         FastBpe::from_tiktoken(name).expect("encoding")
     }
@@ -68,8 +70,8 @@ fn encode_each(name: &str, pieces: &[&str]) -> (f64, f64, u64) {
 /// Split every text (a separate function, so profilers can isolate it).
 #[inline(never)]
 fn split_all(enc: &FastBpe, texts: &[String]) -> usize {
-    let pattern = enc.pattern().expect("an encoding with a split pattern");
-    texts.iter().map(|t| pattern.split(t).len()).sum()
+    // Vocabularies without a split regex (SentencePiece) have no split step of their own.
+    enc.pattern().map_or(0, |pattern| texts.iter().map(|t| pattern.split(t).len()).sum())
 }
 
 fn main() {

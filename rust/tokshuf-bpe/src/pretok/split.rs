@@ -11,7 +11,6 @@ use std::sync::Arc;
 use super::automaton::Automaton;
 use super::scan::Cursor;
 use crate::pattern::Pattern;
-use crate::unicode::utf8_len;
 
 /// What a split keeps of its matches and of the text between them (`SplitDelimiterBehavior`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -372,18 +371,6 @@ impl SafeCuts {
         self.spaces
     }
 
-    /// The length of the mark at `i` (a space counts when `spaces`), or 0.
-    #[inline(always)]
-    fn mark_len_at(&self, t: &[u8], i: usize) -> usize {
-        if self.spaces && t.get(i) == Some(&b' ') {
-            1
-        } else if self.mark_at(t, i) {
-            self.mark_len
-        } else {
-            0
-        }
-    }
-
     /// 1 if the text can be cut between the ASCII characters `a` and `b`.
     #[inline(always)]
     fn cut(&self, a: u8, b: u8) -> u8 {
@@ -405,34 +392,43 @@ impl SafeCuts {
     }
 }
 
-/// The pieces of [`SafeCuts`]. Where the text may be cut is worked out for 64 bytes at a time
-/// (a bit per position), and each piece's end is then a bit search: a piece is a few bytes, so a
-/// window serves about ten of them.
+/// The pieces of [`SafeCuts`]. Where pieces start is worked out for 64 bytes at a time (a bit
+/// per position), and each piece's end is then a bit search: a piece is a few bytes, so a window
+/// serves about ten of them.
 pub(crate) struct SafeCursor<'a> {
     cuts: &'a SafeCuts,
     /// The window's first byte, and the first byte past it (`w` itself: none loaded yet).
     w: usize,
     end: usize,
-    /// Bit `k`: the text may be cut before byte `w + k` (before the text's end only).
-    mask: u64,
+    /// Bit `k`: a piece starts at byte `w + k` (before the text's end only).
+    starts: u64,
 }
 
 impl<'a> SafeCursor<'a> {
     pub(crate) fn new(cuts: &'a SafeCuts) -> Self {
-        SafeCursor { cuts, w: 0, end: 0, mask: 0 }
+        SafeCursor { cuts, w: 0, end: 0, starts: 0 }
     }
 
-    /// The cuts of the 64 bytes from `w` on: between two ASCII characters no token holds side by
-    /// side, before a space (a mark, `spaces`), and before a mark.
+    /// The piece starts among the 64 bytes from `w` on. The text may be cut between two ASCII
+    /// characters no token holds side by side, before a space (a mark, `spaces`), and before a
+    /// mark; a run of marks and the character after it stay one piece, so a cut right after a
+    /// mark starts none.
     #[inline(never)]
     fn load(&mut self, t: &[u8], w: usize) {
         let cuts = self.cuts;
-        // The window and the byte before it, NUL past the text's ends (a cut needs a character on
-        // each side, so the positions without one are masked out below).
-        let mut buf = [0u8; 65];
-        let from = w.saturating_sub(1);
+        // The window and the byte before it, read in place or, at the text's ends, copied with
+        // NUL past them (a cut needs a character on each side, so the positions without one are
+        // masked out below).
         let end = (w + 64).min(t.len());
-        buf[1 - (w - from)..][..end - from].copy_from_slice(&t[from..end]);
+        let mut copy = [0u8; 65];
+        let buf: &[u8; 65] = match t.get(w.wrapping_sub(1)..w + 64) {
+            Some(b) if w > 0 => b.try_into().expect("65 bytes"),
+            _ => {
+                let from = w.saturating_sub(1);
+                copy[1 - (w - from)..][..end - from].copy_from_slice(&t[from..end]);
+                &copy
+            }
+        };
         let (spaces, high) = space_and_high(buf[1..].try_into().expect("64 bytes"));
         // The pairs' entries of the table, then those with a non-ASCII side dropped.
         let mut mask = 0u64;
@@ -440,23 +436,34 @@ impl<'a> SafeCursor<'a> {
             mask |= u64::from(cuts.cut(buf[k], buf[k + 1])) << k;
         }
         mask &= !(high | high << 1 | u64::from(buf[0] >> 7));
+        // Bit `k`: a mark ends just before byte `w + k`.
+        let mut after_mark = 0u64;
         if cuts.spaces {
             mask |= spaces;
+            after_mark |= spaces << 1 | u64::from(buf[0] == b' ');
         }
-        if high != 0 && cuts.mark_len > 0 {
+        if cuts.mark_len > 0 {
+            // Marks that start in the window, then those that start before it and end in it.
             let mut leads = high;
             while leads != 0 {
                 let k = leads.trailing_zeros() as usize;
                 leads &= leads - 1;
                 if w + k < end && t[w + k] >= 0xc0 && cuts.mark_at(t, w + k) {
                     mask |= 1 << k;
+                    // (Past the window: the next window looks back for it.)
+                    after_mark |= 1u64.checked_shl((k + cuts.mark_len) as u32).unwrap_or(0);
+                }
+            }
+            for s in w.saturating_sub(cuts.mark_len)..w {
+                if cuts.mark_at(t, s) {
+                    after_mark |= 1 << (s + cuts.mark_len - w);
                 }
             }
         }
-        // No cut before the text's first byte, nor past its end.
+        // No piece starts at the text's first byte (it is no end), nor at or past its end.
         let inside = if end - w == 64 { !0 } else { (1u64 << (end - w)) - 1 };
         let first = if w == 0 { !1u64 } else { !0 };
-        (self.w, self.end, self.mask) = (w, w + 64, mask & inside & first);
+        (self.w, self.end, self.starts) = (w, w + 64, mask & !after_mark & inside & first);
     }
 }
 
@@ -491,21 +498,7 @@ fn space_and_high(b: &[u8; 64]) -> (u64, u64) {
 impl Cursor for SafeCursor<'_> {
     #[inline]
     fn next(&mut self, t: &[u8], pos: usize) -> usize {
-        let cuts = self.cuts;
-        let mut i = pos;
-        // The run of marks that starts the piece belongs to it, and so does the character after.
-        loop {
-            let n = cuts.mark_len_at(t, i);
-            if n == 0 {
-                break;
-            }
-            i += n;
-        }
-        if i < t.len() {
-            i += utf8_len(t[i]);
-        }
-        // The first cut from there on (a cut before a continuation byte is never found: only
-        // ASCII bytes and a mark's first byte are cuts).
+        let mut i = pos + 1;
         loop {
             if i >= t.len() {
                 return t.len();
@@ -513,7 +506,7 @@ impl Cursor for SafeCursor<'_> {
             if i < self.w || i >= self.end {
                 self.load(t, i);
             }
-            let ahead = self.mask >> (i - self.w);
+            let ahead = self.starts >> (i - self.w);
             if ahead != 0 {
                 return i + ahead.trailing_zeros() as usize;
             }
@@ -579,6 +572,64 @@ mod tests {
             let pieces_a: Vec<String> = a.iter().map(|&(x, y)| unescape(&escaped[x..y])).collect();
             let pieces_b: Vec<String> = b.iter().map(|&(x, y)| unescape(&raw[x..y])).collect();
             proptest::prop_assert_eq!(pieces_a, pieces_b, "{:?}", raw);
+        }
+    }
+
+    /// The pieces of `cuts` one character at a time: a run of marks and the character after it,
+    /// then on to the first position where the text may be cut.
+    fn safe_pieces_by_characters(cuts: &SafeCuts, t: &[u8]) -> Vec<(usize, usize)> {
+        let mark_len_at = |i: usize| {
+            if cuts.spaces && t.get(i) == Some(&b' ') {
+                1
+            } else if cuts.mark_at(t, i) {
+                cuts.mark_len
+            } else {
+                0
+            }
+        };
+        let ascii = |i: usize| t[i] < 0x80;
+        let may_cut = |i: usize| {
+            cuts.spaces && t[i] == b' '
+                || cuts.mark_at(t, i)
+                || ascii(i - 1) && ascii(i) && cuts.cut(t[i - 1], t[i]) == 1
+        };
+        let mut pieces = Vec::new();
+        let mut pos = 0;
+        while pos < t.len() {
+            let mut i = pos;
+            while mark_len_at(i) > 0 {
+                i += mark_len_at(i);
+            }
+            if i < t.len() {
+                i += crate::unicode::utf8_len(t[i]);
+            }
+            while i < t.len() && !may_cut(i) {
+                i += 1;
+            }
+            pieces.push((pos, i));
+            pos = i;
+        }
+        pieces
+    }
+
+    proptest::proptest! {
+        /// The windows find the pieces that a character at a time finds, across window edges.
+        #[test]
+        fn safe_cursor_matches_a_character_at_a_time(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec!["a", "b", "cd", "x", " ", "  ", "▁", "▁▁", "\n", "é", "y"]),
+                0..120,
+            ),
+            fuse in proptest::bool::ANY,
+            spaces in proptest::bool::ANY,
+            mark in proptest::bool::ANY,
+        ) {
+            let text = parts.concat();
+            let tokens = ["▁a", "cd", "▁▁", "x", "a", "b", "c", "d", "▁", "é", "ab", " ", "y"];
+            let cuts = SafeCuts::new(tokens.into_iter(), mark.then_some('▁'), fuse, spaces);
+            let mut windows = Vec::new();
+            push_pieces(SafeCursor::new(&cuts), text.as_bytes(), &mut windows);
+            proptest::prop_assert_eq!(windows, safe_pieces_by_characters(&cuts, text.as_bytes()), "{:?}", text);
         }
     }
 
