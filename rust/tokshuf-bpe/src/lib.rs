@@ -64,8 +64,9 @@ use stored::Store;
 pub struct FastBpe {
     vocab: Vocab,
     /// The short pieces whose whole encoding is one id (tokens by id, then, with raw spaces,
-    /// their written forms): the shared table starts with them.
-    seed: Vec<(u128, u32)>,
+    /// their written forms), with the id's merge priority hint ([`Vocab::prio_hint`]): the
+    /// shared table starts with them.
+    seed: Vec<(u128, u32, u32)>,
     /// The keys of the seed's tokens: for a vocabulary merging by ranks, every short token (see
     /// [`filter`]).
     token_filter: TokenFilter,
@@ -143,7 +144,7 @@ impl FastBpe {
     /// The short tokens whose encoding is themselves, by id: all of them when a piece that is a
     /// token encodes to it (tiktoken, `ignore_merges`) or a merge list was proved to merge every
     /// token back whole, else those that BPE merges back whole.
-    fn single_token_pieces(&self) -> Vec<(u128, u32)> {
+    fn single_token_pieces(&self) -> Vec<(u128, u32, u32)> {
         let mut scratch = merge::MergeScratch::default();
         let mut ids = Vec::new();
         let mut seed = Vec::with_capacity(self.vocab.len());
@@ -159,7 +160,7 @@ impl FastBpe {
                     continue;
                 }
             }
-            seed.push((table::pack(t), id));
+            seed.push((table::pack(t), id, self.vocab.prio_hint(id)));
         }
         seed
     }
@@ -294,7 +295,7 @@ impl FastBpe {
             if token.contains('▁') {
                 let written = token.replace('▁', " ");
                 if written.len() <= MAX_SHORT {
-                    self.seed.push((table::pack(written.as_bytes()), id));
+                    self.seed.push((table::pack(written.as_bytes()), id, vocab.prio_hint(id)));
                 }
             }
         }

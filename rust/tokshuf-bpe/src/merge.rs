@@ -80,10 +80,13 @@ pub(crate) struct MergeScratch {
 }
 
 /// Where tiktoken merging of a short piece finds the rank of a substring (the id of the token
-/// with its bytes), given the key's [`hash`].
+/// with its bytes), given the key's [`hash`]. A rank comes with a hint: 1 + the priority of
+/// every merge that makes the token when the vocabulary has priorities and they do not depend
+/// on the split (see [`Vocab::prio_of`]), kept beside the id by the table's seed; 0 when
+/// unknown.
 pub(crate) trait RankTable {
     fn prefetch_hashed(&self, key: u128, h: u64);
-    fn rank_hashed(&self, key: u128, h: u64) -> Option<u32>;
+    fn rank_hashed(&self, key: u128, h: u64) -> Option<(u32, u32)>;
 
     /// False only if the key with [`hash`] `h` is known to be absent without a look in the table.
     #[inline(always)]
@@ -106,12 +109,12 @@ pub(crate) trait RankTable {
     }
     /// [`RankTable::rank_hashed`] of a key [`RankTable::may_hold`] let through.
     #[inline(always)]
-    fn rank_held(&self, key: u128, h: u64) -> Option<u32> {
+    fn rank_held(&self, key: u128, h: u64) -> Option<(u32, u32)> {
         self.rank_hashed(key, h)
     }
 
     #[inline(always)]
-    fn rank(&self, key: u128) -> Option<u32> {
+    fn rank(&self, key: u128) -> Option<(u32, u32)> {
         self.rank_hashed(key, hash(key))
     }
 }
@@ -123,8 +126,8 @@ impl RankTable for KeyIndex {
         KeyIndex::prefetch_hashed(self, h);
     }
     #[inline(always)]
-    fn rank_hashed(&self, key: u128, h: u64) -> Option<u32> {
-        self.get_one_hashed(key, h)
+    fn rank_hashed(&self, key: u128, h: u64) -> Option<(u32, u32)> {
+        self.get_one_hashed(key, h).map(|id| (id, 0))
     }
 }
 
@@ -377,7 +380,7 @@ fn ranks_merge<const N: usize, const CHARS: bool, const PRIO: bool>(
                     table.rank_held(key, hash(key))
                 }
                 len if len <= MAX_SHORT => table.rank(key_at(tail(a), len)),
-                _ => long_id(vocab, &piece[a..a + len]),
+                _ => long_id(vocab, &piece[a..a + len]).map(|id| (id, 0)),
             }
         }};
     }
@@ -387,10 +390,12 @@ fn ranks_merge<const N: usize, const CHARS: bool, const PRIO: bool>(
     macro_rules! rank {
         ($a:expr, $b:expr, $c:expr) => {{
             let (a, b, c): (usize, usize, usize) = ($a, $b, $c);
-            let id = lookup!(a, c - a).unwrap_or(u32::MAX);
+            let (id, hint) = lookup!(a, c - a).unwrap_or((u32::MAX, 0));
             if PRIO && id != u32::MAX {
                 made[a] = id;
-                with_start(vocab.prio_of(id, b - a), a)
+                // The hint saves a look in the priorities, whose line is not in the cache when
+                // the table's is.
+                with_start(if hint != 0 { hint - 1 } else { vocab.prio_of(id, b - a) }, a)
             } else {
                 with_start(id, a)
             }
@@ -402,7 +407,8 @@ fn ranks_merge<const N: usize, const CHARS: bool, const PRIO: bool>(
         let mut i = 0;
         while i < n {
             let len = super::unicode::utf8_len(piece[i]);
-            let c = if len == 1 { vocab.byte_ids[piece[i] as usize] } else { lookup!(i, len).unwrap_or(u32::MAX) };
+            let c =
+                if len == 1 { vocab.byte_ids[piece[i] as usize] } else { lookup!(i, len).map_or(u32::MAX, |r| r.0) };
             if c == u32::MAX {
                 return false;
             }
@@ -472,7 +478,7 @@ fn long_id(vocab: &Vocab, part: &[u8]) -> Option<u32> {
 #[inline(always)]
 fn merge(vocab: &Vocab, ranks: &impl RankTable, piece: &[u8], a: usize, c: usize, l: u32, r: u32) -> (u32, u32) {
     if c - a <= MAX_SHORT && matches!(vocab.merges, Merges::Ranks) {
-        ranks.rank(pack(&piece[a..c])).map_or((u32::MAX, 0), |id| (vocab.prio_of(id, vocab.token(l).len()), id))
+        ranks.rank(pack(&piece[a..c])).map_or((u32::MAX, 0), |(id, _)| (vocab.prio_of(id, vocab.token(l).len()), id))
     } else {
         vocab.merge(piece, a, c, l, r)
     }

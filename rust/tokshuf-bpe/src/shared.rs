@@ -16,8 +16,8 @@ use super::table::{hash, Ids, Slots, Zeroed, ARENA, MAX_SHORT};
 const TAKEN: u32 = 1 << 30;
 
 /// A key (`k[0]` its low half, `k[1]` its high one: never 0, as it holds the key's length) and
-/// its value: `v[0]` the first two ids (or, with `ARENA`, where they start in the arena), `v[1]`
-/// the third id and the length word `n | TAKEN | ARENA`. A thread takes a free slot with one
+/// its value: `v[0]` the first two ids (or, with `ARENA`, where they start in the arena; or, for
+/// one id, the id and its tag), `v[1]` the third id and the length word `n | TAKEN | ARENA`. A thread takes a free slot with one
 /// compare-and-swap of `v[1]` (0 when free), writes the rest, and publishes the slot by storing
 /// `k[1]` last; readers see a slot only once `k[1]` is set, and then all of it.
 #[repr(C, align(32))]
@@ -140,12 +140,14 @@ impl SharedTable {
         true
     }
 
-    /// The id stored under `key` (with its [`hash`]) if it holds exactly one.
+    /// The id stored under `key` (with its [`hash`]) if it holds exactly one, and the tag it was
+    /// seeded with (0 if none, see [`SharedTable::insert_tagged`]).
     #[inline(always)]
-    pub fn get_single(&self, key: u128, h: u64) -> Option<u32> {
+    pub fn get_single(&self, key: u128, h: u64) -> Option<(u32, u32)> {
         // An arena value has the ARENA bit set, so it is never 1.
         let (s, v1) = self.find(key, h)?;
-        ((v1 >> 32) as u32 & !TAKEN == 1).then(|| s.v[0].load(Ordering::Relaxed) as u32)
+        let v0 = s.v[0].load(Ordering::Relaxed);
+        ((v1 >> 32) as u32 & !TAKEN == 1).then_some((v0 as u32, (v0 >> 32) as u32))
     }
 
     /// The ids stored under `key`.
@@ -171,23 +173,9 @@ impl SharedTable {
     /// reserving more when there are none left).
     pub fn insert_reserved(&self, key: u128, ids: &[u32], reserved: &mut Reserved) -> bool {
         debug_assert!(key >> 64 != 0 && ids.len() <= MAX_SHORT);
-        // A slot is reserved before it is taken, so that however many threads insert at once, no
-        // more than `limit` slots are ever taken: a quarter stay free, which ends every probe.
-        if reserved.0 == 0 {
-            if self.counts.len.load(Ordering::Relaxed) >= self.limit {
-                return false;
-            }
-            let before = self.counts.len.fetch_add(RESERVE, Ordering::Relaxed);
-            let got = self.limit.saturating_sub(before).min(RESERVE);
-            if got < RESERVE {
-                self.counts.len.fetch_sub(RESERVE - got, Ordering::Relaxed);
-            }
-            if got == 0 {
-                return false;
-            }
-            reserved.0 = got;
+        if !self.reserve(reserved) {
+            return false;
         }
-        reserved.0 -= 1;
         let unreserve = |reserved: &mut Reserved, stored: bool| {
             reserved.0 += 1;
             stored
@@ -213,7 +201,22 @@ impl SharedTable {
             }
         };
         let n = ids.len() as u32 | if ids.len() > 3 { ARENA } else { 0 };
-        let v1 = v1 | u64::from(n | TAKEN) << 32;
+        self.publish(key, v0, v1 | u64::from(n | TAKEN) << 32, reserved)
+    }
+
+    /// Store the one id `id` under `key` with a `tag` that [`SharedTable::get_single`] returns
+    /// beside it, in the half of the slot that a one-id value leaves unused (0 means none, as
+    /// for what is learned rather than seeded).
+    pub fn insert_tagged(&self, key: u128, id: u32, tag: u32, reserved: &mut Reserved) -> bool {
+        if !self.reserve(reserved) {
+            return false;
+        }
+        self.publish(key, u64::from(id) | u64::from(tag) << 32, u64::from(1 | TAKEN) << 32, reserved)
+    }
+
+    /// Write a value into a free slot of `key`'s probe, taken from the `reserved` ones (one of
+    /// which the caller counted as used).
+    fn publish(&self, key: u128, v0: u64, v1: u64, reserved: &mut Reserved) -> bool {
         let (lo, hi) = (key as u64, (key >> 64) as u64);
         let mut i = hash(key) as usize & self.mask;
         loop {
@@ -227,10 +230,34 @@ impl SharedTable {
             }
             // Taken: by this key once published (a slot still being written is passed over).
             if s.k[1].load(Ordering::Acquire) == hi && s.k[0].load(Ordering::Relaxed) == lo {
-                return unreserve(reserved, true);
+                reserved.0 += 1;
+                return true;
             }
             i = (i + 1) & self.mask;
         }
+    }
+
+    /// Count one of the `reserved` slots as used, reserving more when there are none left; false
+    /// if the table is full. A slot is reserved before it is taken, so that however many threads
+    /// insert at once, no more than `limit` slots are ever taken: a quarter stay free, which ends
+    /// every probe.
+    fn reserve(&self, reserved: &mut Reserved) -> bool {
+        if reserved.0 == 0 {
+            if self.counts.len.load(Ordering::Relaxed) >= self.limit {
+                return false;
+            }
+            let before = self.counts.len.fetch_add(RESERVE, Ordering::Relaxed);
+            let got = self.limit.saturating_sub(before).min(RESERVE);
+            if got < RESERVE {
+                self.counts.len.fetch_sub(RESERVE - got, Ordering::Relaxed);
+            }
+            if got == 0 {
+                return false;
+            }
+            reserved.0 = got;
+        }
+        reserved.0 -= 1;
+        true
     }
 
     /// Give back the slots a thread reserved and did not take.
@@ -254,7 +281,7 @@ impl RankTable for SharedTable {
         self.slots.prefetch(h as usize & usize::from(held).wrapping_neg());
     }
     #[inline(always)]
-    fn rank_hashed(&self, key: u128, h: u64) -> Option<u32> {
+    fn rank_hashed(&self, key: u128, h: u64) -> Option<(u32, u32)> {
         self.get_single(key, h)
     }
 }
@@ -281,7 +308,7 @@ mod tests {
         for i in 0..16 {
             if let Some(ids) = t.get(key(i)) {
                 assert_eq!(ids, value(i), "{i}");
-                assert_eq!(t.get_single(key(i), hash(key(i))), (ids.len() == 1).then(|| ids[0]));
+                assert_eq!(t.get_single(key(i), hash(key(i))).map(|r| r.0), (ids.len() == 1).then(|| ids[0]));
             } else {
                 assert!(i > 3, "only arena values may have found no room");
             }
@@ -300,6 +327,19 @@ mod tests {
         let t = SharedTable::new(64, 40);
         assert!(t.insert(key(1), &[5]) && t.insert(key(1), &[5]));
         assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn a_seeded_id_keeps_its_tag_and_a_learned_one_has_none() {
+        let t = SharedTable::new(64, 40);
+        let mut reserved = Reserved::default();
+        assert!(t.insert_tagged(key(1), 7, 42, &mut reserved));
+        t.give_back(reserved);
+        assert!(t.insert(key(2), &[8]));
+        assert_eq!(t.get_single(key(1), hash(key(1))), Some((7, 42)));
+        assert_eq!(t.get_single(key(2), hash(key(2))), Some((8, 0)));
+        // What a hit emits is the id alone.
+        assert_eq!(t.get(key(1)), Some(vec![7]));
     }
 
     #[test]

@@ -649,6 +649,16 @@ impl Vocab {
         self.prio.as_ref().map_or(id, |p| p.of(id, left))
     }
 
+    /// 1 + the priority of merging into `id` when merging by ranks with priorities and every
+    /// merge making `id` has the same one; else 0. Kept beside the id in the shared table, it
+    /// spares the merge a look in the priorities.
+    pub fn prio_hint(&self, id: u32) -> u32 {
+        self.prio.as_ref().map_or(0, |p| match p.by_id[id as usize] {
+            q if q < SPLITS => q + 1,
+            _ => 0,
+        })
+    }
+
     /// One past the largest priority of merging by ranks.
     pub fn prio_bound(&self) -> u32 {
         self.prio.as_ref().map_or(self.id_bound(), |p| p.bound)
