@@ -393,9 +393,7 @@ fn ranks_merge<const N: usize, const CHARS: bool, const PRIO: bool>(
             let (id, hint) = lookup!(a, c - a).unwrap_or((u32::MAX, 0));
             if PRIO && id != u32::MAX {
                 made[a] = id;
-                // The hint saves a look in the priorities, whose line is not in the cache when
-                // the table's is.
-                with_start(if hint != 0 { hint - 1 } else { vocab.prio_of(id, b - a) }, a)
+                with_start(vocab.prio_of(id, b - a, hint), a)
             } else {
                 with_start(id, a)
             }
@@ -478,7 +476,9 @@ fn long_id(vocab: &Vocab, part: &[u8]) -> Option<u32> {
 #[inline(always)]
 fn merge(vocab: &Vocab, ranks: &impl RankTable, piece: &[u8], a: usize, c: usize, l: u32, r: u32) -> (u32, u32) {
     if c - a <= MAX_SHORT && matches!(vocab.merges, Merges::Ranks) {
-        ranks.rank(pack(&piece[a..c])).map_or((u32::MAX, 0), |(id, _)| (vocab.prio_of(id, vocab.token(l).len()), id))
+        ranks
+            .rank(pack(&piece[a..c]))
+            .map_or((u32::MAX, 0), |(id, hint)| (vocab.prio_of(id, vocab.token(l).len(), hint), id))
     } else {
         vocab.merge(piece, a, c, l, r)
     }

@@ -626,7 +626,7 @@ impl Vocab {
     pub fn merge(&self, piece: &[u8], a: usize, c: usize, left: u32, right: u32) -> (u32, u32) {
         match &self.merges {
             Merges::Ranks => match self.id_of(&piece[a..c]) {
-                Some(id) => (self.prio_of(id, self.token(left).len()), id),
+                Some(id) => (self.prio_of(id, self.token(left).len(), 0), id),
                 None => (u32::MAX, 0),
             },
             Merges::List(_) => match self.pairs.as_ref().and_then(|p| p.get(left, right)) {
@@ -643,15 +643,19 @@ impl Vocab {
     }
 
     /// The priority of merging into `id`, the left part having `left` bytes, when merging by
-    /// ranks: the id itself, unless [`Vocab::into_ranks`] gave priorities.
+    /// ranks: the id itself, unless [`Vocab::into_ranks`] gave priorities. `hint` is what the
+    /// table that gave `id` kept beside it ([`Vocab::prio_hint`], 0 if nothing): when set, it
+    /// spares a look in the priorities, whose line is not in the cache when the table's is.
     #[inline(always)]
-    pub fn prio_of(&self, id: u32, left: usize) -> u32 {
+    pub fn prio_of(&self, id: u32, left: usize, hint: u32) -> u32 {
+        if hint != 0 {
+            return hint - 1;
+        }
         self.prio.as_ref().map_or(id, |p| p.of(id, left))
     }
 
     /// 1 + the priority of merging into `id` when merging by ranks with priorities and every
-    /// merge making `id` has the same one; else 0. Kept beside the id in the shared table, it
-    /// spares the merge a look in the priorities.
+    /// merge making `id` has the same one; else 0 (see [`Vocab::prio_of`]).
     pub fn prio_hint(&self, id: u32) -> u32 {
         self.prio.as_ref().map_or(0, |p| match p.by_id[id as usize] {
             q if q < SPLITS => q + 1,
