@@ -12,7 +12,7 @@ use aho_corasick::{AhoCorasick, Anchored, Input, MatchKind, StartKind};
 use memchr::memmem;
 
 /// An added token: its text, id and how it is matched.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct AddedToken {
     pub content: String,
     pub id: u32,
@@ -151,9 +151,7 @@ impl AddedSet {
             emit(Part::Text(done, t.len()));
         }
     }
-}
 
-impl AddedSet {
     /// The leftmost-longest match from `from` on.
     fn find(&self, matcher: &AhoCorasick, t: &[u8], mut from: usize) -> Option<aho_corasick::Match> {
         let Some(prefix) = &self.prefix else {
@@ -195,8 +193,7 @@ fn is_space(c: char) -> bool {
 
 /// Where the run of whitespace that ends at `end` starts.
 fn trailing_whitespace_start(text: &str, end: usize) -> usize {
-    let trimmed = text[..end].trim_end_matches(is_space);
-    trimmed.len()
+    text[..end].trim_end_matches(is_space).len()
 }
 
 /// Where the run of whitespace that starts at `start` ends.

@@ -23,21 +23,14 @@ use super::normalize::{Normalizer, Step as NormStep};
 use super::pattern::Pattern;
 use super::pretok::split::{Behavior, Matcher, Prefix, PrependScheme, SplitStep, Splitter};
 use super::pretok::Automaton;
-use super::stored::{In, Out, Store};
+use super::stored::{self, Store};
 use super::unicode::single_char;
 use super::vocab::{too_sparse, Fallback, FastMap, MergeList, Merges, TokenList, Units, Vocab};
 
 /// Why a `tokenizer.json` cannot take the fast path: the first component it does not implement.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not supported by the fast BPE encoder: {0}")]
 pub struct Unsupported(pub String);
-
-impl std::fmt::Display for Unsupported {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "not supported by the fast BPE encoder: {}", self.0)
-    }
-}
-
-impl std::error::Error for Unsupported {}
 
 /// What a supported file describes, as read.
 pub(crate) struct Parsed {
@@ -73,7 +66,7 @@ pub(crate) struct HfBpe {
     pub pipeline: Pipeline,
 }
 
-fn unsupported<T>(msg: impl Into<String>) -> Result<T, Unsupported> {
+pub(crate) fn unsupported<T>(msg: impl Into<String>) -> Result<T, Unsupported> {
     Err(Unsupported(msg.into()))
 }
 
@@ -290,43 +283,33 @@ fn simple(step: &SplitStep) -> Option<Splitter> {
 /// read straight into lists of strings borrowed from the file where they have no escapes (a
 /// generic JSON value of a 150,000-entry object is a tree map that takes longer to build than
 /// the encoder does).
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
 struct FileJson<'a> {
-    #[serde(default)]
     normalizer: Value,
-    #[serde(default)]
     pre_tokenizer: Value,
-    #[serde(default)]
     added_tokens: Vec<Value>,
-    #[serde(default)]
     truncation: Value,
-    #[serde(default)]
     padding: Value,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     model: ModelJson<'a>,
 }
 
 #[derive(serde::Deserialize, Default)]
+#[serde(default)]
 struct ModelJson<'a> {
-    #[serde(rename = "type", default)]
+    #[serde(rename = "type")]
     kind: Option<String>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     vocab: Entries<'a>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     merges: Entries<'a>,
-    #[serde(default)]
     dropout: Option<f64>,
-    #[serde(default)]
     continuing_subword_prefix: Option<String>,
-    #[serde(default)]
     end_of_word_suffix: Option<String>,
-    #[serde(default)]
     ignore_merges: Option<bool>,
-    #[serde(default)]
     byte_fallback: Option<bool>,
-    #[serde(default)]
     unk_token: Option<String>,
-    #[serde(default)]
     fuse_unk: Option<bool>,
 }
 
@@ -452,9 +435,6 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Entries<'a> {
             fn visit_unit<E>(self) -> Result<Entries<'de>, E> {
                 Ok(Entries::Missing)
             }
-            fn visit_none<E>(self) -> Result<Entries<'de>, E> {
-                Ok(Entries::Missing)
-            }
         }
         d.deserialize_any(V)
     }
@@ -470,14 +450,11 @@ pub(crate) fn load<'a, E>(
     if let Some(hf) = store.as_ref().and_then(Store::read).and_then(|payload| from_stored(&payload)) {
         return Ok(Ok(hf));
     }
-    let hf = match prepare(json()?) {
-        Ok(hf) => hf,
-        Err(why) => return Ok(Err(why)),
-    };
-    if let Some(store) = store {
-        store.write(&to_stored(&hf));
+    let hf = prepare(json()?);
+    if let (Some(store), Ok(hf)) = (store, &hf) {
+        store.write(&to_stored(hf));
     }
-    Ok(Ok(hf))
+    Ok(hf)
 }
 
 /// Read a `tokenizer.json` and build its vocabulary.
@@ -490,62 +467,41 @@ pub(crate) fn prepare(json: &str) -> Result<HfBpe, Unsupported> {
     Ok(HfBpe { vocab: list_as_ranks(vocab.map_err(|e| Unsupported(e.0))?), pipeline })
 }
 
-/// What [`load`] stores: the pipeline's sources and added tokens as JSON, then the vocabulary.
+/// What [`load`] stores beside the vocabulary: the pipeline's sources and added tokens.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Stored {
+    normalizer: Value,
+    pre_tokenizer: Value,
+    ignore_merges: bool,
+    vocab_bound: u32,
+    added: Vec<(AddedToken, String)>,
+}
+
 fn to_stored(hf: &HfBpe) -> Vec<u8> {
     let p = &hf.pipeline;
-    let added: Vec<Value> = p
-        .added
-        .iter()
-        .map(|(t, pattern)| {
-            serde_json::json!([t.content, t.id, t.single_word, t.lstrip, t.rstrip, t.normalized, t.special, pattern])
-        })
-        .collect();
-    let meta = serde_json::json!({
-        "normalizer": p.source[0],
-        "pre_tokenizer": p.source[1],
-        "ignore_merges": p.ignore_merges,
-        "vocab_bound": p.vocab_bound,
-        "added": added,
-    });
-    let mut out = Out::default();
-    out.bytes(meta.to_string().as_bytes());
-    hf.vocab.store(&mut out);
-    out.0
+    let [normalizer, pre_tokenizer] = p.source.clone();
+    let s = Stored {
+        normalizer,
+        pre_tokenizer,
+        ignore_merges: p.ignore_merges,
+        vocab_bound: p.vocab_bound,
+        added: p.added.clone(),
+    };
+    stored::pack(&s, &hf.vocab)
 }
 
 /// The [`HfBpe`] that [`to_stored`] wrote, if `payload` is one.
 fn from_stored(payload: &[u8]) -> Option<HfBpe> {
-    let mut r = In(payload);
-    let meta: Value = serde_json::from_slice(r.bytes()?).ok()?;
-    let normalizer = normalizer(meta.get("normalizer")?).ok()?;
-    let (prefix, splitter, _) = pre_tokenizer(meta.get("pre_tokenizer")?).ok()?;
-    let boolean = |v: &Value| v.as_bool();
-    let mut added = Vec::new();
-    for t in meta.get("added")?.as_array()? {
-        let [content, id, single_word, lstrip, rstrip, normalized, special, pattern] = t.as_array()?.as_slice() else {
-            return None;
-        };
-        let token = AddedToken {
-            content: content.as_str()?.to_string(),
-            id: u32::try_from(id.as_u64()?).ok()?,
-            single_word: boolean(single_word)?,
-            lstrip: boolean(lstrip)?,
-            rstrip: boolean(rstrip)?,
-            normalized: boolean(normalized)?,
-            special: boolean(special)?,
-        };
-        added.push((token, pattern.as_str()?.to_string()));
-    }
-    let vocab = Vocab::load(&mut r)?;
-    r.is_empty().then_some(())?;
+    let (s, vocab): (Stored, Vocab) = stored::unpack(payload)?;
+    let (prefix, splitter, _) = pre_tokenizer(&s.pre_tokenizer).ok()?;
     let pipeline = Pipeline {
-        ignore_merges: boolean(meta.get("ignore_merges")?)?,
-        normalizer,
+        ignore_merges: s.ignore_merges,
+        normalizer: normalizer(&s.normalizer).ok()?,
         prefix,
         splitter,
-        added,
-        vocab_bound: u32::try_from(meta.get("vocab_bound")?.as_u64()?).ok()?,
-        source: [meta["normalizer"].clone(), meta["pre_tokenizer"].clone()],
+        added: s.added,
+        vocab_bound: s.vocab_bound,
+        source: [s.normalizer, s.pre_tokenizer],
     };
     Some(HfBpe { vocab, pipeline })
 }
@@ -713,14 +669,10 @@ fn added_tokens(
         let at = match index.get(content) {
             Some(&at) => at,
             None => {
-                let id = match vocab.get(content) {
-                    Some(&id) => id,
-                    None => {
-                        let id = next;
-                        next += 1;
-                        id
-                    }
-                };
+                let id = vocab.get(content).copied().unwrap_or_else(|| {
+                    next += 1;
+                    next - 1
+                });
                 index.insert(content.to_string(), out.len());
                 let token = AddedToken::plain(content, id);
                 out.push((AddedToken { special: false, ..token }, String::new()));

@@ -16,9 +16,9 @@
 //! are refused with the reason (a `tokenizer.json` converted by `transformers` covers them).
 
 use super::equiv::list_as_ranks;
-use super::hf::Unsupported;
+use super::hf::{unsupported, Unsupported};
 use super::normalize::{Normalizer, Step};
-use super::stored::{In, Out, Store};
+use super::stored::{self, Store};
 use super::vocab::{Fallback, FastMap, MergeList, Merges, TokenList, Vocab};
 
 /// What a `.model` file describes, as read.
@@ -26,7 +26,14 @@ pub(crate) struct SpBpe {
     pub tokens: TokenList,
     pub merges: Merges,
     pub fallback: Fallback,
-    pub normalizer: Normalizer,
+    pub meta: Meta,
+}
+
+/// What a `.model` file describes besides its vocabulary (stored beside it as JSON).
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct Meta {
+    /// `add_dummy_prefix`: a `▁` before the text.
+    pub dummy_prefix: bool,
     /// The end-of-sentence piece (`</s>`), if the model has one.
     pub eos: Option<u32>,
     /// User-defined pieces: matched whole, never merged.
@@ -47,57 +54,24 @@ pub(crate) struct SpModel {
 /// Read a `.model` file and build its vocabulary, or read what an earlier load stored under the
 /// file's SHA-256 (see [`stored`](super::stored)).
 pub(crate) fn load(bytes: &[u8], store: Option<Store>) -> Result<SpModel, Unsupported> {
-    if let Some(sp) = store.as_ref().and_then(Store::read).and_then(|payload| from_stored(&payload)) {
-        return Ok(sp);
-    }
-    let sp = read(bytes)?;
-    let vocab = Vocab::new_chars(sp.tokens, sp.merges, sp.fallback).map_err(|e| Unsupported(e.0))?;
-    let model = SpModel {
-        vocab: list_as_ranks(vocab),
-        normalizer: sp.normalizer,
-        eos: sp.eos,
-        user_defined: sp.user_defined,
-        vocab_size: sp.vocab_size,
+    let (meta, vocab) = match store.as_ref().and_then(Store::read).and_then(|payload| stored::unpack(&payload)) {
+        Some(prepared) => prepared,
+        None => {
+            let sp = read(bytes)?;
+            let vocab = Vocab::new_chars(sp.tokens, sp.merges, sp.fallback).map_err(|e| Unsupported(e.0))?;
+            let vocab = list_as_ranks(vocab);
+            if let Some(store) = &store {
+                store.write(&stored::pack(&sp.meta, &vocab));
+            }
+            (sp.meta, vocab)
+        }
     };
-    if let Some(store) = store {
-        let user: Vec<serde_json::Value> =
-            model.user_defined.iter().map(|(text, id)| serde_json::json!([text, id])).collect();
-        let meta = serde_json::json!({
-            "dummy_prefix": has_dummy_prefix(&model.normalizer),
-            "eos": model.eos,
-            "user_defined": user,
-            "vocab_size": model.vocab_size,
-        });
-        let mut out = Out::default();
-        out.bytes(meta.to_string().as_bytes());
-        model.vocab.store(&mut out);
-        store.write(&out.0);
-    }
-    Ok(model)
-}
-
-/// The [`SpModel`] that [`load`] stored, if `payload` is one.
-fn from_stored(payload: &[u8]) -> Option<SpModel> {
-    let mut r = In(payload);
-    let meta: serde_json::Value = serde_json::from_slice(r.bytes()?).ok()?;
-    let id = |v: &serde_json::Value| v.as_u64().and_then(|i| u32::try_from(i).ok());
-    let mut user_defined = Vec::new();
-    for u in meta.get("user_defined")?.as_array()? {
-        let [text, i] = u.as_array()?.as_slice() else { return None };
-        user_defined.push((text.as_str()?.to_string(), id(i)?));
-    }
-    let eos = match meta.get("eos")? {
-        serde_json::Value::Null => None,
-        v => Some(id(v)?),
-    };
-    let vocab = Vocab::load(&mut r)?;
-    r.is_empty().then_some(())?;
-    Some(SpModel {
+    Ok(SpModel {
         vocab,
-        normalizer: normalizer(meta.get("dummy_prefix")?.as_bool()?),
-        eos,
-        user_defined,
-        vocab_size: id(meta.get("vocab_size")?)?,
+        normalizer: normalizer(meta.dummy_prefix),
+        eos: meta.eos,
+        user_defined: meta.user_defined,
+        vocab_size: meta.vocab_size,
     })
 }
 
@@ -109,10 +83,6 @@ fn normalizer(dummy_prefix: bool) -> Normalizer {
     }
     steps.push(Step::Replace { from: " ".into(), to: "▁".into() });
     Normalizer::new(steps)
-}
-
-fn has_dummy_prefix(normalizer: &Normalizer) -> bool {
-    matches!(normalizer.steps().first(), Some(Step::Prepend(p)) if p == "▁")
 }
 
 /// A piece's type (`SentencePiece.Type`).
@@ -146,11 +116,8 @@ struct Model {
     escape_whitespaces: bool,
 }
 
-/// A protocol-buffers reader over one message.
-struct Reader<'a> {
-    b: &'a [u8],
-    i: usize,
-}
+/// A protocol-buffers reader over (the rest of) one message.
+struct Reader<'a>(&'a [u8]);
 
 /// A field's value.
 enum Wire<'a> {
@@ -164,8 +131,8 @@ impl<'a> Reader<'a> {
     fn varint(&mut self) -> Result<u64, String> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
-            let &b = self.b.get(self.i).ok_or("a truncated varint")?;
-            self.i += 1;
+            let (&b, rest) = self.0.split_first().ok_or("a truncated varint")?;
+            self.0 = rest;
             v |= u64::from(b & 0x7f) << shift;
             if b < 0x80 {
                 return Ok(v);
@@ -176,7 +143,7 @@ impl<'a> Reader<'a> {
 
     /// The next field: its number and value.
     fn field(&mut self) -> Result<Option<(u64, Wire<'a>)>, String> {
-        if self.i == self.b.len() {
+        if self.0.is_empty() {
             return Ok(None);
         }
         let key = self.varint()?;
@@ -197,15 +164,14 @@ impl<'a> Reader<'a> {
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.i.checked_add(n).filter(|&e| e <= self.b.len()).ok_or("a field past the end of the file")?;
-        let s = &self.b[self.i..end];
-        self.i = end;
-        Ok(s)
+        let (head, rest) = self.0.split_at_checked(n).ok_or("a field past the end of the file")?;
+        self.0 = rest;
+        Ok(head)
     }
 }
 
 fn message(b: &[u8], mut each: impl FnMut(u64, Wire<'_>) -> Result<(), String>) -> Result<(), String> {
-    let mut r = Reader { b, i: 0 };
+    let mut r = Reader(b);
     while let Some((field, value)) = r.field()? {
         each(field, value)?;
     }
@@ -300,27 +266,25 @@ pub(crate) fn read(bytes: &[u8]) -> Result<SpBpe, Unsupported> {
     match m.model_type {
         2 => {}
         1 => {
-            return Err(Unsupported(
+            return unsupported(
                 "a SentencePiece unigram model (convert it to a tokenizer.json with transformers' \
-                 PreTrainedTokenizerFast to use the tokenizers library)"
-                    .into(),
-            ))
+                 PreTrainedTokenizerFast to use the tokenizers library)",
+            )
         }
-        t => return Err(Unsupported(format!("SentencePiece model type {t} (only BPE is read directly)"))),
+        t => return unsupported(format!("SentencePiece model type {t} (only BPE is read directly)")),
     }
     if !(m.normalizer_name == "identity" || m.normalizer_name.is_empty()) || m.charsmap_len > 0 {
-        return Err(Unsupported(format!(
+        return unsupported(format!(
             "the SentencePiece normalizer {:?} (only the identity is read directly; a tokenizer.json \
              converted by transformers carries the others)",
             m.normalizer_name
-        )));
+        ));
     }
     if m.treat_whitespace_as_suffix || m.remove_extra_whitespaces || !m.escape_whitespaces {
-        return Err(Unsupported(
+        return unsupported(
             "SentencePiece whitespace options other than add_dummy_prefix (treat_whitespace_as_suffix, \
-             remove_extra_whitespaces, or escape_whitespaces off)"
-                .into(),
-        ));
+             remove_extra_whitespaces, or escape_whitespaces off)",
+        );
     }
     let id = |i: usize| u32::try_from(i).expect("fewer than 2^32 pieces");
     let mut by_text: FastMap<&str, u32> = FastMap::default();
@@ -331,7 +295,7 @@ pub(crate) fn read(bytes: &[u8]) -> Result<SpBpe, Unsupported> {
         match p.kind {
             Kind::Normal => {
                 if by_text.insert(p.text.as_str(), id(i)).is_some() {
-                    return Err(Unsupported(format!("the piece {:?} twice", p.text)));
+                    return unsupported(format!("the piece {:?} twice", p.text));
                 }
             }
             Kind::Unknown => unk = Some(id(i)),
@@ -347,14 +311,14 @@ pub(crate) fn read(bytes: &[u8]) -> Result<SpBpe, Unsupported> {
             Kind::Control => {}
             Kind::UserDefined => user_defined.push((p.text.clone(), id(i))),
             Kind::Unused => {
-                return Err(Unsupported(format!("the unused piece {:?} (unused pieces are not read directly)", p.text)))
+                return unsupported(format!("the unused piece {:?} (unused pieces are not read directly)", p.text))
             }
         }
     }
     let fallback = if m.byte_fallback {
         match bytes_ids {
             Some(b) if !b.contains(&u32::MAX) => Fallback::Bytes(b),
-            _ => return Err(Unsupported("byte_fallback without all 256 byte pieces".into())),
+            _ => return unsupported("byte_fallback without all 256 byte pieces"),
         }
     } else {
         Fallback::Unk { id: unk.ok_or_else(|| Unsupported("no unknown piece".into()))?, fuse: true }
@@ -364,13 +328,13 @@ pub(crate) fn read(bytes: &[u8]) -> Result<SpBpe, Unsupported> {
     for p in m.pieces.iter().filter(|p| p.kind == Kind::Normal) {
         for c in p.text.chars() {
             if !by_text.contains_key(c.encode_utf8(&mut [0; 4]) as &str) {
-                return Err(Unsupported(format!("the piece {:?} holds {c:?}, which is no piece", p.text)));
+                return unsupported(format!("the piece {:?} holds {c:?}, which is no piece", p.text));
             }
         }
     }
     // Priorities: the higher the score, the earlier; equal scores are equal (leftmost first).
     if let Some(p) = m.pieces.iter().find(|p| p.kind == Kind::Normal && p.score.is_nan()) {
-        return Err(Unsupported(format!("the piece {:?} has no score (NaN)", p.text)));
+        return unsupported(format!("the piece {:?} has no score (NaN)", p.text));
     }
     let mut scores: Vec<f32> = m.pieces.iter().filter(|p| p.kind == Kind::Normal).map(|p| p.score).collect();
     scores.sort_by(|a, b| b.total_cmp(a));
@@ -387,15 +351,8 @@ pub(crate) fn read(bytes: &[u8]) -> Result<SpBpe, Unsupported> {
     }
     let tokens = by_text.iter().map(|(t, &i)| (t.as_bytes(), i)).collect();
     let eos = usize::try_from(m.eos_id).ok().filter(|&e| e < m.pieces.len()).map(id);
-    Ok(SpBpe {
-        tokens,
-        merges: Merges::List(MergeList::new(pairs)),
-        fallback,
-        normalizer: normalizer(m.add_dummy_prefix),
-        eos,
-        user_defined,
-        vocab_size: id(m.pieces.len()),
-    })
+    let meta = Meta { dummy_prefix: m.add_dummy_prefix, eos, user_defined, vocab_size: id(m.pieces.len()) };
+    Ok(SpBpe { tokens, merges: Merges::List(MergeList::new(pairs)), fallback, meta })
 }
 
 #[cfg(test)]
@@ -462,8 +419,8 @@ mod tests {
         );
         assert!(looks_like_model(&bytes));
         let sp = read(&bytes).unwrap();
-        assert_eq!(sp.vocab_size, 9);
-        assert_eq!(sp.eos, Some(2));
+        assert_eq!(sp.meta.vocab_size, 9);
+        assert_eq!(sp.meta.eos, Some(2));
         assert_eq!(sp.fallback, Fallback::Unk { id: 0, fuse: true });
         let Merges::List(pairs) = &sp.merges else { panic!("a merge list") };
         // "▁ab" is made from "▁a"+"b" and from "▁"+"ab", at the priority of its score.
@@ -523,7 +480,7 @@ mod tests {
     fn refuses_what_it_does_not_read_with_the_reason() {
         let unused = model_bytes(&[("<unk>", 0.0, 2), ("a", -1.0, 1), ("ab", -2.0, 5)], false);
         let user = read(&model_bytes(&[("<unk>", 0.0, 2), ("a", -1.0, 1), ("[X]", 0.0, 4)], false)).unwrap();
-        assert_eq!(user.user_defined, [("[X]".to_string(), 2)]);
+        assert_eq!(user.meta.user_defined, [("[X]".to_string(), 2)]);
         assert!(read(&unused).is_err_and(|e| e.0.contains("unused")));
         let partial = model_bytes(&[("<unk>", 0.0, 2), ("ab", -2.0, 1), ("a", -1.0, 1)], false);
         assert!(read(&partial).is_err_and(|e| e.0.contains("no piece")));

@@ -8,10 +8,10 @@
 //! time under the SHA-256 of the file, and read back on later loads instead.
 //!
 //! Entries live in `<dir>/<sha256>.<code>.<kind>`, `<dir>` being the directory the caller gives
-//! (`tokshuf-core`'s is `<cache root>/tokenizers`: `$TOKSHUF_CACHE_DIR`, else
-//! `$XDG_CACHE_HOME/tokshuf`, else `~/.cache/tokshuf`), `<code>` being the build of the tokenizer
-//! code that prepares them (a fingerprint of its sources, `build.rs`): a new tokshuf never reads what an older one prepared,
-//! and two installed side by side keep their own entries instead of replacing each other's.
+//! (`tokshuf-core`'s is `<cache root>/tokenizers`), `<code>` the build of the tokenizer code that
+//! prepares them (a fingerprint of its sources, `build.rs`): a new tokshuf never reads what an
+//! older one prepared, and two installed side by side keep their own entries instead of
+//! replacing each other's.
 //! Sharing entries between processes is safe: an entry is written under a temporary name and
 //! renamed into place, so a reader sees a whole entry or none, and writers of one source write the
 //! same bytes. Each read is checked: the header names the format, the code, the source's SHA-256
@@ -25,8 +25,10 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::vocab::Vocab;
+
 /// Bump when the layout of the header or of a payload changes.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// The build of the tokenizer code (see `build.rs`).
 const CODE: &str = env!("TOKSHUF_TOKENIZE_FINGERPRINT");
@@ -103,6 +105,23 @@ fn crc32(bytes: &[u8]) -> u32 {
     let mut crc = libdeflater::Crc::new();
     crc.update(bytes);
     crc.sum()
+}
+
+/// The payload of a prepared vocabulary: `meta` (as JSON, what the loader keeps beside it), then
+/// `vocab`.
+pub(crate) fn pack(meta: &impl serde::Serialize, vocab: &Vocab) -> Vec<u8> {
+    let mut out = Out::default();
+    out.bytes(&serde_json::to_vec(meta).expect("plain data serializes"));
+    vocab.store(&mut out);
+    out.0
+}
+
+/// What [`pack`] wrote, if `payload` is a whole one.
+pub(crate) fn unpack<M: serde::de::DeserializeOwned>(payload: &[u8]) -> Option<(M, Vocab)> {
+    let mut r = In(payload);
+    let meta = serde_json::from_slice(r.bytes()?).ok()?;
+    let vocab = Vocab::load(&mut r)?;
+    r.is_empty().then_some((meta, vocab))
 }
 
 /// A payload being written: fixed-width little-endian integers and length-prefixed byte strings.
