@@ -22,8 +22,6 @@
 //!   case folding matches differently (`(?i:ss)` also matches `ß`) or that hold classes, and a
 //!   POSIX class outside brackets (`[:alpha:]` alone is a class of its characters).
 
-use std::fmt::Write as _;
-
 /// The engine a rewritten regex is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Engine {
@@ -38,6 +36,16 @@ pub(crate) enum Engine {
 struct Items {
     items: String,
     negated: bool,
+}
+
+impl Items {
+    /// The class: `[items]` (`[^items]` negated), or the items alone inside an enclosing class.
+    fn spelled(&self, in_class: bool) -> String {
+        match (in_class, self.negated) {
+            (true, false) => self.items.clone(),
+            (_, negated) => format!("[{}{}]", if negated { "^" } else { "" }, self.items),
+        }
+    }
 }
 
 /// Oniguruma's `[[:word:]]`: letters (`Alphabetic`), marks, decimal digits and connector
@@ -77,19 +85,16 @@ fn posix(name: &str) -> Option<String> {
 
 /// The class of an escape (`\w`, `\d`, ...), if it is one of those rewritten.
 fn escape_class(c: u8, in_class: bool) -> Option<Items> {
-    let (items, negated) = match c {
-        b'w' | b'W' if in_class => (POSIX_WORD.to_string(), c == b'W'),
-        b'w' => (word(), false),
-        b'W' => (word(), true),
-        b'd' => (r"\p{Nd}".to_string(), false),
-        b'D' => (r"\p{Nd}".to_string(), true),
-        b's' => (r"\p{White_Space}".to_string(), false),
-        b'S' => (r"\p{White_Space}".to_string(), true),
-        b'h' => ("0-9A-Fa-f".to_string(), false),
-        b'H' => ("0-9A-Fa-f".to_string(), true),
+    let items = match c.to_ascii_lowercase() {
+        b'w' if in_class => POSIX_WORD.to_string(),
+        b'w' => word(),
+        b'd' => r"\p{Nd}".to_string(),
+        b's' => r"\p{White_Space}".to_string(),
+        b'h' => "0-9A-Fa-f".to_string(),
         _ => return None,
     };
-    Some(Items { items, negated })
+    // The upper-case escape is the complement.
+    Some(Items { items, negated: c.is_ascii_uppercase() })
 }
 
 /// `\p{name}` (`\P{name}` if `negated`) spelled for `regex-syntax`, if it must be: Oniguruma's
@@ -107,26 +112,9 @@ fn property(name: &str, negated: bool, in_class: bool) -> Option<String> {
         _ => None,
     };
     match items {
-        Some(items) => {
-            let items = Items { items, negated };
-            Some(if in_class { inline(&items) } else { bracketed(&items) })
-        }
+        Some(items) => Some(Items { items, negated }.spelled(in_class)),
         None if !caret => None,
         None => Some(format!("\\{}{{{name}}}", if negated { 'P' } else { 'p' })),
-    }
-}
-
-/// `items` as a class of its own.
-fn bracketed(i: &Items) -> String {
-    format!("[{}{}]", if i.negated { "^" } else { "" }, i.items)
-}
-
-/// `items` as items of an enclosing class.
-fn inline(i: &Items) -> String {
-    if i.negated {
-        bracketed(i)
-    } else {
-        i.items.clone()
     }
 }
 
@@ -168,8 +156,7 @@ pub(crate) fn rewrite(pattern: &str, engine: Engine) -> Result<String, String> {
                     continue;
                 }
                 if let Some(items) = escape_class(c, class > 0) {
-                    let with = if class > 0 { inline(&items) } else { bracketed(&items) };
-                    replace(&mut out, i, i + 2, &mut last, &with);
+                    replace(&mut out, i, i + 2, &mut last, &items.spelled(class > 0));
                 } else if class == 0 {
                     match c {
                         b'b' | b'B' => {
@@ -217,8 +204,7 @@ pub(crate) fn rewrite(pattern: &str, engine: Engine) -> Result<String, String> {
                 let Some(items) = posix(name) else {
                     return Err(format!("it has the POSIX class [:{}:], which tokshuf does not know", &rest[..close]));
                 };
-                let with = inline(&Items { items, negated });
-                replace(&mut out, i, i + 2 + close + 2, &mut last, &with);
+                replace(&mut out, i, i + 2 + close + 2, &mut last, &Items { items, negated }.spelled(true));
                 i += 2 + close + 2;
                 continue;
             }
@@ -243,7 +229,6 @@ pub(crate) fn rewrite(pattern: &str, engine: Engine) -> Result<String, String> {
     Ok(out)
 }
 
-/// Refuse the inline flags at `pattern[i..]` (`(?`) that Oniguruma reads otherwise.
 /// Where the opening of the class whose `[` is at `i` ends: past a `^`, and past a `]` that
 /// comes first (a literal there, not the class's end).
 pub(crate) fn class_opening_end(b: &[u8], mut i: usize) -> usize {
@@ -256,6 +241,7 @@ pub(crate) fn class_opening_end(b: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// Refuse the inline flags at `pattern[i..]` (`(?`) that Oniguruma reads otherwise.
 fn flags(pattern: &str, i: usize) -> Result<(), String> {
     let b = pattern.as_bytes();
     let flags: Vec<u8> = b[i + 2..].iter().take_while(|c| c.is_ascii_alphabetic() || **c == b'-').copied().collect();
@@ -308,11 +294,7 @@ fn rewrite_in(v: &mut serde_json::Value, changed: &mut bool) -> Result<(), Strin
         serde_json::Value::Array(a) => a.iter_mut().try_for_each(|x| rewrite_in(x, changed)),
         serde_json::Value::Object(o) => {
             if let Some(serde_json::Value::String(r)) = o.get_mut("pattern").and_then(|p| p.get_mut("Regex")) {
-                let new = rewrite(r, Engine::FancyRegex).map_err(|why| {
-                    let mut m = String::new();
-                    let _ = write!(m, "the regex {r:?}: {why}");
-                    m
-                })?;
+                let new = rewrite(r, Engine::FancyRegex).map_err(|why| format!("the regex {r:?}: {why}"))?;
                 if new != *r {
                     *r = new;
                     *changed = true;

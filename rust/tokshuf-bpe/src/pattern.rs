@@ -124,11 +124,7 @@ impl Pattern {
 
     /// The pieces `text` splits into, exactly as the regex would split it.
     pub fn split(self, text: &str) -> Vec<&str> {
-        match self.scanner() {
-            Scanners::Gpt2(s) => pieces(WindowCursor::new(s), text),
-            Scanners::Cl100k(s) => pieces(WindowCursor::new(s), text),
-            Scanners::O200k(s) => pieces(WindowCursor::new(s), text),
-        }
+        pieces(self.cursor(), text)
     }
 }
 

@@ -23,7 +23,6 @@ struct File<'a> {
     config: Config,
     #[serde(borrow)]
     vocab: Vec<Token<'a>>,
-    #[serde(default)]
     special_tokens: Option<Vec<Special>>,
 }
 
