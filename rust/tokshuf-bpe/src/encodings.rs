@@ -44,6 +44,28 @@ const O200K_FILE: &[u8] = include_bytes!("../assets/tiktoken/o200k_base.ranks");
 
 const ENDOFTEXT: &str = "<|endoftext|>";
 
+const P50K_BASE: KnownEncoding = KnownEncoding {
+    name: "p50k_base",
+    aliases: &[],
+    pattern: Pattern::Gpt2,
+    sha256: "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
+    last_rank: 50280,
+    specials: &[(ENDOFTEXT, 50256)],
+    reserved: 0..0,
+    file: P50K_FILE,
+};
+
+const O200K_BASE: KnownEncoding = KnownEncoding {
+    name: "o200k_base",
+    aliases: &[],
+    pattern: Pattern::O200k,
+    sha256: "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    last_rank: 199997,
+    specials: &[(ENDOFTEXT, 199999), ("<|endofprompt|>", 200018)],
+    reserved: 0..0,
+    file: O200K_FILE,
+};
+
 /// The encodings `tiktoken:NAME` accepts: the one table of their names (with
 /// [`encoding_names`]), read by the CLI's help and the Python package too.
 pub static KNOWN_ENCODINGS: [KnownEncoding; 6] = [
@@ -57,30 +79,17 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 6] = [
         reserved: 0..0,
         file: R50K_FILE,
     },
-    KnownEncoding {
-        name: "p50k_base",
-        aliases: &[],
-        pattern: Pattern::Gpt2,
-        sha256: "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
-        last_rank: 50280,
-        specials: &[(ENDOFTEXT, 50256)],
-        reserved: 0..0,
-        file: P50K_FILE,
-    },
+    P50K_BASE,
+    // p50k_base's ranks (the same file) with the fill-in-the-middle specials.
     KnownEncoding {
         name: "p50k_edit",
-        aliases: &[],
-        pattern: Pattern::Gpt2,
-        sha256: "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
-        last_rank: 50280,
         specials: &[
             (ENDOFTEXT, 50256),
             ("<|fim_prefix|>", 50281),
             ("<|fim_middle|>", 50282),
             ("<|fim_suffix|>", 50283),
         ],
-        reserved: 0..0,
-        file: P50K_FILE,
+        ..P50K_BASE
     },
     KnownEncoding {
         name: "cl100k_base",
@@ -98,24 +107,11 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 6] = [
         reserved: 0..0,
         file: CL100K_FILE,
     },
-    KnownEncoding {
-        name: "o200k_base",
-        aliases: &[],
-        pattern: Pattern::O200k,
-        sha256: "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-        last_rank: 199997,
-        specials: &[(ENDOFTEXT, 199999), ("<|endofprompt|>", 200018)],
-        reserved: 0..0,
-        file: O200K_FILE,
-    },
+    O200K_BASE,
     // o200k_base's ranks (the same file) with the harmony chat format's specials, as tiktoken's
     // `openai_public.py` defines them; 200018 keeps both of its names there, and here.
     KnownEncoding {
         name: "o200k_harmony",
-        aliases: &[],
-        pattern: Pattern::O200k,
-        sha256: "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-        last_rank: 199997,
         specials: &[
             ("<|startoftext|>", 199998),
             (ENDOFTEXT, 199999),
@@ -135,7 +131,7 @@ pub static KNOWN_ENCODINGS: [KnownEncoding; 6] = [
             ("<|endofprompt|>", 200018),
         ],
         reserved: 200013..201088,
-        file: O200K_FILE,
+        ..O200K_BASE
     },
 ];
 
@@ -213,28 +209,13 @@ pub fn known_by_sha256(sha256: &str) -> Option<&'static KnownEncoding> {
     KNOWN_ENCODINGS.iter().find(|e| e.sha256 == sha256)
 }
 
-/// An embedded encoding: ranks, special tokens and split pattern, as `tiktoken` defines them.
-pub struct Encoding {
-    pub name: String,
-    /// `(token bytes, rank)`; the rank is the id.
-    pub ranks: TokenList,
-    pub specials: Vec<(String, u32)>,
-    pub pattern: Pattern,
-}
-
-/// Load an encoding embedded in the binary by its tiktoken name (`cl100k_base`, ...): the
-/// ranks of tiktoken's pinned file, and the specials and pattern of [`KNOWN_ENCODINGS`].
-pub fn embedded(name: &str) -> Result<Encoding> {
+/// An encoding embedded in the binary, by its tiktoken name (`cl100k_base`, ...) or an alias: its
+/// entry of [`KNOWN_ENCODINGS`] (specials, pattern) and the ranks of tiktoken's pinned file.
+pub fn embedded(name: &str) -> Result<(&'static KnownEncoding, Arc<RankTable>)> {
     let known = known_encoding(name).ok_or_else(|| {
         Error::invalid(format!("unknown tiktoken encoding {name:?} (expected one of: {})", encoding_names().join(", ")))
     })?;
-    let table = embedded_ranks(known)?;
-    Ok(Encoding {
-        name: name.to_string(),
-        ranks: table.tokens.clone(),
-        specials: known.specials(),
-        pattern: known.pattern,
-    })
+    Ok((known, embedded_ranks(known)?))
 }
 
 /// A mergeable-rank table: tokens and their ranks, in the file's order.
@@ -365,8 +346,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// The rank table of a known encoding, from the copy embedded in the binary; computed once per
 /// process.
 pub fn embedded_ranks(enc: &'static KnownEncoding) -> Result<Arc<RankTable>> {
-    static CACHE: [OnceLock<Arc<RankTable>>; 6] =
-        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static CACHE: [OnceLock<Arc<RankTable>>; KNOWN_ENCODINGS.len()] =
+        [const { OnceLock::new() }; KNOWN_ENCODINGS.len()];
     let slot = KNOWN_ENCODINGS.iter().position(|e| std::ptr::eq(e, enc)).expect("a known encoding");
     if let Some(t) = CACHE[slot].get() {
         return Ok(Arc::clone(t));
@@ -409,15 +390,13 @@ mod tests {
         assert_eq!(table.n_vocab(), 128_000);
     }
 
+    /// (Every embedded table round-trips through its file: see the test above.)
     #[test]
-    fn embedded_r50k_round_trips() {
-        let enc = known_encoding("gpt2").unwrap();
-        let t = embedded_ranks(enc).unwrap();
+    fn embedded_r50k_is_gpt2s() {
+        let t = embedded_ranks(known_encoding("gpt2").unwrap()).unwrap();
         assert_eq!(t.tokens.len(), 50256);
         assert_eq!(t.tokens.get(0), (&b"!"[..], 0));
         assert_eq!(t.tokens.get(256).0, b" t"); // the first merge of GPT-2
-        let again = RankTable::parse(&t.to_tiktoken_file(), "x").unwrap();
-        assert_eq!(again.tokens, t.tokens);
     }
 
     #[test]

@@ -168,8 +168,8 @@ impl FastBpe {
     /// An OpenAI encoding embedded in the binary: `gpt2`, `r50k_base`, `p50k_base`,
     /// `p50k_edit`, `cl100k_base`, `o200k_base`, `o200k_harmony`.
     pub fn from_tiktoken(name: &str) -> Result<FastBpe> {
-        let enc = encodings::embedded(name)?;
-        Self::from_ranks(enc.ranks, enc.pattern, enc.specials, format!("tiktoken:{}", enc.name))
+        let (enc, table) = encodings::embedded(name)?;
+        Self::from_ranks(table.tokens.clone(), enc.pattern, enc.specials(), format!("tiktoken:{name}"))
     }
 
     /// tiktoken-style mergeable ranks `(token bytes, rank = id)` with a split pattern and special

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use tokshuf_core::megatron::{IndexArray, Owned};
-use tokshuf_core::tokenize::bpe::encodings::{embedded_ranks, encoding_names, known_encoding};
+use tokshuf_core::tokenize::bpe::encodings::embedded;
 use tokshuf_core::tokenize::{self, build, encode_many, resolve, EncodedTexts, Tokenizer, TokenizerSpec};
 use tokshuf_core::{Cancel, Error};
 
@@ -116,8 +116,7 @@ impl PyTokenizer {
         texts: Vec<Bound<'py, PyString>>,
         num_threads: Option<usize>,
     ) -> PyResult<(PyIndexArray, PyIndexArray)> {
-        let out = encode_texts(py, self.inner.as_ref(), &texts, num_threads)?;
-        Ok(flat_arrays(out))
+        Ok(flat_arrays(encode_texts(py, self.inner.as_ref(), &texts, num_threads)?))
     }
 }
 
@@ -160,12 +159,7 @@ pub fn flat_arrays(out: EncodedTexts) -> (PyIndexArray, PyIndexArray) {
 /// special tokens (to build a `tiktoken.Encoding` offline).
 #[pyfunction]
 fn tiktoken_encoding_data<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
-    let enc = known_encoding(name)
-        .ok_or_else(|| {
-            Error::invalid(format!("unknown encoding {name:?} (expected one of: {})", encoding_names().join(", ")))
-        })
-        .into_py(py)?;
-    let ranks = py.detach(|| embedded_ranks(enc)).map_err(Error::from).into_py(py)?;
+    let (enc, ranks) = py.detach(|| embedded(name)).map_err(Error::from).into_py(py)?;
     let file = py.detach(|| ranks.to_tiktoken_file());
     let d = PyDict::new(py);
     d.set_item("name", enc.name)?;
