@@ -279,7 +279,7 @@ mod tests {
     struct Picky;
 
     impl Tokenizer for Picky {
-        fn encode(&self, text: &str, out: &mut Vec<u32>) -> std::result::Result<(), String> {
+        fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
             if text.contains('!') {
                 return Err(format!("no ! in {text:?}"));
             }

@@ -40,7 +40,7 @@ pub fn for_tiktoken_model(m: &BpeModel) -> Option<FastBpe> {
 /// not (the first component of the file it does not implement). Like the `tokenizers` path,
 /// added tokens written in the text are matched (Megatron's HuggingFaceTokenizer behaviour) and
 /// the eos token follows `tokenizer_config.json`.
-pub fn for_hf_model(m: &HfModel) -> Result<std::result::Result<FastBpe, String>> {
+pub fn for_hf_model(m: &HfModel) -> Result<Result<FastBpe, String>> {
     if !crate::env_on(FAST_BPE_ENV) {
         return Ok(Err(format!("{FAST_BPE_ENV}=0")));
     }
@@ -70,17 +70,12 @@ pub fn for_sentencepiece_model(m: &SentencePieceModel) -> Result<FastBpe> {
 }
 
 impl Tokenizer for FastBpe {
-    fn encode(&self, text: &str, out: &mut Vec<u32>) -> std::result::Result<(), String> {
+    fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<(), String> {
         self.encode_into(text, out);
         Ok(())
     }
 
-    fn encode_each(
-        &self,
-        texts: &[&str],
-        out: &mut Vec<u32>,
-        ends: &mut Vec<u64>,
-    ) -> std::result::Result<(), (usize, String)> {
+    fn encode_each(&self, texts: &[&str], out: &mut Vec<u32>, ends: &mut Vec<u64>) -> Result<(), (usize, String)> {
         FastBpe::encode_each(self, texts, out, ends);
         Ok(())
     }

@@ -177,8 +177,8 @@ pub fn resolve(spec: &TokenizerSpec) -> Result<TokenizerModel> {
         }
         TokenizerSpec::HfFile(path) => {
             let (sha256, head) = hash_file(path)?;
+            let json = JsonText::file(path, &sha256);
             if tekken::is_tekken(&head) {
-                let json = JsonText::file(path, &sha256);
                 let tekken = tekken::read(json.get()?, path)?;
                 return Ok(TokenizerModel::Bpe(BpeModel {
                     name: "tekken".into(),
@@ -189,7 +189,6 @@ pub fn resolve(spec: &TokenizerSpec) -> Result<TokenizerModel> {
                 }));
             }
             let config_eos = path.parent().map(config_eos_token).transpose()?.flatten();
-            let json = JsonText::file(path, &sha256);
             Ok(TokenizerModel::Hf(HfModel { sha256, json, spec: described, config_eos }))
         }
         TokenizerSpec::HfJson { json, origin } => Ok(TokenizerModel::Hf(HfModel {
@@ -206,24 +205,12 @@ pub fn resolve(spec: &TokenizerSpec) -> Result<TokenizerModel> {
 fn hash_file(path: &Path) -> Result<(String, String)> {
     use sha2::Digest as _;
     use std::io::Read as _;
-    let mut file = std::fs::File::open(path).with_path(path)?;
-    let mut hasher = sha2::Sha256::new();
-    let mut block = vec![0u8; 256 << 10];
-    let mut head = Vec::new();
-    loop {
-        let n = match file.read(&mut block) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io(path, e)),
-        };
-        if head.len() < 4096 {
-            head.extend_from_slice(&block[..n.min(4096 - head.len())]);
-        }
-        hasher.update(&block[..n]);
-    }
-    let sha256 = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    Ok((sha256, String::from_utf8_lossy(&head).into_owned()))
+    let mut file = std::io::BufReader::with_capacity(256 << 10, std::fs::File::open(path).with_path(path)?);
+    let mut head = Vec::with_capacity(4096);
+    (&mut file).take(4096).read_to_end(&mut head).with_path(path)?;
+    let mut hasher = sha2::Sha256::new_with_prefix(&head);
+    std::io::copy(&mut file, &mut hasher).with_path(path)?;
+    Ok((format!("{:x}", hasher.finalize()), String::from_utf8_lossy(&head).into_owned()))
 }
 
 /// A text file's contents (a `tokenizer.json` is megabytes: its UTF-8 is checked by SIMD).

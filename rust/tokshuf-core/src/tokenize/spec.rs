@@ -99,13 +99,7 @@ impl TokenizerSpec {
 
 /// `PATH@PATTERN` → (PATH, Some(PATTERN)) when PATTERN is a family name; else the whole string.
 fn split_pattern(s: &str) -> (&str, Option<Pattern>) {
-    match s.rsplit_once('@') {
-        Some((path, p)) => match p.parse::<Pattern>() {
-            Ok(pattern) => (path, Some(pattern)),
-            Err(_) => (s, None),
-        },
-        None => (s, None),
-    }
+    s.rsplit_once('@').and_then(|(path, p)| Some((path, Some(p.parse().ok()?)))).unwrap_or((s, None))
 }
 
 fn tiktoken_file(spec: &str, rest: &str) -> Result<TokenizerSpec> {
