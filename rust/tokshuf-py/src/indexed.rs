@@ -142,10 +142,6 @@ fn _fail_writes_after(n: Option<u64>, crash: bool) -> u64 {
     passed
 }
 
-fn parse_dtype(name: &str) -> Result<DType, Error> {
-    name.parse()
-}
-
 /// A validated, memory-mapped `.bin/.idx` pair; `tokshuf.IndexedDataset` builds numpy views on it.
 #[pyclass(frozen, module = "tokshuf._core", name = "IndexReader")]
 pub struct PyIndexReader {
@@ -244,7 +240,7 @@ impl PyIndexWriter {
     #[new]
     #[pyo3(signature = (prefix, dtype, multimodal=false))]
     fn new(py: Python<'_>, prefix: PathBuf, dtype: &str, multimodal: bool) -> PyResult<Self> {
-        let dtype = parse_dtype(dtype).into_py(py)?;
+        let dtype: DType = dtype.parse().into_py(py)?;
         let inner = IndexedDatasetWriter::create(prefix, dtype, multimodal).into_py(py)?;
         Ok(Self { inner: Open::new(inner, WRITER_GONE) })
     }
@@ -317,7 +313,7 @@ fn write_index(
     document_indices: PyBuffer<i64>,
     sequence_modes: Option<PyBuffer<i8>>,
 ) -> PyResult<u64> {
-    let dtype = parse_dtype(dtype).into_py(py)?;
+    let dtype: DType = dtype.parse().into_py(py)?;
     let lengths = sequence_lengths.to_vec(py)?;
     let docs = document_indices
         .to_vec(py)?

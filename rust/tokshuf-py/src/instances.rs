@@ -116,10 +116,6 @@ fn vsl_buckets(
     Ok(out.iter().map(|b| u64_out(b)).collect())
 }
 
-fn curriculum(name: &str, num_cycles: Option<u64>, balanced: bool) -> Result<Curriculum> {
-    Curriculum::new(name, num_cycles, balanced)
-}
-
 /// `(length, batches)` per bucket for a curriculum and a global batch of `global_batch_tokens`.
 #[pyfunction]
 #[pyo3(signature = (instances_per_bucket, global_batch_tokens, curriculum_name="natural", num_cycles=None, balanced=false))]
@@ -131,7 +127,7 @@ fn vsl_batches_per_bucket(
     num_cycles: Option<u64>,
     balanced: bool,
 ) -> PyResult<Vec<(u64, u64)>> {
-    curriculum(curriculum_name, num_cycles, balanced)
+    Curriculum::new(curriculum_name, num_cycles, balanced)
         .and_then(|c| c.batches_per_bucket(&instances_per_bucket, global_batch_tokens))
         .into_py(py)
 }
@@ -148,7 +144,7 @@ fn vsl_batch_order(
     num_cycles: Option<u64>,
     balanced: bool,
 ) -> PyResult<PyMappedBuffer> {
-    let c = curriculum(curriculum_name, num_cycles, balanced).into_py(py)?;
+    let c = Curriculum::new(curriculum_name, num_cycles, balanced).into_py(py)?;
     let order = py.detach(|| c.batch_indices(&batches_per_bucket, &mut generator(&entropy))).into_py(py)?;
     Ok(u64_out(&order))
 }

@@ -11,6 +11,7 @@ use tokshuf_core::stream::{
 };
 use tokshuf_core::Error;
 
+use crate::arrays::Writable;
 use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
 use crate::stream_source::{take_error, ErrorSlot, PyDocSource};
@@ -39,15 +40,13 @@ fn open_source(item: &Bound<'_, PyAny>, slot: &ErrorSlot) -> PyResult<Box<dyn Do
             "indexed" => {
                 let paths: Vec<PathBuf> = t.get_item(1)?.extract()?;
                 let full: bool = t.get_item(2)?.extract()?;
-                let src = py.detach(|| IndexedSource::open(&paths, full)).into_py(py)?;
-                Ok(Box::new(src))
+                Ok(Box::new(py.detach(|| IndexedSource::open(&paths, full)).into_py(py)?))
             }
             "npy" => {
                 let paths: Vec<PathBuf> = t.get_item(1)?.extract()?;
                 let width = parse_width(&t.get_item(2)?.extract::<String>()?).into_py(py)?;
                 let eos: u64 = t.get_item(3)?.extract()?;
-                let src = py.detach(|| NpySource::open(&paths, width, eos)).into_py(py)?;
-                Ok(Box::new(src))
+                Ok(Box::new(py.detach(|| NpySource::open(&paths, width, eos)).into_py(py)?))
             }
             other => {
                 Err(Error::invalid(format!("unknown native source {other:?} (expected indexed or npy)"))).into_py(py)
@@ -80,28 +79,20 @@ impl PyStreamWorker {
         let input = PyBuffer::<T>::get(input)?;
         let label = label.map(PyBuffer::<T>::get).transpose()?;
         let positions = positions.map(PyBuffer::<i32>::get).transpose()?;
-        let inp = writable(&input)?;
-        let lab = label.as_ref().map(writable).transpose()?;
-        let pos = positions.as_ref().map(writable).transpose()?;
-        if lab.is_some_and(|l| std::ptr::eq(l.as_ptr() as *const T, inp.as_ptr() as *const T)) {
+        let inp = Writable::new(&input, "input")?;
+        let lab = label.as_ref().map(|l| Writable::new(l, "label")).transpose()?;
+        let pos = positions.as_ref().map(|p| Writable::new(p, "positions")).transpose()?;
+        if label.as_ref().is_some_and(|l| l.buf_ptr() == input.buf_ptr()) {
             return Err(pyo3::exceptions::PyValueError::new_err("input and label must be distinct arrays"));
         }
         // SAFETY: the buffers are writable, C-contiguous, kept alive by the `PyBuffer`s for the
         // whole call, and distinct (checked above for input/label; positions has another type).
-        let (inp, lab, pos) =
-            unsafe { (&mut *inp.as_ptr(), lab.map(|l| &mut *l.as_ptr()), pos.map(|p| &mut *p.as_ptr())) };
+        let (inp, lab, pos) = unsafe { (inp.slice(), lab.map(|l| l.slice()), pos.map(|p| p.slice())) };
         let mut placed = Vec::with_capacity(batch * 4);
         py.detach(|| self.lock().next_batch(batch, inp, lab, pos, &mut placed))
             .map_err(|e| take_error(py, &self.slot, e))?;
         Ok(placed)
     }
-}
-
-fn writable<T: pyo3::buffer::Element>(b: &PyBuffer<T>) -> PyResult<std::ptr::NonNull<[T]>> {
-    if b.readonly() {
-        return Err(pyo3::exceptions::PyValueError::new_err("output array is read-only"));
-    }
-    b.as_slice_ptr().ok_or_else(|| pyo3::exceptions::PyValueError::new_err("output array must be C-contiguous"))
 }
 
 #[pymethods]
