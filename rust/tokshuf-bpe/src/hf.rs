@@ -796,10 +796,9 @@ mod tests {
 
         // Added tokens take the ids `tokenizers` gives them: the vocabulary's, else the next
         // ones after its size (the file's `id` is not read).
-        let flags = r#""single_word": false, "lstrip": false, "rstrip": false"#;
         let special = format!(
-            r#"{{"id": 300, "content": "<|x|>", "special": true, "normalized": false, {flags}}},
-               {{"id": 5, "content": "ab", "special": false, "normalized": true, {flags}}}"#
+            r#"{{"id": 300, "content": "<|x|>", "special": true, "normalized": false, {FLAGS}}},
+               {{"id": 5, "content": "ab", "special": false, "normalized": true, {FLAGS}}}"#
         );
         let added: Vec<(String, u32, bool)> = parse(&minimal(gpt2, &special))
             .unwrap()
@@ -811,7 +810,7 @@ mod tests {
         assert_eq!(added, [("<|x|>".into(), 257, false), ("ab".into(), 256, true)]);
         // A repeated token takes the later flags; one without all its fields is not read.
         let repeated = format!(
-            r#"{{"id": 300, "content": "<m>", "special": true, "normalized": false, {flags}}},
+            r#"{{"id": 300, "content": "<m>", "special": true, "normalized": false, {FLAGS}}},
                {{"id": 300, "content": "<m>", "special": true, "normalized": false, "single_word": false,
                  "lstrip": false, "rstrip": true}}"#
         );
@@ -895,9 +894,8 @@ mod tests {
 
     #[test]
     fn a_stored_preparation_is_the_preparation() {
-        let flags = FLAGS;
         let added = format!(
-            r#"{{"id": 257, "content": "<bos>", "special": true, "normalized": false, {flags}}},
+            r#"{{"id": 257, "content": "<bos>", "special": true, "normalized": false, {FLAGS}}},
                {{"id": 258, "content": " ab", "special": false, "normalized": true, "single_word": true,
                  "lstrip": true, "rstrip": false}}"#
         );

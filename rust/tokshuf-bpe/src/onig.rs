@@ -60,27 +60,24 @@ fn word() -> String {
 }
 
 /// The items of a POSIX bracket class, by name, as Oniguruma defines them over Unicode.
-fn posix(name: &str) -> Option<String> {
-    Some(
-        match name {
-            "alnum" => r"\p{Alphabetic}\p{Nd}",
-            "alpha" => r"\p{Alphabetic}",
-            "ascii" => r"\x{0}-\x{7F}",
-            "blank" => r"\p{Zs}\t",
-            "cntrl" => r"\p{Cc}",
-            "digit" => r"\p{Nd}",
-            "graph" => r"[^\p{White_Space}\p{Cc}\p{Cn}]",
-            "lower" => r"\p{Lowercase}",
-            "print" => r"[^\p{Zl}\p{Zp}\p{Cc}\p{Cn}]",
-            "punct" => r"\p{P}\p{S}",
-            "space" => r"\p{White_Space}",
-            "upper" => r"\p{Uppercase}",
-            "word" => POSIX_WORD,
-            "xdigit" => r"0-9A-Fa-f",
-            _ => return None,
-        }
-        .to_string(),
-    )
+fn posix(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "alnum" => r"\p{Alphabetic}\p{Nd}",
+        "alpha" => r"\p{Alphabetic}",
+        "ascii" => r"\x{0}-\x{7F}",
+        "blank" => r"\p{Zs}\t",
+        "cntrl" => r"\p{Cc}",
+        "digit" => r"\p{Nd}",
+        "graph" => r"[^\p{White_Space}\p{Cc}\p{Cn}]",
+        "lower" => r"\p{Lowercase}",
+        "print" => r"[^\p{Zl}\p{Zp}\p{Cc}\p{Cn}]",
+        "punct" => r"\p{P}\p{S}",
+        "space" => r"\p{White_Space}",
+        "upper" => r"\p{Uppercase}",
+        "word" => POSIX_WORD,
+        "xdigit" => r"0-9A-Fa-f",
+        _ => return None,
+    })
 }
 
 /// The class of an escape (`\w`, `\d`, ...), if it is one of those rewritten.
@@ -108,7 +105,7 @@ fn property(name: &str, negated: bool, in_class: bool) -> Option<String> {
     let items = match loose.as_str() {
         "word" if !in_class => Some(word()),
         "word" => Some(POSIX_WORD.to_string()),
-        "alnum" | "graph" | "print" | "xdigit" | "blank" => posix(&loose),
+        "alnum" | "graph" | "print" | "xdigit" | "blank" => posix(&loose).map(str::to_string),
         _ => None,
     };
     match items {
@@ -204,7 +201,8 @@ pub(crate) fn rewrite(pattern: &str, engine: Engine) -> Result<String, String> {
                 let Some(items) = posix(name) else {
                     return Err(format!("it has the POSIX class [:{}:], which tokshuf does not know", &rest[..close]));
                 };
-                replace(&mut out, i, i + 2 + close + 2, &mut last, &Items { items, negated }.spelled(true));
+                let with = Items { items: items.to_string(), negated }.spelled(true);
+                replace(&mut out, i, i + 2 + close + 2, &mut last, &with);
                 i += 2 + close + 2;
                 continue;
             }

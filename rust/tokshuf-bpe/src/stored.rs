@@ -144,9 +144,7 @@ impl Out {
 
     pub fn u32s(&mut self, v: &[u32]) {
         self.u64(v.len() as u64);
-        for x in v {
-            self.u32(*x);
-        }
+        self.0.extend(v.iter().flat_map(|x| x.to_le_bytes()));
     }
 }
 

@@ -48,10 +48,8 @@ impl HfTokenizer {
     /// Record in the identity that this encoder runs, and why the fast one does not (the first
     /// component of the file it does not implement).
     pub fn with_fallback_reason(mut self, why: String) -> Self {
-        if let Some(obj) = self.identity.as_object_mut() {
-            obj.insert("encoder".into(), "tokenizers".into());
-            obj.insert("fast_bpe_unsupported".into(), why.into());
-        }
+        self.identity["encoder"] = "tokenizers".into();
+        self.identity["fast_bpe_unsupported"] = why.into();
         self
     }
 }

@@ -25,9 +25,7 @@ impl TiktokenTokenizer {
         let bpe = CoreBPE::new(encoder, specials, model.pattern.regex())
             .map_err(|e| Error::invalid(format!("tokenizer {:?}: {e}", model.spec)))?;
         let mut identity = identity(model);
-        if let Some(obj) = identity.as_object_mut() {
-            obj.insert("encoder".into(), "tiktoken-rs".into());
-        }
+        identity["encoder"] = "tiktoken-rs".into();
         Ok(Self { encoder: bpe, eod: model.endoftext(), vocab_size: model.vocab_size(), identity })
     }
 }
