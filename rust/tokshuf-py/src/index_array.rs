@@ -44,20 +44,14 @@ impl PyIndexArray {
             return Err(Error::invalid(format!("{} bytes cannot hold {shape:?} {dtype} elements", data.len())))
                 .into_py(py);
         }
-        macro_rules! typed {
-            ($t:ty, $v:ident) => {
-                Owned::$v(
-                    data.chunks_exact(std::mem::size_of::<$t>())
-                        .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk")))
-                        .collect(),
-                )
-            };
+        fn le<T, const N: usize>(data: &[u8], from: fn([u8; N]) -> T) -> Vec<T> {
+            data.chunks_exact(N).map(|c| from(c.try_into().expect("N bytes"))).collect()
         }
         let owned = match elem {
-            ElemType::I16 => typed!(i16, I16),
-            ElemType::I32 => typed!(i32, I32),
-            ElemType::U32 => typed!(u32, U32),
-            ElemType::I64 => typed!(i64, I64),
+            ElemType::I16 => Owned::I16(le(data, i16::from_le_bytes)),
+            ElemType::I32 => Owned::I32(le(data, i32::from_le_bytes)),
+            ElemType::U32 => Owned::U32(le(data, u32::from_le_bytes)),
+            ElemType::I64 => Owned::I64(le(data, i64::from_le_bytes)),
         };
         Ok(Self::new(IndexArray::with_shape(owned, shape).expect("length checked against the shape")))
     }
