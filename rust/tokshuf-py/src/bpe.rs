@@ -10,7 +10,7 @@ use tokshuf_core::Error;
 
 use crate::errors::IntoPyResult;
 use crate::index_array::PyIndexArray;
-use crate::tokenizer::{encode_texts, flat_arrays};
+use crate::tokenizer::{encode_texts, flat_arrays, DETACH_BYTES};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeEncoder>()?;
@@ -63,7 +63,7 @@ impl PyBpeEncoder {
 
     /// The ids of one text.
     fn encode(&self, py: Python<'_>, text: &str) -> Vec<u32> {
-        if text.len() < 4096 {
+        if text.len() < DETACH_BYTES {
             self.inner.encode(text)
         } else {
             py.detach(|| self.inner.encode(text))

@@ -121,7 +121,7 @@ impl PyTokenizer {
 }
 
 /// Texts shorter than this are encoded without releasing the GIL.
-const DETACH_BYTES: usize = 4096;
+pub const DETACH_BYTES: usize = 4096;
 /// Batches up to this size are encoded on the calling thread with the GIL released (a fraction of
 /// a second: Ctrl-C is seen once it returns); larger ones through [`run_detached`], which polls
 /// for Ctrl-C while another thread works.
