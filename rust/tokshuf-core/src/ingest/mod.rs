@@ -6,11 +6,19 @@ mod reader;
 mod skips;
 mod spares;
 
-pub(crate) use reader::{read_inputs, Event, ReadPlan};
+pub(crate) use reader::{read_inputs, Event, ReadPlan, Step};
 pub use skips::{ErrorPolicy, Problem, SkipRecord, SkippedFile, Skips, SKIP_EXAMPLES};
 pub(crate) use spares::{Pool, Spares};
 
 use std::path::PathBuf;
+
+/// `n` slots: a channel that holds `n` tokens to begin with, one taken for each item put in
+/// flight and given back once it is done, so that at most `n` are in flight.
+pub(crate) fn slots(n: usize) -> (crossbeam_channel::Sender<()>, crossbeam_channel::Receiver<()>) {
+    let (tx, rx) = crossbeam_channel::bounded(n);
+    (0..n).for_each(|_| tx.send(()).expect("capacity"));
+    (tx, rx)
+}
 
 /// Inputs of at least this many bytes on disk make a long job: its tokenizer's caches are
 /// allocated whole before it starts ([`Tokenizer::prepare_for_long_job`]), so that its memory

@@ -26,26 +26,20 @@ pub(crate) struct ReadPlan<'a> {
     pub max_line_bytes: usize,
 }
 
-/// One step of the input. `input_pos`: bytes of input (on disk) consumed once it is handled,
-/// counted from the first file read here; `global_line`: lines emitted before it, all files.
-pub(crate) enum Event {
-    Batch {
-        file: usize,
-        global_line: u64,
-        input_pos: u64,
-        batch: LineBatch,
-    },
-    Problem {
-        file: usize,
-        global_line: u64,
-        input_pos: u64,
-        problem: Problem,
-    },
+/// One step of the input, in `file`. `input_pos`: bytes of input (on disk) consumed once it is
+/// handled, counted from the first file read here; `global_line`: lines emitted before it, all files.
+pub(crate) struct Event {
+    pub file: usize,
+    pub global_line: u64,
+    pub input_pos: u64,
+    pub step: Step,
+}
+
+pub(crate) enum Step {
+    Batch(LineBatch),
+    Problem(Problem),
     /// The file was read to its end (or found empty): its size on disk and decompressed.
     FileEnd {
-        file: usize,
-        global_line: u64,
-        input_pos: u64,
         compressed: u64,
         decompressed: u64,
     },
@@ -59,22 +53,17 @@ pub(crate) fn read_inputs(plan: &ReadPlan<'_>, spares: &Spares, mut emit: impl F
     let mut before = 0u64; // on-disk bytes of the files already read
     for file in plan.files.clone() {
         let path = &plan.inputs[file];
-        let fatal = |e, global_line, before| Event::Problem {
-            file,
-            global_line,
-            input_pos: before,
-            problem: Problem::Fatal(e),
-        };
+        let event = |global_line, input_pos, step| Event { file, global_line, input_pos, step };
         let size = match input_size(path) {
             Ok(size) => size,
             Err(e) => {
-                emit(fatal(e, global_line, before));
+                emit(event(global_line, before, Step::Problem(Problem::Fatal(e))));
                 return false;
             }
         };
         if size == Some(0) {
-            let empty = Event::Problem { file, global_line, input_pos: before, problem: Problem::Empty };
-            let end = Event::FileEnd { file, global_line, input_pos: before, compressed: 0, decompressed: 0 };
+            let empty = event(global_line, before, Step::Problem(Problem::Empty));
+            let end = event(global_line, before, Step::FileEnd { compressed: 0, decompressed: 0 });
             if !emit(empty) || !emit(end) {
                 return false;
             }
@@ -86,7 +75,7 @@ pub(crate) fn read_inputs(plan: &ReadPlan<'_>, spares: &Spares, mut emit: impl F
             match Records::open(path, plan.keys, Arc::clone(&counter), plan.batch_bytes, plan.max_line_bytes) {
                 Ok(r) => r,
                 Err(e) => {
-                    emit(fatal(e, global_line, before));
+                    emit(event(global_line, before, Step::Problem(Problem::Fatal(e))));
                     return false;
                 }
             };
@@ -95,7 +84,7 @@ pub(crate) fn read_inputs(plan: &ReadPlan<'_>, spares: &Spares, mut emit: impl F
                 Ok(Some(batch)) => batch,
                 Ok(None) => break,
                 Err(e) => {
-                    emit(fatal(e, global_line, before));
+                    emit(event(global_line, before, Step::Problem(Problem::Fatal(e))));
                     return false;
                 }
             };
@@ -113,7 +102,7 @@ pub(crate) fn read_inputs(plan: &ReadPlan<'_>, spares: &Spares, mut emit: impl F
             let n = batch.len() as u64;
             let read = counter.load(Ordering::Relaxed);
             let input_pos = before + size.map_or(read, |size| read.min(size));
-            if !emit(Event::Batch { file, global_line, input_pos, batch }) {
+            if !emit(event(global_line, input_pos, Step::Batch(batch))) {
                 return false;
             }
             global_line += n;
@@ -125,14 +114,10 @@ pub(crate) fn read_inputs(plan: &ReadPlan<'_>, spares: &Spares, mut emit: impl F
             None if reader.offset() == 0 => Some(Problem::Empty),
             None => None,
         };
-        if let Some(problem) = problem {
-            if !emit(Event::Problem { file, global_line, input_pos: before, problem }) {
-                return false;
-            }
+        if problem.is_some_and(|problem| !emit(event(global_line, before, Step::Problem(problem)))) {
+            return false;
         }
-        let end =
-            Event::FileEnd { file, global_line, input_pos: before, compressed: size, decompressed: reader.offset() };
-        if !emit(end) {
+        if !emit(event(global_line, before, Step::FileEnd { compressed: size, decompressed: reader.offset() })) {
             return false;
         }
     }

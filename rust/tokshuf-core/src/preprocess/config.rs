@@ -90,9 +90,8 @@ impl PreprocessConfig {
     pub fn output_paths(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
         for key in &self.json_keys {
-            let prefix = self.key_prefix(key);
             for p in 0..self.partitions.max(1) {
-                let target = if p == 0 { prefix.clone() } else { with_suffix(&prefix, &format!(".partition{p}")) };
+                let target = self.partition_prefix(key, p);
                 out.push(crate::indexed::bin_path(&target));
                 out.push(crate::indexed::idx_path(&target));
             }
@@ -128,6 +127,17 @@ impl PreprocessConfig {
     /// The output prefix of `key`: `{output_prefix}_{key}_document`.
     pub fn key_prefix(&self, key: &str) -> PathBuf {
         output_prefix_for(&self.output_prefix, key)
+    }
+
+    /// Where Megatron's partition `p` of `key` is written: the key's prefix for the first, which
+    /// the others are appended to, `{prefix}.partition{p}` for the others.
+    pub(super) fn partition_prefix(&self, key: &str, p: usize) -> PathBuf {
+        let prefix = self.key_prefix(key);
+        if p == 0 {
+            prefix
+        } else {
+            with_suffix(&prefix, &format!(".partition{p}"))
+        }
     }
 
     pub(super) fn check(&self) -> Result<()> {

@@ -18,29 +18,24 @@ use crate::cancel::Cancel;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::fsutil::record::Sum;
-use crate::fsutil::{with_suffix, RecordSpec, Staging};
+use crate::fsutil::{RecordSpec, Staging};
 use crate::indexed::{IndexedDataset, IndexedDatasetWriter, Validate};
-use crate::ingest::ErrorPolicy;
-use crate::ingest::{is_long_job, read_inputs, Event, Problem, ReadPlan, Spares};
+use crate::ingest::{is_long_job, read_inputs, Event, ReadPlan, Spares, Step};
 use crate::progress::{Progress, ProgressSnapshot};
-use crate::read::lines::LineBatch;
 use crate::read::FieldOptions;
 use crate::storage;
 use crate::tokenize::Tokenizer;
 
 enum Item {
-    /// Lines, for the worker to parse.
-    Lines(LineBatch),
+    /// What the reader found: lines for the worker to parse (a batch), a problem, a file's end.
+    Read(Step),
     /// Lines the reader had the time to parse.
     Parsed(ParsedLines),
-    Problem(Problem),
-    /// A file was read to its end: its size on disk and decompressed.
-    FileDone {
-        compressed: u64,
-        decompressed: u64,
-    },
+    /// A batch the worker tokenized.
+    Encoded { first_line: u64, encoded: EncodedBatch },
 }
 
+/// An item on its way from the reader through a worker to the writer, numbered in input order.
 struct Job {
     seq: u64,
     file: usize,
@@ -49,19 +44,6 @@ struct Job {
     /// Input bytes (on disk, all files) consumed once this item is written.
     input_pos: u64,
     item: Item,
-}
-
-enum Body {
-    Encoded { first_line: u64, encoded: EncodedBatch },
-    Other(Item),
-}
-
-struct Done {
-    seq: u64,
-    file: usize,
-    global_line: u64,
-    input_pos: u64,
-    body: Body,
 }
 
 /// The reader: files → items, in order. Returns only when done, stopped or unwanted.
@@ -82,19 +64,11 @@ fn read_all(
         max_line_bytes: cfg.max_line_bytes,
     };
     let mut seq = 0u64;
-    read_inputs(&plan, spares, |event| {
-        let (file, global_line, input_pos, mut item) = match event {
-            Event::Batch { file, global_line, input_pos, batch } => (file, global_line, input_pos, Item::Lines(batch)),
-            Event::Problem { file, global_line, input_pos, problem } => {
-                (file, global_line, input_pos, Item::Problem(problem))
-            }
-            Event::FileEnd { file, global_line, input_pos, compressed, decompressed } => {
-                (file, global_line, input_pos, Item::FileDone { compressed, decompressed })
-            }
-        };
+    read_inputs(&plan, spares, |Event { file, global_line, input_pos, step }| {
         if stop.is_set() {
             return false;
         }
+        let mut item = Item::Read(step);
         // The workers are behind when every one of them has a batch waiting (or no slot is
         // free): then the reader parses the lines, and the workers only tokenize them. When they
         // keep up (many of them, a slow disk) they parse, in parallel. Rows have no JSON to parse.
@@ -102,7 +76,7 @@ fn read_all(
         let mut slot = slots.try_recv();
         if jobs.len() >= cfg.workers || matches!(slot, Err(TryRecvError::Empty)) {
             item = match item {
-                Item::Lines(batch) if batch.rows.is_none() => Item::Parsed(parse_batch(batch, rules)),
+                Item::Read(Step::Batch(batch)) if batch.rows.is_none() => Item::Parsed(parse_batch(batch, rules)),
                 other => other,
             };
         }
@@ -126,18 +100,10 @@ struct Outputs {
 
 impl Outputs {
     fn create(cfg: &PreprocessConfig, dtype: DType) -> Result<Self> {
-        let writers = cfg
-            .json_keys
-            .iter()
+        let writers = (cfg.json_keys.iter())
             .map(|key| {
-                let prefix = cfg.key_prefix(key);
-                (0..cfg.partitions)
-                    .map(|p| {
-                        let target =
-                            if p == 0 { prefix.clone() } else { with_suffix(&prefix, &format!(".partition{p}")) };
-                        IndexedDatasetWriter::create(target, dtype, false)
-                    })
-                    .collect::<Result<Vec<_>>>()
+                let partition = |p| IndexedDatasetWriter::create(cfg.partition_prefix(key, p), dtype, false);
+                (0..cfg.partitions).map(partition).collect::<Result<Vec<_>>>()
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self { writers, partitions: cfg.partitions })
@@ -231,11 +197,8 @@ fn write(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel)
     };
     let in_flight = 2 * cfg.workers + 2;
     let (job_tx, job_rx) = bounded::<Job>(in_flight);
-    let (done_tx, done_rx) = bounded::<Done>(in_flight);
-    let (slot_tx, slot_rx) = bounded::<()>(in_flight);
-    for _ in 0..in_flight {
-        slot_tx.send(()).expect("capacity");
-    }
+    let (done_tx, done_rx) = bounded::<Job>(in_flight);
+    let (slot_tx, slot_rx) = crate::ingest::slots(in_flight);
     let spares = Spares::new(in_flight + cfg.workers, cfg.batch_bytes);
     let mut outputs = Outputs::create(cfg, dtype)?;
     let total_bytes = cfg.inputs.iter().filter_map(|p| storage::size(p).ok()).sum();
@@ -253,7 +216,7 @@ fn write(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel)
                 "append_eod": cfg.append_eod,
                 "eod": rules.eod,
                 "dtype": dtype.name(),
-                "on_error": match cfg.on_error { ErrorPolicy::Fail => "fail", ErrorPolicy::Skip => "skip" },
+                "on_error": cfg.on_error.name(),
                 "partitions": cfg.partitions,
                 "sentence_lists": cfg.sentence_lists,
                 "max_line_bytes": cfg.max_line_bytes,
@@ -282,17 +245,16 @@ fn write(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel)
             let (job_rx, done_tx, tokenizer, stop) = (job_rx.clone(), done_tx.clone(), Arc::clone(&tokenizer), &stop);
             let (rules, spares) = (&rules, &spares);
             s.spawn(move || {
-                for job in job_rx.iter() {
+                for mut job in job_rx.iter() {
                     if stop.is_set() {
                         break;
                     }
-                    let body = match job.item {
-                        Item::Lines(batch) => {
+                    job.item = match job.item {
+                        Item::Read(Step::Batch(batch)) => {
                             let encoded =
                                 encode_batch(&batch, rules, tokenizer.as_ref(), &stop.user, spares.tokens.take());
-                            let first_line = batch.first_line;
                             spares.data.give(batch.data);
-                            Body::Encoded { first_line, encoded }
+                            Item::Encoded { first_line: batch.first_line, encoded }
                         }
                         Item::Parsed(parsed) => {
                             let encoded = encode_batch_parsed(
@@ -304,18 +266,11 @@ fn write(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel)
                             );
                             let batch = parsed.into_batch();
                             spares.data.give(batch.data);
-                            Body::Encoded { first_line: batch.first_line, encoded }
+                            Item::Encoded { first_line: batch.first_line, encoded }
                         }
-                        other => Body::Other(other),
+                        other => other,
                     };
-                    let done = Done {
-                        seq: job.seq,
-                        file: job.file,
-                        global_line: job.global_line,
-                        input_pos: job.input_pos,
-                        body,
-                    };
-                    if done_tx.send(done).is_err() {
+                    if done_tx.send(job).is_err() {
                         break;
                     }
                 }
@@ -373,13 +328,13 @@ struct Writer<'c> {
 impl Writer<'_> {
     fn write_in_order(
         &mut self,
-        done_rx: &Receiver<Done>,
+        done_rx: &Receiver<Job>,
         slot_tx: &Sender<()>,
         outputs: &mut Outputs,
         spares: &Spares,
         cancel: &Cancel,
     ) -> Result<()> {
-        let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
+        let mut pending: BTreeMap<u64, Job> = BTreeMap::new();
         let mut next = 0u64;
         loop {
             // Wake up now and then to notice Ctrl-C while a worker is busy with a long batch.
@@ -395,8 +350,8 @@ impl Writer<'_> {
             while let Some(done) = pending.remove(&next) {
                 cancel.check()?;
                 let path = &self.cfg.inputs[done.file];
-                match done.body {
-                    Body::Encoded { first_line, encoded } => {
+                match done.item {
+                    Item::Encoded { first_line, encoded } => {
                         self.summary.skips.rejected(self.cfg.on_error, path, first_line, &encoded.rejected)?;
                         outputs.write(done.global_line, &encoded)?;
                         self.summary.lines += encoded.lines as u64;
@@ -406,14 +361,14 @@ impl Writer<'_> {
                             spares.tokens.give(key.tokens);
                         }
                     }
-                    Body::Other(Item::Problem(problem)) => {
+                    Item::Read(Step::Problem(problem)) => {
                         self.summary.skips.problem(self.cfg.on_error, path, problem)?
                     }
-                    Body::Other(Item::FileDone { compressed, decompressed }) => {
+                    Item::Read(Step::FileEnd { compressed, decompressed }) => {
                         self.summary.input_bytes += compressed;
                         self.summary.decompressed_bytes += decompressed;
                     }
-                    Body::Other(Item::Lines(_) | Item::Parsed(_)) => unreachable!("workers encode every batch"),
+                    Item::Read(Step::Batch(_)) | Item::Parsed(_) => unreachable!("workers encode every batch"),
                 }
                 self.snapshot.bytes = done.input_pos;
                 self.progress.update(self.snapshot);

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use super::messages::{Checkpoint, ChunkSpares, EncodeJob, Msg, Ordered, Work};
+use super::messages::{Checkpoint, ChunkSpares, Msg, Ordered, Work};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::ingest::Spares;
@@ -14,8 +14,7 @@ use crate::progress::{Progress, ProgressSnapshot};
 use crate::shuffle::cells::RunBuffer;
 use crate::shuffle::config::ShuffleConfig;
 use crate::shuffle::contexts::context_id;
-use crate::shuffle::contexts::Cutter;
-use crate::shuffle::state::{run_path, State};
+use crate::shuffle::state::{run_path, Position, State};
 
 /// Contexts per encoding job.
 const CHUNK_CONTEXTS: usize = 16;
@@ -98,8 +97,8 @@ impl<'a> Collector<'a> {
             Msg::Ordered(seq, item) => {
                 self.pending.insert(seq, item);
             }
-            Msg::Encoded(chunk) => {
-                self.state.counts.cell_bytes += self.buffer.push_records(chunk.bytes, &chunk.cells) as u64;
+            Msg::Encoded { cells, bytes } => {
+                self.state.counts.cell_bytes += self.buffer.push_records(bytes, &cells) as u64;
                 self.outstanding -= 1;
             }
         }
@@ -118,9 +117,9 @@ impl<'a> Collector<'a> {
         next.clear();
         next.reserve(chunk_reserve(self.cfg.seqlen));
         let tokens = std::mem::replace(&mut self.chunk, next);
-        let job = EncodeJob { first_id: self.chunk_first_id, tokens };
+        let job = Work::Encode { first_id: self.chunk_first_id, tokens };
         self.chunk_first_id += n;
-        self.links.work.send(Work::Encode(job)).map_err(|_| Error::invalid("stage 1 workers stopped unexpectedly"))?;
+        self.links.work.send(job).map_err(|_| Error::invalid("stage 1 workers stopped unexpectedly"))?;
         self.outstanding += 1;
         Ok(())
     }
@@ -166,10 +165,7 @@ impl<'a> Collector<'a> {
             self.state.counts.pad_tokens += pads;
         }
         self.send_chunk()?;
-        let pos = &mut self.state.position;
-        pos.file = file + 1;
-        pos.lines = 0;
-        pos.cutter = Cutter::default();
+        self.state.position = Position { file: file + 1, ..Position::default() };
         let c = &mut self.state.counts;
         c.files_done += 1;
         c.input_bytes += bytes;

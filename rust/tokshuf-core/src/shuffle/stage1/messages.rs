@@ -10,22 +10,12 @@ use crate::read::lines::LineBatch;
 use crate::shuffle::cells::RunBuffer;
 use crate::shuffle::state::State;
 
-pub(super) struct TokenizeJob {
-    pub seq: u64,
-    pub file: usize,
-    /// Input bytes (on disk, from the first file read) consumed once this batch is done.
-    pub input_pos: u64,
-    pub batch: LineBatch,
-}
-
-pub(super) struct EncodeJob {
-    pub first_id: u64,
-    pub tokens: Vec<u32>,
-}
-
 pub(super) enum Work {
-    Tokenize(TokenizeJob),
-    Encode(EncodeJob),
+    /// Item `seq` of the input, a batch of `file`; `input_pos`: input bytes (on disk, from the
+    /// first file read) consumed once it is done.
+    Tokenize { seq: u64, file: usize, input_pos: u64, batch: LineBatch },
+    /// Contexts to encode, `seqlen` tokens each, with consecutive ids from `first_id`.
+    Encode { first_id: u64, tokens: Vec<u32> },
 }
 
 /// The buffers of context chunks, handed back for the next chunk: the tokens of a chunk (the
@@ -51,13 +41,6 @@ impl ChunkSpares {
     }
 }
 
-/// Encoded contexts: records as the run file holds them ([`crate::shuffle::cells::push_record`]),
-/// the i-th for cell `cells[i]`.
-pub(super) struct EncodedChunk {
-    pub cells: Vec<u32>,
-    pub bytes: Vec<u8>,
-}
-
 /// Items the collector consumes in input order.
 pub(super) enum Ordered {
     Batch { file: usize, first_line: u64, lines: u64, input_pos: u64, encoded: EncodedBatch },
@@ -68,7 +51,12 @@ pub(super) enum Ordered {
 
 pub(super) enum Msg {
     Ordered(u64, Ordered),
-    Encoded(EncodedChunk),
+    /// Encoded contexts: records as the run file holds them
+    /// ([`crate::shuffle::cells::push_record`]), the i-th for cell `cells[i]`.
+    Encoded {
+        cells: Vec<u32>,
+        bytes: Vec<u8>,
+    },
 }
 
 /// A run to write and the state to save once it is durable.

@@ -20,15 +20,13 @@ use std::sync::Arc;
 use crossbeam_channel::{bounded, unbounded, Receiver};
 
 use super::config::ShuffleConfig;
-use super::state::crash_point;
-use super::state::{save, State};
+use super::state::{crash_point, save, State};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::ingest::{is_long_job, Pool, Spares};
 use crate::tokenize::Tokenizer;
 use collector::{Collector, Links};
 use messages::{Checkpoint, ChunkSpares, Msg, Work};
-use reader::Reader;
 
 /// Write each checkpoint's run, then save its state. The run's blocks go back to the workers as
 /// soon as the file holds their bytes, so the next run fills memory already mapped instead of
@@ -61,10 +59,7 @@ pub(super) fn run(
     let in_flight = 2 * cfg.threads + 2;
     let (work_tx, work_rx) = unbounded::<Work>();
     let (result_tx, result_rx) = unbounded::<Msg>();
-    let (slot_tx, slot_rx) = bounded::<()>(in_flight);
-    for _ in 0..in_flight {
-        slot_tx.send(()).expect("capacity");
-    }
+    let (slot_tx, slot_rx) = crate::ingest::slots(in_flight);
     // Set when the collector is done (finished or failed): the other threads stop.
     let stop = Cancel::new();
     let start = state.position.clone();
@@ -74,16 +69,11 @@ pub(super) fn run(
     let chunk_spares =
         ChunkSpares::new(in_flight + cfg.threads, collector::chunk_reserve(cfg.seqlen), cfg.buffer_bytes);
     std::thread::scope(|s| -> Result<()> {
-        let reader = Reader {
-            cfg,
-            start: &start,
-            work: work_tx.clone(),
-            results: result_tx.clone(),
-            slots: slot_rx.clone(),
-            stop: &stop,
-            spares: &spares,
-        };
-        s.spawn(move || reader.run());
+        {
+            let (work, results, slots, start, stop, spares) =
+                (work_tx.clone(), result_tx.clone(), slot_rx.clone(), &start, &stop, &spares);
+            s.spawn(move || reader::read(cfg, start, work, results, slots, stop, spares));
+        }
         for _ in 0..cfg.threads {
             let (work, results, stop, tokenizer) = (work_rx.clone(), result_tx.clone(), &stop, &tokenizer);
             let (spares, chunk_spares) = (&spares, &chunk_spares);

@@ -2,7 +2,7 @@
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::messages::{ChunkSpares, EncodedChunk, Msg, Ordered, Work};
+use super::messages::{ChunkSpares, Msg, Ordered, Work};
 use crate::cancel::Cancel;
 use crate::ingest::Spares;
 use crate::preprocess::{encode_batch, DocumentRules};
@@ -34,32 +34,26 @@ pub(super) fn worker(
             continue;
         }
         let msg = match item {
-            Work::Tokenize(job) => {
-                let encoded = encode_batch(&job.batch, &rules, tokenizer, cancel, spares.tokens.take());
-                let ordered = Ordered::Batch {
-                    file: job.file,
-                    first_line: job.batch.first_line,
-                    lines: job.batch.len() as u64,
-                    input_pos: job.input_pos,
-                    encoded,
-                };
-                spares.data.give(job.batch.data);
-                Msg::Ordered(job.seq, ordered)
+            Work::Tokenize { seq, file, input_pos, batch } => {
+                let encoded = encode_batch(&batch, &rules, tokenizer, cancel, spares.tokens.take());
+                let (first_line, lines) = (batch.first_line, batch.len() as u64);
+                spares.data.give(batch.data);
+                Msg::Ordered(seq, Ordered::Batch { file, first_line, lines, input_pos, encoded })
             }
-            Work::Encode(job) => {
-                let n = job.tokens.len() / cfg.seqlen;
+            Work::Encode { first_id, tokens } => {
+                let n = tokens.len() / cfg.seqlen;
                 let mut bytes = chunk_spares.members.take();
                 bytes.clear();
                 // Enough for npy members: a block that grew would be copied into fresh pages.
                 bytes.reserve(n * (RECORD_HEADER + cfg.member_format.member_bytes(cfg.seqlen)));
-                let mut chunk = EncodedChunk { cells: Vec::with_capacity(n), bytes };
-                for (i, ctx) in job.tokens.chunks_exact(cfg.seqlen).enumerate() {
-                    let id = job.first_id + i as u64;
-                    push_record(&mut chunk.bytes, id, |out| encoder.encode(ctx, out));
-                    chunk.cells.push(cell_of(cfg.seed, id, cfg.num_local_cells));
+                let mut cells = Vec::with_capacity(n);
+                for (i, ctx) in tokens.chunks_exact(cfg.seqlen).enumerate() {
+                    let id = first_id + i as u64;
+                    push_record(&mut bytes, id, |out| encoder.encode(ctx, out));
+                    cells.push(cell_of(cfg.seed, id, cfg.num_local_cells));
                 }
-                chunk_spares.tokens.give(job.tokens);
-                Msg::Encoded(chunk)
+                chunk_spares.tokens.give(tokens);
+                Msg::Encoded { cells, bytes }
             }
         };
         if results.send(msg).is_err() {
