@@ -126,37 +126,23 @@ impl Skips {
     /// A whole-file problem of `path`: an error under `fail` (a fatal one under any policy);
     /// under `skip` the file is listed, and the partial line a truncation cut counted.
     pub fn problem(&mut self, policy: ErrorPolicy, path: &Path, problem: Problem) -> Result<()> {
-        let (reason, line, record) = match problem {
+        let (reason, line, first_lost_line, decompressed_bytes_read, message) = match problem {
             Problem::Fatal(e) => return Err(e),
-            Problem::Empty => {
-                let record = SkippedFile {
-                    path: path.to_path_buf(),
-                    reason: BadInputReason::EmptyFile.as_str().into(),
-                    first_lost_line: None,
-                    decompressed_bytes_read: None,
-                    message: "the file is empty".into(),
-                };
-                (BadInputReason::EmptyFile, 0, record)
-            }
+            Problem::Empty => (BadInputReason::EmptyFile, 0, None, None, "the file is empty".to_string()),
             Problem::Truncated(t) => {
                 let message = t.describe();
                 if t.fragment_bytes > 0 && policy == ErrorPolicy::Skip {
                     self.count(path, t.line, BadInputReason::TruncatedFile, &message);
                 }
-                let record = SkippedFile {
-                    path: path.to_path_buf(),
-                    reason: BadInputReason::TruncatedFile.as_str().into(),
-                    first_lost_line: Some(t.line),
-                    decompressed_bytes_read: Some(t.offset),
-                    message,
-                };
-                (BadInputReason::TruncatedFile, t.line, record)
+                (BadInputReason::TruncatedFile, t.line, Some(t.line), Some(t.offset), message)
             }
         };
+        let path = path.to_path_buf();
         if policy == ErrorPolicy::Fail {
-            return Err(Error::BadInput { path: record.path, line, reason, msg: record.message });
+            return Err(Error::BadInput { path, line, reason, msg: message });
         }
-        self.skipped_files.push(record);
+        let reason = reason.as_str().into();
+        self.skipped_files.push(SkippedFile { path, reason, first_lost_line, decompressed_bytes_read, message });
         Ok(())
     }
 
