@@ -43,7 +43,6 @@ struct Open {
     shard: u64,
     tmp: TempFile,
     w: BufWriter<Summing<File>>,
-    bytes: u64,
 }
 
 /// Writes members into consecutive shards.
@@ -65,15 +64,14 @@ impl<'a> ShardWriter<'a> {
         if self.current.is_none() {
             let tmp = TempFile::new(shard_path(self.dir, shard));
             let w = BufWriter::with_capacity(1 << 20, Summing::new(tmp.create()?));
-            self.current = Some(Open { shard, tmp, w, bytes: 0 });
+            self.current = Some(Open { shard, tmp, w });
         }
         let open = self.current.as_mut().expect("an open shard");
         debug_assert_eq!(open.shard, shard);
         let key = format!("{shard:08}_{index:08}");
         match self.kind {
             PayloadKind::Member(ext) => {
-                open.bytes +=
-                    tar::write_member(&mut open.w, &format!("{key}.{ext}"), payload).with_path(open.tmp.path())?;
+                tar::write_member(&mut open.w, &format!("{key}.{ext}"), payload).with_path(open.tmp.path())?;
             }
             PayloadKind::Sample => {
                 for (ext, data) in decode_sample(payload, open.tmp.target())? {
@@ -81,7 +79,7 @@ impl<'a> ShardWriter<'a> {
                     if name.len() > 100 {
                         return Err(Error::invalid(format!("member extension too long for tar: {ext:?}")));
                     }
-                    open.bytes += tar::write_member(&mut open.w, &name, data).with_path(open.tmp.path())?;
+                    tar::write_member(&mut open.w, &name, data).with_path(open.tmp.path())?;
                 }
             }
         }
@@ -91,10 +89,10 @@ impl<'a> ShardWriter<'a> {
     /// End the current shard's archive and hand it over for [`FinishedShard::commit`].
     pub fn finish(&mut self) -> Result<Option<FinishedShard>> {
         let Some(mut open) = self.current.take() else { return Ok(None) };
-        open.bytes += tar::write_end(&mut open.w).with_path(open.tmp.path())?;
+        tar::write_end(&mut open.w).with_path(open.tmp.path())?;
         let summing = open.w.into_inner().map_err(|e| Error::io(open.tmp.path(), e.into_error()))?;
         let (file, sum) = summing.into_parts();
-        Ok(Some(FinishedShard { shard: open.shard, tmp: open.tmp, file, bytes: open.bytes, sum }))
+        Ok(Some(FinishedShard { shard: open.shard, tmp: open.tmp, file, sum }))
     }
 }
 
@@ -104,16 +102,10 @@ pub struct FinishedShard {
     shard: u64,
     tmp: TempFile,
     file: File,
-    bytes: u64,
     sum: Sum,
 }
 
 impl FinishedShard {
-    /// Its size in bytes.
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-
     /// Its size and checksum.
     pub fn sum(&self) -> Sum {
         self.sum
@@ -178,8 +170,8 @@ mod tests {
         w.add(3, 0, b"abc").unwrap();
         assert!(!shard_path(dir.path(), 3).exists());
         let finished = w.finish().unwrap().unwrap();
-        assert_eq!(finished.bytes(), 512 * 4);
         let sum = finished.sum();
+        assert_eq!(sum.bytes, 512 * 4);
         assert!(!shard_path(dir.path(), 3).exists());
         assert_eq!(finished.commit().unwrap(), 3);
         let bytes = std::fs::read(shard_path(dir.path(), 3)).unwrap();

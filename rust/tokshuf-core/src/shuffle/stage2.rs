@@ -54,11 +54,6 @@ fn load_cell(cfg: &ShuffleConfig, runs: &[Run], cell: u32) -> Result<Loaded> {
     Ok(Loaded { bytes, order })
 }
 
-/// Records per cell, summed over the runs.
-fn cell_counts(runs: &[Run], cells: u32) -> Vec<u64> {
-    (0..cells as usize).map(|c| runs.iter().map(|r| r.segments[c].count).sum()).collect()
-}
-
 /// The size and checksum of each shard written, by number.
 pub(super) type ShardSums = BTreeMap<u64, Sum>;
 
@@ -78,7 +73,9 @@ pub(super) fn write_shards(
     cancel: &Cancel,
 ) -> Result<ShardSums> {
     let (contexts, cell_bytes) = (counts.contexts, counts.cell_bytes);
-    let counts = cell_counts(runs, cfg.num_local_cells);
+    // Records per cell, summed over the runs.
+    let counts: Vec<u64> =
+        (0..cfg.num_local_cells as usize).map(|c| runs.iter().map(|r| r.segments[c].count).sum()).collect();
     let total: u64 = counts.iter().sum();
     if total != contexts {
         return Err(Error::format(
@@ -104,11 +101,7 @@ pub(super) fn write_shards(
         before += n;
     }
 
-    let slots = cfg.threads + 1;
-    let (slot_tx, slot_rx) = bounded::<()>(slots);
-    for _ in 0..slots {
-        slot_tx.send(()).expect("capacity");
-    }
+    let (slot_tx, slot_rx) = crate::ingest::slots(cfg.threads + 1);
     let (done_tx, done_rx) = unbounded::<(usize, Result<Loaded>)>();
     // One shard may wait while the previous one is being fsynced: writing overlaps flushing.
     let (commit_tx, commit_rx) = bounded::<FinishedShard>(1);
@@ -185,11 +178,8 @@ pub(super) fn write_shards(
         drop(slot_tx);
         for _ in done_rx.iter() {}
         let committed = committer.join().unwrap_or_else(|_| Err(Error::invalid("the stage 2 committer panicked")));
-        match (written, committed) {
-            (_, Err(e)) => Err(e),
-            (Err(e), _) => Err(e),
-            (Ok(()), Ok(done)) => Ok(done),
-        }
+        // The committer's error first: it explains a writer that could not hand a shard over.
+        committed.and_then(|done| written.map(|()| done))
     })?;
     debug_assert_eq!(pos, end_pos);
     sync_dir(&cfg.output)?;
@@ -243,14 +233,13 @@ fn commit_shards(
     let mut last_save = Instant::now();
     let mut snap = ProgressSnapshot::default();
     for finished in shards.iter() {
-        let bytes = finished.bytes();
         let sum = finished.sum();
         let shard = finished.commit()?;
         sums.insert(shard, sum);
         crash_point("shard-renamed");
         let done = shard + 1;
         // Documents here are contexts written; tokens, their tokens (PAD included).
-        snap.bytes += bytes;
+        snap.bytes += sum.bytes;
         snap.documents = (done * cfg.wds_chunk_size).min(contexts) - first * cfg.wds_chunk_size;
         snap.tokens = snap.documents * cfg.seqlen as u64;
         progress.update(snap);

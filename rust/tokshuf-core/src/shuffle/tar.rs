@@ -24,15 +24,14 @@ pub fn header(name: &str, size: u64) -> [u8; BLOCK] {
     let mut h = [0u8; BLOCK];
     h[..name.len()].copy_from_slice(name.as_bytes());
     octal(&mut h[100..108], 0o644);
-    octal(&mut h[108..116], 0);
-    octal(&mut h[116..124], 0);
     octal(&mut h[124..136], size);
-    octal(&mut h[136..148], 0);
+    // uid, gid, mtime, device major and minor.
+    for field in [108..116, 116..124, 136..148, 329..337, 337..345] {
+        octal(&mut h[field], 0);
+    }
     h[156] = b'0';
     h[257..263].copy_from_slice(b"ustar\0");
     h[263..265].copy_from_slice(b"00");
-    octal(&mut h[329..337], 0);
-    octal(&mut h[337..345], 0);
     h[148..156].fill(b' ');
     let sum: u64 = h.iter().map(|&b| u64::from(b)).sum();
     let s = format!("{sum:06o}\0 ");
@@ -45,19 +44,16 @@ pub fn padding(size: u64) -> usize {
     (BLOCK - (size as usize % BLOCK)) % BLOCK
 }
 
-/// Write one member (header, data, padding); returns the bytes written.
-pub fn write_member<W: Write>(w: &mut W, name: &str, data: &[u8]) -> io::Result<u64> {
+/// Write one member (header, data, padding).
+pub fn write_member<W: Write>(w: &mut W, name: &str, data: &[u8]) -> io::Result<()> {
     w.write_all(&header(name, data.len() as u64))?;
     w.write_all(data)?;
-    let pad = padding(data.len() as u64);
-    w.write_all(&[0u8; BLOCK][..pad])?;
-    Ok((BLOCK + data.len() + pad) as u64)
+    w.write_all(&[0u8; BLOCK][..padding(data.len() as u64)])
 }
 
 /// The end-of-archive marker: two zero blocks.
-pub fn write_end<W: Write>(w: &mut W) -> io::Result<u64> {
-    w.write_all(&[0u8; 2 * BLOCK])?;
-    Ok(2 * BLOCK as u64)
+pub fn write_end<W: Write>(w: &mut W) -> io::Result<()> {
+    w.write_all(&[0u8; 2 * BLOCK])
 }
 
 fn parse_number(field: &[u8]) -> Option<u64> {
