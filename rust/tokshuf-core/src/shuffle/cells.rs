@@ -254,9 +254,7 @@ impl Run {
         }
         Ok(s.count)
     }
-}
 
-impl Run {
     /// Give the disk space of cells `cells` back to the file system (best effort: a file system
     /// without hole punching keeps the bytes until the run is deleted). Those cells must never
     /// be read again.

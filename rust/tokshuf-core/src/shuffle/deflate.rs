@@ -296,10 +296,10 @@ impl Code {
         code | u64::from(n) << 56
     }
 
-    /// The code of literal/length symbol `s` and its length.
+    /// Literal/length symbol `s`.
     #[inline(always)]
-    fn symbol(&self, s: usize) -> (u64, u32) {
-        (u64::from(self.lit[s]), u32::from(self.lit_len[s]))
+    fn put_symbol(&self, bits: &mut Bits<'_>, s: usize) {
+        bits.put(u64::from(self.lit[s]), u32::from(self.lit_len[s]));
     }
 
     /// A match's length and distance codes, with their extra bits.
@@ -417,8 +417,7 @@ impl Deflater {
             c if c != 0 => bits.put(c & ((1 << 56) - 1), (c >> 56) as u32),
             _ => {
                 for &b in &json[starts[i] as usize..starts[i + 1] as usize] {
-                    let (c, l) = code.symbol(usize::from(b));
-                    bits.put(c, l);
+                    code.put_symbol(bits, usize::from(b));
                 }
             }
         };
@@ -426,13 +425,11 @@ impl Deflater {
             let k = u64::from(ids[i]) | u64::from(ids[i + 1]) << 32;
             (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - TABLE_BITS)) as usize
         };
-        let (c, l) = code.symbol(usize::from(b'['));
-        bits.put(c, l);
+        code.put_symbol(&mut bits, usize::from(b'['));
         if n > 0 {
             // The first unit has no `,`: the bracket stands in its place.
             for &b in &json[1..starts[1] as usize] {
-                let (c, l) = code.symbol(usize::from(b));
-                bits.put(c, l);
+                code.put_symbol(&mut bits, usize::from(b));
             }
         }
         // Unit 0 starts with '[', so only units from 1 on can match each other byte for byte.
@@ -465,10 +462,8 @@ impl Deflater {
             literals(&mut bits, i);
             i += 1;
         }
-        let (c, l) = code.symbol(usize::from(b']'));
-        bits.put(c, l);
-        let (c, l) = code.symbol(END_OF_BLOCK);
-        bits.put(c, l);
+        code.put_symbol(&mut bits, usize::from(b']'));
+        code.put_symbol(&mut bits, END_OF_BLOCK);
         let len = bits.finish();
         out.extend_from_slice(&self.block[..len]);
     }

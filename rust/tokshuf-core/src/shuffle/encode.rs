@@ -61,13 +61,9 @@ impl MemberFormat {
 /// The `.npy` (format 1.0) header of a 1-D array of `len` elements.
 fn npy_header(len: usize, wide: bool, out: &mut Vec<u8>) {
     let descr = if wide { "<u4" } else { "<u2" };
-    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({len},), }}");
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({len},), }}");
     // Magic (6) + version (2) + length (2) + dict + '\n', padded with spaces to 64 bytes.
-    let total = (10 + dict.len() + 1).div_ceil(64) * 64;
-    while 10 + dict.len() + 1 < total {
-        dict.push(' ');
-    }
-    dict.push('\n');
+    let dict = format!("{dict:<width$}\n", width = (10 + dict.len() + 1).div_ceil(64) * 64 - 11);
     out.extend_from_slice(b"\x93NUMPY\x01\x00");
     out.extend_from_slice(&(dict.len() as u16).to_le_bytes());
     out.extend_from_slice(dict.as_bytes());

@@ -84,18 +84,17 @@ pub(super) fn claim_local(output: &Path, run: &Value, inputs: &Value, fresh: boo
                 return Ok(true);
             }
         }
-        None => {
+        None if fresh => {
             let mut entries = std::fs::read_dir(output).map_err(|e| Error::io(output, e))?;
             let held = entries.find_map(|e| {
                 let name = e.ok()?.file_name().to_string_lossy().into_owned();
                 is_dataset_file(&name).then_some(name)
             });
             if let Some(name) = held {
-                if fresh {
-                    return Err(foreign(&shown, &name));
-                }
+                return Err(foreign(&shown, &name));
             }
         }
+        None => {}
     }
     // (Re)written with this process as the writer, so readers know the set is being made.
     write_atomic(&path, &claim_record(run, inputs).to_bytes())?;
@@ -139,40 +138,18 @@ pub(super) fn members(
     manifest: Sum,
     summary: Option<&[u8]>,
 ) -> Result<Vec<(PathBuf, Sum)>> {
-    let mut out = Vec::with_capacity(shards as usize + 2);
-    for s in 0..shards {
-        let path = shard_path(dir, s);
-        let sum = match sums.get(&s) {
-            Some(sum) => *sum,
-            None => Checksum::of_file(&path)?,
-        };
-        out.push((path, sum));
-    }
+    let mut out = (0..shards)
+        .map(|s| {
+            let path = shard_path(dir, s);
+            let sum = sums.get(&s).map_or_else(|| Checksum::of_file(&path), |sum| Ok(*sum))?;
+            Ok((path, sum))
+        })
+        .collect::<Result<Vec<_>>>()?;
     out.push((dir.join("manifest.jsonl"), manifest));
     if let Some(bytes) = summary {
         out.push((dir.join("summary.json"), Checksum::of(bytes)));
     }
     Ok(out)
-}
-
-/// Commit the local output: the summary (when it is to be written at `summary`), then the record
-/// listing `members`.
-pub(super) fn commit_local(
-    output: &Path,
-    run: &Value,
-    inputs: &Value,
-    members: &[(PathBuf, Sum)],
-    summary: Option<(&Path, &[u8])>,
-) -> Result<()> {
-    if let Some((path, bytes)) = summary {
-        write_atomic(path, bytes)?;
-    }
-    let listed = members
-        .iter()
-        .filter_map(|(p, sum)| record::member_name(output, p).map(|name| Member::new(name, *sum)))
-        .collect();
-    let committed = Record::committed("shuffle", run.clone(), inputs.clone(), listed);
-    write_atomic(output.join(RECORD), &committed.to_bytes())
 }
 
 /// Publish a complete local output `local` (its members as [`members`] lists them) to `target`:
@@ -218,7 +195,7 @@ pub(super) fn publish(
 pub(super) fn check_output_is_free(output: &Path) -> Result<()> {
     for entry in std::fs::read_dir(output).with_path(output)? {
         let name = entry.with_path(output)?.file_name().to_string_lossy().into_owned();
-        if name == "manifest.jsonl" || (name.starts_with("shard_") && name.ends_with(".tar")) {
+        if is_dataset_file(&name) {
             return Err(Error::invalid(format!(
                 "the output dir {} already holds a dataset ({name}); remove it or choose another --output",
                 output.display()
@@ -266,20 +243,20 @@ pub(super) fn build_summary(
 }
 
 /// The members of the complete output in the local `dir`, as its committed record lists them.
-pub(super) fn local_members(dir: &Path) -> Result<Vec<(std::path::PathBuf, crate::fsutil::record::Sum)>> {
+pub(super) fn local_members(dir: &Path) -> Result<Vec<(PathBuf, Sum)>> {
     let path = dir.join(RECORD);
-    let seen = crate::fsutil::record::read_local(&path)?
-        .filter(|s| s.record.state == crate::fsutil::record::State::Committed)
+    let seen = record::read_local(&path)?
+        .filter(|s| s.record.state == State::Committed)
         .ok_or_else(|| Error::format(&path, "the local output is not committed"))?;
     let sums = seen.record.members.iter().map(|m| {
         let crc = u32::from_str_radix(&m.crc32c, 16).unwrap_or(0);
-        (dir.join(&m.name), crate::fsutil::record::Sum { bytes: m.bytes, crc32c: crc })
+        (dir.join(&m.name), Sum { bytes: m.bytes, crc32c: crc })
     });
     Ok(sums.collect())
 }
 
 /// The summary file to write for `summary` (its path and bytes), if `cfg` asks for one.
-pub(super) fn summary_bytes(cfg: &ShuffleConfig, summary: &Summary) -> Result<Option<(std::path::PathBuf, Vec<u8>)>> {
+pub(super) fn summary_bytes(cfg: &ShuffleConfig, summary: &Summary) -> Result<Option<(PathBuf, Vec<u8>)>> {
     let Some(path) = &cfg.summary else { return Ok(None) };
     Ok(Some((path.clone(), crate::fsutil::json_file_bytes(summary)?)))
 }
@@ -313,8 +290,13 @@ pub(super) fn finish(
             )));
         }
     }
-    let summary_at = summary_file.as_ref().map(|(p, b)| (p.as_path(), b.as_slice()));
-    commit_local(&cfg.output, run, inputs, &members, summary_at)?;
+    if let Some((path, bytes)) = &summary_file {
+        write_atomic(path, bytes)?;
+    }
+    let name = |p: &PathBuf| record::member_name(&cfg.output, p);
+    let listed = members.iter().filter_map(|(p, sum)| name(p).map(|name| Member::new(name, *sum))).collect();
+    let committed = Record::committed("shuffle", run.clone(), inputs.clone(), listed);
+    write_atomic(cfg.output.join(RECORD), &committed.to_bytes())?;
     Ok(summary)
 }
 

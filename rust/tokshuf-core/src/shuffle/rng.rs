@@ -18,12 +18,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cells_are_pinned() {
-        // Pinned: changing this changes every output of `tokshuf shuffle` for a given seed.
-        assert_eq!(hash(&[1234, TAG_CELL, 0]), hash(&[1234, TAG_CELL, 0]));
-    }
-
-    #[test]
     fn cells_are_roughly_uniform() {
         let n = 16u32;
         let mut counts = vec![0u32; n as usize];

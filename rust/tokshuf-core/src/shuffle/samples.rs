@@ -11,8 +11,7 @@ use super::cells::{push_record, RunBuffer};
 use super::config::ShuffleConfig;
 use super::contexts::context_id;
 use super::rng::cell_of;
-use super::state::crash_point;
-use super::state::{run_path, save, State};
+use super::state::{crash_point, run_path, save, Position, State};
 use super::tar::TarReader;
 use crate::cancel::Cancel;
 use crate::error::{Error, IoContext, Result};
@@ -131,12 +130,9 @@ pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, cancel: &Cancel) -> Re
             }
             let Some((name, data)) = member else { break };
             let (key, ext) = split_key(&name);
-            let (key, ext) = (key.to_string(), ext.to_string());
-            current.get_or_insert_with(|| (key, Vec::new())).1.push((ext, data));
+            current.get_or_insert_with(|| (key.to_string(), Vec::new())).1.push((ext.to_string(), data));
         }
-        let pos = &mut s.state.position;
-        pos.file = file + 1;
-        pos.lines = 0;
+        s.state.position = Position { file: file + 1, ..Position::default() };
         let c = &mut s.state.counts;
         let before = c.input_bytes;
         c.files_done += 1;

@@ -34,21 +34,15 @@ pub(super) fn crash_point(name: &str) {
         let (n, k) = v.rsplit_once(':')?;
         Some((n.to_string(), k.parse().ok()?))
     });
-    if let Some((n, k)) = target {
-        if n == name && HITS.fetch_add(1, Ordering::Relaxed) + 1 == *k {
-            std::process::abort();
-        }
+    if target.as_ref().is_some_and(|(n, k)| n == name && HITS.fetch_add(1, Ordering::Relaxed) + 1 == *k) {
+        std::process::abort();
     }
-}
-
-fn input_identity(path: &Path) -> Result<Value> {
-    crate::storage::identity(path)
 }
 
 /// Everything the output depends on; a local-cell dir only resumes the command it was made by.
 /// (Threads and buffer sizes do not change the output; `--on-error` may change between resumes.)
 pub(super) fn fingerprint(cfg: &ShuffleConfig, tokenizer: Option<&dyn Tokenizer>) -> Result<Value> {
-    let inputs = cfg.inputs.iter().map(|p| input_identity(p)).collect::<Result<Vec<_>>>()?;
+    let inputs = cfg.inputs.iter().map(|p| crate::storage::identity(p)).collect::<Result<Vec<_>>>()?;
     let fingerprint = json!({
         "command": "tokshuf shuffle",
         "inputs": inputs,
@@ -76,10 +70,11 @@ const STATE_FILE: &str = "state.json";
 const LOCK_FILE: &str = ".lock";
 
 /// Where a run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     /// Stage 1: reading, tokenizing, scattering contexts into cells.
+    #[default]
     Cells,
     /// The cells are complete: stage 2 may read them.
     Shards,
@@ -122,7 +117,7 @@ pub struct Position {
 }
 
 /// The whole resume state.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct State {
     /// [`STATE_VERSION`].
     pub version: u32,
@@ -140,14 +135,7 @@ pub struct State {
 impl State {
     /// The state of a run that has not started.
     pub fn fresh(fingerprint: Value) -> Self {
-        Self {
-            version: STATE_VERSION,
-            fingerprint,
-            stage: Stage::Cells,
-            runs: 0,
-            position: Position::default(),
-            counts: Counts::default(),
-        }
+        Self { version: STATE_VERSION, fingerprint, ..Self::default() }
     }
 }
 
@@ -288,9 +276,7 @@ fn short(v: &Value) -> String {
 /// "seed: 1234 -> 42; seqlen: ..." for the keys that differ.
 fn describe_difference(old: &Value, new: &Value) -> String {
     let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else { return "different settings".into() };
-    let mut keys: Vec<&String> = o.keys().chain(n.keys()).collect();
-    keys.sort();
-    keys.dedup();
+    let keys: std::collections::BTreeSet<&String> = o.keys().chain(n.keys()).collect();
     let diffs: Vec<String> = keys
         .into_iter()
         .filter(|k| o.get(*k) != n.get(*k))
