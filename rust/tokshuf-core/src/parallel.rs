@@ -35,11 +35,9 @@ pub fn pool(threads: Option<usize>) -> Arc<rayon::ThreadPool> {
     match guard.as_ref() {
         Some(c) if c.pid == pid && c.threads == threads => Arc::clone(&c.pool),
         _ => {
-            if let Some(old) = guard.take() {
-                if old.pid != pid {
-                    // Forked child: the old pool's threads are gone; dropping it could block.
-                    std::mem::forget(old);
-                }
+            if let Some(old) = guard.take().filter(|old| old.pid != pid) {
+                // Forked child: the old pool's threads are gone; dropping it could block.
+                std::mem::forget(old);
             }
             let pool = Arc::new(
                 rayon::ThreadPoolBuilder::new()

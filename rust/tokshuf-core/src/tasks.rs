@@ -32,14 +32,9 @@ impl Task {
     /// range (a list such as `--array=0,4,5`) cannot be numbered and is refused.
     pub fn from_slurm() -> Result<Task> {
         let var = |name: &str| -> Result<Option<usize>> {
-            match std::env::var(name) {
-                Ok(v) => v
-                    .trim()
-                    .parse()
-                    .map(Some)
-                    .map_err(|_| Error::invalid(format!("{name}={v:?} is not a non-negative integer"))),
-                Err(_) => Ok(None),
-            }
+            let Ok(v) = std::env::var(name) else { return Ok(None) };
+            let bad = || Error::invalid(format!("{name}={v:?} is not a non-negative integer"));
+            v.trim().parse().map(Some).map_err(|_| bad())
         };
         let (Some(id), Some(count)) = (var("SLURM_ARRAY_TASK_ID")?, var("SLURM_ARRAY_TASK_COUNT")?) else {
             return Err(Error::invalid(

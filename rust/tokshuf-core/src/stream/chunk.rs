@@ -64,22 +64,17 @@ impl DocLayout {
         }
         let mut p = start;
         let head = u64::from(self.bos.is_some());
-        if let Some(b) = self.bos {
-            if p == 0 && p < end {
-                out.push(b);
-                p = 1;
-            }
+        if let Some(b) = self.bos.filter(|_| p == 0 && p < end) {
+            out.push(b);
+            p = 1;
         }
-        let content_end = head + self.len;
-        let stop = end.min(content_end);
+        let stop = end.min(head + self.len);
         if p < stop {
             src.read(doc, self.raw_start + p - head, stop - p, out)?;
             p = stop;
         }
-        if let Some(e) = self.eos {
-            if p < end {
-                out.push(e);
-            }
+        if let Some(e) = self.eos.filter(|_| p < end) {
+            out.push(e);
         }
         Ok(())
     }

@@ -58,13 +58,10 @@ impl WorkerState {
     /// The buffer table, row-major (`segments × 7`: `slot, sub, shard, epoch, doc, start, len`),
     /// slots in order.
     pub fn buffer_words(&self) -> Vec<u64> {
-        let mut out = vec![];
-        for (slot, line) in self.buffer.iter().enumerate() {
-            for s in line {
-                out.extend([slot as u64, s.sub.into(), s.shard.into(), s.epoch, s.doc, s.start, s.len]);
-            }
-        }
-        out
+        let segments = self.buffer.iter().enumerate().flat_map(|(slot, line)| line.iter().map(move |s| (slot, s)));
+        segments
+            .flat_map(|(slot, s)| [slot as u64, s.sub.into(), s.shard.into(), s.epoch, s.doc, s.start, s.len])
+            .collect()
     }
 
     /// The history table, row-major (`phases left × (1 + sub-datasets)`: phase, counters).

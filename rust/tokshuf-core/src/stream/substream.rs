@@ -167,13 +167,8 @@ impl SubStream {
             return Ok(true);
         }
         loop {
-            let idx = if !self.pending.is_empty() {
-                self.pending.remove(0)
-            } else if let Some(p) = self.heap.pop() {
-                p.idx
-            } else {
-                return Ok(false);
-            };
+            let pending = (!self.pending.is_empty()).then(|| self.pending.remove(0));
+            let Some(idx) = pending.or_else(|| self.heap.pop().map(|p| p.idx)) else { return Ok(false) };
             let s = &self.shards[idx];
             let doc = s.docs.start + s.perm.get(s.row.pos);
             let layout = DocLayout::of(&mut *self.source, doc, cfg)?;

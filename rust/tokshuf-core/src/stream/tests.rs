@@ -213,18 +213,9 @@ proptest! {
         let mut cfg = cfg_with(0, 2, vec![1; 3]);
         cfg.mix = schedule(&starts, &weights);
         cfg.seed = seed;
-        let st = WorkerState { step_stride: stride, ..WorkerState::default() };
-        let mut st = Some(st);
-        let mut rows = vec![];
-        for (sub, docs) in c.iter().enumerate() {
-            for l in 0..2 {
-                rows.push((sub as u32, l, super::substream::Row::default()));
-            }
-            let _ = docs;
-        }
-        st.as_mut().unwrap().rows = rows;
-        st.as_mut().unwrap().mixer = vec![0; 3];
-        let mut w = WorkerStream::new(cfg.clone(), sources(&c), 0, 1, st).unwrap();
+        let rows = (0..3).flat_map(|sub| (0..2).map(move |l| (sub, l, super::substream::Row::default()))).collect();
+        let st = WorkerState { step_stride: stride, rows, mixer: vec![0; 3], ..WorkerState::default() };
+        let mut w = WorkerStream::new(cfg.clone(), sources(&c), 0, 1, Some(st)).unwrap();
         let chunk = cfg.chunk_size as f64;
         for _ in 0..40 {
             let step = w.step();

@@ -328,10 +328,7 @@ impl WorkerStream {
             return Err(self.no_data());
         }
         let i = self.draw(self.buffer.len());
-        if self.buffer.len() > window || !has_data {
-            let l = self.buffer.swap_remove(i);
-            self.spare = std::mem::replace(out, l);
-        } else if self.fill_line(out)? {
+        if self.buffer.len() <= window && has_data && self.fill_line(out)? {
             std::mem::swap(out, &mut self.buffer[i]);
         } else {
             let l = self.buffer.swap_remove(i);
