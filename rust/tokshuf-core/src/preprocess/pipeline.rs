@@ -242,7 +242,7 @@ fn write(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel)
             tokenizer.prepare_for_long_job();
         }
         for _ in 0..cfg.workers {
-            let (job_rx, done_tx, tokenizer, stop) = (job_rx.clone(), done_tx.clone(), Arc::clone(&tokenizer), &stop);
+            let (job_rx, done_tx, tokenizer, stop) = (job_rx.clone(), done_tx.clone(), tokenizer.as_ref(), &stop);
             let (rules, spares) = (&rules, &spares);
             s.spawn(move || {
                 for mut job in job_rx.iter() {
@@ -251,19 +251,12 @@ fn write(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel: &Cancel)
                     }
                     job.item = match job.item {
                         Item::Read(Step::Batch(batch)) => {
-                            let encoded =
-                                encode_batch(&batch, rules, tokenizer.as_ref(), &stop.user, spares.tokens.take());
+                            let encoded = encode_batch(&batch, rules, tokenizer, cancel, spares.tokens.take());
                             spares.data.give(batch.data);
                             Item::Encoded { first_line: batch.first_line, encoded }
                         }
                         Item::Parsed(parsed) => {
-                            let encoded = encode_batch_parsed(
-                                &parsed,
-                                rules,
-                                tokenizer.as_ref(),
-                                &stop.user,
-                                spares.tokens.take(),
-                            );
+                            let encoded = encode_batch_parsed(&parsed, rules, tokenizer, cancel, spares.tokens.take());
                             let batch = parsed.into_batch();
                             spares.data.give(batch.data);
                             Item::Encoded { first_line: batch.first_line, encoded }

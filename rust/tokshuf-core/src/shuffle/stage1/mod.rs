@@ -1,9 +1,9 @@
 //! Stage 1 ("coarse shuffle"): JSON lines → tokens → contexts → local cells.
 //!
-//! The threads are those of `preprocess`: a [`reader`] splits files into batches of lines,
-//! `threads` workers ([`work`]) tokenize them, and the [`collector`] (this thread) takes the
-//! results strictly in input order and cuts contexts, so contexts and their ids never depend on
-//! timing. Encoding a context (JSON + gzip) is the other costly step: the collector hands
+//! The threads are those of `preprocess`: a reader ([`read`]) splits files into batches of
+//! lines, `threads` workers ([`work`]) tokenize them, and the [`collector`] (this thread) takes
+//! the results strictly in input order and cuts contexts, so contexts and their ids never depend
+//! on timing. Encoding a context (JSON + gzip) is the other costly step: the collector hands
 //! contexts back to the same workers in chunks, and files the encoded records into the run
 //! buffer under the cell that a hash of (seed, context id) picks. When the buffer is full the
 //! collector waits for the chunks in flight and hands the buffer, with its reading position, to
@@ -12,21 +12,20 @@
 
 mod collector;
 mod messages;
-mod reader;
 mod work;
 
 use std::sync::Arc;
 
-use crossbeam_channel::{bounded, unbounded, Receiver};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use super::config::ShuffleConfig;
-use super::state::{crash_point, save, State};
+use super::state::{crash_point, save, Position, State};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::ingest::{is_long_job, Pool, Spares};
+use crate::ingest::{is_long_job, read_inputs, Event, Pool, ReadPlan, Spares, Step};
 use crate::tokenize::Tokenizer;
 use collector::{Collector, Links};
-use messages::{Checkpoint, ChunkSpares, Msg, Work};
+use messages::{Checkpoint, ChunkSpares, Msg, Ordered, Work};
 
 /// Write each checkpoint's run, then save its state. The run's blocks go back to the workers as
 /// soon as the file holds their bytes, so the next run fills memory already mapped instead of
@@ -72,7 +71,7 @@ pub(super) fn run(
         {
             let (work, results, slots, start, stop, spares) =
                 (work_tx.clone(), result_tx.clone(), slot_rx.clone(), &start, &stop, &spares);
-            s.spawn(move || reader::read(cfg, start, work, results, slots, stop, spares));
+            s.spawn(move || read(cfg, start, work, results, slots, stop, spares));
         }
         for _ in 0..cfg.threads {
             let (work, results, stop, tokenizer) = (work_rx.clone(), result_tx.clone(), &stop, &tokenizer);
@@ -105,4 +104,52 @@ pub(super) fn run(
         checkpointed.and(collected)
     })?;
     cancel.check()
+}
+
+/// Read every file from `start` on; returns when done, stopped or unwanted. Batches go to the
+/// workers, the files' problems and ends straight to the collector, numbered in one sequence so
+/// that it meets them in input order. The workers hand the line buffers back through `spares`.
+fn read(
+    cfg: &ShuffleConfig,
+    start: &Position,
+    work: Sender<Work>,
+    results: Sender<Msg>,
+    slots: Receiver<()>,
+    stop: &Cancel,
+    spares: &Spares,
+) {
+    let mut seq = 0u64;
+    let ordered = |seq: &mut u64, item: Ordered| -> bool {
+        let ok = !stop.is_cancelled() && results.send(Msg::Ordered(*seq, item)).is_ok();
+        *seq += 1;
+        ok
+    };
+    let plan = ReadPlan {
+        inputs: &cfg.inputs,
+        files: start.file..cfg.file_range().end,
+        skip_lines: start.lines,
+        keys: std::slice::from_ref(&cfg.content_key),
+        batch_bytes: cfg.batch_bytes,
+        max_line_bytes: cfg.max_line_bytes,
+    };
+    let read = read_inputs(&plan, spares, |Event { file, input_pos, step, .. }| match step {
+        Step::Batch(batch) => {
+            // One slot per batch in flight bounds memory however far the reader gets ahead.
+            if stop.is_cancelled() || slots.recv().is_err() {
+                return false;
+            }
+            if work.send(Work::Tokenize { seq, file, input_pos, batch }).is_err() {
+                return false;
+            }
+            seq += 1;
+            true
+        }
+        Step::Problem(problem) => ordered(&mut seq, Ordered::Problem { file, problem }),
+        Step::FileEnd { compressed, decompressed } => {
+            ordered(&mut seq, Ordered::FileEnd { file, bytes: compressed, decompressed, input_pos })
+        }
+    });
+    if read {
+        ordered(&mut seq, Ordered::InputEnd);
+    }
 }
