@@ -85,12 +85,9 @@ pub(super) fn claim_local(output: &Path, run: &Value, inputs: &Value, fresh: boo
             }
         }
         None if fresh => {
-            let mut entries = std::fs::read_dir(output).map_err(|e| Error::io(output, e))?;
-            let held = entries.find_map(|e| {
-                let name = e.ok()?.file_name().to_string_lossy().into_owned();
-                is_dataset_file(&name).then_some(name)
-            });
-            if let Some(name) = held {
+            let names = std::fs::read_dir(output).with_path(output)?.filter_map(|e| e.ok());
+            if let Some(name) = names.map(|e| e.file_name().to_string_lossy().into_owned()).find(|n| is_dataset_file(n))
+            {
                 return Err(foreign(&shown, &name));
             }
         }
@@ -114,12 +111,9 @@ pub(super) fn claim_remote(target: &Remote, run: &Value, inputs: &Value, fresh: 
         }
         None if fresh => {
             let listed = crate::storage::list(target, &[".tar", "manifest.jsonl"])?;
-            let held = listed.iter().find_map(|r| {
-                let name = r.key.as_ref().rsplit('/').next().unwrap_or_default();
-                is_dataset_file(name).then(|| name.to_string())
-            });
-            if let Some(name) = held {
-                return Err(foreign(&target.url, &name));
+            let mut names = listed.iter().map(|r| r.key.as_ref().rsplit('/').next().unwrap_or_default());
+            if let Some(name) = names.find(|n| is_dataset_file(n)) {
+                return Err(foreign(&target.url, name));
             }
         }
         None => {}
