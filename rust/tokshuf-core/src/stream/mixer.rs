@@ -55,23 +55,18 @@ impl Mixer {
             total += u128::from(self.tokens[i]);
             wsum += u128::from(self.weights[i]);
         }
-        let mut best: Option<(usize, bool)> = None;
+        // (index, eligible, finish, weight) of the best so far.
+        let mut best: Option<(usize, bool, u128, u128)> = None;
         for i in (0..next.len()).filter(|&i| live(i)) {
             let (t, w) = (u128::from(self.tokens[i]), u128::from(self.weights[i]));
             let eligible = t * wsum <= w * total;
             let finish = t + u128::from(next[i].unwrap_or(0));
-            best = match best {
-                None => Some((i, eligible)),
-                Some((j, ej)) => {
-                    let (tj, wj) = (u128::from(self.tokens[j]), u128::from(self.weights[j]));
-                    let fj = tj + u128::from(next[j].unwrap_or(0));
-                    // Eligible beats ineligible; then the earlier finish; ties keep the lower index.
-                    let better = (eligible && !ej) || (eligible == ej && finish * wj < fj * w);
-                    Some(if better { (i, eligible) } else { (j, ej) })
-                }
-            };
+            // Eligible beats ineligible; then the earlier finish; ties keep the lower index.
+            if best.is_none_or(|(_, ej, fj, wj)| (eligible && !ej) || (eligible == ej && finish * wj < fj * w)) {
+                best = Some((i, eligible, finish, w));
+            }
         }
-        best.map(|(i, _)| i)
+        best.map(|(i, ..)| i)
     }
 }
 

@@ -55,16 +55,14 @@ fn decode(ds: &IndexedDataset, bytes: &[u8], out: &mut Vec<u32>) -> Result<()> {
     match ds.dtype() {
         DType::U8 => out.extend(bytes.iter().map(|&b| u32::from(b))),
         DType::U16 => out.extend(bytes.chunks_exact(2).map(|c| u32::from(u16::from_le_bytes([c[0], c[1]])))),
-        DType::I8 => {
-            for &b in bytes {
-                let v = b as i8;
-                out.push(u32::try_from(v).map_err(|_| bad(v.into()))?);
-            }
-        }
-        DType::I16 => {
-            for c in bytes.chunks_exact(2) {
-                let v = i16::from_le_bytes([c[0], c[1]]);
-                out.push(u32::try_from(v).map_err(|_| bad(v.into()))?);
+        DType::I8 | DType::I16 | DType::I64 => {
+            for c in bytes.chunks_exact(ds.dtype().itemsize()) {
+                let v = match *c {
+                    [b] => i64::from(b as i8),
+                    [a, b] => i64::from(i16::from_le_bytes([a, b])),
+                    _ => i64::from_le_bytes(c.try_into().expect("8 bytes")),
+                };
+                out.push(u32::try_from(v).map_err(|_| bad(v))?);
             }
         }
         DType::I32 => {
@@ -72,12 +70,6 @@ fn decode(ds: &IndexedDataset, bytes: &[u8], out: &mut Vec<u32>) -> Result<()> {
             out.extend(bytes.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u32));
             if let Some(&v) = out[start..].iter().find(|&&v| v > i32::MAX as u32) {
                 return Err(bad(i64::from(v as i32)));
-            }
-        }
-        DType::I64 => {
-            for c in bytes.chunks_exact(8) {
-                let v = i64::from_le_bytes(c.try_into().expect("8 bytes"));
-                out.push(u32::try_from(v).map_err(|_| bad(v))?);
             }
         }
         DType::F32 | DType::F64 => unreachable!("rejected at open"),
