@@ -144,10 +144,8 @@ pub(super) fn write_shards(
                     if let Some(l) = pending.remove(&i) {
                         break l;
                     }
-                    let (j, l) = done_rx.recv().map_err(|_| match cancel.check() {
-                        Err(e) => e,
-                        Ok(()) => Error::invalid("stage 2 loaders stopped unexpectedly"),
-                    })?;
+                    let stopped = || Error::invalid("stage 2 loaders stopped unexpectedly");
+                    let (j, l) = done_rx.recv().map_err(|_| cancel.check().err().unwrap_or_else(stopped))?;
                     pending.insert(j, l);
                 };
                 let loaded: Loaded = loaded?;
