@@ -12,19 +12,8 @@ use super::worker::{Line, WorkerStream};
 
 /// Sub-dataset `s` of `sizes[s]` documents; token ids are globally unique (never 0 = eos).
 fn corpus(sizes: &[Vec<usize>]) -> Vec<Vec<Vec<u32>>> {
-    let mut next = 1u32;
-    sizes
-        .iter()
-        .map(|docs| {
-            docs.iter()
-                .map(|&n| {
-                    let d: Vec<u32> = (next..next + n as u32).collect();
-                    next += n as u32;
-                    d
-                })
-                .collect()
-        })
-        .collect()
+    let mut ids = 1u32..;
+    sizes.iter().map(|docs| docs.iter().map(|&n| ids.by_ref().take(n).collect()).collect()).collect()
 }
 
 fn sources(c: &[Vec<Vec<u32>>]) -> Vec<Box<dyn DocSource>> {

@@ -144,18 +144,11 @@ impl WorkerStream {
         }
         let mut subs = Vec::with_capacity(n_sub);
         for (i, (src, rows)) in sources.into_iter().zip(table).enumerate() {
-            let rows = rows
-                .into_iter()
-                .enumerate()
-                .map(|(j, r)| {
-                    r.ok_or_else(|| {
-                        Error::invalid(format!(
-                            "the state lacks sub-dataset {i}, logical shard {}",
-                            owned.start as usize + j
-                        ))
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let lacks = |j: usize| {
+                Error::invalid(format!("the state lacks sub-dataset {i}, logical shard {}", owned.start as usize + j))
+            };
+            let rows =
+                rows.into_iter().enumerate().map(|(j, r)| r.ok_or_else(|| lacks(j))).collect::<Result<Vec<_>>>()?;
             subs.push(SubStream::new(i as u32, &cfg, src, owned.clone(), &rows)?);
         }
         let mut w = WorkerStream {
