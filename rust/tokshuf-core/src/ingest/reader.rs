@@ -36,13 +36,12 @@ pub(crate) struct Event {
 }
 
 pub(crate) enum Step {
+    /// Lines (or rows) of the file.
     Batch(LineBatch),
+    /// Something wrong with the whole file.
     Problem(Problem),
     /// The file was read to its end (or found empty): its size on disk and decompressed.
-    FileEnd {
-        compressed: u64,
-        decompressed: u64,
-    },
+    FileEnd { compressed: u64, decompressed: u64 },
 }
 
 /// Read `plan`'s files, handing each step to `emit`; line buffers come from `spares.data`.

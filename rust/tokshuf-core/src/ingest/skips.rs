@@ -37,11 +37,8 @@ impl ErrorPolicy {
 impl std::str::FromStr for ErrorPolicy {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "fail" => Ok(Self::Fail),
-            "skip" => Ok(Self::Skip),
-            _ => Err(Error::invalid(format!("unknown error policy {s:?} (expected one of: fail, skip)"))),
-        }
+        let unknown = || Error::invalid(format!("unknown error policy {s:?} (expected one of: fail, skip)"));
+        [Self::Fail, Self::Skip].into_iter().find(|p| p.name() == s).ok_or_else(unknown)
     }
 }
 

@@ -77,12 +77,8 @@ impl ParsedLines {
 
     /// The fields of line `i`, borrowing from the batch and from `self`.
     fn fields(&self, i: usize) -> Result<Vec<Field<'_>>, Rejection> {
-        match &self.lines[i] {
-            Ok(fields) => {
-                Ok(fields.iter().map(|f| Field { sentences: f.iter().map(|s| self.text(s)).collect() }).collect())
-            }
-            Err((reason, msg)) => Err((*reason, msg.clone())),
-        }
+        let fields = self.lines[i].as_ref().map_err(|(reason, msg)| (*reason, msg.clone()))?;
+        Ok(fields.iter().map(|f| Field { sentences: f.iter().map(|s| self.text(s)).collect() }).collect())
     }
 }
 

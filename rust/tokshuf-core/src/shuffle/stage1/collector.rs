@@ -94,7 +94,7 @@ impl<'a> Collector<'a> {
             }
         };
         match msg {
-            Msg::Ordered(seq, item) => {
+            Msg::Ordered { seq, item } => {
                 self.pending.insert(seq, item);
             }
             Msg::Encoded { cells, bytes } => {

@@ -50,13 +50,11 @@ pub(super) enum Ordered {
 }
 
 pub(super) enum Msg {
-    Ordered(u64, Ordered),
+    /// Item `seq` of the input, in order.
+    Ordered { seq: u64, item: Ordered },
     /// Encoded contexts: records as the run file holds them
     /// ([`crate::shuffle::cells::push_record`]), the i-th for cell `cells[i]`.
-    Encoded {
-        cells: Vec<u32>,
-        bytes: Vec<u8>,
-    },
+    Encoded { cells: Vec<u32>, bytes: Vec<u8> },
 }
 
 /// A run to write and the state to save once it is durable.

@@ -120,7 +120,7 @@ fn read(
 ) {
     let mut seq = 0u64;
     let ordered = |seq: &mut u64, item: Ordered| -> bool {
-        let ok = !stop.is_cancelled() && results.send(Msg::Ordered(*seq, item)).is_ok();
+        let ok = !stop.is_cancelled() && results.send(Msg::Ordered { seq: *seq, item }).is_ok();
         *seq += 1;
         ok
     };

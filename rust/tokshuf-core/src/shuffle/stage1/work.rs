@@ -38,7 +38,7 @@ pub(super) fn worker(
                 let encoded = encode_batch(&batch, &rules, tokenizer, cancel, spares.tokens.take());
                 let (first_line, lines) = (batch.first_line, batch.len() as u64);
                 spares.data.give(batch.data);
-                Msg::Ordered(seq, Ordered::Batch { file, first_line, lines, input_pos, encoded })
+                Msg::Ordered { seq, item: Ordered::Batch { file, first_line, lines, input_pos, encoded } }
             }
             Work::Encode { first_id, tokens } => {
                 let n = tokens.len() / cfg.seqlen;
