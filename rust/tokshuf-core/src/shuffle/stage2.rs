@@ -127,15 +127,27 @@ pub(super) fn write_shards(
         drop(done_tx);
         drop(slot_rx);
         let committer = {
-            let cell_end = counts.iter().scan(0u64, |end, &n| Some(std::mem::replace(end, *end + n) + n)).collect();
-            // (Without `release`, no runs to release cells of.)
-            let mut reclaimer = Reclaimer { runs: if release { runs } else { &[] }, cell_end, next: 0, chunk: w };
+            // `reclaim` frees the disk space of cells whose every context is in a shard the saved
+            // state counts as done (a resume never reads them again), so disk use stays near one
+            // copy of the data. (Without `release`, no runs to release cells of.)
+            let runs = if release { runs } else { &[] };
+            // Position just past each cell's last context.
+            let cell_end: Vec<u64> =
+                counts.iter().scan(0, |end, &n| Some(std::mem::replace(end, *end + n) + n)).collect();
+            let mut freed = 0;
+            let reclaim = move |shards_done: u64| {
+                let first = freed;
+                while freed < cell_end.len() && cell_end[freed] <= shards_done * w {
+                    freed += 1;
+                }
+                runs.iter().for_each(|run| run.release(first as u32..freed as u32));
+            };
             // Bytes of the shards still to write, roughly: payload plus tar headers and padding.
             let left = end_pos.saturating_sub(range.start * w);
             let estimate = cell_bytes * left / total.max(1) + left * 768;
             let progress = Progress::new(cfg.progress, "shuffle-shards", estimate);
             let (first, commit_rx) = (range.start, &commit_rx);
-            s.spawn(move || commit_shards(cfg, commit_rx, (first, total), save, progress, &mut reclaimer))
+            s.spawn(move || commit_shards(cfg, commit_rx, (first, total), save, progress, reclaim))
         };
         let written = (|| -> Result<()> {
             let mut pending = BTreeMap::new();
@@ -195,37 +207,15 @@ fn save_every() -> Duration {
     })
 }
 
-/// Frees the disk space of cells whose every context is in a shard the saved state counts as
-/// done (a resume never reads them again), so disk use stays near one copy of the data.
-struct Reclaimer<'a> {
-    runs: &'a [Run],
-    /// Position just past each cell's last context.
-    cell_end: Vec<u64>,
-    next: usize,
-    chunk: u64,
-}
-
-impl Reclaimer<'_> {
-    fn reclaim(&mut self, shards_done: u64) {
-        let first = self.next;
-        while self.next < self.cell_end.len() && self.cell_end[self.next] <= shards_done * self.chunk {
-            self.next += 1;
-        }
-        for run in self.runs {
-            run.release(first as u32..self.next as u32);
-        }
-    }
-}
-
 /// fsync and rename finished shards in order (from shard `first` of a run of `contexts`),
-/// recording progress with `save`.
+/// recording progress with `save` and freeing the cells of the shards saved with `reclaim`.
 fn commit_shards(
     cfg: &ShuffleConfig,
     shards: &Receiver<FinishedShard>,
     (first, contexts): (u64, u64),
     save: SaveProgress<'_>,
     mut progress: Progress,
-    reclaimer: &mut Reclaimer<'_>,
+    mut reclaim: impl FnMut(u64),
 ) -> Result<ShardSums> {
     let mut sums = ShardSums::new();
     let mut last_save = Instant::now();
@@ -247,7 +237,7 @@ fn commit_shards(
             save(done, &sums)?;
             last_save = Instant::now();
             crash_point("shard-saved");
-            reclaimer.reclaim(done);
+            reclaim(done);
         }
     }
     progress.finish(snap);
