@@ -88,14 +88,10 @@ impl PreprocessConfig {
     /// Every file a run writes: each key's `.bin/.idx` (and Megatron's partition files), the
     /// summary and the commit record.
     pub fn output_paths(&self) -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        for key in &self.json_keys {
-            for p in 0..self.partitions.max(1) {
-                let target = self.partition_prefix(key, p);
-                out.push(crate::indexed::bin_path(&target));
-                out.push(crate::indexed::idx_path(&target));
-            }
-        }
+        let parts =
+            self.json_keys.iter().flat_map(|key| (0..self.partitions.max(1)).map(|p| self.partition_prefix(key, p)));
+        let mut out: Vec<PathBuf> =
+            parts.flat_map(|t| [crate::indexed::bin_path(&t), crate::indexed::idx_path(&t)]).collect();
         out.extend(self.summary_path.clone());
         out.push(crate::fsutil::record::record_path(&self.output_prefix));
         out

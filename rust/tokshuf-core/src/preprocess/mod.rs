@@ -57,7 +57,7 @@ pub fn preprocess(cfg: &PreprocessConfig, tokenizer: Arc<dyn Tokenizer>, cancel:
             if let Some(dir) = cfg.output_prefix.parent() {
                 crate::fsutil::record::recover_dir(dir)?;
             }
-            pipeline::run(cfg, tokenizer, Some(record), cancel)
+            pipeline::run(cfg, tokenizer, record, cancel)
         }
         Some(_) => remote_outputs(cfg, tokenizer, record, cancel),
     }

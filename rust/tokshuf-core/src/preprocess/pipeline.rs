@@ -155,11 +155,11 @@ impl Outputs {
 }
 
 /// Run the pipeline and commit its outputs (with the summary, if any) as one set, published by
-/// `record` when given.
+/// `record`.
 pub(super) fn run(
     cfg: &PreprocessConfig,
     tokenizer: Arc<dyn Tokenizer>,
-    record: Option<RecordSpec>,
+    record: RecordSpec,
     cancel: &Cancel,
 ) -> Result<Summary> {
     let (summary, mut staged) = write(cfg, tokenizer, cancel)?;
@@ -167,9 +167,7 @@ pub(super) fn run(
     if let Some(path) = &cfg.summary_path {
         staged.add_index_bytes(path, &crate::fsutil::json_file_bytes(&summary)?)?;
     }
-    if let Some(record) = record {
-        staged.set_record(record);
-    }
+    staged.set_record(record);
     staged.commit()?;
     Ok(summary)
 }

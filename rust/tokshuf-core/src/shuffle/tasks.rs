@@ -156,10 +156,8 @@ impl<'a> Shuffle<'a> {
         let cells = self.cells_dir(one);
         let resumed = cells.is_dir() && state::load(&cells, &self.cells_fingerprint(one))?.is_some();
         let (id, inputs) = (&self.id, &self.fp["inputs"]);
-        let committed = match &self.target {
-            Some(target) => output::claim_remote(target, id, inputs, !resumed)?,
-            None => false,
-        };
+        let committed =
+            self.target.as_ref().map_or(Ok(false), |target| output::claim_remote(target, id, inputs, !resumed))?;
         let mut summary = match self.complete(started)? {
             Some(done) => done,
             None => {
