@@ -133,12 +133,11 @@ pub(super) fn run(cfg: &ShuffleConfig, state: &mut State, cancel: &Cancel) -> Re
             current.get_or_insert_with(|| (key.to_string(), Vec::new())).1.push((ext.to_string(), data));
         }
         s.state.position = Position { file: file + 1, ..Position::default() };
-        let c = &mut s.state.counts;
-        let before = c.input_bytes;
+        let (c, bytes) = (&mut s.state.counts, crate::storage::size(path).unwrap_or(0));
         c.files_done += 1;
-        c.input_bytes += crate::storage::size(path).unwrap_or(0);
+        c.input_bytes += bytes;
         c.lines += index;
-        snap.bytes += c.input_bytes - before;
+        snap.bytes += bytes;
         progress.update(snap);
     }
     s.checkpoint()?;

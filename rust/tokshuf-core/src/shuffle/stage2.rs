@@ -38,10 +38,7 @@ struct Loaded {
 fn load_cell(cfg: &ShuffleConfig, runs: &[Run], cell: u32) -> Result<Loaded> {
     let size: u64 = runs.iter().map(|r| r.segments[cell as usize].bytes).sum();
     let mut bytes = Vec::with_capacity(size as usize);
-    let mut expected = 0;
-    for run in runs {
-        expected += run.read_cell(cell, &mut bytes)?;
-    }
+    let expected = runs.iter().map(|run| run.read_cell(cell, &mut bytes)).sum::<Result<u64>>()?;
     let mut order = parse_records(&bytes, expected, &cfg.local_cell_dir)?;
     order.sort_unstable_by_key(|r| r.id);
     if let Some(w) = order.windows(2).find(|w| w[0].id == w[1].id) {
@@ -85,21 +82,17 @@ pub(super) fn write_shards(
     }
     let w = cfg.wds_chunk_size;
 
-    // The cell holding the first position still to write, and how far into it that is.
     let mut pos = range.start * w;
     let end_pos = (range.end * w).min(total);
-    let mut before = 0u64;
-    let mut todo: Vec<u32> = Vec::new();
-    let mut skip = 0u64;
-    for (c, &n) in counts.iter().enumerate() {
-        if before + n > pos && n > 0 && before < end_pos {
-            if todo.is_empty() {
-                skip = pos - before;
-            }
-            todo.push(c as u32);
-        }
-        before += n;
-    }
+    // The position just past each cell's last context, and that of its first.
+    let cell_end: Vec<u64> = counts.iter().scan(0, |end, &n| Some(std::mem::replace(end, *end + n) + n)).collect();
+    let start = |c: usize| cell_end[c] - counts[c];
+    // The cells holding positions still to write, and how far into the first of them `pos` is.
+    let todo: Vec<u32> = (0..counts.len())
+        .filter(|&c| cell_end[c] > pos && counts[c] > 0 && start(c) < end_pos)
+        .map(|c| c as u32)
+        .collect();
+    let skip = todo.first().map_or(0, |&c| pos - start(c as usize));
 
     let (slot_tx, slot_rx) = crate::ingest::slots(cfg.threads + 1);
     let (done_tx, done_rx) = unbounded::<(usize, Result<Loaded>)>();
@@ -131,9 +124,6 @@ pub(super) fn write_shards(
             // state counts as done (a resume never reads them again), so disk use stays near one
             // copy of the data. (Without `release`, no runs to release cells of.)
             let runs = if release { runs } else { &[] };
-            // Position just past each cell's last context.
-            let cell_end: Vec<u64> =
-                counts.iter().scan(0, |end, &n| Some(std::mem::replace(end, *end + n) + n)).collect();
             let mut freed = 0;
             let reclaim = move |shards_done: u64| {
                 let first = freed;
