@@ -106,17 +106,12 @@ pub struct FinishedShard {
 }
 
 impl FinishedShard {
-    /// Its size and checksum.
-    pub fn sum(&self) -> Sum {
-        self.sum
-    }
-
-    /// fsync it and rename it into place; returns its number.
-    pub fn commit(self) -> Result<u64> {
+    /// fsync it and rename it into place; returns its number, its size and its checksum.
+    pub fn commit(self) -> Result<(u64, Sum)> {
         self.file.sync_data().with_path(self.tmp.path())?;
         drop(self.file);
         self.tmp.commit()?;
-        Ok(self.shard)
+        Ok((self.shard, self.sum))
     }
 }
 
@@ -170,10 +165,9 @@ mod tests {
         w.add(3, 0, b"abc").unwrap();
         assert!(!shard_path(dir.path(), 3).exists());
         let finished = w.finish().unwrap().unwrap();
-        let sum = finished.sum();
-        assert_eq!(sum.bytes, 512 * 4);
         assert!(!shard_path(dir.path(), 3).exists());
-        assert_eq!(finished.commit().unwrap(), 3);
+        let (shard, sum) = finished.commit().unwrap();
+        assert_eq!((shard, sum.bytes), (3, 512 * 4));
         let bytes = std::fs::read(shard_path(dir.path(), 3)).unwrap();
         assert_eq!(&bytes[..26], b"00000003_00000000.json.gz\0");
         assert_eq!(bytes.len(), 512 * 4);

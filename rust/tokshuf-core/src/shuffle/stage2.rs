@@ -211,8 +211,7 @@ fn commit_shards(
     let mut last_save = Instant::now();
     let mut snap = ProgressSnapshot::default();
     for finished in shards.iter() {
-        let sum = finished.sum();
-        let shard = finished.commit()?;
+        let (shard, sum) = finished.commit()?;
         sums.insert(shard, sum);
         crash_point("shard-renamed");
         let done = shard + 1;
