@@ -94,13 +94,17 @@ pub fn write_whole(target: &Path, bytes: Vec<u8>) -> Result<()> {
 
 /// Write `bytes` to `target` atomically (temporary file, fsync, rename).
 pub fn write_atomic(target: impl Into<PathBuf>, bytes: &[u8]) -> Result<()> {
+    write_synced(target, bytes)?.commit()
+}
+
+/// `bytes` written and synced to a temporary sibling of `target`, not yet renamed.
+fn write_synced(target: impl Into<PathBuf>, bytes: &[u8]) -> Result<TempFile> {
     let tmp = TempFile::new(target);
     let mut f = tmp.create()?;
     fault::point().with_path(tmp.path())?;
     f.write_all(bytes).with_path(tmp.path())?;
     f.sync_all().with_path(tmp.path())?;
-    drop(f);
-    tmp.commit()
+    Ok(tmp)
 }
 
 /// Fill `buf` from `r` as far as it goes.

@@ -76,16 +76,10 @@ impl Checksum {
 
     /// The sum of the file at `path`, read through.
     pub fn of_file(path: &Path) -> Result<Sum> {
-        let mut file = std::fs::File::open(path).with_path(path)?;
-        let mut c = Self::new();
-        let mut buf = vec![0u8; 4 << 20];
-        loop {
-            let n = file.read(&mut buf).with_path(path)?;
-            if n == 0 {
-                return Ok(c.sum());
-            }
-            c.update(&buf[..n]);
-        }
+        let file = std::fs::File::open(path).with_path(path)?;
+        let mut summing = Summing::new(io::sink());
+        io::copy(&mut io::BufReader::with_capacity(4 << 20, file), &mut summing).with_path(path)?;
+        Ok(summing.into_parts().1)
     }
 }
 
@@ -369,15 +363,13 @@ pub fn unchanged(path: &Path, seen: &Seen) -> Result<bool> {
 
 /// The record that describes the local pair `prefix` (listing its `.idx` or `.bin`), if any.
 pub fn find_pair_record(prefix: &Path) -> Result<Option<(PathBuf, Seen)>> {
-    let Some(s) = prefix.to_str() else { return Ok(None) };
-    let name = match prefix.file_name().and_then(|n| n.to_str()) {
-        Some(n) => n.to_string(),
-        None => return Ok(None),
+    let (Some(s), Some(name)) = (prefix.to_str(), prefix.file_name().and_then(|n| n.to_str())) else {
+        return Ok(None);
     };
     for candidate in pair_candidates(s) {
         let path = PathBuf::from(candidate);
         if let Some(seen) = read_local(&path)? {
-            if lists_pair(&seen.record, &name) {
+            if lists_pair(&seen.record, name) {
                 return Ok(Some((path, seen)));
             }
         }
@@ -468,21 +460,23 @@ fn recover(dir: &Path, path: &Path, record: &Record) -> Result<()> {
     let writer = record.writer.as_ref().expect("a writing record");
     let staged: BTreeMap<&str, &str> = writer.staged.iter().map(|m| (m.name.as_str(), m.temporary.as_str())).collect();
     let aside: BTreeMap<&str, &str> = writer.aside.iter().map(|m| (m.name.as_str(), m.temporary.as_str())).collect();
-    // A new member is whole at its temporary name, or (once moved) at its final one.
-    let new_complete = record.members.iter().all(|m| {
-        let at = match staged.get(m.name.as_str()).map(|t| dir.join(t)).filter(|t| size_of(t).is_some()) {
-            Some(t) => t,
-            None => dir.join(&m.name),
-        };
-        size_of(&at) == Some(m.bytes)
-    });
-    if new_complete {
+    // A member is whole at its temporary name in `moves`, or (once moved back) at its final one.
+    let whole = |moves: &BTreeMap<&str, &str>, m: &Member| {
+        let at = moves.get(m.name.as_str()).map(|t| dir.join(t)).filter(|t| size_of(t).is_some());
+        size_of(&at.unwrap_or_else(|| dir.join(&m.name))) == Some(m.bytes)
+    };
+    // Move the file waiting at `temporary` (if it still does) to `name`.
+    let place = |name: &str, temporary: &str| -> Result<()> {
+        let tmp = dir.join(temporary);
+        if size_of(&tmp).is_some() {
+            std::fs::rename(&tmp, dir.join(name)).with_path(dir.join(name))?;
+        }
+        Ok(())
+    };
+    if record.members.iter().all(|m| whole(&staged, m)) {
         for m in &record.members {
             if let Some(t) = staged.get(m.name.as_str()) {
-                let tmp = dir.join(t);
-                if size_of(&tmp).is_some() {
-                    std::fs::rename(&tmp, dir.join(&m.name)).with_path(dir.join(&m.name))?;
-                }
+                place(&m.name, t)?;
             }
         }
         for t in aside.values() {
@@ -496,11 +490,7 @@ fn recover(dir: &Path, path: &Path, record: &Record) -> Result<()> {
     }
     // A new member is gone: put the old set back, if it is whole.
     let Some(old) = writer.old.as_deref() else { return Ok(()) };
-    let old_complete = old.members.iter().all(|m| {
-        let at = aside.get(m.name.as_str()).map(|t| dir.join(t)).filter(|t| size_of(t).is_some());
-        size_of(&at.unwrap_or_else(|| dir.join(&m.name))) == Some(m.bytes)
-    });
-    if !old_complete {
+    if !old.members.iter().all(|m| whole(&aside, m)) {
         return Ok(());
     }
     // New members that were already moved into place, where the old set had none, go.
@@ -511,10 +501,7 @@ fn recover(dir: &Path, path: &Path, record: &Record) -> Result<()> {
         }
     }
     for (name, t) in &aside {
-        let tmp = dir.join(t);
-        if size_of(&tmp).is_some() {
-            std::fs::rename(&tmp, dir.join(name)).with_path(dir.join(name))?;
-        }
+        place(name, t)?;
     }
     for t in staged.values() {
         let _ = std::fs::remove_file(dir.join(t));

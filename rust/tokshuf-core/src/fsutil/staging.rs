@@ -91,12 +91,7 @@ impl Staging {
 
     /// Write `bytes` to a temporary sibling of `target`, sync it and add it as an index file.
     pub fn add_index_bytes(&mut self, target: impl Into<PathBuf>, bytes: &[u8]) -> Result<()> {
-        let tmp = TempFile::new(target);
-        let mut f = tmp.create()?;
-        fault::point().with_path(tmp.path())?;
-        f.write_all(bytes).with_path(tmp.path())?;
-        f.sync_all().with_path(tmp.path())?;
-        self.add_index(tmp, record::Checksum::of(bytes));
+        self.add_index(super::write_synced(target, bytes)?, record::Checksum::of(bytes));
         Ok(())
     }
 
@@ -294,13 +289,7 @@ impl Log {
             // Not through the fault points: this runs after one failed.
             let _ = match bytes {
                 Some(bytes) => write_unchecked(&path, &bytes),
-                None => std::fs::remove_file(&path).or_else(|e| {
-                    if e.kind() == std::io::ErrorKind::NotFound {
-                        Ok(())
-                    } else {
-                        Err(e)
-                    }
-                }),
+                None => std::fs::remove_file(&path),
             };
         }
     }
