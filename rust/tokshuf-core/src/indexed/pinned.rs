@@ -43,6 +43,18 @@ impl Backoff {
         self.pause = (self.pause * 2).min(Duration::from_millis(250));
         true
     }
+
+    /// For a `writing` record (at `path`): `true` to try again once its live writer had time to
+    /// finish, or the error that the set is not committed; `false` for a committed record.
+    fn wait_for_writer(&mut self, record: &Record, path: &Path) -> Result<bool> {
+        if record.state != State::Writing {
+            return Ok(false);
+        }
+        if record.writer_alive() && self.wait() {
+            return Ok(true);
+        }
+        Err(record.not_committed(path))
+    }
 }
 
 fn file_name(prefix: &str) -> &str {
@@ -66,11 +78,8 @@ pub fn open_local_pair(prefix: &Path) -> Result<(Mapping, Mapping)> {
             None => return Ok((Mapping::open(&idx_path)?, Mapping::open(&bin_path)?)),
             Some(found) => found,
         };
-        if seen.record.state == State::Writing {
-            if seen.record.writer_alive() && backoff.wait() {
-                continue;
-            }
-            return Err(seen.record.not_committed(&path));
+        if backoff.wait_for_writer(&seen.record, &path)? {
+            continue;
         }
         let opened = Mapping::open(&idx_path).and_then(|idx| Ok((idx, Mapping::open(&bin_path)?)));
         if !record::unchanged(&path, &seen)? {
@@ -134,13 +143,12 @@ pub fn pin_remote_pair(prefix: &str, mode: RemoteBin) -> Result<PinnedPair> {
         let found = find_remote_record(prefix)?;
         let attempt = match &found {
             None => pin_unrecorded(&idx_url, &bin_url, mode, &cancel),
-            Some((url, record, _)) if record.state == State::Writing => {
-                if record.writer_alive() && backoff.wait() {
+            Some((url, record, _)) => {
+                if backoff.wait_for_writer(record, Path::new(url))? {
                     continue;
                 }
-                return Err(record.not_committed(Path::new(url)));
+                pin_committed(url, record, &idx_url, &bin_url, mode, &cancel)
             }
-            Some((url, record, _)) => pin_committed(url, record, &idx_url, &bin_url, mode, &cancel),
         };
         match attempt {
             Ok(Some(pinned)) => return Ok(pinned),
@@ -241,11 +249,8 @@ pub fn open_token_file(path: &Path) -> Result<Mapping> {
             let Some((found, _)) = record::read_remote(&record_path.to_string_lossy())? else {
                 return Mapping::open(path);
             };
-            if found.state == State::Writing {
-                if found.writer_alive() && backoff.wait() {
-                    continue;
-                }
-                return Err(found.not_committed(&record_path));
+            if backoff.wait_for_writer(&found, &record_path)? {
+                continue;
             }
             let m = member(&record_path, &found, path)?;
             let local = storage::local_copy_verified(url, &expected(m), &Cancel::new())?;
@@ -254,11 +259,8 @@ pub fn open_token_file(path: &Path) -> Result<Mapping> {
     }
     loop {
         let Some(seen) = record::read_local(&record_path)? else { return Mapping::open(path) };
-        if seen.record.state == State::Writing {
-            if seen.record.writer_alive() && backoff.wait() {
-                continue;
-            }
-            return Err(seen.record.not_committed(&record_path));
+        if backoff.wait_for_writer(&seen.record, &record_path)? {
+            continue;
         }
         let opened = Mapping::open(path);
         if !record::unchanged(&record_path, &seen)? && backoff.wait() {

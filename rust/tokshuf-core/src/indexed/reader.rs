@@ -245,7 +245,6 @@ impl IndexedDataset {
         self.header.sequence_count as usize
     }
 
-    /// Whether there are no sequences.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

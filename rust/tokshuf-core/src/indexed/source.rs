@@ -16,7 +16,6 @@ pub struct Mapping(Backing);
 
 #[derive(Debug, Clone)]
 enum Backing {
-    Empty,
     Mmap(Arc<Mmap>),
     Owned(Arc<[u8]>),
 }
@@ -36,7 +35,7 @@ impl Mapping {
         let file = File::open(path).with_path(path)?;
         let len = file.metadata().with_path(path)?.len();
         if len == 0 {
-            return Ok(Mapping(Backing::Empty));
+            return Ok(Mapping::from_bytes(Vec::new()));
         }
         // SAFETY: the mapping is read-only and the file is never written through it. Another
         // process truncating the file while it is mapped is outside what any mmap reader
@@ -54,7 +53,6 @@ impl Mapping {
     /// The mapped bytes.
     pub fn bytes(&self) -> &[u8] {
         match &self.0 {
-            Backing::Empty => &[],
             Backing::Mmap(m) => m,
             Backing::Owned(b) => b,
         }
