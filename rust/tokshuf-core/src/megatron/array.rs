@@ -128,7 +128,6 @@ impl IndexView<'_> {
         }
     }
 
-    /// Whether there are no elements.
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -200,7 +199,6 @@ impl IndexArray {
         self.shape.iter().product()
     }
 
-    /// Whether there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -219,31 +217,20 @@ impl IndexArray {
     }
 
     pub fn view(&self) -> IndexView<'_> {
-        match &self.storage {
-            Storage::Owned(o) => match &**o {
-                Owned::I16(v) => IndexView::I16(v),
-                Owned::I32(v) => IndexView::I32(v),
-                Owned::U32(v) => IndexView::U32(v),
-                Owned::I64(v) => IndexView::I64(v),
-            },
-            Storage::Mapped { .. } => {
-                let b = self.bytes();
-                let n = self.len();
-                fn cast<T>(b: &[u8], n: usize) -> &[T] {
-                    debug_assert_eq!(b.len(), n * std::mem::size_of::<T>());
-                    debug_assert_eq!(b.as_ptr() as usize % std::mem::align_of::<T>(), 0);
-                    // SAFETY: `mapped` checked that the range lies in the mapping and is aligned
-                    // for T; T is a primitive integer, valid for every bit pattern; the mapping
-                    // is immutable and outlives the returned borrow of `self`.
-                    unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<T>(), n) }
-                }
-                match self.elem {
-                    ElemType::I16 => IndexView::I16(cast(b, n)),
-                    ElemType::I32 => IndexView::I32(cast(b, n)),
-                    ElemType::U32 => IndexView::U32(cast(b, n)),
-                    ElemType::I64 => IndexView::I64(cast(b, n)),
-                }
-            }
+        let (b, n) = (self.bytes(), self.len());
+        fn cast<T>(b: &[u8], n: usize) -> &[T] {
+            debug_assert_eq!(b.len(), n * std::mem::size_of::<T>());
+            debug_assert_eq!(b.as_ptr() as usize % std::mem::align_of::<T>(), 0);
+            // SAFETY: the bytes of a vector of T, or a range of a mapping that `mapped` checked
+            // lies in it and is aligned for T; T is a primitive integer, valid for every bit
+            // pattern; the data is immutable and outlives the returned borrow of `self`.
+            unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<T>(), n) }
+        }
+        match self.elem {
+            ElemType::I16 => IndexView::I16(cast(b, n)),
+            ElemType::I32 => IndexView::I32(cast(b, n)),
+            ElemType::U32 => IndexView::U32(cast(b, n)),
+            ElemType::I64 => IndexView::I64(cast(b, n)),
         }
     }
 }

@@ -41,32 +41,38 @@ pub fn build_blending_indices(weights: &[f64], size: u64, cancel: &Cancel) -> Re
     check_count(weights.len())?;
     let size =
         usize::try_from(size).map_err(|_| Error::invalid(format!("blend size {size} does not fit in memory")))?;
-    let mut counts = vec![0i64; weights.len()];
+    let mut counts = vec![0u64; weights.len()];
     let mut index = crate::alloc::try_with_capacity(size, "the blend's dataset index")?;
     let mut sample = crate::alloc::try_with_capacity(size, "the blend's sample index")?;
     let active: Vec<usize> = (0..weights.len()).filter(|&d| weights[d] > 0.0).collect();
-    let Some(&first) = active.first() else {
+    if active.is_empty() {
         return Err(Error::invalid("every blend weight is zero"));
-    };
+    }
     for s in 0..size {
         if s % (1 << 20) == 0 {
             cancel.check()?;
         }
-        let x = (s as f64).max(1.0);
-        let mut best = first;
-        let mut best_err = weights[first] * x - counts[first] as f64;
-        for &d in &active[1..] {
-            let err = weights[d] * x - counts[d] as f64;
-            if err > best_err {
-                best_err = err;
-                best = d;
-            }
-        }
-        index.push(best as i16);
-        sample.push(counts[best]);
-        counts[best] += 1;
+        let d = active[furthest_behind(&active, weights, &counts, s as u64)];
+        index.push(d as i16);
+        sample.push(counts[d] as i64);
+        counts[d] += 1;
     }
     Ok(finish(index, sample))
+}
+
+/// The position in `candidates` of the first dataset furthest behind its share at blended sample
+/// `s`: the largest `weights[d] * max(s, 1) - counts[d]` (float64, strict `>`).
+fn furthest_behind(candidates: &[usize], weights: &[f64], counts: &[u64], s: u64) -> usize {
+    let x = (s as f64).max(1.0);
+    let behind = |d: usize| weights[d] * x - counts[d] as f64;
+    let (mut best, mut best_err) = (0, behind(candidates[0]));
+    for (at, &d) in candidates.iter().enumerate().skip(1) {
+        let err = behind(d);
+        if err > best_err {
+            (best, best_err) = (at, err);
+        }
+    }
+    best
 }
 
 /// `build_exhaustive_blending_indices(sizes)`: the same greedy rule with weights
@@ -86,22 +92,13 @@ pub fn build_exhaustive_blending_indices(sizes: &[u64], cancel: &Cancel) -> Resu
         if s % (1 << 20) == 0 {
             cancel.check()?;
         }
-        let x = (s as f64).max(1.0);
-        let mut best_at = 0;
-        let mut best_err = f64::MIN;
-        for (at, &d) in unspent.iter().enumerate() {
-            let err = weights[d] * x - counts[d] as f64;
-            if err > best_err {
-                best_err = err;
-                best_at = at;
-            }
-        }
-        let d = unspent[best_at];
+        let at = furthest_behind(&unspent, &weights, &counts, s);
+        let d = unspent[at];
         index.push(d as i16);
         sample.push(counts[d] as i64);
         counts[d] += 1;
         if counts[d] == sizes[d] {
-            unspent.remove(best_at);
+            unspent.remove(at);
         }
         s += 1;
     }

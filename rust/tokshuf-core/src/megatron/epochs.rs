@@ -24,23 +24,14 @@ pub fn plan_epochs(tokens_per_epoch: u64, num_samples: Option<u64>, seq: u64, ex
     if seq == 0 {
         return Err(Error::invalid("sequence_length must be positive, got 0"));
     }
-    let Some(n) = num_samples else {
-        return Ok(EpochPlan {
-            tokens_per_epoch,
-            num_epochs: 1,
-            separate_final_epoch: false,
-            samples_sans_final_epoch: 0,
-        });
+    let one_epoch =
+        EpochPlan { tokens_per_epoch, num_epochs: 1, separate_final_epoch: false, samples_sans_final_epoch: 0 };
+    let n = match num_samples {
+        Some(n) if n > 0 || tokens_per_epoch > 0 => n,
+        // (`Some(0)` of no tokens: nothing asked of nothing, an empty dataset; Megatron would
+        // loop forever here too.)
+        _ => return Ok(one_epoch),
     };
-    if tokens_per_epoch == 0 && n == 0 {
-        // Nothing asked of nothing: an empty dataset (Megatron would loop forever here too).
-        return Ok(EpochPlan {
-            tokens_per_epoch,
-            num_epochs: 1,
-            separate_final_epoch: false,
-            samples_sans_final_epoch: 0,
-        });
-    }
     if tokens_per_epoch == 0 {
         return Err(Error::invalid(format!(
             "{n} samples were requested from a split that holds no tokens; give the split a larger share \
@@ -53,12 +44,7 @@ pub fn plan_epochs(tokens_per_epoch: u64, num_samples: Option<u64>, seq: u64, ex
         .ok_or_else(|| Error::invalid(format!("{n} samples of {seq} tokens overflow a 64-bit token count")))?;
     let num_epochs = requested.div_ceil(tokens_per_epoch).max(1);
     if num_epochs == 1 {
-        return Ok(EpochPlan {
-            tokens_per_epoch,
-            num_epochs,
-            separate_final_epoch: false,
-            samples_sans_final_epoch: 0,
-        });
+        return Ok(one_epoch);
     }
     let sans = ((num_epochs - 1) * tokens_per_epoch - extra) / seq;
     let from_final = n - sans;

@@ -8,12 +8,10 @@ use crate::error::{Error, Result};
 pub fn numpy_sum(a: &[f64]) -> f64 {
     const BLOCK: usize = 128;
     let n = a.len();
+    // Left to right from 0.0 (not `sum()`, which starts from -0.0).
+    let add_all = |start: f64, rest: &[f64]| rest.iter().fold(start, |r, &v| r + v);
     if n < 8 {
-        let mut res = 0.0;
-        for &v in a {
-            res += v;
-        }
-        res
+        add_all(0.0, a)
     } else if n <= BLOCK {
         let mut r = [a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]];
         let whole = n - n % 8;
@@ -24,11 +22,7 @@ pub fn numpy_sum(a: &[f64]) -> f64 {
             }
             i += 8;
         }
-        let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for &v in &a[whole..] {
-            res += v;
-        }
-        res
+        add_all(((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])), &a[whole..])
     } else {
         let mut n2 = n / 2;
         n2 -= n2 % 8;

@@ -22,7 +22,6 @@ pub struct Piece<'a> {
 pub trait SampleSource: Send + Sync {
     fn len(&self) -> u64;
 
-    /// Whether there are no samples.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
