@@ -81,27 +81,12 @@ impl RandomState {
         if max == 0 {
             return 0;
         }
-        let mut mask = max;
-        mask |= mask >> 1;
-        mask |= mask >> 2;
-        mask |= mask >> 4;
-        mask |= mask >> 8;
-        mask |= mask >> 16;
-        mask |= mask >> 32;
-        if max <= u64::from(u32::MAX) {
-            let mask = mask as u32;
-            loop {
-                let v = self.next_u32() & mask;
-                if u64::from(v) <= max {
-                    return u64::from(v);
-                }
-            }
-        } else {
-            loop {
-                let v = self.next_u64() & mask;
-                if v <= max {
-                    return v;
-                }
+        let mask = u64::MAX >> max.leading_zeros();
+        let wide = max > u64::from(u32::MAX);
+        loop {
+            let v = if wide { self.next_u64() } else { u64::from(self.next_u32()) } & mask;
+            if v <= max {
+                return v;
             }
         }
     }

@@ -131,16 +131,9 @@ impl NumpyGenerator {
             return 0;
         }
         let mask = u64::MAX >> max.leading_zeros();
-        if max <= u64::from(u32::MAX) {
-            loop {
-                let v = u64::from(self.next_u32()) & mask;
-                if v <= max {
-                    return v;
-                }
-            }
-        }
+        let wide = max > u64::from(u32::MAX);
         loop {
-            let v = self.next_u64() & mask;
+            let v = if wide { self.next_u64() } else { u64::from(self.next_u32()) } & mask;
             if v <= max {
                 return v;
             }
