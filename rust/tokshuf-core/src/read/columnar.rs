@@ -325,29 +325,19 @@ fn parquet_batches(path: &Path, keys: &[String], counter: Arc<AtomicU64>) -> std
     let start = move |source: &Source, ranges: &[Range<u64>]| -> io::Result<Vec<(Range<u64>, Pending)>> {
         ranges.iter().map(|r| Ok((r.clone(), source.access.start(r.clone())?))).collect()
     };
-    let mut done = false;
-    let batches = std::iter::from_fn(move || loop {
-        if done {
-            return None;
-        }
-        if let Some(reader) = current.as_mut() {
-            match guarded(|| reader.next()) {
-                Ok(Some(Ok(batch))) => return Some(Ok(batch)),
-                Ok(None) => current = None,
-                Ok(Some(Err(e))) => {
-                    done = true;
-                    return Some(Err(source.arrow_stop(&path, e)));
-                }
-                Err(panic) => {
-                    done = true;
-                    return Some(Err(Stop::Damaged(panic)));
+    let mut next_batch = move || -> std::result::Result<Option<RecordBatch>, Stop> {
+        loop {
+            if let Some(reader) = current.as_mut() {
+                match guarded(|| reader.next()) {
+                    Ok(Some(Ok(batch))) => return Ok(Some(batch)),
+                    Ok(None) => current = None,
+                    Ok(Some(Err(e))) => return Err(source.arrow_stop(&path, e)),
+                    Err(panic) => return Err(Stop::Damaged(panic)),
                 }
             }
-        }
-        if next == groups {
-            return None;
-        }
-        let step = (|| -> std::result::Result<ParquetRecordBatchReader, Stop> {
+            if next == groups {
+                return Ok(None);
+            }
             let ranges = plan[next].as_ref().map_err(|why| Stop::Damaged(why.clone()))?;
             let storage = |e: io::Error| Stop::Fatal(Error::io(&path, e));
             let pending = match ahead.take() {
@@ -371,20 +361,23 @@ fn parquet_batches(path: &Path, keys: &[String], counter: Arc<AtomicU64>) -> std
                     .with_batch_size(BATCH_ROWS)
                     .build()
             });
-            match built {
-                Ok(Ok(reader)) => Ok(reader),
-                Ok(Err(e)) => Err(source.parquet_stop(&path, e)),
-                Err(panic) => Err(Stop::Damaged(panic)),
-            }
-        })();
-        next += 1;
-        match step {
-            Ok(reader) => current = Some(reader),
-            Err(stop) => {
-                done = true;
-                return Some(Err(stop));
-            }
+            current = Some(match built {
+                Ok(Ok(reader)) => reader,
+                Ok(Err(e)) => return Err(source.parquet_stop(&path, e)),
+                Err(panic) => return Err(Stop::Damaged(panic)),
+            });
+            next += 1;
         }
+    };
+    // The first error ends the batches.
+    let mut done = false;
+    let batches = std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let next = next_batch();
+        done = !matches!(next, Ok(Some(_)));
+        next.transpose()
     });
     Ok(Box::new(batches))
 }

@@ -98,9 +98,7 @@ impl Messages {
     fn next(&mut self) -> Stopped<Option<Buffer>> {
         let Some(len) = self.header_len()? else { return Ok(None) };
         self.meta.clear();
-        let mut meta = std::mem::take(&mut self.meta);
-        let read = (&mut self.input).take(len as u64).read_to_end(&mut meta);
-        self.meta = meta;
+        let read = (&mut self.input).take(len as u64).read_to_end(&mut self.meta);
         read.map_err(|e| self.storage(e))?;
         if self.meta.len() < len {
             return Err(damaged(format!("the file ends inside a message header of {len} bytes (cut short?)")));

@@ -29,11 +29,9 @@ impl<'de> de::Deserialize<'de> for Str<'de> {
             fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
                 Ok(Str(Cow::Borrowed(v)))
             }
+            // (serde_json gives a string as one of these two, never as a `String`.)
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
                 Ok(Str(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-                Ok(Str(Cow::Owned(v)))
             }
         }
         d.deserialize_str(V)
@@ -91,9 +89,6 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
         Ok(Ok(Field { sentences: vec![Cow::Owned(v.to_owned())] }))
-    }
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-        Ok(Ok(Field { sentences: vec![Cow::Owned(v)] }))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut sentences = Vec::new();
@@ -258,10 +253,7 @@ pub fn extract_fields_reference<'a>(
 
 /// The line as text, unless it is not UTF-8, starts with a byte-order mark or is blank.
 fn checked_text(line: &[u8]) -> Result<&str, Rejection> {
-    let text = match std::str::from_utf8(line) {
-        Ok(t) => t,
-        Err(e) => return Err(utf8_rejection(line, &e)),
-    };
+    let text = std::str::from_utf8(line).map_err(|e| utf8_rejection(line, &e))?;
     if text.starts_with('\u{feff}') {
         return Err((BadInputReason::Bom, "the line starts with a UTF-8 byte-order mark".into()));
     }

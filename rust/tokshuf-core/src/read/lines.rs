@@ -42,7 +42,6 @@ impl LineBatch {
         self.lines.len()
     }
 
-    /// Whether the batch has no lines.
     pub fn is_empty(&self) -> bool {
         self.lines.is_empty()
     }
@@ -372,11 +371,8 @@ mod tests {
         collect_with(input, batch, max_line, false)
     }
 
-    /// [`collect`], each batch read into the memory of the one before (its bytes still there).
-    fn collect_reusing(input: impl Read, batch: usize, max_line: usize) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
-        collect_with(input, batch, max_line, true)
-    }
-
+    /// [`collect`]; with `reuse`, each batch read into the memory of the one before (its bytes
+    /// still there).
     fn collect_with(input: impl Read, batch: usize, max_line: usize, reuse: bool) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
         let mut r = LineReader::new(Path::new("t"), input, batch, max_line);
         let (mut out, mut spare) = (Vec::new(), b"stale bytes\n".repeat(50));
@@ -430,7 +426,7 @@ mod tests {
             let trickled = collect(Trickle(&input, read_size), batch, max_line);
             proptest::prop_assert_eq!(flat(&trickled), expected);
             // Reading into the buffers of earlier batches gives the same batches.
-            proptest::prop_assert_eq!(collect_reusing(Trickle(&input, read_size), batch, max_line), trickled);
+            proptest::prop_assert_eq!(collect_with(Trickle(&input, read_size), batch, max_line, true), trickled);
         }
     }
 
