@@ -143,11 +143,6 @@ fn keep(p: *mut u8, len: usize) -> bool {
     true
 }
 
-/// A block of `len` mapped bytes: a cached one, or a fresh mapping.
-fn map_block(len: usize) -> *mut u8 {
-    take_cached(len).unwrap_or_else(|| os::map(len))
-}
-
 /// Free a block of `len` mapped bytes: into the cache, or back to the OS.
 ///
 /// # Safety
@@ -233,7 +228,8 @@ unsafe impl GlobalAlloc for LargeFromOs {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if mapped(layout) {
-            map_block(class(layout.size()))
+            let len = class(layout.size());
+            take_cached(len).unwrap_or_else(|| os::map(len))
         } else {
             // SAFETY: the caller's contract (non-zero size) is passed on.
             unsafe { System.alloc(layout) }
@@ -285,25 +281,23 @@ unsafe impl GlobalAlloc for LargeFromOs {
                 // A cached block near the new class costs a copy of resident bytes (and the faults
                 // of the pages it lacks, if it is shorter); growing the mapping would fault in
                 // (and the kernel clear) every new page.
-                if let Some(q) = take_cached(new_len) {
+                let q = match take_cached(new_len) {
+                    Some(q) => q,
+                    None => {
+                        // SAFETY: a mapped block of `old_len` bytes.
+                        let q = unsafe { os::remap(ptr, old_len, new_len) };
+                        if !q.is_null() {
+                            return q;
+                        }
+                        // The kernel moves only a block that is one mapping of one kind; advice on
+                        // part of it (huge pages for a merge's nodes) splits it. Copy it into a
+                        // fresh one instead.
+                        os::map(new_len)
+                    }
+                };
+                if !q.is_null() {
                     // SAFETY: both blocks are live, distinct and at least this long; the old one
                     // is not used afterwards.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
-                        free_block(ptr, old_len);
-                    }
-                    return q;
-                }
-                // SAFETY: a mapped block of `old_len` bytes.
-                let q = unsafe { os::remap(ptr, old_len, new_len) };
-                if !q.is_null() {
-                    return q;
-                }
-                // The kernel moves only a block that is one mapping of one kind; advice on part of
-                // it (huge pages for a merge's nodes) splits it. Copy it into a fresh one instead.
-                let q = os::map(new_len);
-                if !q.is_null() {
-                    // SAFETY: as for a cached block above.
                     unsafe {
                         std::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
                         free_block(ptr, old_len);
@@ -453,33 +447,20 @@ mod tests {
     #[test]
     fn freed_blocks_are_reused_and_cleared_when_zeroed_is_asked() {
         let _serial = serial();
-        let layout = Layout::from_size_align((2 << 20) + (600 << 10), 64).unwrap();
         let a = LargeFromOs;
-        // SAFETY: non-zero size; each block is written within bounds and freed with its layout.
-        unsafe {
-            let p = a.alloc(layout);
-            std::ptr::write_bytes(p, 0xab, layout.size());
-            a.dealloc(p, layout);
-            let q = a.alloc_zeroed(layout);
-            assert_eq!(q, p, "the freed block is reused");
-            assert!(std::slice::from_raw_parts(q, layout.size()).iter().all(|&b| b == 0));
-            a.dealloc(q, layout);
-        }
-    }
-
-    #[test]
-    fn a_batch_of_ids_is_reused_too() {
-        let _serial = serial();
-        // The ids of a thousand web documents (4-5 MB).
-        let layout = Layout::from_size_align((4 << 20) + (700 << 10), 64).unwrap();
-        let a = LargeFromOs;
-        // SAFETY: non-zero size; each block is freed with its layout.
-        unsafe {
-            let p = a.alloc(layout);
-            a.dealloc(p, layout);
-            let q = a.alloc(layout);
-            assert_eq!(q, p, "the freed block is reused");
-            a.dealloc(q, layout);
+        // The second: the ids of a thousand web documents (4-5 MB).
+        for size in [(2 << 20) + (600 << 10), (4 << 20) + (700 << 10)] {
+            let layout = Layout::from_size_align(size, 64).unwrap();
+            // SAFETY: non-zero size; each block is written within bounds and freed with its layout.
+            unsafe {
+                let p = a.alloc(layout);
+                std::ptr::write_bytes(p, 0xab, layout.size());
+                a.dealloc(p, layout);
+                let q = a.alloc_zeroed(layout);
+                assert_eq!(q, p, "the freed block is reused");
+                assert!(std::slice::from_raw_parts(q, layout.size()).iter().all(|&b| b == 0));
+                a.dealloc(q, layout);
+            }
         }
     }
 

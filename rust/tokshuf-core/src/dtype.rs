@@ -5,7 +5,8 @@ use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
-/// Element type of a `.bin` file, with Megatron's `DType` codes.
+/// Element type of a `.bin` file, with Megatron's `DType` codes: declared in code order, so that
+/// a variant's code is its position plus one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
     U8,
@@ -25,21 +26,12 @@ impl DType {
 
     /// Megatron's code for this dtype (the byte at offset 17 of an `.idx`).
     pub fn code(self) -> u8 {
-        match self {
-            DType::U8 => 1,
-            DType::I8 => 2,
-            DType::I16 => 3,
-            DType::I32 => 4,
-            DType::I64 => 5,
-            DType::F64 => 6,
-            DType::F32 => 7,
-            DType::U16 => 8,
-        }
+        self as u8 + 1
     }
 
     /// The dtype of a Megatron code, if it is one.
     pub fn from_code(code: u8) -> Option<DType> {
-        DType::ALL.into_iter().find(|d| d.code() == code)
+        DType::ALL.get(usize::from(code).checked_sub(1)?).copied()
     }
 
     pub fn itemsize(self) -> usize {

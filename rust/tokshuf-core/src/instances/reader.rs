@@ -33,7 +33,6 @@ impl U64s {
         self.0.bytes().len() / 8
     }
 
-    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -221,7 +220,6 @@ impl Reader {
         }
     }
 
-    /// Whether there are no instances.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -272,12 +270,8 @@ impl Reader {
             .collect()
         };
         let per_row = if indices.len() <= 1 { run()? } else { parallel::pool(threads).install(run)? };
-        let mut out = DocLens { lens: Vec::new(), counts: Vec::with_capacity(per_row.len()) };
-        for r in per_row {
-            out.counts.push(r.len() as u32);
-            out.lens.extend(r);
-        }
-        Ok(out)
+        let counts = per_row.iter().map(|r| r.len() as u32).collect();
+        Ok(DocLens { lens: per_row.concat(), counts })
     }
 
     fn fill_row(&self, i: u64, row: &mut [i64], mask: &mut [u8], lens: Option<&mut Vec<i32>>) -> Result<()> {

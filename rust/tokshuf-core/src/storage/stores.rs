@@ -193,10 +193,8 @@ fn build(scheme: &str, bucket: &str) -> std::result::Result<Backend, object_stor
     install_crypto_provider();
     Ok(match scheme {
         "s3" | "s3a" => {
-            let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
-            for (k, v) in TIMEOUTS {
-                b = b.with_config(AmazonS3ConfigKey::Client(k), v);
-            }
+            let b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+            let mut b = TIMEOUTS.into_iter().fold(b, |b, (k, v)| b.with_config(AmazonS3ConfigKey::Client(k), v));
             for (key, value) in aws_profile() {
                 if std::env::var(key.to_ascii_uppercase()).is_err() {
                     if let Ok(k) = key.parse::<AmazonS3ConfigKey>() {
@@ -213,26 +211,20 @@ fn build(scheme: &str, bucket: &str) -> std::result::Result<Backend, object_stor
             Backend::of(b.with_retry(retry()).build()?)
         }
         "gs" | "gcs" => {
-            let mut b = GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket);
-            for (k, v) in TIMEOUTS {
-                b = b.with_config(GoogleConfigKey::Client(k), v);
-            }
+            let b = GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket);
+            let b = TIMEOUTS.into_iter().fold(b, |b, (k, v)| b.with_config(GoogleConfigKey::Client(k), v));
             Backend::of(b.with_retry(retry()).build()?)
         }
         "az" | "azure" | "abfs" | "abfss" => {
             // object_store parses the container (and, in `abfss://fs@account.dfs.core.windows.net`,
             // Hadoop's form, the account) from the URL.
-            let mut b = MicrosoftAzureBuilder::from_env().with_url(format!("{scheme}://{bucket}"));
-            for (k, v) in TIMEOUTS {
-                b = b.with_config(AzureConfigKey::Client(k), v);
-            }
+            let b = MicrosoftAzureBuilder::from_env().with_url(format!("{scheme}://{bucket}"));
+            let b = TIMEOUTS.into_iter().fold(b, |b, (k, v)| b.with_config(AzureConfigKey::Client(k), v));
             Backend::of(b.with_retry(retry()).build()?)
         }
         _ => {
-            let mut options = ClientOptions::new().with_allow_http(scheme == "http");
-            for (k, v) in TIMEOUTS {
-                options = options.with_config(k, v);
-            }
+            let options = ClientOptions::new().with_allow_http(scheme == "http");
+            let options = TIMEOUTS.into_iter().fold(options, |o, (k, v)| o.with_config(k, v));
             let store = HttpBuilder::new()
                 .with_url(format!("{scheme}://{bucket}"))
                 .with_retry(retry())

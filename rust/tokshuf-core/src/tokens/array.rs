@@ -69,19 +69,11 @@ impl TokenType {
         }
     }
 
-    /// The type of an indexed dataset's `.bin` (floats are not token ids).
+    /// The type of an indexed dataset's `.bin`, the one of the same numpy name (floats are not
+    /// token ids).
     pub fn from_dtype(dtype: DType) -> Result<TokenType> {
-        Ok(match dtype {
-            DType::U8 => TokenType::U8,
-            DType::U16 => TokenType::U16,
-            DType::I8 => TokenType::I8,
-            DType::I16 => TokenType::I16,
-            DType::I32 => TokenType::I32,
-            DType::I64 => TokenType::I64,
-            DType::F32 | DType::F64 => {
-                return Err(Error::invalid(format!("{} is not an integer token dtype", dtype.name())))
-            }
-        })
+        let ty = TokenType::ALL.into_iter().find(|t| t.name() == dtype.name());
+        ty.ok_or_else(|| Error::invalid(format!("{} is not an integer token dtype", dtype.name())))
     }
 
     /// Decode element `i` of little-endian `bytes`.
@@ -215,7 +207,6 @@ impl TokenArray {
         self.len
     }
 
-    /// Whether there are no tokens.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
