@@ -58,7 +58,8 @@ pub fn build_document_index(
     }
 }
 
-fn shuffle_parts<T>(v: &mut [T], first: usize, rng: &mut RandomState, cancel: &Cancel) -> Result<()> {
+/// Shuffle `v[..first]`, then (if not empty) `v[first..]`: Megatron's two consecutive calls.
+pub(super) fn shuffle_parts<T>(v: &mut [T], first: usize, rng: &mut RandomState, cancel: &Cancel) -> Result<()> {
     let (a, b) = v.split_at_mut(first);
     rng.shuffle_cancellable(a, cancel)?;
     if !b.is_empty() {

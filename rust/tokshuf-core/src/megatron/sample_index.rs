@@ -58,43 +58,20 @@ pub fn build_sample_index_from_lengths(
     if num_samples > 0 && lengths.is_empty() {
         return Err(Error::invalid(format!("{num_samples} samples requested from an empty document index")));
     }
-    let wide = document_index_len > i32::MAX as usize;
-    let mut out = Writer::new(wide, rows)?;
-    walk(lengths, seq as i64, extra as i64, num_samples, cancel, |d, off| out.push(d, off))?;
-    Ok(IndexArray::pairs(out.finish()))
-}
-
-enum Writer {
-    Narrow(Vec<i32>),
-    Wide(Vec<i64>),
-}
-
-impl Writer {
-    fn new(wide: bool, capacity: usize) -> Result<Self> {
-        const WHAT: &str = "the sample index";
-        Ok(if wide {
-            Writer::Wide(crate::alloc::try_with_capacity(capacity, WHAT)?)
-        } else {
-            Writer::Narrow(crate::alloc::try_with_capacity(capacity, WHAT)?)
-        })
-    }
-
-    #[inline]
-    fn push(&mut self, d: usize, off: i64) {
-        match self {
-            // Narrow only when every position and offset is ≤ i32::MAX (positions by the length
-            // check above; offsets are within an int32 sequence length).
-            Writer::Narrow(v) => v.extend_from_slice(&[d as i32, off as i32]),
-            Writer::Wide(v) => v.extend_from_slice(&[d as i64, off]),
-        }
-    }
-
-    fn finish(self) -> Owned {
-        match self {
-            Writer::Narrow(v) => Owned::I32(v),
-            Writer::Wide(v) => Owned::I64(v),
-        }
-    }
+    const WHAT: &str = "the sample index";
+    let mut out = if document_index_len > i32::MAX as usize {
+        Owned::I64(crate::alloc::try_with_capacity(rows, WHAT)?)
+    } else {
+        Owned::I32(crate::alloc::try_with_capacity(rows, WHAT)?)
+    };
+    walk(lengths, seq as i64, extra as i64, num_samples, cancel, |d, off| match &mut out {
+        // Narrow only when every position and offset is ≤ i32::MAX (positions by the length check
+        // above; offsets are within an int32 sequence length).
+        Owned::I32(v) => v.extend_from_slice(&[d as i32, off as i32]),
+        Owned::I64(v) => v.extend_from_slice(&[d as i64, off]),
+        _ => unreachable!("the sample index is int32 or int64"),
+    })?;
+    Ok(IndexArray::pairs(out))
 }
 
 /// `sizes[document_index[d]]` for every position d, gathered in parallel (independent loads the

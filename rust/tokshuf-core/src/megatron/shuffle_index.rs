@@ -31,11 +31,7 @@ fn shuffled<T>(
 ) -> Result<Vec<T>> {
     let mut v: Vec<T> = crate::alloc::try_with_capacity(len, "the shuffle index")?;
     v.extend(values);
-    let (a, b) = v.split_at_mut(first);
-    rng.shuffle_cancellable(a, cancel)?;
-    if !b.is_empty() {
-        rng.shuffle_cancellable(b, cancel)?;
-    }
+    super::document_index::shuffle_parts(&mut v, first, rng, cancel)?;
     Ok(v)
 }
 

@@ -15,10 +15,10 @@ pub fn parse_split(split: &str) -> Result<[f64; 3]> {
     if split.contains('-') {
         return Err(bad("split weights must be non-negative".into()));
     }
-    let mut values = Vec::new();
-    for part in split.split(|c: char| !(c.is_ascii_digit() || c == '.')).filter(|p| !p.is_empty()) {
-        values.push(part.parse::<f64>().map_err(|_| bad(format!("{part:?} is not a number")))?);
-    }
+    let parts = split.split(|c: char| !(c.is_ascii_digit() || c == '.')).filter(|p| !p.is_empty());
+    let mut values = parts
+        .map(|part| part.parse::<f64>().map_err(|_| bad(format!("{part:?} is not a number"))))
+        .collect::<Result<Vec<_>>>()?;
     if values.is_empty() || values.len() > 3 {
         return Err(bad(format!(
             "expected 1 to 3 numbers (train, valid, test) such as \"949,50,1\", found {}",
