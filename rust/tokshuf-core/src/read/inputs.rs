@@ -95,12 +95,12 @@ struct Taken {
 }
 
 impl Taken {
-    fn add(&mut self, path: PathBuf, files: &mut Vec<PathBuf>) -> Result<()> {
+    fn add(&mut self, path: &Path) -> Result<()> {
         // Standard input and objects have no inode: they are told apart by name.
-        let first = if storage::is_remote(&path.to_string_lossy()) || super::is_stdin(&path) {
-            (!self.remote.insert(path.clone())).then(|| path.clone())
+        let first = if storage::is_remote(&path.to_string_lossy()) || super::is_stdin(path) {
+            (!self.remote.insert(path.to_path_buf())).then(|| path.to_path_buf())
         } else {
-            self.local.insert(file_id(&path)?, path.clone())
+            self.local.insert(file_id(path)?, path.to_path_buf())
         };
         if let Some(first) = first {
             return Err(Error::invalid(format!(
@@ -110,7 +110,6 @@ impl Taken {
                 first.display()
             )));
         }
-        files.push(path);
         Ok(())
     }
 }
@@ -252,11 +251,9 @@ pub fn expand_inputs(specs: &[impl AsRef<str>], exts: &[&str]) -> Result<Inputs>
         }
     }
     let mut taken = Taken::default();
-    let mut unique = Vec::with_capacity(files.len());
-    for f in files {
-        taken.add(f, &mut unique)?;
+    for f in &files {
+        taken.add(f)?;
     }
-    let files = unique;
     if files.is_empty() {
         let specs: Vec<&str> = specs.iter().map(|s| s.as_ref()).collect();
         let passed: Vec<String> = scan.scan_skipped.iter().map(|(reason, n)| format!("{n} {reason}")).collect();

@@ -160,17 +160,14 @@ impl<R: Read> LineReader<R> {
     }
 
     fn read_error(&self, e: std::io::Error) -> Error {
-        match e.kind() {
-            _ if is_decoding_error(&e) => Error::format(
-                &self.path,
-                format!(
-                    "cannot decompress past byte {} of output (after line {}): {e}",
-                    self.offset,
-                    self.next_line.saturating_sub(1) + self.scanned
-                ),
-            ),
-            _ => Error::io(&self.path, e),
+        if !is_decoding_error(&e) {
+            return Error::io(&self.path, e);
         }
+        let after = self.next_line.saturating_sub(1) + self.scanned;
+        Error::format(
+            &self.path,
+            format!("cannot decompress past byte {} of output (after line {after}): {e}", self.offset),
+        )
     }
 
     /// Append up to what the batch still needs (between `MIN_READ` and `READ_CHUNK` bytes) to
@@ -271,20 +268,15 @@ impl<R: Read> LineReader<R> {
             return Ok(None);
         }
         // `data[..valid]` is the batch so far; what follows it is scratch.
-        let (mut data, mut valid) = if buf.len() >= self.pending.len() {
-            let mut data = buf;
-            data[..self.pending.len()].copy_from_slice(&self.pending);
-            (data, self.pending.len())
-        } else if buf.capacity() > self.pending.len() {
-            let mut data = buf;
+        let (mut data, mut valid) = (buf, self.pending.len());
+        if data.len() >= valid {
+            data[..valid].copy_from_slice(&self.pending);
+        } else if data.capacity() > valid {
             data.clear();
             data.extend_from_slice(&self.pending);
-            (data, self.pending.len())
         } else {
-            let data = std::mem::take(&mut self.pending);
-            let valid = data.len();
-            (data, valid)
-        };
+            data = std::mem::take(&mut self.pending);
+        }
         self.pending.clear();
         data.reserve((self.batch_bytes + MIN_READ).saturating_sub(data.len()).min(READ_CHUNK + MIN_READ));
         let mut lines = Vec::new();

@@ -17,11 +17,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray as _;
-use arrow_array::types::{
-    ArrowDictionaryKeyType, GenericBinaryType, Int16Type, Int32Type, Int64Type, Int8Type, RunEndIndexType, UInt16Type,
-    UInt32Type, UInt64Type, UInt8Type,
-};
-use arrow_array::{Array, ArrayRef, OffsetSizeTrait};
+use arrow_array::types::GenericBinaryType;
+use arrow_array::{downcast_dictionary_array, downcast_run_array, Array, ArrayRef, OffsetSizeTrait};
+use arrow_buffer::ArrowNativeType as _;
 use arrow_schema::DataType as T;
 
 use super::field::Field;
@@ -139,24 +137,15 @@ fn value(array: &dyn Array, i: usize) -> Value<'_> {
             let start = a.value_offset(i) as usize;
             Value::List(a.values().as_ref(), start..start + a.value_length() as usize)
         }
-        T::RunEndEncoded(run_ends, _) => match run_ends.data_type() {
-            T::Int16 => run_value(array.as_run::<Int16Type>(), i),
-            T::Int32 => run_value(array.as_run::<Int32Type>(), i),
-            _ => run_value(array.as_run::<Int64Type>(), i),
-        },
-        T::Dictionary(key, _) => {
-            let (values, k) = match key.as_ref() {
-                T::Int8 => dict_value(array.as_dictionary::<Int8Type>(), i),
-                T::Int16 => dict_value(array.as_dictionary::<Int16Type>(), i),
-                T::Int32 => dict_value(array.as_dictionary::<Int32Type>(), i),
-                T::Int64 => dict_value(array.as_dictionary::<Int64Type>(), i),
-                T::UInt8 => dict_value(array.as_dictionary::<UInt8Type>(), i),
-                T::UInt16 => dict_value(array.as_dictionary::<UInt16Type>(), i),
-                T::UInt32 => dict_value(array.as_dictionary::<UInt32Type>(), i),
-                _ => dict_value(array.as_dictionary::<UInt64Type>(), i),
-            };
-            value(values, k)
-        }
+        // The value of the run row `i` lies in, or of its dictionary key.
+        T::RunEndEncoded(..) => downcast_run_array!(
+            array => value(array.values().as_ref(), array.get_physical_index(i)),
+            t => unreachable!("{t} is run-end encoded")
+        ),
+        T::Dictionary(..) => downcast_dictionary_array!(
+            array => value(array.values().as_ref(), array.keys().value(i).as_usize()),
+            t => unreachable!("{t} is a dictionary")
+        ),
         T::Boolean => Value::Other(Kind::Boolean),
         t if t.is_numeric() => Value::Other(Kind::Number),
         _ => Value::Other(Kind::Object),
@@ -171,16 +160,6 @@ fn list<O: OffsetSizeTrait>(array: &arrow_array::GenericListArray<O>, i: usize) 
 fn list_view<O: OffsetSizeTrait>(array: &arrow_array::GenericListViewArray<O>, i: usize) -> Value<'_> {
     let start = array.value_offsets()[i].as_usize();
     Value::List(array.values().as_ref(), start..start + array.value_sizes()[i].as_usize())
-}
-
-/// Row `i` of a run-end-encoded array: the value of the run it lies in.
-fn run_value<R: RunEndIndexType>(array: &arrow_array::RunArray<R>, i: usize) -> Value<'_> {
-    value(array.values().as_ref(), array.get_physical_index(i))
-}
-
-fn dict_value<K: ArrowDictionaryKeyType>(d: &arrow_array::DictionaryArray<K>, i: usize) -> (&dyn Array, usize) {
-    use arrow_buffer::ArrowNativeType as _;
-    (d.values().as_ref(), d.keys().value(i).as_usize())
 }
 
 /// Row `i` of `array` as the sentences of `key`.
@@ -253,6 +232,7 @@ fn quoted_len(bytes: &[u8]) -> usize {
 mod tests {
     use super::*;
     use arrow_array::builder::{ListBuilder, StringBuilder};
+    use arrow_array::types::Int32Type;
     use arrow_array::{BinaryArray, BooleanArray, DictionaryArray, Float64Array, Int64Array, StringArray};
 
     /// The JSON string of `bytes`, escaped as [`quoted_len`] counts.
