@@ -153,11 +153,8 @@ impl Error {
 
 /// What a caught panic said (its `&str` or `String` payload), else `default`.
 pub fn panic_message(panic: &(dyn std::any::Any + Send), default: &str) -> String {
-    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
-        (Some(s), _) => s.to_string(),
-        (_, Some(s)) => s.clone(),
-        _ => default.into(),
-    }
+    let text = panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str));
+    text.unwrap_or(default).to_string()
 }
 
 /// Attach a path to `std::io::Result`s.

@@ -43,12 +43,8 @@ fn armed_point() -> io::Result<()> {
         // Disarmed meanwhile.
         Err(n) if n < 0 => Ok(()),
         Err(_) if CRASH.load(Ordering::SeqCst) => crash(),
-        Err(_) => Err(no_space()),
+        Err(_) => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
     }
-}
-
-fn no_space() -> io::Error {
-    io::Error::from_raw_os_error(libc::ENOSPC)
 }
 
 fn crash() -> ! {

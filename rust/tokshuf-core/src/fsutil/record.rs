@@ -232,12 +232,10 @@ impl Record {
     pub fn writing(&self, staged: Vec<Move>, aside: Vec<Move>, old: Option<Record>) -> Record {
         let mut r = self.clone();
         r.state = State::Writing;
-        let old = old.map(|mut o| {
-            // Only the last committed set matters: not the history of interrupted ones.
-            if let Some(w) = o.writer.take() {
-                return w.old.map_or(o, |b| *b);
-            }
-            o
+        // Only the last committed set matters: not the history of interrupted ones.
+        let old = old.map(|mut o| match o.writer.take() {
+            Some(w) => w.old.map_or(o, |b| *b),
+            None => o,
         });
         r.writer = Some(Writer { pid: std::process::id(), host: host_name(), staged, aside, old: old.map(Box::new) });
         r
@@ -316,11 +314,8 @@ pub fn pair_candidates(prefix: &str) -> Vec<String> {
         None => ("", prefix),
     };
     if let Some(stem) = name.strip_suffix("_document") {
-        for (i, _) in stem.match_indices('_').collect::<Vec<_>>().into_iter().rev() {
-            if i > 0 {
-                out.push(format!("{dir}{}{SUFFIX}", &stem[..i]));
-            }
-        }
+        let prefixes = stem.rmatch_indices('_').filter(|&(i, _)| i > 0);
+        out.extend(prefixes.map(|(i, _)| format!("{dir}{}{SUFFIX}", &stem[..i])));
     }
     out
 }
@@ -419,14 +414,9 @@ pub fn member_name(dir: &Path, target: &Path) -> Option<String> {
 pub fn records_in(dir: &Path) -> Vec<PathBuf> {
     let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut records = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if (name.ends_with(SUFFIX) || name == DIR_RECORD) && !name.contains(".tmp-") {
-            records.push(entry.path());
-        }
-    }
+    let is_record = |n: &str| (n.ends_with(SUFFIX) || n == DIR_RECORD) && !n.contains(".tmp-");
+    let mut records: Vec<PathBuf> =
+        entries.flatten().filter(|e| e.file_name().to_str().is_some_and(is_record)).map(|e| e.path()).collect();
     records.sort();
     records
 }
@@ -577,11 +567,6 @@ impl RemoteFile {
     }
 }
 
-/// `url` up to and with its last `/`.
-fn url_dir(url: &str) -> &str {
-    url.rfind('/').map_or("", |i| &url[..=i])
-}
-
 fn remote_of(path: &Path) -> Result<crate::storage::Remote> {
     crate::storage::remote(path)?.ok_or_else(|| Error::invalid(format!("{} is not a storage URL", path.display())))
 }
@@ -637,7 +622,8 @@ pub fn publish_remote_with(
     cancel: &crate::Cancel,
 ) -> Result<()> {
     let url = spec.path.to_string_lossy().into_owned();
-    let dir = url_dir(&url).to_string();
+    // Up to and with its last `/`.
+    let dir = url.rfind('/').map_or("", |i| &url[..=i]).to_string();
     let member_name = |target: &Path| -> Option<String> {
         let t = target.to_str()?;
         let name = t.strip_prefix(dir.as_str())?;

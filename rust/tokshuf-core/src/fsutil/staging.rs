@@ -112,11 +112,9 @@ impl Staging {
         let Staging { mut files, record } = self;
         // Stable: data files keep their order, index files theirs.
         files.sort_by_key(|f| f.role == Role::Index);
+        let record_dir = record.as_ref().and_then(|spec| spec.path.parent());
         let mut dirs: Vec<PathBuf> =
-            files.iter().filter_map(|f| f.file.target().parent()).map(Path::to_path_buf).collect();
-        if let Some(spec) = &record {
-            dirs.extend(spec.path.parent().map(Path::to_path_buf));
-        }
+            files.iter().filter_map(|f| f.file.target().parent()).chain(record_dir).map(Path::to_path_buf).collect();
         dirs.sort();
         dirs.dedup();
         for dir in &dirs {
@@ -152,22 +150,18 @@ impl Staging {
             }
             published.publish()
         })();
-        match result {
-            Ok(()) => {
-                for f in files {
-                    f.file.placed();
-                }
-                for dir in dirs {
-                    sync_dir(&dir);
-                }
-                // The old files go with `log` (their temporary names are removed on drop).
-                Ok(())
-            }
-            Err(e) => {
-                log.undo();
-                Err(e)
-            }
+        if let Err(e) = result {
+            log.undo();
+            return Err(e);
         }
+        for f in files {
+            f.file.placed();
+        }
+        for dir in dirs {
+            sync_dir(&dir);
+        }
+        // The old files go with `log` (their temporary names are removed on drop).
+        Ok(())
     }
 }
 

@@ -60,11 +60,6 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-#[inline]
-fn le_i32(b: &[u8], at: usize) -> i32 {
-    i32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
 impl IndexedDataset {
     /// Open `{prefix}.idx` and `{prefix}.bin`.
     ///
@@ -284,7 +279,8 @@ impl IndexedDataset {
     }
 
     fn raw_length(&self, i: usize) -> i32 {
-        le_i32(self.idx.bytes(), self.layout.lengths + 4 * i)
+        let at = self.layout.lengths + 4 * i;
+        i32::from_le_bytes(self.idx.bytes()[at..at + 4].try_into().expect("4 bytes"))
     }
 
     /// Tokens in sequence `i` (validated non-negative at open with [`Validate::Full`]).

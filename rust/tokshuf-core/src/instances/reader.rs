@@ -224,13 +224,6 @@ impl Reader {
         self.len() == 0
     }
 
-    fn check(&self, i: u64) -> Result<()> {
-        if i >= self.len() {
-            return Err(Error::invalid(format!("instance index {i} out of range for {} instances", self.len())));
-        }
-        Ok(())
-    }
-
     /// Fill one row per index: `ids` (`indices.len() × width`, int64), `mask` (same shape, 1 on
     /// tokens, 0 on padding) and, if `doc_lens`, the document lengths of each row.
     pub fn fill(
@@ -275,7 +268,9 @@ impl Reader {
     }
 
     fn fill_row(&self, i: u64, row: &mut [i64], mask: &mut [u8], lens: Option<&mut Vec<i32>>) -> Result<()> {
-        self.check(i)?;
+        if i >= self.len() {
+            return Err(Error::invalid(format!("instance index {i} out of range for {} instances", self.len())));
+        }
         let mut after_padding = None;
         let used = match &self.layout {
             Layout::Chunks { first, docs } => {
@@ -510,25 +505,20 @@ mod tests {
     #[test]
     fn packed_olmo_doc_lens_merge_padding_with_bos_and_split_it_when_pad_is_eos() {
         // Issue 33's examples, worked by hand from OLMo-core's `get_document_lengths`.
-        let packed = |n: u64| Layout::Packed {
-            docs: U64s::from_vec(&[0, 4, 4, n]),
+        // Two documents, [0, a) and [a, n).
+        let packed = |a: u64, n: u64| Layout::Packed {
+            docs: U64s::from_vec(&[0, a, a, n]),
             offsets: U64s::from_vec(&[0, 2]),
             doc_ids: U64s::from_vec(&[0, 1]),
             doc_lens: PackedDocLens::Olmo { recorded: vec![] },
         };
         // [2 5 6 1][2 7 1] + pad 0; EOS 1 followed by BOS 2 ends a document, else the row's end.
-        let r = Reader::new(store(&[&[2, 5, 6, 1, 2, 7, 1]]), packed(7), 8, 0, 1, Some(2)).unwrap();
+        let r = Reader::new(store(&[&[2, 5, 6, 1, 2, 7, 1]]), packed(4, 7), 8, 0, 1, Some(2)).unwrap();
         let (ids, _, d) = fill(&r, &[0], 8, true);
         assert_eq!(ids, [2, 5, 6, 1, 2, 7, 1, 0]);
         assert_eq!(d, DocLens { lens: vec![4, 4], counts: vec![2] });
         // [5 6 1][7 1] padded with pad = EOS = 1: every padding token is a document.
-        let packed3 = Layout::Packed {
-            docs: U64s::from_vec(&[0, 3, 3, 5]),
-            offsets: U64s::from_vec(&[0, 2]),
-            doc_ids: U64s::from_vec(&[0, 1]),
-            doc_lens: PackedDocLens::Olmo { recorded: vec![] },
-        };
-        let r = Reader::new(store(&[&[5, 6, 1, 7, 1]]), packed3, 8, 1, 1, None).unwrap();
+        let r = Reader::new(store(&[&[5, 6, 1, 7, 1]]), packed(3, 5), 8, 1, 1, None).unwrap();
         let (ids, _, d) = fill(&r, &[0], 8, true);
         assert_eq!(ids, [5, 6, 1, 7, 1, 1, 1, 1]);
         assert_eq!(d, DocLens { lens: vec![3, 2, 1, 1, 1], counts: vec![5] });

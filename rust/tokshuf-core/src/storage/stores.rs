@@ -29,30 +29,17 @@ use crate::error::{Error, Result};
 /// The URL schemes of object stores.
 pub const SCHEMES: [&str; 10] = ["s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "http", "https"];
 
-/// The scheme of `s` if it is written as a URL: `scheme://...` with RFC 3986's scheme characters,
-/// at least two of them (so that `C://x` stays a path).
-fn url_scheme(s: &str) -> Option<&str> {
-    let (scheme, _) = s.split_once("://")?;
+/// Whether `s` names an object in a store rather than a local path: whether it is a URL,
+/// `scheme://...` with RFC 3986's scheme characters, at least two of them (so that `C://x` stays
+/// a path). This is the one place paths and URLs are told apart; a URL whose scheme has no store
+/// here (`hf://`, `ftp://`, `file://`) is refused by [`resolve`], naming the schemes there are,
+/// instead of being taken for a local path that "does not exist" (or, as an output, created as
+/// `./hf:/...`).
+pub fn is_remote(s: &str) -> bool {
+    let Some((scheme, _)) = s.split_once("://") else { return false };
     let mut chars = scheme.chars();
     let first = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
-    let rest = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-    (first && rest && scheme.len() >= 2).then_some(scheme)
-}
-
-/// Whether `s` names an object in a store rather than a local path: whether it is a URL. This is
-/// the one place paths and URLs are told apart; a URL whose scheme has no store here (`hf://`,
-/// `ftp://`, `file://`) is refused by [`resolve`], naming the schemes there are, instead of being
-/// taken for a local path that "does not exist" (or, as an output, created as `./hf:/...`).
-pub fn is_remote(s: &str) -> bool {
-    url_scheme(s).is_some()
-}
-
-/// The error for a URL whose scheme tokshuf has no store for.
-fn unsupported_scheme(scheme: &str, url: &str) -> Error {
-    Error::invalid(format!(
-        "unsupported scheme {scheme} in {url:?} (supported: s3, gs, az, http, https; local files are given by \
-         their path, not as file:// URLs)"
-    ))
+    first && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) && scheme.len() >= 2
 }
 
 /// An object (or a prefix of objects) in a store.
@@ -128,7 +115,10 @@ pub fn resolve(url: &str) -> Result<Remote> {
     let bad = |why: &str| Error::invalid(format!("{:?} is not a valid storage URL: {why}", super::redact(url)));
     let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
     if !SCHEMES.contains(&scheme) {
-        return Err(unsupported_scheme(scheme, url));
+        return Err(Error::invalid(format!(
+            "unsupported scheme {scheme} in {url:?} (supported: s3, gs, az, http, https; local files are given by \
+             their path, not as file:// URLs)"
+        )));
     }
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
     if bucket.is_empty() {
