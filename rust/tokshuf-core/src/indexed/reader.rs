@@ -136,6 +136,10 @@ impl IndexedDataset {
             )));
         }
         let item = self.dtype().itemsize() as u64;
+        let length = |i: usize| {
+            let len = self.raw_length(i);
+            u64::try_from(len).map_err(|_| self.corrupt(format!("sequence_lengths[{i}] is negative ({len})")))
+        };
         let bin_len = self.bin_len();
         let size_mismatch = |end: u64| {
             Error::format(
@@ -155,16 +159,9 @@ impl IndexedDataset {
                 let end = match s.checked_sub(1) {
                     None => 0,
                     Some(i) => {
-                        let len = self.raw_length(i);
-                        if len < 0 {
-                            return Err(self.corrupt(format!("sequence_lengths[{i}] is negative ({len})")));
-                        }
-                        (len as u64)
-                            .checked_mul(item)
-                            .and_then(|n| n.checked_add(self.sequence_pointer(i)))
-                            .ok_or_else(|| {
-                                self.corrupt(format!("sequence {i}'s pointer and length overflow a 64-bit offset"))
-                            })?
+                        length(i)?.checked_mul(item).and_then(|n| n.checked_add(self.sequence_pointer(i))).ok_or_else(
+                            || self.corrupt(format!("sequence {i}'s pointer and length overflow a 64-bit offset")),
+                        )?
                     }
                 };
                 if end != bin_len {
@@ -176,10 +173,7 @@ impl IndexedDataset {
                 // damaged or mismatched index.
                 let mut expect = 0u64;
                 for i in 0..s {
-                    let len = self.raw_length(i);
-                    if len < 0 {
-                        return Err(self.corrupt(format!("sequence_lengths[{i}] is negative ({len})")));
-                    }
+                    let len = length(i)?;
                     let ptr = self.sequence_pointer(i);
                     if ptr != expect {
                         return Err(self.corrupt(format!(
@@ -188,21 +182,17 @@ impl IndexedDataset {
                             item
                         )));
                     }
-                    expect += len as u64 * item;
+                    expect += len * item;
                 }
                 if expect != bin_len {
                     return Err(size_mismatch(expect));
                 }
-                let mut prev = 0u64;
-                for i in 1..d {
-                    let cur = self.document_index(i);
-                    if cur < prev {
-                        return Err(self.corrupt(format!(
-                            "document_indices are not non-decreasing: [{}] = {prev} > [{i}] = {cur}",
-                            i - 1
-                        )));
-                    }
-                    prev = cur;
+                if let Some(i) = (1..d).find(|&i| self.document_index(i) < self.document_index(i - 1)) {
+                    let (prev, cur) = (self.document_index(i - 1), self.document_index(i));
+                    return Err(self.corrupt(format!(
+                        "document_indices are not non-decreasing: [{}] = {prev} > [{i}] = {cur}",
+                        i - 1
+                    )));
                 }
             }
         }

@@ -376,12 +376,8 @@ impl Reader {
             let n = e.saturating_sub(s).min(per_doc) as usize;
             let (mut toks, mut flags) = (vec![0i64; n], vec![1u8; n]);
             self.read_span([s, s + n as u64], &mut toks, &mut flags)?;
-            let kept: Vec<(i64, u8)> = toks
-                .into_iter()
-                .zip(flags)
-                .filter(|&(t, _)| t != self.pad && t != self.eos && Some(t) != self.bos)
-                .collect();
-            docs.push(kept);
+            let special = |t: i64| t == self.pad || t == self.eos || Some(t) == self.bos;
+            docs.push(toks.into_iter().zip(flags).filter(|&(t, _)| !special(t)).collect());
         }
         let mut body = Vec::with_capacity(row.len());
         interleaved::interleave(&docs, chunks, &mut body);
