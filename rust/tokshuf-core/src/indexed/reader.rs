@@ -27,19 +27,10 @@ pub enum Validate {
 }
 
 /// Where the `.bin`'s bytes come from.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 enum Bin {
     Mapped(Mapping),
     Ranged(Arc<RandomAccess>),
-}
-
-impl std::fmt::Debug for Bin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Bin::Mapped(m) => f.debug_tuple("Mapped").field(m).finish(),
-            Bin::Ranged(r) => f.debug_tuple("Ranged").field(&r.size()).finish(),
-        }
-    }
 }
 
 /// An opened indexed dataset.

@@ -23,6 +23,7 @@ const IN_FLIGHT: usize = 32;
 const MAX_BLOCK: u64 = 8 << 20;
 
 /// An input read by ranges.
+#[derive(Debug)]
 pub enum RandomAccess {
     /// A local file, mapped (`None` when empty: an empty map cannot be made).
     Local(Option<Arc<memmap2::Mmap>>, u64),

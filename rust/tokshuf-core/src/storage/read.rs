@@ -189,23 +189,20 @@ pub(super) async fn fetch(remote: Remote, version: Version, range: std::ops::Ran
             Err(_) => Failure::Stalled(waiting.elapsed()),
             Ok(Ok(result)) => {
                 let mut body = result.into_stream();
-                let mut broke = None;
-                loop {
+                let broke = loop {
                     let deadline = tokio::time::Instant::from_std(waiting + budget);
                     match tokio::time::timeout_at(deadline, body.next()).await {
-                        Err(_) => broke = Some(Failure::Stalled(waiting.elapsed())),
-                        Ok(None) => {}
+                        Err(_) => break Some(Failure::Stalled(waiting.elapsed())),
+                        Ok(None) => break None,
                         Ok(Some(Ok(bytes))) => {
                             BYTES.fetch_add(bytes.len() as u64, Ordering::Relaxed);
                             got.extend_from_slice(&bytes);
                             waiting = Instant::now();
                             failures = 0;
-                            continue;
                         }
-                        Ok(Some(Err(e))) => broke = Some(Failure::Store(e)),
+                        Ok(Some(Err(e))) => break Some(Failure::Store(e)),
                     }
-                    break;
-                }
+                };
                 match broke {
                     None if range.start + got.len() as u64 >= range.end => {
                         got.truncate((range.end - range.start) as usize);
