@@ -18,7 +18,7 @@ pub(super) enum Stop {
     Fatal(Error),
 }
 
-pub(super) type Batches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, Stop>> + Send>;
+pub(super) type Batches = Box<dyn Iterator<Item = Result<RecordBatch, Stop>> + Send>;
 
 /// The error for a file that needs `what` (a codec, an encoding...), which this build cannot read.
 pub(super) fn unsupported(path: &Path, what: impl std::fmt::Display) -> Stop {
@@ -27,7 +27,7 @@ pub(super) fn unsupported(path: &Path, what: impl std::fmt::Display) -> Stop {
 
 /// `f()`, or the message of its panic: the Parquet and Arrow decoders assert on some malformed
 /// inputs, and a damaged file must cost that file, not the process.
-pub(super) fn guarded<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+pub(super) fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
         format!("the decoder failed on malformed data: {}", crate::error::panic_message(&*panic, "a panic"))
     })

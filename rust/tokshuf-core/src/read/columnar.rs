@@ -210,14 +210,9 @@ fn decodes(codec: Compression) -> bool {
 
 /// The column chunks of the projected leaves of one row group, as byte ranges of the file, or
 /// why that row group is damaged; an error if a chunk needs a codec this build lacks.
-type Plan = std::result::Result<Vec<Range<u64>>, String>;
+type Plan = Result<Vec<Range<u64>>, String>;
 
-fn plan_row_group(
-    path: &Path,
-    group: &RowGroupMetaData,
-    mask: &ProjectionMask,
-    size: u64,
-) -> std::result::Result<Plan, Stop> {
+fn plan_row_group(path: &Path, group: &RowGroupMetaData, mask: &ProjectionMask, size: u64) -> Result<Plan, Stop> {
     let mut ranges = Vec::new();
     for (c, chunk) in group.columns().iter().enumerate().filter(|&(c, _)| mask.leaf_included(c)) {
         let codec = chunk.compression();
@@ -247,8 +242,8 @@ fn plan_row_group(
 /// `metadata` with its text leaves (Parquet strings and JSON) as plain byte arrays: the decoder
 /// checks the UTF-8 of a string column page by page and fails the whole page (and file) on one
 /// bad value, where the rows reader checks each value and rejects its row alone.
-fn text_as_bytes(metadata: ParquetMetaData) -> std::result::Result<ParquetMetaData, ParquetError> {
-    fn strip(t: &TypePtr) -> std::result::Result<TypePtr, ParquetError> {
+fn text_as_bytes(metadata: ParquetMetaData) -> Result<ParquetMetaData, ParquetError> {
+    fn strip(t: &TypePtr) -> Result<TypePtr, ParquetError> {
         let info = t.get_basic_info();
         if t.is_primitive() {
             let text = matches!(info.logical_type_ref(), Some(LogicalType::String | LogicalType::Json))
@@ -261,7 +256,7 @@ fn text_as_bytes(metadata: ParquetMetaData) -> std::result::Result<ParquetMetaDa
             let plain = if info.has_repetition() { plain.with_repetition(info.repetition()) } else { plain };
             return Ok(Arc::new(plain.build()?));
         }
-        let fields = t.get_fields().iter().map(strip).collect::<std::result::Result<Vec<_>, _>>()?;
+        let fields = t.get_fields().iter().map(strip).collect::<Result<Vec<_>, _>>()?;
         if fields.iter().zip(t.get_fields()).all(|(a, b)| Arc::ptr_eq(a, b)) {
             return Ok(Arc::clone(t));
         }
@@ -292,7 +287,7 @@ fn text_as_bytes(metadata: ParquetMetaData) -> std::result::Result<ParquetMetaDa
 
 /// The record batches of the `keys` columns, row group after row group, the next one's column
 /// chunks fetched while the current one is decoded.
-fn parquet_batches(path: &Path, keys: &[String], counter: Arc<AtomicU64>) -> std::result::Result<Batches, Stop> {
+fn parquet_batches(path: &Path, keys: &[String], counter: Arc<AtomicU64>) -> Result<Batches, Stop> {
     let access = Arc::new(RandomAccess::open(path).map_err(Stop::Fatal)?);
     let size = access.size();
     let source = Source { access, counter, fetched: Arc::default(), failed: Arc::default() };
@@ -312,12 +307,8 @@ fn parquet_batches(path: &Path, keys: &[String], counter: Arc<AtomicU64>) -> std
     let columns = key_indices(path, keys, meta.schema()).map_err(Stop::Fatal)?;
     let mask = ProjectionMask::roots(meta.parquet_schema(), columns);
     let groups = meta.metadata().num_row_groups();
-    let plan: Vec<Plan> = meta
-        .metadata()
-        .row_groups()
-        .iter()
-        .map(|g| plan_row_group(path, g, &mask, size))
-        .collect::<std::result::Result<_, _>>()?;
+    let plan: Vec<Plan> =
+        meta.metadata().row_groups().iter().map(|g| plan_row_group(path, g, &mask, size)).collect::<Result<_, _>>()?;
     let path = path.to_path_buf();
     let mut next = 0usize;
     let mut ahead: Option<Vec<(Range<u64>, Pending)>> = None;
@@ -325,7 +316,7 @@ fn parquet_batches(path: &Path, keys: &[String], counter: Arc<AtomicU64>) -> std
     let start = move |source: &Source, ranges: &[Range<u64>]| -> io::Result<Vec<(Range<u64>, Pending)>> {
         ranges.iter().map(|r| Ok((r.clone(), source.access.start(r.clone())?))).collect()
     };
-    let mut next_batch = move || -> std::result::Result<Option<RecordBatch>, Stop> {
+    let mut next_batch = move || -> Result<Option<RecordBatch>, Stop> {
         loop {
             if let Some(reader) = current.as_mut() {
                 match guarded(|| reader.next()) {

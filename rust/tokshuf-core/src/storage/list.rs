@@ -79,7 +79,7 @@ const PAGE: usize = 1000;
 async fn paged(
     pages: &dyn PaginatedListStore,
     prefix: Option<&Key>,
-) -> std::result::Result<(Vec<Key>, Vec<String>), (Failure, Duration)> {
+) -> Result<(Vec<Key>, Vec<String>), (Failure, Duration)> {
     // Unlike `ObjectStore::list`, a paged listing does not add the delimiter to the prefix.
     let prefix = prefix.filter(|p| !p.as_ref().is_empty()).map(|p| format!("{}/", p.as_ref()));
     let (mut keys, mut invalid) = (Vec::new(), Vec::new());

@@ -179,7 +179,7 @@ fn install_crypto_provider() {
     });
 }
 
-fn build(scheme: &str, bucket: &str) -> std::result::Result<Backend, object_store::Error> {
+fn build(scheme: &str, bucket: &str) -> Result<Backend, object_store::Error> {
     install_crypto_provider();
     Ok(match scheme {
         "s3" | "s3a" => {
