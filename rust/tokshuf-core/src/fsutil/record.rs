@@ -363,10 +363,8 @@ pub fn find_pair_record(prefix: &Path) -> Result<Option<(PathBuf, Seen)>> {
     };
     for candidate in pair_candidates(s) {
         let path = PathBuf::from(candidate);
-        if let Some(seen) = read_local(&path)? {
-            if lists_pair(&seen.record, name) {
-                return Ok(Some((path, seen)));
-            }
+        if let Some(seen) = read_local(&path)?.filter(|seen| lists_pair(&seen.record, name)) {
+            return Ok(Some((path, seen)));
         }
     }
     Ok(None)

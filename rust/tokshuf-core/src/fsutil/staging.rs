@@ -197,16 +197,13 @@ impl Publish {
             }
         }
         let (mut members, mut staged, mut aside) = (Vec::new(), Vec::new(), Vec::new());
+        let tmp_name = |p: &Path| p.file_name().and_then(OsStr::to_str).unwrap_or_default().to_string();
         for (f, backup) in files.iter().zip(backups) {
-            let target = f.file.target();
-            let name = record::member_name(&dir, target);
-            if let Some(name) = &name {
-                members.push(Member::new(name.clone(), f.sum));
-                let tmp_name = |p: &Path| p.file_name().and_then(OsStr::to_str).unwrap_or_default().to_string();
-                staged.push(Move { name: name.clone(), temporary: tmp_name(f.file.path()) });
-                if let Some(b) = &backup {
-                    aside.push(Move { name: name.clone(), temporary: tmp_name(b.path()) });
-                }
+            let Some(name) = record::member_name(&dir, f.file.target()) else { continue };
+            members.push(Member::new(name.clone(), f.sum));
+            staged.push(Move { name: name.clone(), temporary: tmp_name(f.file.path()) });
+            if let Some(b) = backup {
+                aside.push(Move { name, temporary: tmp_name(b.path()) });
             }
         }
         // Other sets' records that claim a file this set replaces no longer describe it.
@@ -310,10 +307,8 @@ pub fn remove_dead_temporaries(target: &Path) {
     let mut stem = name.to_os_string();
     stem.push(".tmp-");
     for entry in entries.flatten() {
-        if let Some(pid) = temporary_pid(&entry.file_name(), &stem) {
-            if !process_alive(pid) {
-                let _ = std::fs::remove_file(entry.path());
-            }
+        if temporary_pid(&entry.file_name(), &stem).is_some_and(|pid| !process_alive(pid)) {
+            let _ = std::fs::remove_file(entry.path());
         }
     }
 }
@@ -326,10 +321,9 @@ pub fn remove_dead_temporaries_in(dir: &Path) {
         let Some(s) = name.to_str() else { continue };
         let Some(at) = s.rfind(".tmp-") else { continue };
         let stem = OsStr::new(&s[..at + 5]);
-        if let Some(pid) = temporary_pid(&name, stem) {
-            if !process_alive(pid) && entry.file_type().is_ok_and(|t| t.is_file()) {
-                let _ = std::fs::remove_file(entry.path());
-            }
+        let dead = temporary_pid(&name, stem).is_some_and(|pid| !process_alive(pid));
+        if dead && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(entry.path());
         }
     }
 }

@@ -120,10 +120,8 @@ pub struct PinnedPair {
 fn find_remote_record(prefix: &str) -> Result<Option<(String, Record, Option<String>)>> {
     let name = file_name(prefix);
     for candidate in record::pair_candidates(prefix) {
-        if let Some((record, etag)) = record::read_remote(&candidate)? {
-            if record::lists_pair(&record, name) {
-                return Ok(Some((candidate, record, etag)));
-            }
+        if let Some((record, etag)) = record::read_remote(&candidate)?.filter(|(r, _)| record::lists_pair(r, name)) {
+            return Ok(Some((candidate, record, etag)));
         }
     }
     Ok(None)

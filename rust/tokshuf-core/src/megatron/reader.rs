@@ -96,26 +96,6 @@ impl GptSampleSource {
     }
 }
 
-fn decode(dtype: DType, bytes: &[u8], out: &mut [i64]) {
-    macro_rules! conv {
-        ($t:ty, $n:expr) => {
-            for (o, c) in out.iter_mut().zip(bytes.chunks_exact($n)) {
-                *o = <$t>::from_le_bytes(c.try_into().expect("chunk size")) as i64;
-            }
-        };
-    }
-    match dtype {
-        DType::U8 => out.iter_mut().zip(bytes).for_each(|(o, &b)| *o = i64::from(b)),
-        DType::I8 => out.iter_mut().zip(bytes).for_each(|(o, &b)| *o = i64::from(b as i8)),
-        DType::U16 => conv!(u16, 2),
-        DType::I16 => conv!(i16, 2),
-        DType::I32 => conv!(i32, 4),
-        DType::I64 => conv!(i64, 8),
-        DType::F32 => conv!(f32, 4),
-        DType::F64 => conv!(f64, 8),
-    }
-}
-
 impl SampleSource for GptSampleSource {
     fn len(&self) -> u64 {
         self.shuffle_index.len() as u64
@@ -256,9 +236,25 @@ pub fn read_sample(src: &dyn SampleSource, k: u64, out: &mut [i64]) -> Result<()
 /// Decode `bytes` to the front of `out`; returns the tokens written.
 fn decode_into(dtype: DType, bytes: &[u8], out: &mut [i64]) -> Result<usize> {
     let n = bytes.len() / dtype.itemsize();
-    let dst =
+    let out =
         out.get_mut(..n).ok_or_else(|| Error::invalid(format!("a sample of {n}+ tokens does not fit its row")))?;
-    decode(dtype, bytes, dst);
+    macro_rules! conv {
+        ($t:ty, $n:expr) => {
+            for (o, c) in out.iter_mut().zip(bytes.chunks_exact($n)) {
+                *o = <$t>::from_le_bytes(c.try_into().expect("chunk size")) as i64;
+            }
+        };
+    }
+    match dtype {
+        DType::U8 => out.iter_mut().zip(bytes).for_each(|(o, &b)| *o = i64::from(b)),
+        DType::I8 => out.iter_mut().zip(bytes).for_each(|(o, &b)| *o = i64::from(b as i8)),
+        DType::U16 => conv!(u16, 2),
+        DType::I16 => conv!(i16, 2),
+        DType::I32 => conv!(i32, 4),
+        DType::I64 => conv!(i64, 8),
+        DType::F32 => conv!(f32, 4),
+        DType::F64 => conv!(f64, 8),
+    }
     Ok(n)
 }
 

@@ -331,13 +331,11 @@ fn utf8_rejection(line: &[u8], e: &std::str::Utf8Error) -> Rejection {
     let at = e.valid_up_to();
     if e.error_len().is_none() {
         let prefix = std::str::from_utf8(&line[..at]).expect("valid up to here");
-        if let Err(j) = serde_json::from_str::<IgnoredAny>(prefix) {
-            if j.is_eof() {
-                return (
-                    BadInputReason::TruncatedJson,
-                    format!("the line ends inside a multi-byte character and an unfinished JSON value: {j}"),
-                );
-            }
+        if let Some(j) = serde_json::from_str::<IgnoredAny>(prefix).err().filter(serde_json::Error::is_eof) {
+            return (
+                BadInputReason::TruncatedJson,
+                format!("the line ends inside a multi-byte character and an unfinished JSON value: {j}"),
+            );
         }
     }
     (BadInputReason::InvalidUtf8, format!("invalid UTF-8 at byte {at} of the line"))

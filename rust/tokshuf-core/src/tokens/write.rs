@@ -100,10 +100,8 @@ pub fn convert_indexed(
             let first = ds.sequence_pointer(s) / item;
             doc.extend((first..first + u64::from(ds.sequence_length(s))).map(|i| tokens.get(i)));
         }
-        if let Some(eos) = append_eos {
-            if doc.last() != Some(&eos) {
-                doc.push(eos);
-            }
+        if let Some(eos) = append_eos.filter(|&eos| doc.last() != Some(&eos)) {
+            doc.push(eos);
         }
         let start = w.tokens();
         w.write(&doc)?;
