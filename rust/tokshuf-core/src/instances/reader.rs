@@ -241,8 +241,7 @@ impl Reader {
                 indices.len()
             )));
         }
-        let fixed = !matches!(self.layout, Layout::Spans(_));
-        if fixed && width as u64 != self.seq_len {
+        if !matches!(self.layout, Layout::Spans(_)) && width as u64 != self.seq_len {
             return Err(Error::invalid(format!("rows must be sequence_length ({}) wide, got {width}", self.seq_len)));
         }
         let mut scratch = Vec::new();

@@ -29,14 +29,9 @@ pub fn header(elem: ElemType, shape: &[usize]) -> Vec<u8> {
     }
     let hlen = dict.len() + 1;
     let pad = ALIGN - (MAGIC.len() + 2 + 2 + hlen) % ALIGN;
-    let mut out = Vec::with_capacity(ALIGN + hlen + pad);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&[1, 0]);
-    out.extend_from_slice(&((hlen + pad) as u16).to_le_bytes());
-    out.extend_from_slice(dict.as_bytes());
-    out.extend(std::iter::repeat_n(b' ', pad));
-    out.push(b'\n');
-    out
+    // Magic, version 1.0, header length, the dict padded with spaces, a newline.
+    let len = ((hlen + pad) as u16).to_le_bytes();
+    [&MAGIC[..], &[1, 0], &len, dict.as_bytes(), &b" ".repeat(pad), b"\n"].concat()
 }
 
 /// Write `array` to `path` as `.npy`: temporary file, then rename, so readers see the whole file

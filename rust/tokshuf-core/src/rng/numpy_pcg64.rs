@@ -22,9 +22,11 @@ pub struct SeedSequence {
     pool: [u32; POOL_SIZE],
 }
 
-fn hashmix(value: u32, hash_const: &mut u32) -> u32 {
+/// `value` mixed with the hash constant, which then steps by `mult` (`MULT_A` while the pool is
+/// filled, `MULT_B` while state is generated).
+fn hashmix(value: u32, hash_const: &mut u32, mult: u32) -> u32 {
     let mut v = value ^ *hash_const;
-    *hash_const = hash_const.wrapping_mul(MULT_A);
+    *hash_const = hash_const.wrapping_mul(mult);
     v = v.wrapping_mul(*hash_const);
     v ^ (v >> XSHIFT)
 }
@@ -41,19 +43,19 @@ impl SeedSequence {
         let mut hash_const = INIT_A;
         let mut pool = [0u32; POOL_SIZE];
         for (i, slot) in pool.iter_mut().enumerate() {
-            *slot = hashmix(entropy.get(i).copied().unwrap_or(0), &mut hash_const);
+            *slot = hashmix(entropy.get(i).copied().unwrap_or(0), &mut hash_const, MULT_A);
         }
         for src in 0..POOL_SIZE {
             for dst in 0..POOL_SIZE {
                 if src != dst {
-                    let h = hashmix(pool[src], &mut hash_const);
+                    let h = hashmix(pool[src], &mut hash_const, MULT_A);
                     pool[dst] = mix(pool[dst], h);
                 }
             }
         }
         for &word in entropy.iter().skip(POOL_SIZE) {
             for slot in pool.iter_mut() {
-                let h = hashmix(word, &mut hash_const);
+                let h = hashmix(word, &mut hash_const, MULT_A);
                 *slot = mix(*slot, h);
             }
         }
@@ -63,14 +65,7 @@ impl SeedSequence {
     /// `generate_state(n_words, np.uint32)`.
     pub fn generate_state_u32(&self, n_words: usize) -> Vec<u32> {
         let mut hash_const = INIT_B;
-        (0..n_words)
-            .map(|i| {
-                let mut v = self.pool[i % POOL_SIZE] ^ hash_const;
-                hash_const = hash_const.wrapping_mul(MULT_B);
-                v = v.wrapping_mul(hash_const);
-                v ^ (v >> XSHIFT)
-            })
-            .collect()
+        (0..n_words).map(|i| hashmix(self.pool[i % POOL_SIZE], &mut hash_const, MULT_B)).collect()
     }
 
     /// `generate_state(n_words, np.uint64)` (pairs of words, little-endian).
