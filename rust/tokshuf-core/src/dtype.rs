@@ -5,18 +5,17 @@ use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
-/// Element type of a `.bin` file, with Megatron's `DType` codes: declared in code order, so that
-/// a variant's code is its position plus one.
+/// Element type of a `.bin` file, with Megatron's `DType` codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
-    U8,
-    I8,
-    I16,
-    I32,
-    I64,
-    F64,
-    F32,
-    U16,
+    U8 = 1,
+    I8 = 2,
+    I16 = 3,
+    I32 = 4,
+    I64 = 5,
+    F64 = 6,
+    F32 = 7,
+    U16 = 8,
 }
 
 impl DType {
@@ -26,12 +25,12 @@ impl DType {
 
     /// Megatron's code for this dtype (the byte at offset 17 of an `.idx`).
     pub fn code(self) -> u8 {
-        self as u8 + 1
+        self as u8
     }
 
     /// The dtype of a Megatron code, if it is one.
     pub fn from_code(code: u8) -> Option<DType> {
-        DType::ALL.get(usize::from(code).checked_sub(1)?).copied()
+        DType::ALL.into_iter().find(|d| d.code() == code)
     }
 
     pub fn itemsize(self) -> usize {
