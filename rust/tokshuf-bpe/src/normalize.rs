@@ -76,12 +76,7 @@ impl Normalizer {
                     }
                 }
                 // `tokenizers` leaves an empty text empty (and removes it).
-                Step::Prepend(p) if !out.is_empty() => {
-                    let mut s = String::with_capacity(p.len() + out.len());
-                    s.push_str(p);
-                    s.push_str(&out);
-                    out = Cow::Owned(s);
-                }
+                Step::Prepend(p) if !out.is_empty() => out = Cow::Owned([p, &*out].concat()),
                 Step::Prepend(_) => {}
                 Step::Replace { from, to } => match one_char(from) {
                     Some(c) if out.contains(c) => {
@@ -164,13 +159,10 @@ fn nfc(text: &str) -> Cow<'_, str> {
         }
         i = end;
     }
-    match out {
-        None => Cow::Borrowed(text),
-        Some(mut o) => {
-            o.push_str(&text[copied..]);
-            Cow::Owned(o)
-        }
-    }
+    out.map_or(Cow::Borrowed(text), |mut o| {
+        o.push_str(&text[copied..]);
+        Cow::Owned(o)
+    })
 }
 
 #[cfg(test)]

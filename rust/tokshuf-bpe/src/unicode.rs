@@ -53,19 +53,13 @@ const fn ascii_table() -> [u8; 128] {
     let mut t = [O; 128];
     let mut c = 0;
     while c < 128 {
-        let b = c as u8;
-        t[c] = if b.is_ascii_lowercase() {
-            L | LO
-        } else if b.is_ascii_uppercase() {
-            L | UP
-        } else if b.is_ascii_digit() {
-            N
-        } else if b == b'\r' || b == b'\n' {
-            S | CRLF
-        } else if matches!(b, b'\t' | 0x0b | 0x0c | b' ') {
-            S
-        } else {
-            O
+        t[c] = match c as u8 {
+            b'a'..=b'z' => L | LO,
+            b'A'..=b'Z' => L | UP,
+            b'0'..=b'9' => N,
+            b'\r' | b'\n' => S | CRLF,
+            b'\t' | 0x0b | 0x0c | b' ' => S,
+            _ => O,
         };
         c += 1;
     }

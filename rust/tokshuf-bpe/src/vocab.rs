@@ -134,17 +134,10 @@ impl TokenList {
     /// or nothing if it fails.
     pub fn push_with<E>(&mut self, id: u32, write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>) -> Result<(), E> {
         let start = self.bytes.len();
-        match write(&mut self.bytes) {
-            Ok(()) => {
-                self.ends.push(self.bytes.len());
-                self.ids.push(id);
-                Ok(())
-            }
-            Err(e) => {
-                self.bytes.truncate(start);
-                Err(e)
-            }
-        }
+        write(&mut self.bytes).inspect_err(|_| self.bytes.truncate(start))?;
+        self.ends.push(self.bytes.len());
+        self.ids.push(id);
+        Ok(())
     }
 
     /// The number of tokens.
