@@ -456,11 +456,4 @@ mod tests {
         let msg = embedded("cl100k").err().unwrap().to_string();
         assert!(msg.contains("cl100k_base") && msg.contains("o200k_base"), "{msg}");
     }
-
-    #[test]
-    fn pattern_names() {
-        assert_eq!("cl100k_base".parse::<Pattern>().unwrap(), Pattern::Cl100k);
-        assert_eq!("llama3".parse::<Pattern>().unwrap(), Pattern::Cl100kClassic);
-        assert!("x".parse::<Pattern>().is_err());
-    }
 }

@@ -776,21 +776,19 @@ mod tests {
                 serde_json::to_string(regex).unwrap()
             )
         };
-        let o200k = seq(Pattern::O200k.regex(), "Isolated", false);
-        assert!(matches!(parse(&minimal(&o200k, "")).unwrap().pipeline.splitter, Splitter::Scanner(Pattern::O200k)));
-        // OLMo-2's spelling of the same split.
-        let removed = seq(Pattern::Cl100kClassic.regex(), "Removed", true);
-        assert!(matches!(
-            parse(&minimal(&removed, "")).unwrap().pipeline.splitter,
-            Splitter::Scanner(Pattern::Cl100kClassic)
-        ));
-        // Any other regex runs on an automaton.
-        let qwen = seq(Pattern::Qwen2.regex(), "Isolated", false);
-        assert!(matches!(parse(&minimal(&qwen, "")).unwrap().pipeline.splitter, Splitter::Scanner(Pattern::Qwen2)));
-        let pairs = seq(&Pattern::Cl100kClassic.regex().replace(r"\p{N}{1,3}", r"\p{N}{1,2}"), "Isolated", false);
-        assert!(matches!(parse(&minimal(&pairs, "")).unwrap().pipeline.splitter, Splitter::Regex(_)));
-        let merged = seq(r"\s+", "MergedWithNext", false);
-        assert!(matches!(parse(&minimal(&merged, "")).unwrap().pipeline.splitter, Splitter::Steps(_)));
+        let pairs = Pattern::Cl100kClassic.regex().replace(r"\p{N}{1,3}", r"\p{N}{1,2}");
+        for (regex, behavior, invert, splitter) in [
+            (Pattern::O200k.regex(), "Isolated", false, "o200k"),
+            // OLMo-2's spelling of the classic cl100k split.
+            (Pattern::Cl100kClassic.regex(), "Removed", true, "cl100k_classic"),
+            (Pattern::Qwen2.regex(), "Isolated", false, "qwen2"),
+            // Any other regex runs on an automaton.
+            (&pairs, "Isolated", false, "regex"),
+            (r"\s+", "MergedWithNext", false, "1 steps"),
+        ] {
+            let hf = parse(&minimal(&seq(regex, behavior, invert), "")).unwrap();
+            assert_eq!(hf.pipeline.splitter.describe(), splitter, "{regex} {behavior}");
+        }
         let lookbehind = seq(r"(?<=a)b|\w+", "Isolated", false);
         assert!(parse(&minimal(&lookbehind, "")).is_err_and(|e| e.0.contains("(?<")));
 

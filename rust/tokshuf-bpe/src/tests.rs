@@ -5,27 +5,23 @@ use std::sync::OnceLock;
 
 use super::*;
 
+/// One shared encoder for each of [`NAMES`].
 fn encoder(name: &str) -> &'static FastBpe {
-    static R50K: OnceLock<FastBpe> = OnceLock::new();
-    static CL100K: OnceLock<FastBpe> = OnceLock::new();
-    static O200K: OnceLock<FastBpe> = OnceLock::new();
-    let cell = match name {
-        "r50k_base" => &R50K,
-        "cl100k_base" => &CL100K,
-        _ => &O200K,
-    };
-    cell.get_or_init(|| FastBpe::from_tiktoken(name).unwrap())
+    static ALL: [OnceLock<FastBpe>; NAMES.len()] = [const { OnceLock::new() }; NAMES.len()];
+    ALL[NAMES.iter().position(|&n| n == name).expect("one of NAMES")]
+        .get_or_init(|| FastBpe::from_tiktoken(name).unwrap())
 }
 
 fn reference(name: &str) -> &'static tiktoken_rs::CoreBPE {
     match name {
         "r50k_base" => tiktoken_rs::r50k_base_singleton(),
+        "p50k_base" => tiktoken_rs::p50k_base_singleton(),
         "cl100k_base" => tiktoken_rs::cl100k_base_singleton(),
         _ => tiktoken_rs::o200k_base_singleton(),
     }
 }
 
-const NAMES: [&str; 3] = ["r50k_base", "cl100k_base", "o200k_base"];
+const NAMES: [&str; 4] = ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"];
 
 fn edge_cases() -> Vec<String> {
     let mut v: Vec<String> = [
@@ -98,8 +94,6 @@ fn specials_are_text_unless_asked() {
     let expected = reference("cl100k_base").encode_with_special_tokens(text);
     assert_eq!(enc.encode(text), expected);
     assert!(expected.contains(&100257) && expected.contains(&100258));
-    assert_eq!(enc.eod_id(), Some(100257));
-    assert_eq!(enc.vocab_size(), 100277);
 }
 
 #[test]
@@ -115,15 +109,6 @@ fn vocab_sizes_and_eod_match_tiktoken() {
     ] {
         let enc = FastBpe::from_tiktoken(name).unwrap();
         assert_eq!((enc.vocab_size(), enc.eod_id()), (size, Some(eod)), "{name}");
-    }
-}
-
-#[test]
-fn p50k_matches_tiktoken_rs() {
-    let ours = FastBpe::from_tiktoken("p50k_base").unwrap();
-    let theirs = tiktoken_rs::p50k_base().unwrap();
-    for text in edge_cases() {
-        assert_eq!(ours.encode(&text), theirs.encode_ordinary(&text));
     }
 }
 

@@ -117,6 +117,7 @@ fn pattern_spellings_resolve() {
     assert_eq!(Pattern::from_regex(gpt2), Some(Pattern::Gpt2));
     assert_eq!(Pattern::from_regex(r"\w+"), None);
     assert_eq!("llama3".parse::<Pattern>().unwrap(), Pattern::Cl100kClassic);
+    assert_eq!("cl100k_base".parse::<Pattern>().unwrap(), Pattern::Cl100k);
     assert!("bert".parse::<Pattern>().unwrap_err().to_string().contains("o200k"));
 }
 

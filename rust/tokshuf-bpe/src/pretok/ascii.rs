@@ -269,14 +269,13 @@ mod tests {
                 assert_eq!(m, classify64_scalar::<false>(&chunk), "byte {b:#04x} at {i}");
                 let folded = classify64::<true>(&chunk);
                 assert_eq!(folded, classify64_scalar::<true>(&chunk), "byte {b:#04x} at {i}, folded");
-                let has_f = |mask: u64| mask >> i & 1 == 1;
-                let lower = b.to_ascii_lowercase();
-                assert_eq!(has_f(folded.l), lower == b'l', "byte {b:#04x}");
-                assert_eq!(has_f(folded.e), lower == b'e', "byte {b:#04x}");
-                assert_eq!(has_f(folded.sdmt), b"sdmt".contains(&lower), "byte {b:#04x}");
-                assert_eq!(has_f(folded.vr), b"vr".contains(&lower), "byte {b:#04x}");
-                assert_eq!(has_f(m.sdmt), b"sdmt".contains(&b), "byte {b:#04x}");
                 let has = |mask: u64| mask >> i & 1 == 1;
+                let lower = b.to_ascii_lowercase();
+                assert_eq!(has(folded.l), lower == b'l', "byte {b:#04x}");
+                assert_eq!(has(folded.e), lower == b'e', "byte {b:#04x}");
+                assert_eq!(has(folded.sdmt), b"sdmt".contains(&lower), "byte {b:#04x}");
+                assert_eq!(has(folded.vr), b"vr".contains(&lower), "byte {b:#04x}");
+                assert_eq!(has(m.sdmt), b"sdmt".contains(&b), "byte {b:#04x}");
                 assert_eq!(has(m.non_ascii), b >= 0x80, "byte {b:#04x}");
                 if b < 0x80 {
                     let c = ASCII[b as usize];
