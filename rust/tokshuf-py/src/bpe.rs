@@ -12,16 +12,9 @@ use crate::errors::IntoPyResult;
 use crate::index_array::PyIndexArray;
 use crate::tokenizer::{encode_texts, flat_arrays, DETACH_BYTES};
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyBpeEncoder>()?;
-    m.add_function(wrap_pyfunction!(split_pattern_regex, m)?)?;
-    m.add("TIKTOKEN_ENCODINGS", tokshuf_core::tokenize::bpe::encodings::encoding_names())?;
-    Ok(())
-}
-
 /// The regex of a split pattern, by any of its names (`cl100k`, `llama3`, `qwen2`, ...).
 #[pyfunction]
-fn split_pattern_regex(py: Python<'_>, name: &str) -> PyResult<&'static str> {
+pub(crate) fn split_pattern_regex(py: Python<'_>, name: &str) -> PyResult<&'static str> {
     let pattern: Pattern = name.parse().map_err(Error::from).into_py(py)?;
     Ok(pattern.regex())
 }
@@ -29,7 +22,7 @@ fn split_pattern_regex(py: Python<'_>, name: &str) -> PyResult<&'static str> {
 /// Exact byte-level BPE: the OpenAI encodings, rank files, and the `tokenizer.json` files whose
 /// pipeline it reproduces.
 #[pyclass(frozen, module = "tokshuf._core", name = "BpeEncoder")]
-pub struct PyBpeEncoder {
+pub(crate) struct PyBpeEncoder {
     inner: Arc<FastBpe>,
 }
 

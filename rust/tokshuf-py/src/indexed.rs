@@ -14,23 +14,9 @@ use crate::long_call::run_detached;
 use crate::open::{Open, WRITER_GONE};
 use crate::summary::{file_bytes, to_python, PyJson};
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyIndexReader>()?;
-    m.add_class::<PyIndexWriter>()?;
-    m.add_function(wrap_pyfunction!(merge, m)?)?;
-    m.add_function(wrap_pyfunction!(list_prefixes, m)?)?;
-    m.add_function(wrap_pyfunction!(write_index, m)?)?;
-    m.add_function(wrap_pyfunction!(_fail_writes_after, m)?)?;
-    m.add_function(wrap_pyfunction!(local_pair, m)?)?;
-    m.add_function(wrap_pyfunction!(publish_remote, m)?)?;
-    m.add_function(wrap_pyfunction!(checksum_file, m)?)?;
-    m.add_class::<PyStagedSet>()?;
-    Ok(())
-}
-
 /// The size and CRC32C (8 hex digits) of the file at `path`, as commit records list them.
 #[pyfunction]
-fn checksum_file(py: Python<'_>, path: PathBuf) -> PyResult<(u64, String)> {
+pub(crate) fn checksum_file(py: Python<'_>, path: PathBuf) -> PyResult<(u64, String)> {
     run_detached(py, move |_| {
         let sum = tokshuf_core::fsutil::record::Checksum::of_file(&path)?;
         Ok((sum.bytes, sum.hex()))
@@ -45,7 +31,7 @@ fn record_field(py: Python<'_>, what: &str, value: &Bound<'_, PyAny>) -> PyResul
 /// Outputs staged under temporary names, committed together as one set by a commit record
 /// (`tokshuf merge --parts`: every key's merged pair and the summary).
 #[pyclass(module = "tokshuf._core", name = "StagedSet")]
-pub struct PyStagedSet {
+pub(crate) struct PyStagedSet {
     inner: Open<tokshuf_core::fsutil::Staging>,
 }
 
@@ -97,7 +83,7 @@ impl PyStagedSet {
 /// summary), then the committed record listing each with its size, checksum and ETag.
 #[pyfunction]
 #[pyo3(signature = (record, command, run, inputs, files, summary=None))]
-fn publish_remote(
+pub(crate) fn publish_remote(
     py: Python<'_>,
     record: String,
     command: String,
@@ -127,7 +113,7 @@ fn publish_remote(
 /// The local prefix of copies of the `.bin/.idx` pair `prefix` in a store, both of one committed
 /// version (downloaded as needed, GIL released, and checked against the set's commit record).
 #[pyfunction]
-fn local_pair(py: Python<'_>, prefix: String) -> PyResult<String> {
+pub(crate) fn local_pair(py: Python<'_>, prefix: String) -> PyResult<String> {
     run_detached(py, move |_| indexed::local_pair(&prefix).map(|p| p.to_string_lossy().into_owned()))
 }
 
@@ -136,7 +122,7 @@ fn local_pair(py: Python<'_>, prefix: String) -> PyResult<String> {
 /// disarms). Returns the points passed since the previous call.
 #[pyfunction]
 #[pyo3(signature = (n, crash=false))]
-fn _fail_writes_after(n: Option<u64>, crash: bool) -> u64 {
+pub(crate) fn _fail_writes_after(n: Option<u64>, crash: bool) -> u64 {
     let passed = tokshuf_core::fsutil::fault::passed();
     tokshuf_core::fsutil::fault::arm(n, crash);
     passed
@@ -144,7 +130,7 @@ fn _fail_writes_after(n: Option<u64>, crash: bool) -> u64 {
 
 /// A validated, memory-mapped `.bin/.idx` pair; `tokshuf.IndexedDataset` builds numpy views on it.
 #[pyclass(frozen, module = "tokshuf._core", name = "IndexReader")]
-pub struct PyIndexReader {
+pub(crate) struct PyIndexReader {
     inner: IndexedDataset,
 }
 
@@ -231,7 +217,7 @@ impl PyIndexReader {
 
 /// Streaming writer of one indexed dataset (temporary files until `finish`).
 #[pyclass(module = "tokshuf._core", name = "IndexWriter")]
-pub struct PyIndexWriter {
+pub(crate) struct PyIndexWriter {
     inner: Open<IndexedDatasetWriter>,
 }
 
@@ -285,7 +271,7 @@ impl PyIndexWriter {
 /// `summary_path`, the counts are also written there as JSON, committed with the pair.
 #[pyfunction]
 #[pyo3(signature = (prefixes, output_prefix, summary_path=None))]
-fn merge<'py>(
+pub(crate) fn merge<'py>(
     py: Python<'py>,
     prefixes: Vec<PathBuf>,
     output_prefix: PathBuf,
@@ -297,7 +283,7 @@ fn merge<'py>(
 
 /// Prefixes of the `.bin/.idx` pairs in a directory, sorted as Megatron's merge tool sorts them.
 #[pyfunction]
-fn list_prefixes(py: Python<'_>, directory: PathBuf) -> PyResult<Vec<PathBuf>> {
+pub(crate) fn list_prefixes(py: Python<'_>, directory: PathBuf) -> PyResult<Vec<PathBuf>> {
     indexed::list_prefixes(&directory).into_py(py)
 }
 
@@ -305,7 +291,7 @@ fn list_prefixes(py: Python<'_>, directory: PathBuf) -> PyResult<Vec<PathBuf>> {
 /// C-contiguous buffers of those types, e.g. numpy arrays), atomically; returns its size.
 #[pyfunction]
 #[pyo3(signature = (path, dtype, sequence_lengths, document_indices, sequence_modes=None))]
-fn write_index(
+pub(crate) fn write_index(
     py: Python<'_>,
     path: PathBuf,
     dtype: &str,

@@ -20,21 +20,6 @@ use crate::buffer::PyMappedBuffer;
 use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyInstanceReader>()?;
-    m.add_function(wrap_pyfunction!(instances_per_file, m)?)?;
-    m.add_function(wrap_pyfunction!(limit_documents, m)?)?;
-    m.add_function(wrap_pyfunction!(padded_instances, m)?)?;
-    m.add_function(wrap_pyfunction!(pack_documents, m)?)?;
-    m.add_function(wrap_pyfunction!(vsl_decompose, m)?)?;
-    m.add_function(wrap_pyfunction!(vsl_buckets, m)?)?;
-    m.add_function(wrap_pyfunction!(vsl_batches_per_bucket, m)?)?;
-    m.add_function(wrap_pyfunction!(vsl_batch_order, m)?)?;
-    m.add_function(wrap_pyfunction!(interleave_plan, m)?)?;
-    m.add_function(wrap_pyfunction!(numpy_shuffled, m)?)?;
-    Ok(())
-}
-
 /// numpy's `default_rng(seed)` from the seed's entropy words (`tokshuf.instances._seeds`).
 fn generator(entropy: &[u32]) -> NumpyGenerator {
     NumpyGenerator::from_seed_sequence(&SeedSequence::new(entropy))
@@ -43,7 +28,7 @@ fn generator(entropy: &[u32]) -> NumpyGenerator {
 /// Instances each file contributes to a concatenate-and-chunk dataset.
 #[pyfunction]
 #[pyo3(signature = (tokens_per_file, sequence_length, max_target_sequence_length=None))]
-fn instances_per_file(
+pub(crate) fn instances_per_file(
     py: Python<'_>,
     tokens_per_file: Vec<u64>,
     sequence_length: u64,
@@ -54,7 +39,7 @@ fn instances_per_file(
 
 /// Documents longer than `max_length` truncated or fragmented; empty ones dropped.
 #[pyfunction]
-fn limit_documents(
+pub(crate) fn limit_documents(
     py: Python<'_>,
     spans: PyBuffer<u64>,
     max_length: u64,
@@ -69,7 +54,7 @@ fn limit_documents(
 /// One span per document, truncated (or fragmented) to `sequence_length`.
 #[pyfunction]
 #[pyo3(signature = (spans, sequence_length, long_doc_strategy="truncate"))]
-fn padded_instances(
+pub(crate) fn padded_instances(
     py: Python<'_>,
     spans: PyBuffer<u64>,
     sequence_length: u64,
@@ -84,7 +69,7 @@ fn padded_instances(
 /// OBFD-pack each group of document spans; returns (documents, offsets, document ids).
 #[pyfunction]
 #[pyo3(signature = (groups, sequence_length, num_threads=None))]
-fn pack_documents(
+pub(crate) fn pack_documents(
     py: Python<'_>,
     groups: Vec<PyBuffer<u64>>,
     sequence_length: u64,
@@ -97,7 +82,12 @@ fn pack_documents(
 
 /// Power-of-two pieces of every document (VSL dataset decomposition).
 #[pyfunction]
-fn vsl_decompose(py: Python<'_>, spans: PyBuffer<u64>, min_length: u64, max_length: u64) -> PyResult<PyMappedBuffer> {
+pub(crate) fn vsl_decompose(
+    py: Python<'_>,
+    spans: PyBuffer<u64>,
+    min_length: u64,
+    max_length: u64,
+) -> PyResult<PyMappedBuffer> {
     let spans = spans_in(py, &spans)?;
     let out = py.detach(|| vsl::decompose(&spans, min_length, max_length)).into_py(py)?;
     Ok(spans_out(&out))
@@ -105,7 +95,7 @@ fn vsl_decompose(py: Python<'_>, spans: PyBuffer<u64>, min_length: u64, max_leng
 
 /// Instance ids per bucket length (`min, 2 min, ..., max`).
 #[pyfunction]
-fn vsl_buckets(
+pub(crate) fn vsl_buckets(
     py: Python<'_>,
     pieces: PyBuffer<u64>,
     min_length: u64,
@@ -119,7 +109,7 @@ fn vsl_buckets(
 /// `(length, batches)` per bucket for a curriculum and a global batch of `global_batch_tokens`.
 #[pyfunction]
 #[pyo3(signature = (instances_per_bucket, global_batch_tokens, curriculum_name="natural", num_cycles=None, balanced=false))]
-fn vsl_batches_per_bucket(
+pub(crate) fn vsl_batches_per_bucket(
     py: Python<'_>,
     instances_per_bucket: Vec<(u64, u64)>,
     global_batch_tokens: u64,
@@ -136,7 +126,7 @@ fn vsl_batches_per_bucket(
 /// `entropy` being the seed's words.
 #[pyfunction]
 #[pyo3(signature = (batches_per_bucket, entropy, curriculum_name="natural", num_cycles=None, balanced=false))]
-fn vsl_batch_order(
+pub(crate) fn vsl_batch_order(
     py: Python<'_>,
     batches_per_bucket: Vec<(u64, u64)>,
     entropy: Vec<u32>,
@@ -152,7 +142,7 @@ fn vsl_batch_order(
 /// Exempt base ids and the seeded permutation of the others; `exempt` is a uint8 mask,
 /// `entropy` the seed's words.
 #[pyfunction]
-fn interleave_plan(
+pub(crate) fn interleave_plan(
     py: Python<'_>,
     exempt: PyBuffer<u8>,
     sequence_length: u64,
@@ -168,7 +158,7 @@ fn interleave_plan(
 /// numpy's `default_rng(seed).permutation(values)` for a uint64 array, `entropy` being the
 /// seed's words.
 #[pyfunction]
-fn numpy_shuffled(py: Python<'_>, values: PyBuffer<u64>, entropy: Vec<u32>) -> PyResult<PyMappedBuffer> {
+pub(crate) fn numpy_shuffled(py: Python<'_>, values: PyBuffer<u64>, entropy: Vec<u32>) -> PyResult<PyMappedBuffer> {
     let mut v = values.to_vec(py)?;
     py.detach(|| generator(&entropy).shuffle(&mut v));
     Ok(u64_out(&v))
@@ -188,7 +178,7 @@ fn array(files: &HashMap<String, PathBuf>, name: &str) -> Result<U64s> {
 
 /// Reads instances of a dataset into caller-provided numpy buffers, without the GIL.
 #[pyclass(frozen, module = "tokshuf._core", name = "InstanceReader")]
-pub struct PyInstanceReader {
+pub(crate) struct PyInstanceReader {
     inner: Reader,
 }
 

@@ -17,35 +17,18 @@ use crate::errors::IntoPyResult;
 use crate::index_array::PyIndexArray;
 use crate::long_call::run_detached;
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyIndexArray>()?;
-    m.add_class::<PySampleReader>()?;
-    m.add_function(wrap_pyfunction!(numpy_random_words, m)?)?;
-    m.add_function(wrap_pyfunction!(numpy_shuffled_aranges, m)?)?;
-    m.add_function(wrap_pyfunction!(numpy_sum, m)?)?;
-    m.add_function(wrap_pyfunction!(normalize, m)?)?;
-    m.add_function(wrap_pyfunction!(parse_split, m)?)?;
-    m.add_function(wrap_pyfunction!(split_ranges, m)?)?;
-    m.add_function(wrap_pyfunction!(size_per_split_per_dataset, m)?)?;
-    m.add_function(wrap_pyfunction!(build_sample_index, m)?)?;
-    m.add_function(wrap_pyfunction!(build_blending_indices, m)?)?;
-    m.add_function(wrap_pyfunction!(build_exhaustive_blending_indices, m)?)?;
-    m.add_function(wrap_pyfunction!(build_gpt_indices, m)?)?;
-    Ok(())
-}
-
 type Bookends = [Option<(f64, f64)>; 3];
 
 /// The first `n` raw 32-bit words of `numpy.random.RandomState(seed)`.
 #[pyfunction]
-fn numpy_random_words(seed: u32, n: usize) -> Vec<u32> {
+pub(crate) fn numpy_random_words(seed: u32, n: usize) -> Vec<u32> {
     let mut rs = RandomState::new(seed);
     (0..n).map(|_| rs.next_u32()).collect()
 }
 
 /// `rs = RandomState(seed)`, then `rs.shuffle(arange(n))` for each n in turn.
 #[pyfunction]
-fn numpy_shuffled_aranges(seed: u32, lengths: Vec<usize>) -> Vec<Vec<i64>> {
+pub(crate) fn numpy_shuffled_aranges(seed: u32, lengths: Vec<usize>) -> Vec<Vec<i64>> {
     let mut rs = RandomState::new(seed);
     lengths
         .into_iter()
@@ -59,32 +42,36 @@ fn numpy_shuffled_aranges(seed: u32, lengths: Vec<usize>) -> Vec<Vec<i64>> {
 
 /// `numpy.sum` of a float64 vector (pairwise summation).
 #[pyfunction]
-fn numpy_sum(values: Vec<f64>) -> f64 {
+pub(crate) fn numpy_sum(values: Vec<f64>) -> f64 {
     megatron::numpy_sum(&values)
 }
 
 /// Megatron's `normalize(weights)`.
 #[pyfunction]
-fn normalize(py: Python<'_>, weights: Vec<f64>) -> PyResult<Vec<f64>> {
+pub(crate) fn normalize(py: Python<'_>, weights: Vec<f64>) -> PyResult<Vec<f64>> {
     megatron::normalize(&weights).into_py(py)
 }
 
 /// `"949,50,1"` → (normalized vector, bookend matrix with `None` for disabled splits).
 #[pyfunction]
-fn parse_split(py: Python<'_>, split: &str) -> PyResult<([f64; 3], Bookends)> {
+pub(crate) fn parse_split(py: Python<'_>, split: &str) -> PyResult<([f64; 3], Bookends)> {
     let v = megatron::parse_split(split).into_py(py)?;
     Ok((v, megatron::split_matrix(&v)))
 }
 
 /// The `[beg, end)` sequence range of each split over `n` sequences.
 #[pyfunction]
-fn split_ranges(matrix: Bookends, n: u64) -> [Option<(u64, u64)>; 3] {
+pub(crate) fn split_ranges(matrix: Bookends, n: u64) -> [Option<(u64, u64)>; 3] {
     megatron::split_ranges(&matrix, n)
 }
 
 /// Per-dataset sample counts per split, `ceil(ceil(n × w) × (1 + surplus))`.
 #[pyfunction]
-fn size_per_split_per_dataset(weights: Vec<f64>, sizes: [Option<u64>; 3], surplus: f64) -> Vec<[Option<u64>; 3]> {
+pub(crate) fn size_per_split_per_dataset(
+    weights: Vec<f64>,
+    sizes: [Option<u64>; 3],
+    surplus: f64,
+) -> Vec<[Option<u64>; 3]> {
     megatron::size_per_split_per_dataset(&weights, &sizes, surplus)
 }
 
@@ -92,7 +79,7 @@ fn size_per_split_per_dataset(weights: Vec<f64>, sizes: [Option<u64>; 3], surplu
 #[pyfunction]
 #[pyo3(signature = (sizes, document_index, sequence_length, num_epochs, tokens_per_epoch, drop_last_partial_sequence=true, add_extra_token_to_sequence=true))]
 #[allow(clippy::too_many_arguments)]
-fn build_sample_index(
+pub(crate) fn build_sample_index(
     py: Python<'_>,
     sizes: Vec<i32>,
     document_index: Vec<i64>,
@@ -122,13 +109,20 @@ fn blend_pair(b: megatron::Blend) -> (PyIndexArray, PyIndexArray) {
 
 /// Greedy blending over `size` samples → (dataset_index int16, dataset_sample_index int64).
 #[pyfunction]
-fn build_blending_indices(py: Python<'_>, weights: Vec<f64>, size: u64) -> PyResult<(PyIndexArray, PyIndexArray)> {
+pub(crate) fn build_blending_indices(
+    py: Python<'_>,
+    weights: Vec<f64>,
+    size: u64,
+) -> PyResult<(PyIndexArray, PyIndexArray)> {
     run_detached(py, |cancel| blend::build_blending_indices(&weights, size, cancel)).map(blend_pair)
 }
 
 /// Exhaustive blending: exactly `sizes[d]` samples of each dataset.
 #[pyfunction]
-fn build_exhaustive_blending_indices(py: Python<'_>, sizes: Vec<u64>) -> PyResult<(PyIndexArray, PyIndexArray)> {
+pub(crate) fn build_exhaustive_blending_indices(
+    py: Python<'_>,
+    sizes: Vec<u64>,
+) -> PyResult<(PyIndexArray, PyIndexArray)> {
     run_detached(py, |cancel| blend::build_exhaustive_blending_indices(&sizes, cancel)).map(blend_pair)
 }
 
@@ -137,7 +131,7 @@ fn build_exhaustive_blending_indices(py: Python<'_>, sizes: Vec<u64>) -> PyResul
 #[pyfunction]
 #[pyo3(signature = (prefix, beg, end, num_samples, *, sequence_length, add_extra_token, seed, drop_last_partial_sequence, scheme="megatron"))]
 #[allow(clippy::too_many_arguments)]
-fn build_gpt_indices<'py>(
+pub(crate) fn build_gpt_indices<'py>(
     py: Python<'py>,
     prefix: PathBuf,
     beg: u64,
@@ -177,7 +171,7 @@ fn with_prefix(e: Error, prefix: &std::path::Path) -> Error {
 
 /// Reads samples (one, or a batch into one array) with the GIL released.
 #[pyclass(frozen, module = "tokshuf._core", name = "SampleReader")]
-pub struct PySampleReader {
+pub(crate) struct PySampleReader {
     inner: Arc<dyn SampleSource>,
 }
 

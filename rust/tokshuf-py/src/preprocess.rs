@@ -13,29 +13,22 @@ use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
 use crate::tokenizer::PyTokenizer;
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(preprocess, m)?)?;
-    m.add_function(wrap_pyfunction!(expand_input_paths, m)?)?;
-    m.add_function(wrap_pyfunction!(parse_task, m)?)?;
-    Ok(())
-}
-
 /// `(index, count)` of a task given as `i/N` (0-based `i`) or `auto` (this Slurm array task).
 #[pyfunction]
-fn parse_task(py: Python<'_>, text: &str) -> PyResult<(usize, usize)> {
+pub(crate) fn parse_task(py: Python<'_>, text: &str) -> PyResult<(usize, usize)> {
     text.parse::<tokshuf_core::tasks::Task>().map(|t| (t.index, t.count)).into_py(py)
 }
 
 /// The files `inputs` (files, directories, globs) expand to, in processing order. Without the
 /// GIL: listing a store is network requests (and the store may be served by this process).
 #[pyfunction]
-fn expand_input_paths(py: Python<'_>, inputs: Vec<String>) -> PyResult<Vec<PathBuf>> {
+pub(crate) fn expand_input_paths(py: Python<'_>, inputs: Vec<String>) -> PyResult<Vec<PathBuf>> {
     run_detached(py, move |_| expand_inputs(&inputs, INPUT_EXTENSIONS).map(|i| i.files))
 }
 
 /// The defaults of `preprocess`'s options, by their public names: the core's config is their one
 /// declaration, read by the Python API and the command line through `_core.defaults("preprocess")`.
-pub fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+pub(crate) fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let cfg = PreprocessConfig::new(Vec::new(), PathBuf::new(), Vec::new());
     let d = PyDict::new(py);
     d.set_item("json_keys", DEFAULT_JSON_KEYS)?;
@@ -51,7 +44,7 @@ pub fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 
 /// Where the summary goes: `True` beside the outputs, `False` nowhere, or a path.
 #[derive(FromPyObject)]
-enum SummaryTarget {
+pub(crate) enum SummaryTarget {
     Beside(bool),
     At(PathBuf),
 }
@@ -64,7 +57,7 @@ enum SummaryTarget {
     partitions, batch_bytes, max_line_bytes, sentence_lists, progress, summary, shard,
 ))]
 #[allow(clippy::too_many_arguments)]
-fn preprocess<'py>(
+pub(crate) fn preprocess<'py>(
     py: Python<'py>,
     inputs: Vec<String>,
     output_prefix: PathBuf,

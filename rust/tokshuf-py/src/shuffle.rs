@@ -17,11 +17,6 @@ use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
 use crate::tokenizer::PyTokenizer;
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(shuffle, m)?)?;
-    Ok(())
-}
-
 fn extensions(ext: Option<Vec<String>>, shuffle_only: bool) -> Vec<String> {
     match ext {
         Some(list) if !list.is_empty() => {
@@ -34,7 +29,7 @@ fn extensions(ext: Option<Vec<String>>, shuffle_only: bool) -> Vec<String> {
 
 /// The defaults of `shuffle`'s options, by their public names: the core's config is their one
 /// declaration, read by the Python API and the command line through `_core.defaults("shuffle")`.
-pub fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+pub(crate) fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let cfg = ShuffleConfig::new(Vec::new(), PathBuf::new(), PathBuf::new(), SpecialIds { bos: None, eot: 0, pad: 0 });
     let d = PyDict::new(py);
     d.set_item("context_length", cfg.seqlen)?;
@@ -65,7 +60,7 @@ pub fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     max_line_bytes, progress, stage, task, summary_path,
 ))]
 #[allow(clippy::too_many_arguments)]
-fn shuffle<'py>(
+pub(crate) fn shuffle<'py>(
     py: Python<'py>,
     inputs: Vec<String>,
     local_cell_dir: PathBuf,

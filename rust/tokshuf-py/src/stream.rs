@@ -16,11 +16,6 @@ use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
 use crate::stream_source::{take_error, ErrorSlot, PyDocSource};
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyStreamWorker>()?;
-    Ok(())
-}
-
 fn words(v: &[u64]) -> Vec<u8> {
     v.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
@@ -58,7 +53,7 @@ fn open_source(item: &Bound<'_, PyAny>, slot: &ErrorSlot) -> PyResult<Box<dyn Do
 
 /// The stream of one global worker: batches out, state in and out.
 #[pyclass(frozen, module = "tokshuf._core", name = "StreamWorker")]
-pub struct PyStreamWorker {
+pub(crate) struct PyStreamWorker {
     inner: Mutex<WorkerStream>,
     slot: ErrorSlot,
 }

@@ -15,14 +15,9 @@ use tokshuf_core::storage::redact;
 
 use crate::long_call::run_detached;
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(write_summary, m)?)?;
-    Ok(())
-}
-
 /// `value` as Python objects (structs and maps as dicts, in order; sequences as lists, tuples as
 /// tuples), every string and key with credentials masked.
-pub fn to_python<'py>(py: Python<'py>, value: &impl Serialize) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn to_python<'py>(py: Python<'py>, value: &impl Serialize) -> PyResult<Bound<'py, PyAny>> {
     masked(pythonize::pythonize(py, value)?)
 }
 
@@ -50,7 +45,7 @@ fn masked(obj: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
 
 /// A Python value made of dicts, lists, tuples, strings, numbers, booleans and `None`, serialized
 /// as `json.dumps` reads it (dicts in their order; int keys as strings).
-pub struct PyJson<'a, 'py>(pub &'a Bound<'py, PyAny>);
+pub(crate) struct PyJson<'a, 'py>(pub &'a Bound<'py, PyAny>);
 
 impl Serialize for PyJson<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -97,7 +92,7 @@ fn type_name(o: &Bound<'_, PyAny>) -> String {
 
 /// The bytes of the summary file of `summary` (pretty JSON and a newline, credentials masked); a
 /// value JSON cannot hold is a `TypeError`, as for `json.dumps`.
-pub fn file_bytes(summary: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+pub(crate) fn file_bytes(summary: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     fsutil::json_file_bytes(&PyJson(summary)).map_err(|e| PyTypeError::new_err(e.to_string()))
 }
 
@@ -105,7 +100,7 @@ pub fn file_bytes(summary: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
 /// replaced atomically, an object in a store appears whole; the same bytes as the summaries the
 /// commands write themselves.
 #[pyfunction]
-fn write_summary(py: Python<'_>, summary: &Bound<'_, PyAny>, target: PathBuf) -> PyResult<()> {
+pub(crate) fn write_summary(py: Python<'_>, summary: &Bound<'_, PyAny>, target: PathBuf) -> PyResult<()> {
     let bytes = file_bytes(summary)?;
     run_detached(py, move |_| fsutil::write_whole(&target, bytes))
 }

@@ -13,15 +13,9 @@ use crate::errors::IntoPyResult;
 use crate::index_array::PyIndexArray;
 use crate::long_call::run_detached;
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyTokenizer>()?;
-    m.add_function(wrap_pyfunction!(tiktoken_encoding_data, m)?)?;
-    Ok(())
-}
-
 /// A loaded tokenizer shared by every thread that uses it.
 #[pyclass(frozen, module = "tokshuf._core", name = "Tokenizer")]
-pub struct PyTokenizer {
+pub(crate) struct PyTokenizer {
     inner: Arc<dyn Tokenizer>,
 }
 
@@ -129,7 +123,7 @@ const INLINE_MAX_BYTES: usize = 8 << 20;
 
 /// Encode Python strings with the GIL released: their UTF-8 is borrowed, not copied (the
 /// `Bound`s keep the strings alive whatever other threads do to the sequence they came from).
-pub fn encode_texts(
+pub(crate) fn encode_texts(
     py: Python<'_>,
     tokenizer: &dyn Tokenizer,
     texts: &[Bound<'_, PyString>],
@@ -147,7 +141,7 @@ pub fn encode_texts(
 }
 
 /// `(ids, offsets)` as arrays numpy views in place: uint32 ids, int64 offsets.
-pub fn flat_arrays(out: EncodedTexts) -> (PyIndexArray, PyIndexArray) {
+pub(crate) fn flat_arrays(out: EncodedTexts) -> (PyIndexArray, PyIndexArray) {
     let offsets = out.offsets.into_iter().map(|o| o as i64).collect();
     (
         PyIndexArray::new(IndexArray::from_owned(Owned::U32(out.ids))),
@@ -158,7 +152,7 @@ pub fn flat_arrays(out: EncodedTexts) -> (PyIndexArray, PyIndexArray) {
 /// The data of an OpenAI encoding as embedded here: `.tiktoken` file bytes, split pattern and
 /// special tokens (to build a `tiktoken.Encoding` offline).
 #[pyfunction]
-fn tiktoken_encoding_data<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn tiktoken_encoding_data<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
     let (enc, ranks) = py.detach(|| embedded(name)).map_err(Error::from).into_py(py)?;
     let file = py.detach(|| ranks.to_tiktoken_file());
     let d = PyDict::new(py);

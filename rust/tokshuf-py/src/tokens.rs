@@ -14,20 +14,10 @@ use crate::errors::IntoPyResult;
 use crate::long_call::run_detached;
 use crate::open::{Open, WRITER_GONE};
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyTokenWriter>()?;
-    m.add_function(wrap_pyfunction!(scan_documents, m)?)?;
-    m.add_function(wrap_pyfunction!(indexed_documents, m)?)?;
-    m.add_function(wrap_pyfunction!(read_metadata, m)?)?;
-    m.add_function(wrap_pyfunction!(write_metadata, m)?)?;
-    m.add_function(wrap_pyfunction!(convert_indexed, m)?)?;
-    Ok(())
-}
-
 /// `(start, end)` of every document of an OLMo token file, by scanning for EOS (and BOS).
 #[pyfunction]
 #[pyo3(signature = (path, dtype, eos_token_id, bos_token_id=None, num_threads=None))]
-fn scan_documents(
+pub(crate) fn scan_documents(
     py: Python<'_>,
     path: PathBuf,
     dtype: &str,
@@ -45,7 +35,7 @@ fn scan_documents(
 
 /// Documents of an indexed dataset as spans of its `.bin`; returns (spans, token dtype, tokens).
 #[pyfunction]
-fn indexed_documents(py: Python<'_>, prefix: PathBuf) -> PyResult<(PyMappedBuffer, &'static str, u64)> {
+pub(crate) fn indexed_documents(py: Python<'_>, prefix: PathBuf) -> PyResult<(PyMappedBuffer, &'static str, u64)> {
     let (spans, ty, n) = run_detached(py, |_| {
         let ds = IndexedDataset::open(&prefix, None, Validate::Full)?;
         let arr = TokenArray::from_indexed(&ds)?;
@@ -56,14 +46,14 @@ fn indexed_documents(py: Python<'_>, prefix: PathBuf) -> PyResult<(PyMappedBuffe
 
 /// Spans from a Dolma `.csv.gz`, checked against `num_tokens`.
 #[pyfunction]
-fn read_metadata(py: Python<'_>, path: PathBuf, num_tokens: u64) -> PyResult<PyMappedBuffer> {
+pub(crate) fn read_metadata(py: Python<'_>, path: PathBuf, num_tokens: u64) -> PyResult<PyMappedBuffer> {
     let spans = run_detached(py, |_| tokens::read_metadata(&path, num_tokens))?;
     Ok(spans_out(&spans))
 }
 
 /// Write Dolma metadata rows for `spans` (an `(n, 2)` uint64 array).
 #[pyfunction]
-fn write_metadata(py: Python<'_>, path: PathBuf, spans: PyBuffer<u64>, src: &str) -> PyResult<()> {
+pub(crate) fn write_metadata(py: Python<'_>, path: PathBuf, spans: PyBuffer<u64>, src: &str) -> PyResult<()> {
     let spans = spans_in(py, &spans)?;
     run_detached(py, |_| tokens::write_metadata(&path, &spans, src))
 }
@@ -72,7 +62,7 @@ fn write_metadata(py: Python<'_>, path: PathBuf, spans: PyBuffer<u64>, src: &str
 /// run's summary), published as one set by `{output}.commit.json`; returns the documents' spans.
 #[pyfunction]
 #[pyo3(signature = (prefix, output, dtype, append_eos=None, metadata_path=None, summary_path=None))]
-fn convert_indexed(
+pub(crate) fn convert_indexed(
     py: Python<'_>,
     prefix: PathBuf,
     output: PathBuf,
@@ -111,7 +101,7 @@ fn convert_indexed(
 
 /// Streaming writer of one OLMo token file (a temporary file until `finish`).
 #[pyclass(module = "tokshuf._core", name = "TokenWriter")]
-pub struct PyTokenWriter {
+pub(crate) struct PyTokenWriter {
     inner: Open<TokenFileWriter>,
 }
 
