@@ -353,18 +353,13 @@ mod tests {
     #[test]
     fn each_failure_is_named_with_its_offset() {
         let plain = b"{\"text\": 1}\n";
-        let e = decode(Compression::Gzip, plain, 64).unwrap_err().to_string();
-        assert!(
-            e.starts_with("not a gzip file: it starts with the bytes 7b 22 74 65, not the gzip magic number 1f 8b"),
-            "{e}"
-        );
-        let e = decode(Compression::Zstd, plain, 64).unwrap_err().to_string();
-        assert!(
-            e.starts_with(
-                "not a zstd file: it starts with the bytes 7b 22 74 65, not the zstd magic number 28 b5 2f fd"
-            ),
-            "{e}"
-        );
+        for (format, magic) in [(Compression::Gzip, "1f 8b"), (Compression::Zstd, "28 b5 2f fd")] {
+            let e = decode(format, plain, 64).unwrap_err().to_string();
+            let name = format.name();
+            let want =
+                format!("not a {name} file: it starts with the bytes 7b 22 74 65, not the {name} magic number {magic}");
+            assert!(e.starts_with(&want), "{e}");
+        }
 
         for (format, good) in [(Compression::Gzip, [gz(b"a\n"), gz(b"b\n")].concat()), (Compression::Zstd, zst(b"a\n"))]
         {

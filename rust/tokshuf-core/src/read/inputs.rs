@@ -316,6 +316,10 @@ mod tests {
         // A file given by name is taken whatever its name.
         let named = expand_inputs(&[d.join(".b.jsonl").to_str().unwrap()], INPUT_EXTENSIONS).unwrap();
         assert_eq!((named.files, named.scan), (vec![d.join(".b.jsonl")], ScanReport::default()));
+        // A scan that finds nothing says what it passed over.
+        let dir = tree(["a.JSONL", ".b.jsonl"]);
+        let err = expand_inputs(&[dir.path().to_str().unwrap()], INPUT_EXTENSIONS).unwrap_err().to_string();
+        assert!(err.contains("passed over: 1 extension, 1 hidden"), "{err}");
     }
 
     #[test]
@@ -333,13 +337,6 @@ mod tests {
         assert_eq!(got.scan.scan_skipped["extension"], LISTED as u64 + 5);
         assert_eq!(got.scan.first_scan_skipped.len(), LISTED);
         assert_eq!(got.scan.first_scan_skipped[0].path, dir.path().join("0000.txt"));
-    }
-
-    #[test]
-    fn a_scan_that_finds_nothing_says_what_it_passed_over() {
-        let dir = tree(["a.JSONL", ".b.jsonl"]);
-        let err = expand_inputs(&[dir.path().to_str().unwrap()], INPUT_EXTENSIONS).unwrap_err().to_string();
-        assert!(err.contains("passed over: 1 extension, 1 hidden"), "{err}");
     }
 
     #[cfg(unix)]

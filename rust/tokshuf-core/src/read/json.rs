@@ -349,8 +349,8 @@ mod tests {
         k.iter().map(|s| s.to_string()).collect()
     }
 
-    fn reason(line: &str) -> BadInputReason {
-        extract_fields(line.as_bytes(), &keys(&["text"])).unwrap_err().0
+    fn reason(line: impl AsRef<[u8]>) -> BadInputReason {
+        extract_fields(line.as_ref(), &keys(&["text"])).unwrap_err().0
     }
 
     #[test]
@@ -448,13 +448,12 @@ mod tests {
         assert_eq!(reason(r#"{"text": "\ud83d"}"#), BadInputReason::LoneSurrogate);
         assert_eq!(reason("  \t"), BadInputReason::BlankLine);
         assert_eq!(reason("\u{feff}{\"text\": \"a\"}"), BadInputReason::Bom);
-        let bytes = |b: &[u8]| extract_fields(b, &keys(&["text"])).unwrap_err().0;
-        assert_eq!(bytes(b"{\"text\": \"\xff\"}"), BadInputReason::InvalidUtf8);
-        assert_eq!(bytes(b"{\"text\": \"\xe2\x82 x\"}"), BadInputReason::InvalidUtf8);
+        assert_eq!(reason(b"{\"text\": \"\xff\"}"), BadInputReason::InvalidUtf8);
+        assert_eq!(reason(b"{\"text\": \"\xe2\x82 x\"}"), BadInputReason::InvalidUtf8);
         // Cut inside "é" (c3 a9): a truncated line.
-        assert_eq!(bytes(b"{\"text\": \"caf\xc3"), BadInputReason::TruncatedJson);
+        assert_eq!(reason(b"{\"text\": \"caf\xc3"), BadInputReason::TruncatedJson);
         // A complete value followed by a stray lead byte is not.
-        assert_eq!(bytes(b"{\"text\": \"a\"}\xc3"), BadInputReason::InvalidUtf8);
+        assert_eq!(reason(b"{\"text\": \"a\"}\xc3"), BadInputReason::InvalidUtf8);
         for s in [r#"{"text": "\udc00 x"}"#, r#"{"text": "\udfff x \ud800"}"#, r#"{"text": "\ud83d x"}"#] {
             assert_eq!(reason(s), BadInputReason::LoneSurrogate, "{s}");
         }

@@ -358,14 +358,9 @@ mod tests {
         }
     }
 
-    /// Every batch as (first line number, lines: `None` for an over-long one).
-    fn collect(input: impl Read, batch: usize, max_line: usize) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
-        collect_with(input, batch, max_line, false)
-    }
-
-    /// [`collect`]; with `reuse`, each batch read into the memory of the one before (its bytes
-    /// still there).
-    fn collect_with(input: impl Read, batch: usize, max_line: usize, reuse: bool) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
+    /// Every batch as (first line number, lines: `None` for an over-long one); with `reuse`, each
+    /// batch read into the memory of the one before (its bytes still there).
+    fn collect(input: impl Read, batch: usize, max_line: usize, reuse: bool) -> Vec<(u64, Vec<Option<Vec<u8>>>)> {
         let mut r = LineReader::new(Path::new("t"), input, batch, max_line);
         let (mut out, mut spare) = (Vec::new(), b"stale bytes\n".repeat(50));
         while let Some(b) = r.next_batch_in(if reuse { spare } else { Vec::new() }).unwrap() {
@@ -385,6 +380,23 @@ mod tests {
 
     fn flat(batches: &[(u64, Vec<Option<Vec<u8>>>)]) -> Vec<Option<Vec<u8>>> {
         batches.iter().flat_map(|b| b.1.clone()).collect()
+    }
+
+    /// `lines` as [`collect`] gives them, none over-long.
+    fn texts(lines: &[&str]) -> Vec<Option<Vec<u8>>> {
+        lines.iter().map(|l| Some(l.as_bytes().to_vec())).collect()
+    }
+
+    /// Every line `r` reads: a text line as its bytes, any other as its span.
+    fn spans(mut r: LineReader<impl Read>) -> Vec<Result<Vec<u8>, LineSpan>> {
+        let mut spans = Vec::new();
+        while let Some(b) = r.next_batch_in(Vec::new()).unwrap() {
+            spans.extend(b.lines.iter().map(|l| match l {
+                LineSpan::Text(range) => Ok(b.data[range.clone()].to_vec()),
+                other => Err(other.clone()),
+            }));
+        }
+        spans
     }
 
     proptest::proptest! {
@@ -407,7 +419,7 @@ mod tests {
                 .into_iter()
                 .map(|l| (l.len() <= max_line).then_some(l))
                 .collect();
-            let batches = collect(&input[..], batch, max_line);
+            let batches = collect(&input[..], batch, max_line, false);
             let mut next = 1;
             for (first, b) in &batches {
                 proptest::prop_assert_eq!(*first, next);
@@ -415,10 +427,10 @@ mod tests {
             }
             proptest::prop_assert_eq!(&flat(&batches), &expected);
             // The same lines whatever the reads give.
-            let trickled = collect(Trickle(&input, read_size), batch, max_line);
+            let trickled = collect(Trickle(&input, read_size), batch, max_line, false);
             proptest::prop_assert_eq!(flat(&trickled), expected);
             // Reading into the buffers of earlier batches gives the same batches.
-            proptest::prop_assert_eq!(collect_with(Trickle(&input, read_size), batch, max_line, true), trickled);
+            proptest::prop_assert_eq!(collect(Trickle(&input, read_size), batch, max_line, true), trickled);
         }
     }
 
@@ -435,21 +447,17 @@ mod tests {
 
     #[test]
     fn crlf_final_line_and_blank_lines() {
-        let got = flat(&collect(&b"a\r\n\nb\nc"[..], 1 << 20, 1 << 20));
-        let want: Vec<Option<Vec<u8>>> =
-            vec![Some(b"a".to_vec()), Some(vec![]), Some(b"b".to_vec()), Some(b"c".to_vec())];
-        assert_eq!(got, want);
-        assert!(collect(&b""[..], 10, 10).is_empty());
+        assert_eq!(flat(&collect(&b"a\r\n\nb\nc"[..], 1 << 20, 1 << 20, false)), texts(&["a", "", "b", "c"]));
+        assert!(collect(&b""[..], 10, 10, false).is_empty());
     }
 
     #[test]
     fn a_lone_cr_ends_a_line_and_a_crlf_split_between_reads_is_one_line_end() {
-        let want = |lines: &[&str]| lines.iter().map(|l| Some(l.as_bytes().to_vec())).collect::<Vec<_>>();
         let input = b"{\"text\":\"a\"}\r{\"text\":\"b\"}\r\r\nc\r\n\rd\r";
-        let expected = want(&[r#"{"text":"a"}"#, r#"{"text":"b"}"#, "", "c", "", "d"]);
+        let expected = texts(&[r#"{"text":"a"}"#, r#"{"text":"b"}"#, "", "c", "", "d"]);
         for read_size in 1..8 {
             for batch in [1, 3, 1 << 20] {
-                let got = flat(&collect(Trickle(input, read_size), batch, 100));
+                let got = flat(&collect(Trickle(input, read_size), batch, 100, false));
                 assert_eq!(got, expected, "reads of {read_size}, batches of {batch}");
             }
         }
@@ -457,30 +465,21 @@ mod tests {
         let mut input = vec![b'x'; 3000];
         input.extend_from_slice(b"\r\nafter\r\n");
         for read_size in [1, 7, 2999, 3000, 3001] {
-            let mut r = LineReader::new(Path::new("t"), Trickle(&input, read_size), 16, 100);
-            let mut spans = Vec::new();
-            while let Some(b) = r.next_batch_in(Vec::new()).unwrap() {
-                spans.extend(b.lines.iter().map(|l| match l {
-                    LineSpan::Text(range) => Ok(b.data[range.clone()].to_vec()),
-                    other => Err(other.clone()),
-                }));
-            }
-            assert_eq!(spans, vec![Err(LineSpan::TooLong(3000)), Ok(b"after".to_vec())], "reads of {read_size}");
+            let got = spans(LineReader::new(Path::new("t"), Trickle(&input, read_size), 16, 100));
+            assert_eq!(got, [Err(LineSpan::TooLong(3000)), Ok(b"after".to_vec())], "reads of {read_size}");
         }
     }
 
     #[test]
     fn tiny_batches_keep_every_line_and_number_them() {
         let input: Vec<u8> = (0..100).flat_map(|i| format!("line{i}\n").into_bytes()).collect();
-        let batches = collect(&input[..], 7, 1 << 20);
+        let batches = collect(&input[..], 7, 1 << 20, false);
         let mut expect_first = 1;
         for (first, lines) in &batches {
             assert_eq!(*first, expect_first);
             expect_first += lines.len() as u64;
         }
-        let got = flat(&batches);
-        assert_eq!(got.len(), 100);
-        assert_eq!(got[42], Some(b"line42".to_vec()));
+        assert_eq!(flat(&batches), (0..100).map(|i| Some(format!("line{i}").into_bytes())).collect::<Vec<_>>());
     }
 
     /// A reader whose stream fails with `kind` after `data`.
@@ -531,18 +530,13 @@ mod tests {
         let mut input = b"short\n".to_vec();
         input.extend(std::iter::repeat_n(b'x', 5000));
         input.extend_from_slice(b"\nafter\n");
-        let got = flat(&collect(&input[..], 16, 100));
+        let got = flat(&collect(&input[..], 16, 100, false));
         assert!(got == vec![Some(b"short".to_vec()), None, Some(b"after".to_vec())], "{} lines", got.len());
         // A line spanning several reads is discarded while streaming.
         let mut big = b"a\n".to_vec();
         big.extend(std::iter::repeat_n(b'y', 3 * READ_CHUNK + 5));
         big.extend_from_slice(b"\nb");
-        let mut r = LineReader::new(Path::new("t"), &big[..], 16, 1000);
-        let mut spans = Vec::new();
-        while let Some(b) = r.next_batch_in(Vec::new()).unwrap() {
-            spans.extend(b.lines);
-        }
-        assert_eq!(spans.len(), 3);
-        assert_eq!(spans[1], LineSpan::TooLong(3 * READ_CHUNK as u64 + 5));
+        let got = spans(LineReader::new(Path::new("t"), &big[..], 16, 1000));
+        assert_eq!(got, [Ok(b"a".to_vec()), Err(LineSpan::TooLong(3 * READ_CHUNK as u64 + 5)), Ok(b"b".to_vec())]);
     }
 }

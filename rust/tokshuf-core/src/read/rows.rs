@@ -309,15 +309,13 @@ mod tests {
         let all = FieldOptions::default();
         assert_eq!(sentences(r.fields(0, &k, all)), [vec!["plain \"q\""], vec!["a", "", "b\n"]]);
         assert_eq!(sentences(r.fields(2, &k, all)), [vec![""], vec![]]);
-        let e = r.fields(1, &k, all).unwrap_err();
-        assert_eq!(e, (BadInputReason::NotString, describe("null", "text")));
-        let e = r.fields(3, &k, all).unwrap_err();
-        assert_eq!(e, (BadInputReason::NotString, describe("null", "sents")));
-        let e = rows(vec![lists()]).fields(1, &keys(&["sents"]), all).unwrap_err();
-        assert_eq!(e, (BadInputReason::NotString, describe_item("null", "sents")));
-        let strict = FieldOptions { sentence_lists: false };
-        let e = rows(vec![lists()]).fields(0, &keys(&["sents"]), strict).unwrap_err();
-        assert_eq!(e, (BadInputReason::NotString, describe("a list", "sents")));
+        use BadInputReason::NotString;
+        assert_eq!(r.fields(1, &k, all).unwrap_err(), (NotString, describe("null", "text")));
+        assert_eq!(r.fields(3, &k, all).unwrap_err(), (NotString, describe("null", "sents")));
+        let (sents, strict) = (rows(vec![lists()]), FieldOptions { sentence_lists: false });
+        let s = keys(&["sents"]);
+        assert_eq!(sents.fields(1, &s, all).unwrap_err(), (NotString, describe_item("null", "sents")));
+        assert_eq!(sents.fields(0, &s, strict).unwrap_err(), (NotString, describe("a list", "sents")));
         // Text is borrowed from the column.
         let f = r.fields(0, &k, all).unwrap();
         assert!(matches!(f[0].sentences[0], Cow::Borrowed(_)));
@@ -330,7 +328,7 @@ mod tests {
         ];
         for (column, kind) in other {
             let e = rows(vec![column]).fields(0, &keys(&["v"]), all).unwrap_err();
-            assert_eq!(e, (BadInputReason::NotString, describe(kind, "v")));
+            assert_eq!(e, (NotString, describe(kind, "v")));
         }
         // Dictionary-encoded text is its value.
         let dict: DictionaryArray<Int32Type> = vec!["x", "y", "x"].into_iter().collect();
