@@ -420,21 +420,6 @@ mod tests {
     }
 
     #[test]
-    fn zeroed_blocks_are_zero() {
-        let _serial = serial();
-        let a = LargeFromOs;
-        for size in [10, LARGE, 5 << 20] {
-            let layout = Layout::from_size_align(size, 16).unwrap();
-            // SAFETY: non-zero size; read within the block, then freed with its layout.
-            unsafe {
-                let p = a.alloc_zeroed(layout);
-                assert!(std::slice::from_raw_parts(p, size).iter().all(|&b| b == 0));
-                a.dealloc(p, layout);
-            }
-        }
-    }
-
-    #[test]
     fn classes_cover_the_size_with_a_quarter_step_at_most() {
         for size in [LARGE, LARGE + 1, 300_000, 1 << 20, (1 << 20) + 1, 1_114_112, 40 << 20] {
             let c = class(size);
@@ -445,7 +430,7 @@ mod tests {
     }
 
     #[test]
-    fn freed_blocks_are_reused_and_cleared_when_zeroed_is_asked() {
+    fn zeroed_blocks_are_zero_and_freed_ones_are_reused_and_cleared() {
         let _serial = serial();
         let a = LargeFromOs;
         // The second: the ids of a thousand web documents (4-5 MB).
@@ -460,6 +445,15 @@ mod tests {
                 assert_eq!(q, p, "the freed block is reused");
                 assert!(std::slice::from_raw_parts(q, layout.size()).iter().all(|&b| b == 0));
                 a.dealloc(q, layout);
+            }
+        }
+        for size in [10, LARGE, 5 << 20] {
+            let layout = Layout::from_size_align(size, 16).unwrap();
+            // SAFETY: non-zero size; read within the block, then freed with its layout.
+            unsafe {
+                let p = a.alloc_zeroed(layout);
+                assert!(std::slice::from_raw_parts(p, size).iter().all(|&b| b == 0));
+                a.dealloc(p, layout);
             }
         }
     }
@@ -486,8 +480,11 @@ mod tests {
             assert!(std::slice::from_raw_parts(r, larger.size()).iter().all(|&b| b == 3));
             a.dealloc(r, larger);
             let c = CACHE.lock().unwrap();
-            assert_eq!(c.n, 1, "the smaller block was grown, not a new one mapped");
-            assert_eq!(c.blocks[0].len, class(larger.size()));
+            assert_eq!(
+                (c.n, c.blocks[0].len),
+                (1, class(larger.size())),
+                "the smaller block was grown, not a new one mapped"
+            );
         }
         // A block more than twice as long as the size is left alone.
         let tiny = Layout::from_size_align(LARGE, 64).unwrap();
@@ -497,8 +494,7 @@ mod tests {
             a.dealloc(t, tiny);
         }
         let c = CACHE.lock().unwrap();
-        assert_eq!(c.n, 2);
-        assert_eq!(c.blocks[0].len, class(larger.size()));
+        assert_eq!((c.n, c.blocks[0].len), (2, class(larger.size())));
     }
 
     #[test]

@@ -1,8 +1,22 @@
 //! Writer → reader round trips on random corpora, and the reader on random bytes.
 
+use std::path::Path;
+
 use proptest::prelude::*;
-use tokshuf_core::indexed::{IndexedDataset, IndexedDatasetWriter, Mapping, Validate};
+use tokshuf_core::indexed::{IndexedDataset, IndexedDatasetWriter, Mapping, Validate, WriteSummary};
 use tokshuf_core::DType;
+
+/// Writes `docs`, each a list of sequences, as the dataset at `prefix`.
+fn write<D: AsRef<[S]>, S: AsRef<[u32]>>(prefix: &Path, dtype: DType, docs: &[D]) -> WriteSummary {
+    let mut w = IndexedDatasetWriter::create(prefix, dtype, false).unwrap();
+    for doc in docs {
+        for seq in doc.as_ref() {
+            w.add_sequence(seq.as_ref()).unwrap();
+        }
+        w.end_document().unwrap();
+    }
+    w.finish().unwrap()
+}
 
 fn corpus() -> impl Strategy<Value = (DType, Vec<Vec<Vec<u32>>>)> {
     let dtype = prop::sample::select(DType::ALL.to_vec());
@@ -15,14 +29,7 @@ proptest! {
     fn round_trip((dtype, docs) in corpus()) {
         let dir = tempfile::tempdir().unwrap();
         let prefix = dir.path().join("ds");
-        let mut w = IndexedDatasetWriter::create(&prefix, dtype, false).unwrap();
-        for doc in &docs {
-            for seq in doc {
-                w.add_sequence(seq).unwrap();
-            }
-            w.end_document().unwrap();
-        }
-        let summary = w.finish().unwrap();
+        let summary = write(&prefix, dtype, &docs);
         let seqs: Vec<&Vec<u32>> = docs.iter().flatten().collect();
         prop_assert_eq!(summary.sequences as usize, seqs.len());
         prop_assert_eq!(summary.documents as usize, docs.len());
@@ -66,21 +73,11 @@ proptest! {
 #[test]
 fn merge_is_concatenation() {
     let dir = tempfile::tempdir().unwrap();
-    let write = |name: &str, docs: &[&[&[u32]]]| {
-        let mut w = IndexedDatasetWriter::create(dir.path().join(name), DType::U16, false).unwrap();
-        for doc in docs {
-            for seq in doc.iter() {
-                w.add_sequence(seq).unwrap();
-            }
-            w.end_document().unwrap();
-        }
-        w.finish().unwrap();
-    };
+    let write = |name: &str, docs: &[&[&[u32]]]| write(&dir.path().join(name), DType::U16, docs);
     write("a", &[&[&[1, 2], &[3]], &[]]);
     write("b", &[&[&[4]], &[&[5, 6, 7]]]);
     write("whole", &[&[&[1, 2], &[3]], &[], &[&[4]], &[&[5, 6, 7]]]);
-    let prefixes = tokshuf_core::indexed::list_prefixes(dir.path()).unwrap();
-    assert_eq!(prefixes.len(), 3);
+    assert_eq!(tokshuf_core::indexed::list_prefixes(dir.path()).unwrap().len(), 3);
     tokshuf_core::indexed::merge(&[dir.path().join("a"), dir.path().join("b")], &dir.path().join("m"), None).unwrap();
     for ext in ["bin", "idx"] {
         let merged = std::fs::read(dir.path().join(format!("m.{ext}"))).unwrap();

@@ -704,7 +704,8 @@ mod tests {
 
     /// A directory left by a commit killed after it moved the old `x.bin` aside: the new `x.bin`
     /// and `x.idx` wait under their temporary names (`idx_staged`: whether the `.idx` does).
-    fn interrupted(idx_staged: bool) -> (tempfile::TempDir, Record) {
+    /// Gives the directory, the new record and the old one.
+    fn interrupted(idx_staged: bool) -> (tempfile::TempDir, Record, Record) {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let old = Record::committed("test", Value::Null, Value::Null, vec![Member::new("x.bin", Checksum::of(b"old"))]);
@@ -718,7 +719,7 @@ mod tests {
         let mut writing = new.writing(
             vec![mv("x.bin", "x.bin.tmp-1-0"), mv("x.idx", "x.idx.tmp-1-1")],
             vec![mv("x.bin", "x.bin.tmp-1-2")],
-            Some(old),
+            Some(old.clone()),
         );
         writing.writer.as_mut().unwrap().pid = u32::MAX - 1; // no such process
         std::fs::write(d.join("x.bin.tmp-1-0"), b"new!").unwrap();
@@ -727,7 +728,7 @@ mod tests {
         }
         std::fs::write(d.join("x.bin.tmp-1-2"), b"old").unwrap();
         std::fs::write(d.join("x.commit.json"), writing.to_bytes()).unwrap();
-        (dir, new)
+        (dir, new, old)
     }
 
     fn names(dir: &Path) -> Vec<String> {
@@ -738,23 +739,18 @@ mod tests {
     }
 
     #[test]
-    fn an_interrupted_commit_is_finished_when_its_new_set_is_whole() {
-        let (dir, new) = interrupted(true);
-        recover_dir(dir.path()).unwrap();
-        assert_eq!(names(dir.path()), ["x.bin", "x.commit.json", "x.idx"]);
-        assert_eq!(std::fs::read(dir.path().join("x.bin")).unwrap(), b"new!");
-        let record = read_local(&dir.path().join("x.commit.json")).unwrap().unwrap().record;
-        assert_eq!(record, new);
-    }
-
-    #[test]
-    fn an_interrupted_commit_is_undone_when_its_new_set_is_not_whole() {
-        let (dir, _) = interrupted(false);
-        recover_dir(dir.path()).unwrap();
-        assert_eq!(names(dir.path()), ["x.bin", "x.commit.json"]);
-        assert_eq!(std::fs::read(dir.path().join("x.bin")).unwrap(), b"old");
-        let record = read_local(&dir.path().join("x.commit.json")).unwrap().unwrap().record;
-        assert_eq!((record.state, record.members.len()), (State::Committed, 1));
+    fn an_interrupted_commit_is_finished_when_its_new_set_is_whole_and_undone_when_not() {
+        for idx_staged in [true, false] {
+            let (dir, new, old) = interrupted(idx_staged);
+            recover_dir(dir.path()).unwrap();
+            let (files, bin, record) = match idx_staged {
+                true => (&["x.bin", "x.commit.json", "x.idx"][..], &b"new!"[..], new),
+                false => (&["x.bin", "x.commit.json"][..], &b"old"[..], old),
+            };
+            assert_eq!(names(dir.path()), files);
+            assert_eq!(std::fs::read(dir.path().join("x.bin")).unwrap(), bin);
+            assert_eq!(read_local(&dir.path().join("x.commit.json")).unwrap().unwrap().record, record);
+        }
     }
 
     #[test]

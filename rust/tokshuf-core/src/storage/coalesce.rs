@@ -51,34 +51,21 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn adjacent_ranges_are_one_block() {
-        let blocks = coalesce(&[20..30, 0..10, 10..20], 1 << 20);
-        assert_eq!(blocks, vec![Block { range: 0..30, members: vec![1, 2, 0] }]);
-    }
-
-    #[test]
-    fn far_ranges_stay_apart_and_empty_ones_are_dropped() {
-        let blocks = coalesce(&[0..100, 5..5, 1000..1100], 1 << 20);
-        assert_eq!(
-            blocks,
-            vec![Block { range: 0..100, members: vec![0] }, Block { range: 1000..1100, members: vec![2] }]
-        );
-    }
-
-    #[test]
-    fn a_small_gap_is_bridged() {
-        // 10 bytes of gap for 200 needed: 5% waste.
-        let blocks = coalesce(&[0..100, 110..210], 1 << 20);
-        assert_eq!(blocks, vec![Block { range: 0..210, members: vec![0, 1] }]);
-    }
-
-    #[test]
-    fn blocks_stop_at_max_block_unless_overlapping() {
-        let blocks = coalesce(&[0..60, 60..120, 100..200], 100);
-        assert_eq!(
-            blocks,
-            vec![Block { range: 0..60, members: vec![0] }, Block { range: 60..200, members: vec![1, 2] }]
-        );
+    fn examples() {
+        let block = |range: Range<u64>, members: Vec<usize>| Block { range, members };
+        let cases = [
+            // Adjacent ranges are one block.
+            (vec![20..30, 0..10, 10..20], 1 << 20, vec![block(0..30, vec![1, 2, 0])]),
+            // Far ranges stay apart and empty ones are dropped.
+            (vec![0..100, 5..5, 1000..1100], 1 << 20, vec![block(0..100, vec![0]), block(1000..1100, vec![2])]),
+            // A small gap is bridged: 10 bytes of gap for 200 needed, 5% waste.
+            (vec![0..100, 110..210], 1 << 20, vec![block(0..210, vec![0, 1])]),
+            // Blocks stop at `max_block` unless the ranges overlap.
+            (vec![0..60, 60..120, 100..200], 100, vec![block(0..60, vec![0]), block(60..200, vec![1, 2])]),
+        ];
+        for (ranges, max_block, want) in cases {
+            assert_eq!(coalesce(&ranges, max_block), want, "{ranges:?}");
+        }
     }
 
     proptest! {
