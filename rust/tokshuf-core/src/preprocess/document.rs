@@ -256,17 +256,9 @@ mod tests {
         assert_eq!(fields[0].sentences[0], "plain");
         // The cases above are all there: four documents, five rejected lines of four kinds.
         assert_eq!(now.document_lines, [0, 1, 6, 8]);
+        use BadInputReason::{BlankLine, InvalidJson, LineTooLong, MissingKey, NotString};
         let reasons: Vec<_> = now.rejected.iter().map(|r| (r.0, r.1)).collect();
-        assert_eq!(
-            reasons,
-            [
-                (2, BadInputReason::InvalidJson),
-                (3, BadInputReason::MissingKey),
-                (4, BadInputReason::NotString),
-                (5, BadInputReason::LineTooLong),
-                (7, BadInputReason::BlankLine),
-            ]
-        );
+        assert_eq!(reasons, [(2, InvalidJson), (3, MissingKey), (4, NotString), (5, LineTooLong), (7, BlankLine)]);
         // Bytes + 1, then the end of document.
         assert_eq!(now.keys[0].tokens[..6], [113, 109, 98, 106, 111, 0]);
     }

@@ -140,11 +140,9 @@ mod tests {
             long_max_piece: 64,
         };
         let small = FastBpe::from_tiktoken("cl100k_base").unwrap().with_cache(tiny);
-        for two in [batch(&cold, 2, &cancel).unwrap(), batch(&small, 2, &cancel).unwrap()] {
-            assert_eq!(one, two);
+        for e in [&cold, &small, &enc] {
+            assert_eq!(one, batch(e, 2, &cancel).unwrap());
         }
-        let two = batch(&enc, 2, &cancel).unwrap();
-        assert_eq!(one, two);
         assert_eq!(one.offsets.len(), texts.len() + 1);
         let reference = tiktoken_rs::cl100k_base_singleton();
         for (i, t) in texts.iter().enumerate().step_by(97) {

@@ -79,8 +79,7 @@ mod tests {
         let model = resolve(&TokenizerSpec::parse(&format!("{}@cl100k", path.display())).unwrap()).unwrap();
         let declared = with_special_tokens(model.clone(), vec![("<|end_of_text|>".into(), 300)]).unwrap();
         let tok = build(&declared).unwrap();
-        assert_eq!(tok.eod_id(), Some(300));
-        assert_eq!(tok.vocab_size(), 301);
+        assert_eq!((tok.eod_id(), tok.vocab_size()), (Some(300), 301));
         let e = with_special_tokens(model.clone(), vec![("<x>".into(), 7)]).err().unwrap().to_string();
         assert!(e.contains("is a rank"), "{e}");
         let e = with_special_tokens(model, vec![("<x>".into(), 300), ("<y>".into(), 300)]).err().unwrap().to_string();

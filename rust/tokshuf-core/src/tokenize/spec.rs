@@ -170,31 +170,32 @@ fn file_spec(spec: &str, path: &Path) -> Result<TokenizerSpec> {
 mod tests {
     use super::*;
 
+    fn parse(spec: impl AsRef<str>) -> TokenizerSpec {
+        TokenizerSpec::parse(spec.as_ref()).unwrap()
+    }
+
+    fn error(spec: impl AsRef<str>) -> String {
+        TokenizerSpec::parse(spec.as_ref()).unwrap_err().to_string()
+    }
+
     #[test]
     fn names_paths_and_patterns() {
-        assert_eq!(TokenizerSpec::parse("byte").unwrap(), TokenizerSpec::Byte);
-        assert_eq!(
-            TokenizerSpec::parse("tiktoken:cl100k_base").unwrap(),
-            TokenizerSpec::TiktokenEmbedded("cl100k_base")
-        );
-        assert_eq!(TokenizerSpec::parse("tiktoken:gpt2").unwrap(), TokenizerSpec::TiktokenEmbedded("r50k_base"));
+        assert_eq!(parse("byte"), TokenizerSpec::Byte);
+        assert_eq!(parse("tiktoken:cl100k_base"), TokenizerSpec::TiktokenEmbedded("cl100k_base"));
+        assert_eq!(parse("tiktoken:gpt2"), TokenizerSpec::TiktokenEmbedded("r50k_base"));
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("x.tiktoken");
         std::fs::write(&f, "").unwrap();
-        let s = format!("{}@cl100k", f.display());
         assert_eq!(
-            TokenizerSpec::parse(&s).unwrap(),
+            parse(format!("{}@cl100k", f.display())),
             TokenizerSpec::TiktokenFile { path: f.clone(), pattern: Some(Pattern::Cl100k), llama3: false }
         );
         assert_eq!(
-            TokenizerSpec::parse(&format!("tiktoken:{}", f.display())).unwrap(),
+            parse(format!("tiktoken:{}", f.display())),
             TokenizerSpec::TiktokenFile { path: f, pattern: None, llama3: false }
         );
         std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
-        assert_eq!(
-            TokenizerSpec::parse(dir.path().to_str().unwrap()).unwrap(),
-            TokenizerSpec::HfFile(dir.path().join("tokenizer.json"))
-        );
+        assert_eq!(parse(dir.path().to_str().unwrap()), TokenizerSpec::HfFile(dir.path().join("tokenizer.json")));
     }
 
     #[test]
@@ -202,39 +203,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let model = dir.path().join("tokenizer.model");
         std::fs::write(&model, b"\x0a\x09\x0a\x05<unk>").unwrap();
-        assert_eq!(TokenizerSpec::parse(model.to_str().unwrap()).unwrap(), TokenizerSpec::SentencePiece(model.clone()));
-        assert_eq!(
-            TokenizerSpec::parse(dir.path().to_str().unwrap()).unwrap(),
-            TokenizerSpec::SentencePiece(model.clone())
-        );
+        assert_eq!(parse(model.to_str().unwrap()), TokenizerSpec::SentencePiece(model.clone()));
+        assert_eq!(parse(dir.path().to_str().unwrap()), TokenizerSpec::SentencePiece(model.clone()));
         std::fs::write(&model, "IQ== 0\nIg== 1\n").unwrap();
-        assert_eq!(
-            TokenizerSpec::parse(model.to_str().unwrap()).unwrap(),
-            TokenizerSpec::TiktokenFile { path: model.clone(), pattern: None, llama3: false }
-        );
-        assert_eq!(
-            TokenizerSpec::parse(&format!("{}@llama3", model.display())).unwrap(),
-            TokenizerSpec::TiktokenFile { path: model.clone(), pattern: Some(Pattern::Cl100kClassic), llama3: true }
-        );
-        assert_eq!(
-            TokenizerSpec::parse(&format!("tiktoken:{}@qwen2", model.display())).unwrap(),
-            TokenizerSpec::TiktokenFile { path: model.clone(), pattern: Some(Pattern::Qwen2), llama3: false }
-        );
+        let file = |pattern, llama3| TokenizerSpec::TiktokenFile { path: model.clone(), pattern, llama3 };
+        assert_eq!(parse(model.to_str().unwrap()), file(None, false));
+        assert_eq!(parse(format!("{}@llama3", model.display())), file(Some(Pattern::Cl100kClassic), true));
+        assert_eq!(parse(format!("tiktoken:{}@qwen2", model.display())), file(Some(Pattern::Qwen2), false));
         std::fs::write(&model, "hello world\n").unwrap();
-        let e = TokenizerSpec::parse(model.to_str().unwrap()).unwrap_err().to_string();
+        let e = error(model.to_str().unwrap());
         assert!(e.contains("neither a tokenizer.json"), "{e}");
     }
 
     #[test]
     fn errors_name_the_spec_and_the_choices() {
-        let e = TokenizerSpec::parse("cl100k_base").unwrap_err().to_string();
+        let e = error("cl100k_base");
         assert!(e.contains("tiktoken:cl100k_base"), "{e}");
-        let e = TokenizerSpec::parse("tiktoken:nope").unwrap_err().to_string();
+        let e = error("tiktoken:nope");
         assert!(e.contains("o200k_base"), "{e}");
-        let e = TokenizerSpec::parse("/no/such/tokenizer.json").unwrap_err().to_string();
+        let e = error("/no/such/tokenizer.json");
         assert!(e.contains("byte") && e.contains("tiktoken:NAME"), "{e}");
         let dir = tempfile::tempdir().unwrap();
-        let e = TokenizerSpec::parse(dir.path().to_str().unwrap()).unwrap_err().to_string();
+        let e = error(dir.path().to_str().unwrap());
         assert!(e.contains("tokenizer.json, tokenizer.model, tekken.json"), "{e}");
     }
 }
