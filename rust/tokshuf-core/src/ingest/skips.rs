@@ -178,8 +178,7 @@ mod tests {
         skips.rejected(ErrorPolicy::Skip, Path::new("b.jsonl"), 100, &rejected(15)).unwrap();
         assert_eq!(skips.skipped.values().sum::<u64>(), 30);
         assert_eq!(skips.first_skipped.len(), SKIP_EXAMPLES);
-        assert_eq!(skips.first_skipped[15].path, Path::new("b.jsonl"));
-        assert_eq!(skips.first_skipped[15].line, 100);
+        assert_eq!((skips.first_skipped[15].path.as_path(), skips.first_skipped[15].line), (Path::new("b.jsonl"), 100));
     }
 
     #[test]

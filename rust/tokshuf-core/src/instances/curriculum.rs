@@ -233,24 +233,20 @@ mod tests {
 
     #[test]
     fn orders_are_permutations_with_a_long_batch_first() {
+        let rng = |seed| NumpyGenerator::from_seed_sequence(&SeedSequence::new(&[seed]));
         let b = [(256, 16), (512, 8), (1024, 8)];
         for c in [
             Curriculum::Natural,
             Curriculum::GrowP2 { num_cycles: 4, balanced: false },
             Curriculum::GrowLinear { num_cycles: 2, balanced: false },
         ] {
-            let o = c.batch_indices(&b, &mut NumpyGenerator::from_seed_sequence(&SeedSequence::new(&[3]))).unwrap();
+            let o = c.batch_indices(&b, &mut rng(3)).unwrap();
             assert!(o[0] >= 24, "{c}: {o:?}");
             let mut s = o.clone();
             s.sort_unstable();
             assert_eq!(s, (0..32).collect::<Vec<_>>());
         }
-        assert_eq!(
-            Curriculum::Natural
-                .batch_indices(&[(256, 0)], &mut NumpyGenerator::from_seed_sequence(&SeedSequence::new(&[0])))
-                .unwrap(),
-            Vec::<u64>::new()
-        );
+        assert_eq!(Curriculum::Natural.batch_indices(&[(256, 0)], &mut rng(0)).unwrap(), Vec::<u64>::new());
     }
 
     #[test]

@@ -235,9 +235,7 @@ mod tests {
     fn groups_concatenate() {
         let g = vec![spans(&[4, 4]), vec![[100, 103]]];
         let p = pack_groups(&g, 8, Some(2), &Cancel::new()).unwrap();
-        assert_eq!(p.offsets, vec![0, 2, 3]);
-        assert_eq!(p.doc_ids, vec![0, 1, 2]);
-        assert_eq!(p.docs[2], [100, 103]);
+        assert_eq!((p.offsets, p.doc_ids, p.docs[2]), (vec![0, 2, 3], vec![0, 1, 2], [100, 103]));
         assert!(pack(&[[0, 9]], 8).is_err());
     }
 }

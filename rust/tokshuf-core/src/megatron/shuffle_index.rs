@@ -66,12 +66,10 @@ mod tests {
         // After the document shuffle, the same RandomState continues; here only the shape of the
         // two-part shuffle is checked: each part is a permutation of its own range.
         let s = build_shuffle_index(11, 17, &mut RandomState::new(5), &c).unwrap().view().to_vec();
-        let mut a = s[..11].to_vec();
+        let (mut a, mut b) = (s[..11].to_vec(), s[11..].to_vec());
         a.sort();
-        assert_eq!(a, (0..11).collect::<Vec<_>>());
-        let mut b = s[11..].to_vec();
         b.sort();
-        assert_eq!(b, (11..17).collect::<Vec<_>>());
+        assert_eq!((a, b), ((0..11).collect(), (11..17).collect()));
         assert!(build_shuffle_index(3, 2, &mut RandomState::new(5), &c).is_err());
     }
 

@@ -145,7 +145,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reference_mt19937_outputs() {
+    fn reference_mt19937_outputs_and_numpy_seed_0_words_and_shuffles() {
         // init_genrand(5489) is the reference generator's default: its 1st and 10000th outputs.
         let mut rs = RandomState::new(5489);
         assert_eq!(rs.next_u32(), 3_499_211_612);
@@ -153,10 +153,6 @@ mod tests {
             rs.next_u32();
         }
         assert_eq!(rs.next_u32(), 4_123_659_995);
-    }
-
-    #[test]
-    fn numpy_seed_0_first_words_and_shuffles() {
         // numpy: RandomState(0).randint(2**32, dtype=np.uint64)-style raw words and shuffles
         // (the fixtures' vectors, checked in full by the Python tests).
         let mut rs = RandomState::new(0);
@@ -169,8 +165,7 @@ mod tests {
 
     #[test]
     fn wide_intervals_use_two_words_high_first() {
-        let mut a = RandomState::new(3);
-        let mut b = RandomState::new(3);
+        let (mut a, mut b) = (RandomState::new(3), RandomState::new(3));
         let max = (1u64 << 40) - 5;
         let v = a.random_interval(max);
         let expect = loop {

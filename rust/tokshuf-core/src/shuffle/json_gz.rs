@@ -189,8 +189,7 @@ mod tests {
     fn json_is_what_serde_writes() {
         let mut gz = JsonGz::default();
         for ids in [vec![], vec![0], vec![u32::MAX, 0, 262_144, 262_143, 10, 9]] {
-            let want = serde_json::to_string(&ids).unwrap();
-            assert_eq!(gz.json(&ids), want.as_bytes());
+            assert_eq!(gz.json(&ids), serde_json::to_string(&ids).unwrap().as_bytes());
         }
     }
 }

@@ -210,10 +210,8 @@ mod tests {
     fn truncated_and_garbage_are_errors() {
         let mut buf = Vec::new();
         write_member(&mut buf, "x.bin", &[5u8; 1000]).unwrap();
-        let mut r = TarReader::new(&buf[..700]);
-        assert!(r.next_member().is_err());
-        let mut r = TarReader::new(&[b'z'; 1024][..]);
-        assert!(r.next_member().is_err());
+        assert!(TarReader::new(&buf[..700]).next_member().is_err());
+        assert!(TarReader::new(&[b'z'; 1024][..]).next_member().is_err());
     }
 
     #[test]

@@ -62,7 +62,6 @@ mod tests {
     #[test]
     fn huge_counts_do_not_overflow() {
         let n = u64::MAX - 3;
-        let r = shard_docs(n, 7, 6);
-        assert_eq!(r.end, n);
+        assert_eq!(shard_docs(n, 7, 6).end, n);
     }
 }

@@ -94,10 +94,8 @@ mod tests {
 
     #[test]
     fn huge_domains_do_not_overflow() {
-        let p = Permutation::new(u64::MAX, 5);
-        assert!(p.get(u64::MAX - 1) < u64::MAX);
-        let p = Permutation::new((1 << 63) + 1, 5);
-        assert!(p.get(1 << 63) <= 1 << 63);
+        assert!(Permutation::new(u64::MAX, 5).get(u64::MAX - 1) < u64::MAX);
+        assert!(Permutation::new((1 << 63) + 1, 5).get(1 << 63) <= 1 << 63);
     }
 
     #[test]
