@@ -23,7 +23,7 @@ use super::normalize::{Normalizer, Step as NormStep};
 use super::pattern::Pattern;
 use super::pretok::split::{Behavior, Matcher, Prefix, PrependScheme, SplitStep, Splitter};
 use super::pretok::Automaton;
-use super::stored::{self, Store};
+use super::stored::Store;
 use super::unicode::single_char;
 use super::vocab::{too_sparse, Fallback, FastMap, MergeList, Merges, TokenList, Units, Vocab};
 
@@ -487,12 +487,12 @@ fn to_stored(hf: &HfBpe) -> Vec<u8> {
         vocab_bound: p.vocab_bound,
         added: p.added.clone(),
     };
-    stored::pack(&s, &hf.vocab)
+    hf.vocab.pack(&s)
 }
 
 /// The [`HfBpe`] that [`to_stored`] wrote, if `payload` is one.
 fn from_stored(payload: &[u8]) -> Option<HfBpe> {
-    let (s, vocab): (Stored, Vocab) = stored::unpack(payload)?;
+    let (s, vocab): (Stored, Vocab) = Vocab::unpack(payload)?;
     let (prefix, splitter, _) = pre_tokenizer(&s.pre_tokenizer).ok()?;
     let pipeline = Pipeline {
         ignore_merges: s.ignore_merges,

@@ -18,7 +18,7 @@
 use super::equiv::list_as_ranks;
 use super::hf::{unsupported, Unsupported};
 use super::normalize::{Normalizer, Step};
-use super::stored::{self, Store};
+use super::stored::Store;
 use super::vocab::{Fallback, FastMap, MergeList, Merges, TokenList, Vocab};
 
 /// What a `.model` file describes, as read.
@@ -54,14 +54,14 @@ pub(crate) struct SpModel {
 /// Read a `.model` file and build its vocabulary, or read what an earlier load stored under the
 /// file's SHA-256 (see [`stored`](super::stored)).
 pub(crate) fn load(bytes: &[u8], store: Option<Store>) -> Result<SpModel, Unsupported> {
-    let (meta, vocab) = match store.as_ref().and_then(Store::read).and_then(|payload| stored::unpack(&payload)) {
+    let (meta, vocab) = match store.as_ref().and_then(Store::read).and_then(|payload| Vocab::unpack(&payload)) {
         Some(prepared) => prepared,
         None => {
             let sp = read(bytes)?;
             let vocab = Vocab::new_chars(sp.tokens, sp.merges, sp.fallback).map_err(|e| Unsupported(e.0))?;
             let vocab = list_as_ranks(vocab);
             if let Some(store) = &store {
-                store.write(&stored::pack(&sp.meta, &vocab));
+                store.write(&vocab.pack(&sp.meta));
             }
             (sp.meta, vocab)
         }

@@ -25,8 +25,6 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::vocab::Vocab;
-
 /// Bump when the layout of the header or of a payload changes.
 const FORMAT: u32 = 2;
 
@@ -105,23 +103,6 @@ fn crc32(bytes: &[u8]) -> u32 {
     let mut crc = libdeflater::Crc::new();
     crc.update(bytes);
     crc.sum()
-}
-
-/// The payload of a prepared vocabulary: `meta` (as JSON, what the loader keeps beside it), then
-/// `vocab`.
-pub(crate) fn pack(meta: &impl serde::Serialize, vocab: &Vocab) -> Vec<u8> {
-    let mut out = Out::default();
-    out.bytes(&serde_json::to_vec(meta).expect("plain data serializes"));
-    vocab.store(&mut out);
-    out.0
-}
-
-/// What [`pack`] wrote, if `payload` is a whole one.
-pub(crate) fn unpack<M: serde::de::DeserializeOwned>(payload: &[u8]) -> Option<(M, Vocab)> {
-    let mut r = In(payload);
-    let meta = serde_json::from_slice(r.bytes()?).ok()?;
-    let vocab = Vocab::load(&mut r)?;
-    r.is_empty().then_some((meta, vocab))
 }
 
 /// A payload being written: fixed-width little-endian integers and length-prefixed byte strings.

@@ -465,9 +465,26 @@ impl Vocab {
         self
     }
 
+    /// The payload of a prepared vocabulary (see the `stored` module): `meta` (as JSON, what the
+    /// loader keeps beside it), then the vocabulary.
+    pub(crate) fn pack(&self, meta: &impl serde::Serialize) -> Vec<u8> {
+        let mut out = Out::default();
+        out.bytes(&serde_json::to_vec(meta).expect("plain data serializes"));
+        self.store(&mut out);
+        out.0
+    }
+
+    /// What [`Vocab::pack`] wrote, if `payload` is a whole one.
+    pub(crate) fn unpack<M: serde::de::DeserializeOwned>(payload: &[u8]) -> Option<(M, Vocab)> {
+        let mut r = In(payload);
+        let meta = serde_json::from_slice(r.bytes()?).ok()?;
+        let vocab = Vocab::load(&mut r)?;
+        r.is_empty().then_some((meta, vocab))
+    }
+
     /// Write what this vocabulary is built from (see [`Vocab::load`]): its units, tokens by id,
     /// and merges (the list, or the digest of a list proved to run as ranks).
-    pub(crate) fn store(&self, out: &mut Out) {
+    fn store(&self, out: &mut Out) {
         match &self.units {
             Units::Bytes => out.u32(0),
             Units::Chars(Fallback::Bytes(ids)) => {
@@ -505,7 +522,7 @@ impl Vocab {
     }
 
     /// The vocabulary [`Vocab::store`] wrote, rebuilt; `None` if `r` does not hold one.
-    pub(crate) fn load(r: &mut In<'_>) -> Option<Vocab> {
+    fn load(r: &mut In<'_>) -> Option<Vocab> {
         let units = match r.u32()? {
             0 => Units::Bytes,
             1 => {
