@@ -10,3 +10,19 @@ pub mod splitmix;
 pub use numpy_mt19937::RandomState;
 pub use numpy_pcg64::{NumpyGenerator, SeedSequence};
 pub use splitmix::{hash, mix64, scale, Rng, GOLDEN};
+
+/// numpy's `random_interval(max)`, for either generator: uniform in `0..=max`, by masking a draw
+/// (32 bits while `max` fits them, else 64) to the next `2^k - 1` and rejecting values above `max`.
+#[inline(always)]
+fn random_interval<G>(g: &mut G, max: u64, next_u32: fn(&mut G) -> u32, next_u64: fn(&mut G) -> u64) -> u64 {
+    if max == 0 {
+        return 0;
+    }
+    let mask = u64::MAX >> max.leading_zeros();
+    loop {
+        let v = if max > u64::from(u32::MAX) { next_u64(g) } else { u64::from(next_u32(g)) } & mask;
+        if v <= max {
+            return v;
+        }
+    }
+}

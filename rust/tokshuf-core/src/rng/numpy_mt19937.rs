@@ -74,21 +74,10 @@ impl RandomState {
         (hi << 32) | u64::from(self.next_u32())
     }
 
-    /// `random_interval(max)`: uniform in `[0, max]` by masking to the next `2^k - 1` and
-    /// rejecting values above `max`.
+    /// `random_interval(max)`: uniform in `[0, max]`.
     #[inline]
     pub fn random_interval(&mut self, max: u64) -> u64 {
-        if max == 0 {
-            return 0;
-        }
-        let mask = u64::MAX >> max.leading_zeros();
-        let wide = max > u64::from(u32::MAX);
-        loop {
-            let v = if wide { self.next_u64() } else { u64::from(self.next_u32()) } & mask;
-            if v <= max {
-                return v;
-            }
-        }
+        super::random_interval(self, max, Self::next_u32, Self::next_u64)
     }
 
     /// `RandomState.shuffle(x)` for a 1-D array: the same permutation for every dtype.

@@ -120,19 +120,9 @@ impl NumpyGenerator {
         n as u32
     }
 
-    /// numpy's `random_interval(max)`: uniform in `0..=max` by masked rejection.
+    /// numpy's `random_interval(max)`: uniform in `0..=max`.
     fn interval(&mut self, max: u64) -> u64 {
-        if max == 0 {
-            return 0;
-        }
-        let mask = u64::MAX >> max.leading_zeros();
-        let wide = max > u64::from(u32::MAX);
-        loop {
-            let v = if wide { self.next_u64() } else { u64::from(self.next_u32()) } & mask;
-            if v <= max {
-                return v;
-            }
-        }
+        super::random_interval(self, max, Self::next_u32, Self::next_u64)
     }
 
     /// `Generator.shuffle(x)` for a one-dimensional array.
