@@ -113,8 +113,10 @@ pub(crate) fn read_inputs(plan: &ReadPlan<'_>, spares: &Spares, mut emit: impl F
             None if reader.offset() == 0 => Some(Problem::Empty),
             None => None,
         };
-        if problem.is_some_and(|problem| !emit(event(global_line, before, Step::Problem(problem)))) {
-            return false;
+        if let Some(problem) = problem {
+            if !emit(event(global_line, before, Step::Problem(problem))) {
+                return false;
+            }
         }
         if !emit(event(global_line, before, Step::FileEnd { compressed: size, decompressed: reader.offset() })) {
             return false;

@@ -100,7 +100,9 @@ struct Outputs {
 
 impl Outputs {
     fn create(cfg: &PreprocessConfig, dtype: DType) -> Result<Self> {
-        let writers = (cfg.json_keys.iter())
+        let writers = cfg
+            .json_keys
+            .iter()
             .map(|key| {
                 let partition = |p| IndexedDatasetWriter::create(cfg.partition_prefix(key, p), dtype, false);
                 (0..cfg.partitions).map(partition).collect::<Result<Vec<_>>>()
