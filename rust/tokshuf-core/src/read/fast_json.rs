@@ -180,50 +180,43 @@ fn find_special<const WIDE: bool>(b: &[u8], mut i: usize, high: &mut bool) -> Op
     Some(k)
 }
 
-/// Copy `b[i..]` to `out[*len..]` up to the first special byte, and return its index. Sixteen
-/// bytes at a time, each chunk stored whole and the excess dropped: no call to memcpy for the
-/// short runs between the escapes of a text. `out` has room for 32 bytes beyond what it keeps.
-/// Sets `high` as [`find_special`] does.
+/// Append `b[i..]` to `out` up to the first special byte, and return its index. Sixteen bytes
+/// at a time, each chunk appended whole and the excess cut: no call to memcpy for the short runs
+/// between the escapes of a text. `out` has room for 32 bytes beyond what it keeps (so it never
+/// grows here). Sets `high` as [`find_special`] does.
 #[inline(always)]
-fn copy_to_special<const WIDE: bool>(
-    b: &[u8],
-    mut i: usize,
-    out: &mut [u8],
-    len: &mut usize,
-    high: &mut bool,
-) -> Option<usize> {
+fn copy_to_special<const WIDE: bool>(b: &[u8], mut i: usize, out: &mut Vec<u8>, high: &mut bool) -> Option<usize> {
     let mut h = 0;
     while let Some((chunk, m, hi)) = wide_bits::<WIDE>(b, i) {
         h |= hi;
-        out[*len..*len + 32].copy_from_slice(chunk);
+        let len = out.len();
+        out.extend_from_slice(chunk);
         if m != 0 {
             let k = m.trailing_zeros() as usize;
-            *len += k;
+            out.truncate(len + k);
             *high |= h != 0;
             return Some(i + k);
         }
-        *len += 32;
         i += 32;
     }
     while let Some(chunk) = b.get(i..i + 16) {
         let chunk: &[u8; 16] = chunk.try_into().expect("16 bytes");
         let (m, hi) = special_bits(chunk);
         h |= hi;
-        out[*len..*len + 16].copy_from_slice(chunk);
+        let len = out.len();
+        out.extend_from_slice(chunk);
         if m != 0 {
             let k = m.trailing_zeros() as usize;
-            *len += k;
+            out.truncate(len + k);
             *high |= h != 0;
             return Some(i + k);
         }
-        *len += 16;
         i += 16;
     }
     *high |= h != 0;
     let k = b[i..].iter().position(|&c| is_special(c))?;
-    out[*len..*len + k].copy_from_slice(&b[i..i + k]);
+    out.extend_from_slice(&b[i..i + k]);
     *high |= any_high(&b[i..i + k]);
-    *len += k;
     Some(i + k)
 }
 
@@ -308,15 +301,14 @@ impl<'a> Parser<'a> {
             return Some(Cow::Borrowed(text_of(&self.b[start..at], high)?));
         }
         // The rest of the line bounds the decoded length (escapes only shrink), and copies
-        // overshoot by at most 32 bytes: one allocation.
-        let mut out = vec![0u8; self.b.len() - start + 32];
-        let mut len = at - start;
-        out[..len].copy_from_slice(&self.b[start..at]);
+        // overshoot by at most 32 bytes: one allocation, not zero-filled.
+        let mut out = Vec::with_capacity(self.b.len() - start + 32);
+        out.extend_from_slice(&self.b[start..at]);
         loop {
             match self.b[at] {
                 b'"' => {
                     self.pos = at + 1;
-                    out.truncate(len);
+                    let len = out.len();
                     // A short value before a long one must not keep the rest of the line's room.
                     if out.capacity() > 2 * len + 64 {
                         out.shrink_to_fit();
@@ -333,17 +325,16 @@ impl<'a> Parser<'a> {
                 b'\\' => {
                     let n = match self.b.get(at + 1).map(|&e| SHORT_ESCAPE[usize::from(e)]) {
                         Some(c @ 1..) => {
-                            out[len] = c;
-                            len += 1;
+                            out.push(c);
                             2
                         }
                         _ => {
                             let (c, n) = self.unicode_escape(at)?;
-                            len += c.encode_utf8(&mut out[len..len + 4]).len();
+                            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
                             n
                         }
                     };
-                    at = copy_to_special::<WIDE>(self.b, at + n, &mut out, &mut len, &mut high)?;
+                    at = copy_to_special::<WIDE>(self.b, at + n, &mut out, &mut high)?;
                 }
                 _ => return None,
             }
