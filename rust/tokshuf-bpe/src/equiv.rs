@@ -178,11 +178,20 @@ mod tests {
         Vocab::new_chars(tokens, Merges::List(MergeList::new(list)), fallback).unwrap()
     }
 
-    /// Whenever `list` is taken for ranks, both encode every text of `texts` alike.
+    /// Whenever `list` is taken for ranks, both encode every text of `texts` alike, and the
+    /// hint that the shared table keeps beside each id gives the priority that looking it up
+    /// does, at every split.
     fn ranks_agree_with_list(list: Vocab, texts: &[impl AsRef<[u8]>]) -> Result<(), TestCaseError> {
         let expected: Vec<Vec<u32>> = texts.iter().map(|t| encode(&list, t.as_ref())).collect();
         let ranks = list_as_ranks(list);
         if matches!(ranks.merges, Merges::Ranks) {
+            for id in 0..ranks.id_bound() {
+                let hint = ranks.prio_hint(id);
+                for left in 1..ranks.token(id).len() {
+                    let (hinted, looked_up) = (ranks.prio_of(id, left, hint), ranks.prio_of(id, left, 0));
+                    prop_assert_eq!(hinted, looked_up, "id {} left {}", id, left);
+                }
+            }
             for (t, e) in texts.iter().zip(&expected) {
                 prop_assert_eq!(&encode(&ranks, t.as_ref()), e, "text {:?}", String::from_utf8_lossy(t.as_ref()));
             }

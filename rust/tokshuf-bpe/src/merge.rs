@@ -80,10 +80,9 @@ pub(crate) struct MergeScratch {
 }
 
 /// Where tiktoken merging of a short piece finds the rank of a substring (the id of the token
-/// with its bytes), given the key's [`hash`]. A rank comes with a hint: 1 + the priority of
-/// every merge that makes the token when the vocabulary has priorities and they do not depend
-/// on the split (see [`Vocab::prio_of`]), kept beside the id by the table's seed; 0 when
-/// unknown.
+/// with its bytes), given the key's [`hash`]. A rank comes with a hint, kept beside the id by
+/// the table's seed when the vocabulary has priorities: where the priority of a merge making the
+/// token is found ([`Vocab::prio_hint`]); 0 when unknown.
 pub(crate) trait RankTable {
     fn prefetch_hashed(&self, key: u128, h: u64);
     fn rank_hashed(&self, key: u128, h: u64) -> Option<(u32, u32)>;

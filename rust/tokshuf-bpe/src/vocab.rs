@@ -292,8 +292,14 @@ impl Priorities {
     pub fn of(&self, id: u32, left: usize) -> u32 {
         match self.by_id[id as usize] {
             p if p < SPLITS || p == u32::MAX => p,
-            p => self.splits.get((p & !SPLITS) as usize + left).copied().unwrap_or(u32::MAX),
+            p => self.split((p & !SPLITS) as usize + left),
         }
+    }
+
+    /// `splits[i]` (`u32::MAX` past its end).
+    #[inline(always)]
+    fn split(&self, i: usize) -> u32 {
+        self.splits.get(i).copied().unwrap_or(u32::MAX)
     }
 
     fn store(&self, out: &mut Out) {
@@ -655,20 +661,25 @@ impl Vocab {
     /// The priority of merging into `id`, the left part having `left` bytes, when merging by
     /// ranks: the id itself, unless [`Vocab::into_ranks`] gave priorities. `hint` is what the
     /// table that gave `id` kept beside it ([`Vocab::prio_hint`], 0 if nothing): when set, it
-    /// spares a look in the priorities, whose line is not in the cache when the table's is.
+    /// spares the look in [`Priorities::by_id`] (the priority itself, or where `id`'s splits
+    /// start), whose line is not in the cache when the table's is.
     #[inline(always)]
     pub fn prio_of(&self, id: u32, left: usize, hint: u32) -> u32 {
-        if hint != 0 {
-            return hint - 1;
+        match (hint, &self.prio) {
+            (0, p) => p.as_ref().map_or(id, |p| p.of(id, left)),
+            (h, Some(p)) if h & SPLITS != 0 => p.split((h & !SPLITS) as usize + left),
+            (h, _) => h - 1,
         }
-        self.prio.as_ref().map_or(id, |p| p.of(id, left))
     }
 
-    /// 1 + the priority of merging into `id` when merging by ranks with priorities and every
-    /// merge making `id` has the same one; else 0 (see [`Vocab::prio_of`]).
+    /// When merging by ranks with priorities, what [`Vocab::prio_of`] takes for `id`: 1 + the
+    /// priority of the merges making it when they all have the same one, `SPLITS | i` (never 0)
+    /// when they differ and `id`'s splits start at `i`; 0 when no merge makes it.
     pub fn prio_hint(&self, id: u32) -> u32 {
         self.prio.as_ref().map_or(0, |p| match p.by_id[id as usize] {
-            q if q < SPLITS => q + 1,
+            at if at != u32::MAX && at & SPLITS != 0 => at,
+            // (A priority whose successor would read as splits is looked up: none is that large.)
+            q if q + 1 < SPLITS => q + 1,
             _ => 0,
         })
     }
