@@ -677,7 +677,8 @@ impl Vocab {
     /// when they differ and `id`'s splits start at `i`; 0 when no merge makes it.
     pub fn prio_hint(&self, id: u32) -> u32 {
         self.prio.as_ref().map_or(0, |p| match p.by_id[id as usize] {
-            at if at != u32::MAX && at & SPLITS != 0 => at,
+            u32::MAX => 0,
+            at if at & SPLITS != 0 => at,
             // (A priority whose successor would read as splits is looked up: none is that large.)
             q if q + 1 < SPLITS => q + 1,
             _ => 0,
