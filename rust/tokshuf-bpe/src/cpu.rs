@@ -2,6 +2,7 @@
 
 const AVX2: u8 = 1;
 const V3: u8 = 2;
+const VBMI: u8 = 8;
 /// Set once the flags are known.
 const KNOWN: u8 = 4;
 
@@ -26,7 +27,10 @@ fn detect() -> u8 {
         && is_x86_feature_detected!("bmi2")
         && is_x86_feature_detected!("lzcnt")
         && is_x86_feature_detected!("popcnt");
-    let f = KNOWN | if avx2 { AVX2 } else { 0 } | if v3 { V3 } else { 0 };
+    let vbmi = is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vbmi");
+    let f = KNOWN | if avx2 { AVX2 } else { 0 } | if v3 { V3 } else { 0 } | if vbmi { VBMI } else { 0 };
     FLAGS.store(f, std::sync::atomic::Ordering::Relaxed);
     f
 }
@@ -42,4 +46,10 @@ pub(crate) fn has_avx2() -> bool {
 #[inline(always)]
 pub(crate) fn has_x86_64_v3() -> bool {
     flags() & V3 != 0
+}
+
+/// Whether the CPU has AVX-512's F, BW and VBMI (byte permutes across a whole register).
+#[inline(always)]
+pub(crate) fn has_avx512_vbmi() -> bool {
+    flags() & VBMI != 0
 }

@@ -299,6 +299,10 @@ pub(crate) struct SafeCuts {
     mark_len: usize,
     /// `cut[a * 128 + b]` is 1 when no token holds the ASCII characters `a`, `b` side by side.
     cut: Box<[u8; 128 * 128]>,
+    /// The table by columns of eight: `by_eights[j][a]` has bit `b % 8` set when `cut` holds 1
+    /// for `a`, `b`, for the `b` with `b / 8 == j`. Sixteen tables of 128 bytes, each looked up
+    /// whole by one byte permute.
+    by_eights: Box<[[u8; 128]; 16]>,
     /// A space is a mark too: the text is cut before the normalizer writes the mark for it.
     spaces: bool,
 }
@@ -363,7 +367,12 @@ impl SafeCuts {
         let mut mark_bytes = [0u8; 4];
         let mark_len = mark.map_or(0, |m| m.encode_utf8(&mut mark_bytes).len());
         let mark_mask = if mark_len == 4 { u32::MAX } else { (1u32 << (8 * mark_len)) - 1 };
-        SafeCuts { mark, mark_word: u32::from_le_bytes(mark_bytes), mark_mask, mark_len, cut, spaces }
+        let mut by_eights = Box::new([[0u8; 128]; 16]);
+        for (i, &c) in cut.iter().enumerate() {
+            let (a, b) = (i / 128, i % 128);
+            by_eights[b / 8][a] |= c << (b % 8);
+        }
+        SafeCuts { mark, mark_word: u32::from_le_bytes(mark_bytes), mark_mask, mark_len, cut, by_eights, spaces }
     }
 
     /// Whether the text before the normalizer is cut (spaces are marks).
@@ -381,6 +390,50 @@ impl SafeCuts {
     /// Bit `k`: the table's entry for the pair `buf[k]`, `buf[k + 1]` (their low 7 bits).
     #[inline(always)]
     fn pair_cuts(&self, buf: &[u8; 65]) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::has_avx512_vbmi() {
+            // SAFETY: the CPU has the features `pair_cuts_vbmi` is compiled for.
+            return unsafe { self.pair_cuts_vbmi(buf) };
+        }
+        self.pair_cuts_sse2(buf)
+    }
+
+    /// [`SafeCuts::pair_cuts`] in registers: each pair's byte of [`SafeCuts::by_eights`] is
+    /// picked by sixteen permutes (one per table, kept where the pair's second character selects
+    /// it), and its bit by a byte test. No load depends on the text.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F, BW and VBMI.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    unsafe fn pair_cuts_vbmi(&self, buf: &[u8; 65]) -> u64 {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller's CPU has the features; the loads read bytes 0..64 and 1..65 of `buf`
+        // and the two halves of each 128-byte table.
+        unsafe {
+            let low7 = _mm512_set1_epi8(0x7f);
+            let a = _mm512_and_si512(_mm512_loadu_si512(buf.as_ptr().cast()), low7);
+            let b = _mm512_and_si512(_mm512_loadu_si512(buf.as_ptr().add(1).cast()), low7);
+            let eight = _mm512_and_si512(_mm512_srli_epi16(b, 3), _mm512_set1_epi8(0x0f));
+            let mut bytes = _mm512_setzero_si512();
+            for (j, table) in self.by_eights.iter().enumerate() {
+                let lo = _mm512_loadu_si512(table.as_ptr().cast());
+                let hi = _mm512_loadu_si512(table.as_ptr().add(64).cast());
+                let picked = _mm512_permutex2var_epi8(lo, a, hi);
+                let here = _mm512_cmpeq_epi8_mask(eight, _mm512_set1_epi8(j as i8));
+                bytes = _mm512_mask_mov_epi8(bytes, here, picked);
+            }
+            // 1 << (b % 8) in each byte: a shuffle within each 16-byte lane.
+            let bits =
+                _mm512_broadcast_i32x4(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128));
+            let bit = _mm512_shuffle_epi8(bits, _mm512_and_si512(b, _mm512_set1_epi8(7)));
+            _mm512_test_epi8_mask(bytes, bit)
+        }
+    }
+
+    /// [`SafeCuts::pair_cuts`] on any CPU.
+    #[inline(always)]
+    fn pair_cuts_sse2(&self, buf: &[u8; 65]) -> u64 {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::*;
@@ -675,6 +728,30 @@ mod tests {
             let mut windows = Vec::new();
             push_pieces(SafeCursor::new(&cuts), text.as_bytes(), &mut windows);
             proptest::prop_assert_eq!(windows, safe_pieces_by_characters(&cuts, text.as_bytes()), "{:?}", text);
+        }
+
+        /// Each way of reading a window's pairs from the table (the one this CPU takes, and
+        /// every other it can run) gives what reading them one by one gives.
+        #[test]
+        fn pair_cuts_read_the_table_pair_by_pair(
+            tokens in proptest::collection::vec("[\\x00-\\x7f]{2,3}", 0..400),
+            buf in proptest::array::uniform32(proptest::num::u8::ANY),
+            tail in proptest::array::uniform32(proptest::num::u8::ANY),
+            last in proptest::num::u8::ANY,
+        ) {
+            let cuts = SafeCuts::new(tokens.iter().map(String::as_str), None, false, false);
+            let mut window = [0u8; 65];
+            window[..32].copy_from_slice(&buf);
+            window[32..64].copy_from_slice(&tail);
+            window[64] = last;
+            let expected = (0..64).fold(0u64, |m, k| m | u64::from(cuts.cut(window[k], window[k + 1])) << k);
+            proptest::prop_assert_eq!(cuts.pair_cuts(&window), expected);
+            proptest::prop_assert_eq!(cuts.pair_cuts_sse2(&window), expected);
+            #[cfg(target_arch = "x86_64")]
+            if crate::cpu::has_avx512_vbmi() {
+                // SAFETY: the CPU has the features.
+                proptest::prop_assert_eq!(unsafe { cuts.pair_cuts_vbmi(&window) }, expected);
+            }
         }
 
         /// Any ASCII text against a table of any ASCII tokens: every entry of the pair table may
