@@ -359,7 +359,7 @@ mod tests {
         let layout = Layout::from_size_align(size, align).unwrap();
         // SAFETY: non-zero size.
         let p = unsafe { a.alloc(layout) };
-        assert!(!p.is_null() && p as usize % align == 0);
+        assert!(!p.is_null() && (p as usize).is_multiple_of(align));
         for i in 0..size {
             // SAFETY: in bounds of the block.
             unsafe { *p.add(i) = (i % 251) as u8 };
@@ -385,7 +385,7 @@ mod tests {
                     let (p, layout) = filled(&a, from, align);
                     // SAFETY: a live block of `layout`, non-zero new size.
                     let q = unsafe { a.realloc(p, layout, to) };
-                    assert!(!q.is_null() && q as usize % align == 0, "{from} -> {to}, align {align}");
+                    assert!(!q.is_null() && (q as usize).is_multiple_of(align), "{from} -> {to}, align {align}");
                     check(q, from.min(to));
                     // SAFETY: the block `realloc` returned, with its new layout.
                     unsafe { a.dealloc(q, Layout::from_size_align(to, align).unwrap()) };
@@ -423,7 +423,7 @@ mod tests {
     fn classes_cover_the_size_with_a_quarter_step_at_most() {
         for size in [LARGE, LARGE + 1, 300_000, 1 << 20, (1 << 20) + 1, 1_114_112, 40 << 20] {
             let c = class(size);
-            assert!(c >= size && c % PAGE == 0 && c - size < size.next_power_of_two() / 8, "{size} -> {c}");
+            assert!(c >= size && c.is_multiple_of(PAGE) && c - size < size.next_power_of_two() / 8, "{size} -> {c}");
             assert_eq!(class(c), c, "a class is its own class");
         }
         assert_eq!(class(1_114_112), 1_310_720);

@@ -44,7 +44,7 @@ fn round_trip(ids: &[u32]) -> usize {
 /// Distinct ids whose JSON units (`,` and digits) take exactly `bytes` bytes (at least 20): five-
 /// digit ids from `first` on and a few four-digit ones, none repeated, so they hold no match.
 fn filler(bytes: usize, first: u32) -> Vec<u32> {
-    let four = (0..6).find(|b| (bytes - 5 * b) % 6 == 0).expect("6a + 5b covers every size from 20");
+    let four = (0..6).find(|b| (bytes - 5 * b).is_multiple_of(6)).expect("6a + 5b covers every size from 20");
     let five = (bytes - 5 * four) / 6;
     (0..five as u32).map(|k| first + k).chain((0..four as u32).map(|k| 1_000 + k)).collect()
 }
@@ -114,7 +114,7 @@ fn smaller_than_the_json_on_text_like_ids() {
     while ids.len() < 2049 {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let r = (x >> 33) as u32;
-        if r % 5 == 0 && ids.len() > 20 {
+        if r.is_multiple_of(5) && ids.len() > 20 {
             let start = (r as usize / 7) % (ids.len() - 10);
             let phrase: Vec<u32> = ids[start..start + 6].to_vec();
             ids.extend(phrase);

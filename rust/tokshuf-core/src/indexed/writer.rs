@@ -151,7 +151,7 @@ impl IndexedDatasetWriter {
     /// Append one sequence already encoded as little-endian elements of the dtype.
     pub fn add_sequence_bytes(&mut self, bytes: &[u8], mode: Option<i8>) -> Result<()> {
         let item = self.dtype.itemsize();
-        if bytes.len() % item != 0 {
+        if !bytes.len().is_multiple_of(item) {
             return Err(Error::invalid(format!(
                 "{} bytes is not a whole number of {} elements",
                 bytes.len(),

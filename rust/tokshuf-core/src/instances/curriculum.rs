@@ -63,7 +63,7 @@ impl Curriculum {
     /// Batches each bucket contributes: `(length, batches)` for every `(length, instances)`.
     pub fn batches_per_bucket(&self, instances: &[(u64, u64)], global_batch_tokens: u64) -> Result<Vec<(u64, u64)>> {
         let max = instances.iter().map(|b| b.0).max().unwrap_or(0);
-        if global_batch_tokens == 0 || max == 0 || global_batch_tokens % max != 0 {
+        if global_batch_tokens == 0 || max == 0 || !global_batch_tokens.is_multiple_of(max) {
             return Err(Error::invalid(format!(
                 "the global batch size ({global_batch_tokens} tokens) must be a positive multiple of \
                  max_sequence_length ({max})"

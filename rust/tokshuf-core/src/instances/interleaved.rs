@@ -24,7 +24,7 @@ pub struct InterleavePlan {
 /// holds the integer seed's entropy words, so seeds of any size give numpy's permutation).
 pub fn plan(exempt: &[bool], seq_len: u64, docs_per_instance: u64, seed: &SeedSequence) -> Result<InterleavePlan> {
     positive("docs_per_instance", docs_per_instance)?;
-    if seq_len % docs_per_instance != 0 {
+    if !seq_len.is_multiple_of(docs_per_instance) {
         return Err(Error::invalid(format!(
             "sequence_length ({seq_len}) must be a multiple of docs_per_instance ({docs_per_instance})"
         )));

@@ -165,7 +165,7 @@ impl IndexArray {
     /// An `[n, 2]` array from owned, row-major data of even length.
     pub fn pairs(data: Owned) -> Self {
         let n = data.len();
-        assert!(n % 2 == 0, "pairs need an even number of elements");
+        assert!(n.is_multiple_of(2), "pairs need an even number of elements");
         Self::owned(data, vec![n / 2, 2])
     }
 
@@ -180,7 +180,7 @@ impl IndexArray {
         let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))?;
         let end = count.checked_mul(elem.itemsize())?.checked_add(offset)?;
         let bytes = map.bytes();
-        if end > bytes.len() || (bytes.as_ptr() as usize + offset) % elem.itemsize() != 0 {
+        if end > bytes.len() || !(bytes.as_ptr() as usize + offset).is_multiple_of(elem.itemsize()) {
             return None;
         }
         Some(IndexArray { elem, shape, storage: Storage::Mapped { map, offset } })

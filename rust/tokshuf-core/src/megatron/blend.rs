@@ -89,7 +89,7 @@ pub fn build_exhaustive_blending_indices(sizes: &[u64], cancel: &Cancel) -> Resu
     let mut sample = crate::alloc::try_with_capacity(n, "the blend's sample index")?;
     let mut s = 0u64;
     while !unspent.is_empty() {
-        if s % (1 << 20) == 0 {
+        if s.is_multiple_of(1 << 20) {
             cancel.check()?;
         }
         let at = furthest_behind(&unspent, &weights, &counts, s);

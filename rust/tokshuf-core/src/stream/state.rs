@@ -71,7 +71,7 @@ impl WorkerState {
 
     /// Parse a history table of `1 + n_sub` columns.
     pub fn history_from_words(words: &[u64], n_sub: usize) -> Result<Vec<(u32, Vec<u64>)>> {
-        if words.len() % (n_sub + 1) != 0 {
+        if !words.len().is_multiple_of(n_sub + 1) {
             return Err(Error::invalid(format!("the mix history table must have {} columns", n_sub + 1)));
         }
         words.chunks_exact(n_sub + 1).map(|c| Ok((u32_of(c[0], "mix phase")?, c[1..].to_vec()))).collect()
@@ -79,7 +79,7 @@ impl WorkerState {
 
     /// Parse the two tables (the inverse of [`Self::row_words`] and [`Self::buffer_words`]).
     pub fn from_words(rows: &[u64], buffer: &[u64], mixer: Vec<u64>, rng_counter: u64, batches: u64) -> Result<Self> {
-        if rows.len() % 7 != 0 || buffer.len() % 7 != 0 {
+        if !rows.len().is_multiple_of(7) || !buffer.len().is_multiple_of(7) {
             return Err(Error::invalid("state tables must have 7 columns".to_string()));
         }
         let rows = rows

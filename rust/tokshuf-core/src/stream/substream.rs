@@ -213,7 +213,7 @@ impl SubStream {
     /// Whether the stream stopped in the middle of a chunk (it must continue that chunk).
     pub fn mid_chunk(&self, chunk: u64) -> bool {
         let idx = self.cur.map(|o| o.shard).or_else(|| self.pending.first().copied());
-        idx.is_some_and(|i| self.shards[i].row.offset % chunk != 0)
+        idx.is_some_and(|i| !self.shards[i].row.offset.is_multiple_of(chunk))
     }
 
     /// Emit up to `max` tokens of the open document's current chunk into `out`.
