@@ -110,7 +110,7 @@ impl CacheConfig {
 /// The shared table of `cfg`, seeded with `seed`: short pieces (packed keys) that encode to one
 /// id, lowest ids (the most frequent) first, so that they take their home slots, each with its
 /// merge priority hint (see [`crate::merge::RankTable`]).
-pub(crate) fn seeded_table(cfg: &CacheConfig, seed: &[(u128, u32, u32)]) -> SharedTable {
+pub(crate) fn seeded_table(cfg: &CacheConfig, seed: &[(u128, u32, u64)]) -> SharedTable {
     // At most half of the slots seeded, so there is always a quarter to learn.
     let table = SharedTable::new(cfg.short_slots.max(seed.len() * 2), cfg.short_arena_ids);
     let mut reserved = Reserved::default();
@@ -371,7 +371,7 @@ mod tests {
     use super::super::table::{hash, pack};
 
     fn shared(cfg: &CacheConfig, pieces: &[&[u8]]) -> Arc<SharedTable> {
-        let seed: Vec<(u128, u32, u32)> = pieces.iter().enumerate().map(|(i, p)| (pack(p), i as u32, 0)).collect();
+        let seed: Vec<(u128, u32, u64)> = pieces.iter().enumerate().map(|(i, p)| (pack(p), i as u32, 0)).collect();
         Arc::new(seeded_table(cfg, &seed))
     }
 

@@ -131,6 +131,48 @@ mod tests {
         assert_eq!((encode(&r, b"abcd"), encode(&r, b"abc")), (vec![256, 259], vec![258]));
     }
 
+    /// The hint of a token made by splits of different priorities carries them inline when the
+    /// token has at most 11 bytes and they lie within 7 of each other, else it points at them;
+    /// either way it gives what looking them up gives, at every split.
+    #[test]
+    fn split_priorities_ride_in_the_hint_when_they_fit() {
+        let word = b"abcdefghijkl";
+        // Pairs that go first, then every prefix.
+        let mut merges: Vec<(Vec<u8>, Vec<u8>)> =
+            [b"jk", b"kl", b"ef"].iter().map(|t| (t[..1].to_vec(), t[1..].to_vec())).collect();
+        for end in 2..=word.len() {
+            merges.push((word[..end - 1].to_vec(), word[end - 1..end].to_vec()));
+        }
+        let at = |merges: &[(Vec<u8>, Vec<u8>)], t: &[u8]| {
+            merges.iter().position(|(l, r)| [l.as_slice(), r.as_slice()].concat() == t).unwrap()
+        };
+        // A second split, before the last pair, of the prefixes of 12 and 11 bytes just after the
+        // first, and of the prefix of 6 bytes 7 merges later.
+        for (len, gap) in [(12, 0), (11, 0), (6, 7)] {
+            let second = (word[..len - 2].to_vec(), word[len - 2..len].to_vec());
+            merges.insert(at(&merges, &word[..len]) + 1 + gap, second);
+        }
+        let refs: Vec<(&[u8], &[u8])> = merges.iter().map(|(l, r)| (l.as_slice(), r.as_slice())).collect();
+        let order: Vec<u32> = (0..merges.len() as u32).collect();
+        let list = list_vocab(&refs, &order);
+        let id = |t: &[u8]| list.id_of(t).unwrap();
+        let (p6, p11, p12) = (id(&word[..6]), id(&word[..11]), id(&word[..12]));
+        let ranks = list_as_ranks(list);
+        assert!(!ranks.ranks_are_ids(), "priorities by split");
+        let inline = |id: u32| ranks.prio_hint(id) >> 32 != 0;
+        assert!(inline(p11) && !inline(p12) && !inline(p6), "inline: 11 bytes within 7 only");
+        for id in 0..ranks.id_bound() {
+            let hint = ranks.prio_hint(id);
+            for left in 1..ranks.token(id).len() {
+                assert_eq!(ranks.prio_of(id, left, hint), ranks.prio_of(id, left, 0), "id {id} left {left}");
+            }
+        }
+        let p = |left: usize| ranks.prio_of(p11, left, ranks.prio_hint(p11));
+        assert_eq!((p(9), p(1)), (p(10) + 1, u32::MAX));
+        let texts: Vec<&[u8]> = vec![word, &word[..11], &word[..6], b"abcdefghijkabcdefjk"];
+        ranks_agree_with_list(list_vocab(&refs, &order), &texts).unwrap();
+    }
+
     #[test]
     fn keeps_the_identity_of_the_list() {
         let v = list_vocab(&[(b"a", b"b"), (b"ab", b"c")], &[0, 1]);

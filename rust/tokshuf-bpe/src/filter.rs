@@ -66,11 +66,11 @@ impl<R: RankTable> RankTable for Filtered<'_, R> {
         self.ranks.prefetch_if(key, h, held);
     }
     #[inline(always)]
-    fn rank_held(&self, key: u128, h: u64) -> Option<(u32, u32)> {
+    fn rank_held(&self, key: u128, h: u64) -> Option<(u32, u64)> {
         self.ranks.rank_hashed(key, h)
     }
     #[inline(always)]
-    fn rank_hashed(&self, key: u128, h: u64) -> Option<(u32, u32)> {
+    fn rank_hashed(&self, key: u128, h: u64) -> Option<(u32, u64)> {
         if self.filter.may_contain(h) {
             self.ranks.rank_hashed(key, h)
         } else {

@@ -66,7 +66,7 @@ pub struct FastBpe {
     /// The short pieces whose whole encoding is one id (tokens by id, then, with raw spaces,
     /// their written forms), with the id's merge priority hint ([`Vocab::prio_hint`]): the
     /// shared table starts with them.
-    seed: Vec<(u128, u32, u32)>,
+    seed: Vec<(u128, u32, u64)>,
     /// The keys of the seed's tokens: for a vocabulary merging by ranks, every short token (see
     /// [`filter`]).
     token_filter: TokenFilter,
@@ -144,7 +144,7 @@ impl FastBpe {
     /// The short tokens whose encoding is themselves, by id: all of them when a piece that is a
     /// token encodes to it (tiktoken, `ignore_merges`) or a merge list was proved to merge every
     /// token back whole, else those that BPE merges back whole.
-    fn single_token_pieces(&self) -> Vec<(u128, u32, u32)> {
+    fn single_token_pieces(&self) -> Vec<(u128, u32, u64)> {
         let mut scratch = merge::MergeScratch::default();
         let mut ids = Vec::new();
         let mut seed = Vec::with_capacity(self.vocab.len());

@@ -81,11 +81,11 @@ pub(crate) struct MergeScratch {
 
 /// Where tiktoken merging of a short piece finds the rank of a substring (the id of the token
 /// with its bytes), given the key's [`hash`]. A rank comes with a hint, kept beside the id by
-/// the table's seed when the vocabulary has priorities: where the priority of a merge making the
-/// token is found ([`Vocab::prio_hint`]); 0 when unknown.
+/// the table's seed when the vocabulary has priorities: the priorities of the merges making the
+/// token, or where they are found ([`Vocab::prio_hint`]); 0 when unknown.
 pub(crate) trait RankTable {
     fn prefetch_hashed(&self, key: u128, h: u64);
-    fn rank_hashed(&self, key: u128, h: u64) -> Option<(u32, u32)>;
+    fn rank_hashed(&self, key: u128, h: u64) -> Option<(u32, u64)>;
 
     /// False only if the key with [`hash`] `h` is known to be absent without a look in the table.
     #[inline(always)]
@@ -108,12 +108,12 @@ pub(crate) trait RankTable {
     }
     /// [`RankTable::rank_hashed`] of a key [`RankTable::may_hold`] let through.
     #[inline(always)]
-    fn rank_held(&self, key: u128, h: u64) -> Option<(u32, u32)> {
+    fn rank_held(&self, key: u128, h: u64) -> Option<(u32, u64)> {
         self.rank_hashed(key, h)
     }
 
     #[inline(always)]
-    fn rank(&self, key: u128) -> Option<(u32, u32)> {
+    fn rank(&self, key: u128) -> Option<(u32, u64)> {
         self.rank_hashed(key, hash(key))
     }
 }
@@ -125,7 +125,7 @@ impl RankTable for KeyIndex {
         KeyIndex::prefetch_hashed(self, h);
     }
     #[inline(always)]
-    fn rank_hashed(&self, key: u128, h: u64) -> Option<(u32, u32)> {
+    fn rank_hashed(&self, key: u128, h: u64) -> Option<(u32, u64)> {
         self.get_one_hashed(key, h).map(|id| (id, 0))
     }
 }

@@ -17,8 +17,8 @@ const TAKEN: u32 = 1 << 30;
 
 /// A key (`k[0]` its low half, `k[1]` its high one: never 0, as it holds the key's length) and
 /// its value: `v[0]` the first two ids (or, with `ARENA`, where they start in the arena; or, for
-/// one id, the id and its tag), `v[1]` the third id and the length word `n | TAKEN | ARENA`. A thread takes a free slot with one
-/// compare-and-swap of `v[1]` (0 when free), writes the rest, and publishes the slot by storing
+/// one id, the id and the low half of its tag), `v[1]` the third id (or the tag's high half) and
+/// the length word `n | TAKEN | ARENA`. A thread takes a free slot with one compare-and-swap of `v[1]` (0 when free), writes the rest, and publishes the slot by storing
 /// `k[1]` last; readers see a slot only once `k[1]` is set, and then all of it.
 #[repr(C, align(32))]
 struct Slot {
@@ -143,11 +143,11 @@ impl SharedTable {
     /// The id stored under `key` (with its [`hash`]) if it holds exactly one, and the tag it was
     /// seeded with (0 if none, see [`SharedTable::insert_tagged`]).
     #[inline(always)]
-    pub fn get_single(&self, key: u128, h: u64) -> Option<(u32, u32)> {
+    pub fn get_single(&self, key: u128, h: u64) -> Option<(u32, u64)> {
         // An arena value has the ARENA bit set, so it is never 1.
         let (s, v1) = self.find(key, h)?;
         let v0 = s.v[0].load(Ordering::Relaxed);
-        ((v1 >> 32) as u32 & !TAKEN == 1).then_some((v0 as u32, (v0 >> 32) as u32))
+        ((v1 >> 32) as u32 & !TAKEN == 1).then_some((v0 as u32, v0 >> 32 | v1 << 32))
     }
 
     /// The ids stored under `key`.
@@ -205,13 +205,14 @@ impl SharedTable {
     }
 
     /// Store the one id `id` under `key` with a `tag` that [`SharedTable::get_single`] returns
-    /// beside it, in the half of the slot that a one-id value leaves unused (0 means none, as
-    /// for what is learned rather than seeded).
-    pub fn insert_tagged(&self, key: u128, id: u32, tag: u32, reserved: &mut Reserved) -> bool {
+    /// beside it, in the halves of the slot's words that a one-id value leaves unused (0 means
+    /// none, as for what is learned rather than seeded).
+    pub fn insert_tagged(&self, key: u128, id: u32, tag: u64, reserved: &mut Reserved) -> bool {
         if !self.reserve(reserved) {
             return false;
         }
-        self.publish(key, u64::from(id) | u64::from(tag) << 32, u64::from(1 | TAKEN) << 32, reserved)
+        let (v0, v1) = (u64::from(id) | tag << 32, (tag >> 32) | u64::from(1 | TAKEN) << 32);
+        self.publish(key, v0, v1, reserved)
     }
 
     /// Write a value into a free slot of `key`'s probe, taken from the `reserved` ones (one of
@@ -281,7 +282,7 @@ impl RankTable for SharedTable {
         self.slots.prefetch(h as usize & usize::from(held).wrapping_neg());
     }
     #[inline(always)]
-    fn rank_hashed(&self, key: u128, h: u64) -> Option<(u32, u32)> {
+    fn rank_hashed(&self, key: u128, h: u64) -> Option<(u32, u64)> {
         self.get_single(key, h)
     }
 }

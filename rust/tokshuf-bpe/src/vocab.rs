@@ -250,6 +250,13 @@ pub(crate) struct Priorities {
 /// Marks an entry of [`Priorities::by_id`] that points into [`Priorities::splits`].
 const SPLITS: u32 = 1 << 31;
 
+/// The longest left part whose split priority a [`Vocab::prio_hint`] carries inline, in
+/// [`INLINE_BITS`] bits each (its 32 high bits hold ten of them).
+const INLINE_LEFTS: usize = 10;
+const INLINE_BITS: usize = 3;
+/// The inline field that marks a split no merge makes; the others are below it.
+const INLINE_NONE: u32 = (1 << INLINE_BITS) - 1;
+
 impl Priorities {
     /// From each id's merges, `(bytes of the left part, priority)` (none: the id is made by no
     /// merge), and the length of each token; priorities are packed into ranks `0, 1, …` in their
@@ -294,6 +301,25 @@ impl Priorities {
             p if p < SPLITS || p == u32::MAX => p,
             p => self.split((p & !SPLITS) as usize + left),
         }
+    }
+
+    /// The inline form of a [`Vocab::prio_hint`] for the token of `len` bytes whose splits start
+    /// at `at`: `None` if it is too long or its priorities are too far apart.
+    fn inline_hint(&self, at: u32, len: usize) -> Option<u64> {
+        if len > INLINE_LEFTS + 1 {
+            return None;
+        }
+        let splits = self.splits.get(at as usize..at as usize + len)?;
+        let lowest = splits[1..].iter().copied().min().filter(|&p| p != u32::MAX && p + 1 < SPLITS)?;
+        let mut fields = 0;
+        for left in (1..=INLINE_LEFTS).rev() {
+            let field = match splits.get(left) {
+                Some(&p) if p != u32::MAX => Some(p - lowest).filter(|&d| d < INLINE_NONE)?,
+                _ => INLINE_NONE,
+            };
+            fields = fields << INLINE_BITS | u64::from(field);
+        }
+        Some(u64::from(lowest + 1) | fields << 32)
     }
 
     /// `splits[i]` (`u32::MAX` past its end).
@@ -661,26 +687,40 @@ impl Vocab {
     /// The priority of merging into `id`, the left part having `left` bytes, when merging by
     /// ranks: the id itself, unless [`Vocab::into_ranks`] gave priorities. `hint` is what the
     /// table that gave `id` kept beside it ([`Vocab::prio_hint`], 0 if nothing): when set, it
-    /// spares the look in [`Priorities::by_id`] (the priority itself, or where `id`'s splits
-    /// start), whose line is not in the cache when the table's is.
+    /// spares the look in [`Priorities::by_id`] and, mostly, [`Priorities::splits`], whose lines
+    /// are not in the cache when the table's is (on a cache miss of an SP-converted
+    /// `tokenizer.json`, that look was a fifth of the merge).
     #[inline(always)]
-    pub fn prio_of(&self, id: u32, left: usize, hint: u32) -> u32 {
-        match (hint, &self.prio) {
+    pub fn prio_of(&self, id: u32, left: usize, hint: u64) -> u32 {
+        let (h, fields) = (hint as u32, hint >> 32);
+        if fields != 0 {
+            debug_assert!((1..=INLINE_LEFTS).contains(&left));
+            return match (fields >> (INLINE_BITS * (left - 1))) as u32 & INLINE_NONE {
+                INLINE_NONE => u32::MAX,
+                above => h - 1 + above,
+            };
+        }
+        match (h, &self.prio) {
             (0, p) => p.as_ref().map_or(id, |p| p.of(id, left)),
             (h, Some(p)) if h & SPLITS != 0 => p.split((h & !SPLITS) as usize + left),
             (h, _) => h - 1,
         }
     }
 
-    /// When merging by ranks with priorities, what [`Vocab::prio_of`] takes for `id`: 1 + the
-    /// priority of the merges making it when they all have the same one, `SPLITS | i` (never 0)
-    /// when they differ and `id`'s splits start at `i`; 0 when no merge makes it.
-    pub fn prio_hint(&self, id: u32) -> u32 {
+    /// When merging by ranks with priorities, what [`Vocab::prio_of`] takes for `id`, 0 when no
+    /// merge makes it. Its low half: 1 + the priority of the merges making `id` when they all
+    /// have the same one; when they differ, 1 + the lowest, the high half holding, for each left
+    /// part of 1 to [`INLINE_LEFTS`] bytes, how far above it that split's priority lies
+    /// ([`INLINE_BITS`] each, [`INLINE_NONE`]: no merge splits `id` there), if `id` is short
+    /// enough and the spread small enough (SentencePiece conversions list a token's splits one
+    /// after the other: it is, for all but a few); else `SPLITS | i`, `id`'s splits starting at
+    /// `i`.
+    pub fn prio_hint(&self, id: u32) -> u64 {
         self.prio.as_ref().map_or(0, |p| match p.by_id[id as usize] {
             u32::MAX => 0,
-            at if at & SPLITS != 0 => at,
+            at if at & SPLITS != 0 => p.inline_hint(at & !SPLITS, self.token(id).len()).unwrap_or(u64::from(at)),
             // (A priority whose successor would read as splits is looked up: none is that large.)
-            q if q + 1 < SPLITS => q + 1,
+            q if q + 1 < SPLITS => u64::from(q + 1),
             _ => 0,
         })
     }
