@@ -349,6 +349,9 @@ fn ranks_merge<const N: usize, const CHARS: bool, const PRIO: bool>(
         if CHARS && piece[a] & 0xc0 == 0x80 {
             continue;
         }
+        // Two ASCII characters are merged by the table of byte pairs, not looked up: only at the
+        // start, as every merge makes a part of two characters or more.
+        let shortest = if CHARS && piece[a] < 0x80 && piece[a + 1] < 0x80 { 3 } else { shortest };
         let t = tail(a);
         for len in shortest..=longest.min(n - a) {
             let key = key_at(t, len);
@@ -417,7 +420,12 @@ fn ranks_merge<const N: usize, const CHARS: bool, const PRIO: bool>(
             let s = rest.trailing_zeros() as usize;
             let e = next(parts, s);
             if e < n {
-                cand[s] = rank!(s, e, next(parts, e));
+                if piece[s] < 0x80 && piece[e] < 0x80 {
+                    let (prio, merged) = vocab.merge_bytes(piece[s], piece[e]);
+                    (cand[s], made[s]) = (with_start(prio, s), merged);
+                } else {
+                    cand[s] = rank!(s, e, next(parts, e));
+                }
             }
             rest &= rest - 1;
         }

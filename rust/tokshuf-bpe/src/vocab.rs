@@ -222,7 +222,8 @@ pub(crate) struct Vocab {
     /// The pairs of a merge list, for lookups (the list itself is kept for the digest).
     pairs: Option<PairTable>,
     /// The merge of every two bytes, `priority << 32 | merged` (a dense 256×256 table: the first
-    /// round of merging a piece looks up nothing else).
+    /// round of merging a piece looks up nothing else); for a vocabulary of characters, of every
+    /// two ASCII ones (no merge for the others).
     byte_pairs: Vec<u64>,
     /// The digest of the merge list this vocabulary was given, when it now merges by ranks
     /// (see [`Vocab::into_ranks`]): a tokenizer's identity does not depend on how it runs.
@@ -471,13 +472,14 @@ impl Vocab {
     }
 
     fn fill_byte_pairs(&mut self) {
-        if self.units != Units::Bytes {
-            return; // merging never starts from bytes
-        }
+        let chars = self.units != Units::Bytes;
         self.byte_pairs = (0..1usize << 16)
             .map(|ab| {
                 let pair = [(ab >> 8) as u8, ab as u8];
                 let (l, r) = (self.byte_ids[pair[0] as usize], self.byte_ids[pair[1] as usize]);
+                if chars && (!pair.is_ascii() || l == u32::MAX || r == u32::MAX) {
+                    return u64::from(u32::MAX) << 32;
+                }
                 let (prio, merged) = self.merge(&pair, 0, 2, l, r);
                 u64::from(prio) << 32 | u64::from(merged)
             })
