@@ -18,8 +18,9 @@ const TAKEN: u32 = 1 << 30;
 /// A key (`k[0]` its low half, `k[1]` its high one: never 0, as it holds the key's length) and
 /// its value: `v[0]` the first two ids (or, with `ARENA`, where they start in the arena; or, for
 /// one id, the id and the low half of its tag), `v[1]` the third id (or the tag's high half) and
-/// the length word `n | TAKEN | ARENA`. A thread takes a free slot with one compare-and-swap of `v[1]` (0 when free), writes the rest, and publishes the slot by storing
-/// `k[1]` last; readers see a slot only once `k[1]` is set, and then all of it.
+/// the length word `n | TAKEN | ARENA`. A thread takes a free slot with one compare-and-swap of
+/// `v[1]` (0 when free), writes the rest, and publishes the slot by storing `k[1]` last; readers
+/// see a slot only once `k[1]` is set, and then all of it.
 #[repr(C, align(32))]
 struct Slot {
     k: [AtomicU64; 2],

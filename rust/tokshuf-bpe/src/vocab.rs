@@ -690,8 +690,8 @@ impl Vocab {
     /// ranks: the id itself, unless [`Vocab::into_ranks`] gave priorities. `hint` is what the
     /// table that gave `id` kept beside it ([`Vocab::prio_hint`], 0 if nothing): when set, it
     /// spares the look in [`Priorities::by_id`] and, mostly, [`Priorities::splits`], whose lines
-    /// are not in the cache when the table's is (on a cache miss of an SP-converted
-    /// `tokenizer.json`, that look was a fifth of the merge).
+    /// are not in the cache when the table's is (for an SP-converted `tokenizer.json`, that look
+    /// costs a fifth of merging a short piece).
     #[inline(always)]
     pub fn prio_of(&self, id: u32, left: usize, hint: u64) -> u32 {
         let (h, fields) = (hint as u32, hint >> 32);
