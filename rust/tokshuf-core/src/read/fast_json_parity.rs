@@ -114,6 +114,45 @@ fn checks_utf8_wherever_it_lies() {
     }
 }
 
+/// Escapes at every offset around the 64-byte blocks of the decoder (where the CPU has it): one
+/// letter, `\\` alone and in runs, `\u` and surrogate pairs, escaped quotes, an escape cut by a
+/// block's end, a closing quote just after one, and non-ASCII text between.
+#[test]
+fn escapes_across_blocks_agree_with_serde() {
+    let escapes: Vec<&str> =
+        r#"\n \t \" \\ \/ \b \f \r \u00e9 \ud83d\ude00 \\\\ \\\n \\\" \\\\\\ \u0000"#.split(' ').collect();
+    let fill = ["a", "é", "中"];
+    for k in 0..140 {
+        for (e, escape) in escapes.iter().enumerate() {
+            let pad = fill[(k + e) % 3].repeat(k / fill[(k + e) % 3].len());
+            let tail = format!(r"x\n{}\ty\\{}", "b".repeat(e * 5), escapes[(e + k) % escapes.len()]);
+            for text in [
+                format!("{pad}{escape}{tail}"),
+                format!("{pad}{escape}"),
+                format!("{escape}{pad}{escape}{escape}{tail}{pad}"),
+                escape.repeat(k / 2 + 1),
+            ] {
+                let line = format!(r#"{{"text": "{text}", "title": "t"}}"#);
+                let expected = extract_fields_reference(line.as_bytes(), &keys(), FieldOptions::default());
+                assert!(expected.is_ok(), "{line}");
+                let f = fast(&line).unwrap_or_else(|| panic!("not read fast: {line}"));
+                assert_eq!(Ok(f), expected, "{line}");
+            }
+        }
+    }
+    // Declined as the scalar reader declines: an invalid escape, a control character and a
+    // cut line, each deep in a block of escapes.
+    for k in 0..140 {
+        let pad = r"\n".repeat(k / 2) + &"a".repeat(k % 2);
+        for bad in [r"\x", "\u{1}", r"\u12", r"\ud800"] {
+            let line = format!(r#"{{"text": "{pad}{bad}{pad}", "title": "t"}}"#);
+            assert!(fields(line.as_bytes(), &keys()).is_none(), "{line}");
+        }
+        let cut = format!(r#"{{"text": "{pad}\n{pad}"#);
+        assert!(fields(cut.as_bytes(), &keys()).is_none(), "{cut}");
+    }
+}
+
 fn json_value() -> impl Strategy<Value = serde_json::Value> {
     let leaf = prop_oneof![
         Just(serde_json::Value::Null),
