@@ -220,22 +220,6 @@ fn copy_to_special<const WIDE: bool>(b: &[u8], mut i: usize, out: &mut Vec<u8>, 
     Some(i + k)
 }
 
-/// [`SHORT_ESCAPE`]'s ASCII half, aligned for the block decoder ([`unescape_blocks`]).
-#[cfg(target_arch = "x86_64")]
-#[repr(align(64))]
-struct BlockEscapes([u8; 128]);
-
-#[cfg(target_arch = "x86_64")]
-static BLOCK_ESCAPE: BlockEscapes = BlockEscapes({
-    let mut t = [0u8; 128];
-    let mut c = 0;
-    while c < 128 {
-        t[c] = SHORT_ESCAPE[c];
-        c += 1;
-    }
-    t
-});
-
 /// Whether the CPU runs [`unescape_blocks`].
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -268,12 +252,13 @@ fn has_block_unescape() -> bool {
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,bmi1,popcnt")]
 unsafe fn unescape_blocks(b: &[u8], mut i: usize, out: &mut Vec<u8>, high: &mut bool) -> usize {
     use std::arch::x86_64::*;
-    // SAFETY: the caller's CPU has the features; the loads read the 64 bytes of `block` and of
-    // the aligned table; the store writes 64 bytes within `out`'s capacity (reserved just before),
+    // SAFETY: the caller's CPU has the features; the loads read the 64 bytes of `block` and 128 of
+    // the table; the store writes 64 bytes within `out`'s capacity (reserved just before),
     // of which only the decoded ones are then counted as its length.
     unsafe {
-        let table_lo = _mm512_load_si512(BLOCK_ESCAPE.0.as_ptr().cast());
-        let table_hi = _mm512_load_si512(BLOCK_ESCAPE.0[64..].as_ptr().cast());
+        // The ASCII half of the escapes' table.
+        let table_lo = _mm512_loadu_si512(SHORT_ESCAPE.as_ptr().cast());
+        let table_hi = _mm512_loadu_si512(SHORT_ESCAPE[64..].as_ptr().cast());
         while let Some(block) = b.get(i..i + 64) {
             let v = _mm512_loadu_si512(block.as_ptr().cast());
             let backslash = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'\\' as i8));
@@ -329,7 +314,7 @@ fn text_of(b: &[u8], high: bool) -> Option<&str> {
 }
 
 /// The byte each two-character escape `\x` stands for, by `x`; 0 for the others (`\u`, errors).
-const SHORT_ESCAPE: [u8; 256] = {
+static SHORT_ESCAPE: [u8; 256] = {
     let mut t = [0u8; 256];
     t[b'"' as usize] = b'"';
     t[b'\\' as usize] = b'\\';
