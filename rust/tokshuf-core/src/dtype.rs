@@ -81,8 +81,16 @@ impl DType {
     /// Fail on the first id of `tokens` this dtype cannot hold, naming it and the dtype's limit.
     pub fn check_tokens(self, tokens: &[u32]) -> Result<()> {
         let max = self.max_token();
-        // A branch-free maximum first (vectorized); the slow search only to name a bad id.
-        if u64::from(tokens.iter().fold(0u32, |m, &t| m.max(t))) > max {
+        // A branch-free pass first; the slow search only to name a bad id. Where the limit is
+        // one less than a power of two, an id exceeds it exactly when it has a bit above the
+        // limit's, so the bits of all ids OR-ed together tell: one vector OR per 16 bytes, where
+        // an unsigned maximum takes five SSE2 instructions (it has no unsigned compare).
+        let too_large = if (max + 1).is_power_of_two() {
+            u64::from(tokens.iter().fold(0u32, |m, &t| m | t)) > max
+        } else {
+            u64::from(tokens.iter().fold(0u32, |m, &t| m.max(t))) > max
+        };
+        if too_large {
             let bad = tokens.iter().find(|&&t| u64::from(t) > max).expect("the maximum is out of range");
             return Err(Error::invalid(format!(
                 "token id {bad} does not fit dtype {} (largest id {max}); choose a wider dtype such as int32",
@@ -180,6 +188,25 @@ mod tests {
         assert_eq!(DType::optimal(Some(65499)), DType::U16);
         assert_eq!(DType::optimal(Some(65500)), DType::I32);
         assert_eq!(DType::optimal(None), DType::I32);
+    }
+
+    #[test]
+    fn every_dtype_takes_its_largest_id_and_refuses_the_next() {
+        for d in DType::ALL {
+            let max = d.max_token();
+            let fits = u32::try_from(max).unwrap_or(u32::MAX);
+            // The largest id among others, at either end of a run long enough to vectorize.
+            for at in [0, 40] {
+                let mut ids = vec![1u32; 41];
+                ids[at] = fits;
+                d.check_tokens(&ids).unwrap();
+                if max < u64::from(u32::MAX) {
+                    ids[at] = fits + 1;
+                    let err = d.check_tokens(&ids).unwrap_err().to_string();
+                    assert!(err.contains(&(fits + 1).to_string()), "{err}");
+                }
+            }
+        }
     }
 
     #[test]
