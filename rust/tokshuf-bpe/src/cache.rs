@@ -39,7 +39,7 @@ pub struct CacheConfig {
 }
 
 impl Default for CacheConfig {
-    /// A 36 MiB shared table (32 MiB of slots, a 4 MiB arena), and about 20 MiB per thread (its
+    /// A 36 MiB shared table (32 MiB of slots, a 4 MiB arena), and about 16 MiB per thread (its
     /// own table and the long-piece cache). On a 200 MB corpus of code the shared table learns
     /// every piece; 2^21 slots at half load were no faster, being twice as large for the CPU
     /// caches.
@@ -95,8 +95,8 @@ impl CacheConfig {
         self.short_slots.next_power_of_two() * 32 + self.short_arena_ids.next_power_of_two() * 4
     }
 
-    /// The bytes each thread adds: its own table and arena, and the long cache (its two arenas,
-    /// each reserved at the cap, and about as much in slots).
+    /// The bytes each thread adds: its own table and arena, and the long cache (its arena,
+    /// reserved at the cap, and less than twice as much in slots).
     pub fn thread_bytes(&self) -> usize {
         self.thread_slots.next_power_of_two() * 36 + self.long_bytes * 3
     }
@@ -231,51 +231,72 @@ impl State {
     }
 }
 
+/// Where a long piece's entry starts in [`LongCache::data`], and its sizes.
 #[derive(Clone, Copy)]
 struct LongSlot {
     hash: u64,
-    key: u32,
+    at: u32,
     key_len: u32,
-    val: u32,
     val_len: u32,
 }
 
-/// Long piece → ids, keys and values in two arenas, wiped when `cap_bytes` is reached.
+/// Long piece -> ids, wiped when `cap_bytes` is reached. An entry is the ids followed by the
+/// piece's bytes (padded to a whole id), so a hit reads one region: with the keys and the ids
+/// in two arenas, a hit waited for two cache misses, one after the other.
 pub(crate) struct LongCache {
     slots: Vec<Option<LongSlot>>,
-    keys: Vec<u8>,
-    vals: Vec<u32>,
+    data: Vec<u32>,
     len: usize,
     cap_bytes: usize,
 }
 
-/// The hash [`LongCache`] files `b` under.
+/// The hash [`LongCache`] files `b` under (at least 8 bytes: the last word overlaps the one
+/// before it instead of a byte at a time).
 #[inline]
 pub(crate) fn hash_bytes(b: &[u8]) -> u64 {
+    debug_assert!(b.len() >= 8);
+    let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    let mix = |h: u64, w: u64| (h.rotate_left(23) ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut h: u64 = 0x243f_6a88_85a3_08d3 ^ b.len() as u64;
-    let mut chunks = b.chunks_exact(8);
-    for c in &mut chunks {
-        h = (h.rotate_left(23) ^ u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut i = 0;
+    while i + 8 < b.len() {
+        h = mix(h, word(i));
+        i += 8;
     }
-    for &x in chunks.remainder() {
-        h = (h.rotate_left(8) ^ u64::from(x)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
+    h = mix(h, word(b.len() - 8));
     h ^ (h >> 31)
+}
+
+/// Ids taken by `n` bytes of key.
+fn key_words(n: usize) -> usize {
+    n.div_ceil(4)
+}
+
+/// The bytes of `words`.
+fn as_bytes(words: &[u32]) -> &[u8] {
+    // SAFETY: initialized memory read as bytes (no alignment needed), covering exactly `words`.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), std::mem::size_of_val(words)) }
 }
 
 impl LongCache {
     fn new(cap_bytes: usize) -> LongCache {
         // One slot per ~64 bytes of budget, at most half full.
         let n = (cap_bytes / 32).clamp(16, 1 << 20).next_power_of_two();
-        LongCache { slots: vec![None; n], keys: Vec::new(), vals: Vec::new(), len: 0, cap_bytes }
+        LongCache { slots: vec![None; n], data: Vec::new(), len: 0, cap_bytes }
     }
 
-    /// Either arena may take the whole budget (`put` keeps their sum within it), so each is
-    /// reserved at the cap and never reallocates again.
+    /// The arena may take the whole budget, so it is reserved at the cap and never reallocates
+    /// again.
     fn commit(&mut self) {
-        commit_vec(&mut self.keys, self.cap_bytes);
-        commit_vec(&mut self.vals, self.cap_bytes / 4);
+        commit_vec(&mut self.data, self.cap_bytes / 4);
+    }
+
+    /// The entry of `slot`: its ids and its key's bytes.
+    #[inline(always)]
+    fn entry(&self, slot: LongSlot) -> (&[u32], &[u8]) {
+        let (at, ids) = (slot.at as usize, slot.val_len as usize);
+        let words = &self.data[at..at + ids + key_words(slot.key_len as usize)];
+        (&words[..ids], &as_bytes(&words[ids..])[..slot.key_len as usize])
     }
 
     fn slot_of(&self, h: u64, piece: &[u8]) -> (usize, bool) {
@@ -285,7 +306,7 @@ impl LongCache {
             match self.slots[i] {
                 None => return (i, false),
                 Some(s) => {
-                    if s.hash == h && &self.keys[s.key as usize..(s.key + s.key_len) as usize] == piece {
+                    if s.hash == h && self.entry(s).1 == piece {
                         return (i, true);
                     }
                 }
@@ -302,26 +323,34 @@ impl LongCache {
         }
     }
 
+    /// Prefetch the entry of the piece with hash `h` if its home slot, read now, holds it.
+    #[inline(always)]
+    pub fn prefetch_entry(&self, h: u64) {
+        if let Some(Some(s)) = self.slots.get(h as usize & (self.slots.len() - 1)) {
+            if s.hash == h {
+                if let Some(x) = self.data.get(s.at as usize) {
+                    crate::table::prefetch(x);
+                }
+            }
+        }
+    }
+
     /// The ids cached for `piece`, whose [`hash_bytes`] is `h`.
     pub fn get(&self, piece: &[u8], h: u64) -> Option<&[u32]> {
         let (i, found) = self.slot_of(h, piece);
-        found.then(|| {
-            let s = self.slots[i].expect("found");
-            &self.vals[s.val as usize..(s.val + s.val_len) as usize]
-        })
+        found.then(|| self.entry(self.slots[i].expect("found")).0)
     }
 
     /// Insert `piece` (hash `h`); returns whether the cache was wiped to make room.
     fn put(&mut self, piece: &[u8], h: u64, ids: &[u32]) -> bool {
-        let need = piece.len() + ids.len() * 4;
+        let need = ids.len() + key_words(piece.len());
         let mut wiped = false;
-        if (self.len + 1) * 2 > self.slots.len() || self.keys.len() + self.vals.len() * 4 + need > self.cap_bytes {
+        if (self.len + 1) * 2 > self.slots.len() || (self.data.len() + need) * 4 > self.cap_bytes {
             self.slots.fill(None);
-            self.keys.clear();
-            self.vals.clear();
+            self.data.clear();
             self.len = 0;
             wiped = true;
-            if need > self.cap_bytes {
+            if need * 4 > self.cap_bytes {
                 return wiped;
             }
         }
@@ -331,13 +360,16 @@ impl LongCache {
         }
         self.slots[i] = Some(LongSlot {
             hash: h,
-            key: self.keys.len() as u32,
+            at: self.data.len() as u32,
             key_len: piece.len() as u32,
-            val: self.vals.len() as u32,
             val_len: ids.len() as u32,
         });
-        self.keys.extend_from_slice(piece);
-        self.vals.extend_from_slice(ids);
+        self.data.extend_from_slice(ids);
+        self.data.extend(piece.chunks(4).map(|c| {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            u32::from_le_bytes(w)
+        }));
         self.len += 1;
         wiped
     }
@@ -359,13 +391,40 @@ mod tests {
             p[0] = 100 + i;
             wipes += usize::from(c.put(&p, hash_bytes(&p), &[u32::from(i)]));
             assert_eq!(c.get(&p, hash_bytes(&p)), Some(&[u32::from(i)][..]));
-            assert!(c.keys.len() + c.vals.len() * 4 <= 1000);
+            assert!(c.data.len() * 4 <= 1000);
         }
         assert!(wipes > 0);
         // Too large to ever fit: not stored.
         let huge = [1u8; 2000];
         c.put(&huge, hash_bytes(&huge), &[1]);
         assert_eq!(c.get(&huge, hash_bytes(&huge)), None);
+    }
+
+    #[test]
+    fn long_entries_tell_apart_pieces_that_pad_alike_or_share_a_hash() {
+        let mut c = LongCache::new(1 << 16);
+        // Every length around the 4-byte padding, each piece also one zero byte longer, all
+        // filed under one hash: only the bytes and the length tell them apart.
+        let pieces: Vec<Vec<u8>> = (16..=41usize)
+            .flat_map(|n| {
+                let p: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+                let mut longer = p.clone();
+                longer.push(0);
+                [p, longer]
+            })
+            .collect();
+        for (i, p) in pieces.iter().enumerate() {
+            let ids: Vec<u32> = (0..=i as u32 % 9).map(|k| k * 1000 + i as u32).collect();
+            assert!(!c.put(p, 7, &ids));
+        }
+        for (i, p) in pieces.iter().enumerate() {
+            let ids: Vec<u32> = (0..=i as u32 % 9).map(|k| k * 1000 + i as u32).collect();
+            assert_eq!(c.get(p, 7), Some(&ids[..]), "piece {i}");
+            assert_eq!(c.get(p, hash_bytes(p)), None, "filed under 7 only");
+        }
+        let mut other = pieces[0].clone();
+        other[3] ^= 1;
+        assert_eq!(c.get(&other, 7), None);
     }
 
     use super::super::table::{hash, pack};
@@ -433,7 +492,7 @@ mod tests {
         state.put_short(pack(b"kept"), &[1, 2, 3, 4]);
         state.commit();
         assert_eq!(lookup(&mut state, b"kept"), Some(vec![1, 2, 3, 4]), "entries survive");
-        let addresses = |s: &State| (s.own.arena_ptr(), s.long.keys.as_ptr() as usize, s.long.vals.as_ptr() as usize);
+        let addresses = |s: &State| (s.own.arena_ptr(), s.long.data.as_ptr() as usize);
         let before = addresses(&state);
         for i in 0..2000u32 {
             let piece = format!("piece number {i:05}, long enough");
@@ -449,7 +508,7 @@ mod tests {
     fn a_cache_is_small_until_a_long_job_commits_it() {
         let cfg = CacheConfig::default();
         let mut state = State::new(cfg, shared(&TINY, &[b"x"]));
-        let sizes = |s: &State| (s.own.arena_capacity(), s.long.keys.capacity());
+        let sizes = |s: &State| (s.own.arena_capacity(), s.long.data.capacity() * 4);
         assert_eq!(sizes(&state), (0, 0));
         state.commit();
         assert_eq!(sizes(&state), (cfg.thread_slots, cfg.long_bytes));

@@ -591,6 +591,8 @@ impl FastBpe {
         while pos < t.len() {
             let n = scanner.fill(t, pos, &mut ends);
             let mut p = pos;
+            // Bit `i`: piece `i` is long.
+            let mut long = 0u64;
             for (i, &e) in ends[..n].iter().enumerate() {
                 let len = e - p;
                 if len <= MAX_SHORT {
@@ -602,6 +604,7 @@ impl FastBpe {
                     let h = cache::hash_bytes(&t[p..e]);
                     state.long.prefetch(h);
                     (keys[i], hashes[i]) = (0, h);
+                    long |= 1 << i;
                 }
                 p = e;
             }
@@ -609,6 +612,13 @@ impl FastBpe {
             for i in 0..n {
                 let (end, key, h) = (ends[i], keys[i], hashes[i]);
                 if key == 0 {
+                    // The next long piece's entry is asked for now, its slot having arrived: a
+                    // long hit waits for its slot and then its entry, and long pieces come in
+                    // runs (indentation, words of non-Latin scripts).
+                    long &= long - 1;
+                    if long != 0 {
+                        state.long.prefetch_entry(hashes[long.trailing_zeros() as usize]);
+                    }
                     self.encode_long(&t[pos..end], h, staged.vec(), state);
                     not_hits += 1;
                 } else if !state.get_short(key, h, &mut staged) {
