@@ -91,7 +91,7 @@ impl DType {
             u64::from(tokens.iter().fold(0u32, |m, &t| m.max(t))) > max
         };
         if too_large {
-            let bad = tokens.iter().find(|&&t| u64::from(t) > max).expect("the maximum is out of range");
+            let bad = tokens.iter().find(|&&t| u64::from(t) > max).expect("an id is out of range");
             return Err(Error::invalid(format!(
                 "token id {bad} does not fit dtype {} (largest id {max}); choose a wider dtype such as int32",
                 self.name()
