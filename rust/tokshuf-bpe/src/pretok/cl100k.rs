@@ -65,11 +65,13 @@ impl Scanner for Cl100k {
 
 impl Window for Cl100k {
     const FOLD: bool = true;
+    const CASED: bool = false;
     const CONTEXT: usize = 4;
     const LOOKAHEAD: usize = 1;
 
-    /// In ASCII, with `h` the whitespace other than `\r`/`\n` and `O` what is neither
-    /// whitespace, letter nor digit, a piece starts at:
+    /// In ASCII (and the multi-byte characters the window knows, byte for byte), with `h` the
+    /// whitespace other than `\r`/`\n` and `O` what is neither whitespace, letter nor digit, a
+    /// piece starts at:
     /// - the first of a run of `O`, unless a space precedes it (` ?[^\s\p{L}\p{N}]+`); an `O` run's
     ///   piece takes the line breaks after it;
     /// - the first of a run of letters, unless an `h` or an `O` that starts a piece precedes it
@@ -85,13 +87,16 @@ impl Window for Cl100k {
     /// break on the run's end, so positions whose runs reach an unknown byte are unknown too.
     #[inline(always)]
     fn starts(&self, m: &Masks, at_text_start: bool, reaches_end: bool) -> (u64, u64) {
-        let (ws, nl, letter, digit) = (m.ws, m.nl, m.letter, m.digit);
+        let (ws, nl, digit) = (m.ws, m.nl, m.digit);
+        let letter = m.letter | m.mb_letter;
         let h = ws & !nl;
         let nonws = m.inr & !ws;
-        let other = nonws & !(letter | digit | m.non_ascii);
+        let other = nonws & !(letter | digit | m.unknown());
 
         let o_start = other & !(other << 1) & !(m.space << 1);
-        let l_start = letter & !(letter << 1) & !(h << 1) & !(o_start << 1);
+        // The last byte of the character that starts an `O` run: the one a letter after it follows.
+        let o_start_end = o_start & !m.other3 | (o_start & m.other3) << 2;
+        let l_start = letter & !(letter << 1) & !(h << 1) & !(o_start_end << 1);
 
         let taken = nl & other << 1; // line breaks that an `O` piece takes
         let after_taken = nl.wrapping_add(taken) & !nl & ws;
@@ -185,6 +190,7 @@ mod tests {
                 "a", "b", "s", "l", "e", "v", "r", "d", "m", "t", "S", "L", "V", "E", "1", "0", "123", " ", " ",
                 "  ", "\t", "\n", "\r", "\r\n", "\u{b}", "'", "'", ",", ".", "!", "é", "中", "\u{a0}",
                 "\u{3000}", "\u{85}", "²", "٣", "'s", "'ll", "ſ", "’", "—", "😀", "\u{301}", "\u{212a}", "٣٣",
+                "×", "ÿ", "ł", "ŗ", "ж", "Ѿ", "…", "‰", "\u{2028}", "\u{200b}", "\u{2009}", "a’", "’s",
             ]),
             0..200,
         )) {

@@ -46,6 +46,7 @@ impl Scanner for Gpt2 {
 
 impl Window for Gpt2 {
     const FOLD: bool = false;
+    const CASED: bool = false;
     const CONTEXT: usize = 4;
     const LOOKAHEAD: usize = 1;
 
@@ -57,7 +58,8 @@ impl Window for Gpt2 {
 
 /// The piece starts of a window of GPT-2-split text, and the positions where they are known.
 ///
-/// In ASCII, with `p` the previous character and `n` the next one:
+/// In ASCII (and the multi-byte characters the window knows, byte for byte), with `p` the
+/// previous character and `n` the next one:
 /// - a letter, digit or other character starts a piece unless `p` has its class (the same run)
 ///   or is a space (which prefixes it: ` ?\p{L}+` and so on);
 /// - whitespace starts a piece after non-whitespace, and as the last character of a run followed
@@ -66,12 +68,13 @@ impl Window for Gpt2 {
 ///   piece, and a piece starts right after it.
 ///
 /// The start-ness of position `i` thus depends on bytes `i - 4 ..= i + 1` only; it is known when
-/// they are ASCII and inside the window (or past the text's start or end).
+/// their classes are and they are inside the window (or past the text's start or end).
 #[inline(always)]
 pub(crate) fn gpt2_starts(m: &Masks, at_text_start: bool, reaches_end: bool) -> (u64, u64) {
+    let letter = m.letter | m.mb_letter;
     let nonws = m.inr & !m.ws;
-    let other = nonws & !(m.letter | m.digit);
-    let same = (m.letter & m.letter << 1) | (m.digit & m.digit << 1) | (other & other << 1);
+    let other = nonws & !(letter | m.digit);
+    let same = (letter & letter << 1) | (m.digit & m.digit << 1) | (other & other << 1);
     let s_nonws = nonws & !same & !(m.space << 1);
     let s_ws = m.ws & (!(m.ws << 1) | nonws >> 1);
     let apos = m.apos & s_nonws;
@@ -121,6 +124,7 @@ mod tests {
             proptest::sample::select(vec![
                 "a", "b", "s", "l", "e", "v", "r", "d", "m", "t", "S", "L", "1", "0", " ", " ", "  ", "\t",
                 "\n", "\r\n", "\u{b}", "'", "'", ",", ".", "é", "中", "\u{a0}", "\u{3000}", "²", "'s", "'ll", "ſ", "’", "😀", "\u{301}", "٣٣",
+                "×", "ÿ", "ł", "ŗ", "ж", "Ѿ", "…", "‰", "\u{2028}", "\u{200b}", "\u{2009}", "a’", "’s",
             ]),
             0..200,
         )) {

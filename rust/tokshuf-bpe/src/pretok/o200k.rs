@@ -128,6 +128,8 @@ impl Scanner for O200k {
 
 impl Window for O200k {
     const FOLD: bool = true;
+    /// Its two letter classes split words by case: only letters whose case the window tells.
+    const CASED: bool = true;
     /// An apostrophe's contraction depends on the letter before it, which may itself end a
     /// contraction that began three bytes earlier.
     const CONTEXT: usize = 7;
@@ -143,11 +145,12 @@ impl Window for O200k {
     /// - an `O` run's piece takes the run of line breaks and slashes after it.
     #[inline(always)]
     fn starts(&self, m: &Masks, at_text_start: bool, reaches_end: bool) -> (u64, u64) {
-        let (ws, nl, letter, digit, upper) = (m.ws, m.nl, m.letter, m.digit, m.upper);
+        let (ws, nl, digit) = (m.ws, m.nl, m.digit);
+        let (letter, upper) = (m.letter | m.mb_letter, m.upper | m.mb_upper);
         let lower = letter & !upper;
         let h = ws & !nl;
         let nonws = m.inr & !ws;
-        let other = nonws & !(letter | digit | m.non_ascii);
+        let other = nonws & !(letter | digit | m.unknown());
 
         let tail_chars = nl | m.slash;
         let tail_first = nl & other << 1;
@@ -155,8 +158,11 @@ impl Window for O200k {
         let after_taken = tail_chars.wrapping_add(tail_first) & !tail_chars & m.inr;
 
         let o_start = other & !(other << 1) & !(m.space << 1) & !taken;
-        let prefix = o_start | (after_taken & other) | h; // `[^\r\n\p{L}\p{N}]` that starts a piece
-        let l_start = letter & !(letter << 1) & !(prefix << 1) | upper & lower << 1;
+        // The `[^\r\n\p{L}\p{N}]` that starts a piece, and its last byte, which the word's first
+        // letter follows.
+        let prefix = o_start | (after_taken & other) | h;
+        let prefix_end = prefix & !m.other3 | (prefix & m.other3) << 2;
+        let l_start = letter & !(letter << 1) & !(prefix_end << 1) | upper & lower << 1;
 
         let (ws_starts, after_last_nl) = whitespace_starts(m, taken);
 
@@ -244,6 +250,7 @@ mod tests {
                 "a", "b", "s", "l", "e", "v", "r", "d", "m", "t", "S", "L", "V", "E", "A", "Q", "1", "0", "123",
                 " ", " ", "  ", "\t", "\n", "\r", "\r\n", "\u{b}", "'", "'", "/", "//", ",", "!", "é", "É",
                 "中", "\u{a0}", "\u{3000}", "\u{85}", "²", "\u{301}", "ʰ", "'s", "'ll", "ſ", "’", "—", "😀", "ǅ", "\u{212a}", "٣٣",
+                "ж", "Ж", "я", "Ѿ", "ѿ", "ß", "ÿ", "Ÿ", "×", "ł", "…", "‰", "\u{2028}", "\u{200b}", "’s", "жЖ", "Жж'S",
             ]),
             0..200,
         )) {

@@ -1,11 +1,15 @@
 //! Running a [`Scanner`] a 64-byte window at a time. In ASCII text, whether a piece starts at a
 //! position depends on a few neighbours (and, for some patterns, on the runs around it), so the
 //! starts of a whole window come from its class masks with a handful of shifts, and each piece
-//! then costs one bit search. Positions whose start-ness the window cannot tell (next to a
-//! non-ASCII byte, or too near its edges) are left to the scalar scanner. (Taking a window with
-//! multi-byte characters a character at a time, each written as an ASCII byte of its class, cut
-//! the scalar scanner's calls to a third but was no faster: the copy and the classes cost what
-//! those calls did.)
+//! then costs one bit search. The multi-byte characters of web text that the window can class
+//! from their bytes alone (accented Latin and Cyrillic letters, typographic punctuation) count as
+//! runs of their class, byte for byte, so a letter run goes on through `é` as through `e`; the
+//! rules then read the one-character prefix of a word at the end of that character. Positions
+//! whose start-ness the window cannot tell (next to another multi-byte character, or too near its
+//! edges) are left to the scalar scanner. (Taking a window with multi-byte characters a
+//! character at a time, each written as an ASCII byte of its class in a copy, was no faster: the
+//! copy and the class lookups cost what the scalar scanner's calls did. Comparing bytes in place
+//! costs a few vector instructions per window that holds any.)
 
 use super::ascii::{classify, Masks};
 use super::scan::{Cursor, Scanner};
@@ -14,6 +18,9 @@ use super::scan::{Cursor, Scanner};
 pub(crate) trait Window: Scanner {
     /// Whether the contraction letters match in either case (`(?i:...)`).
     const FOLD: bool;
+    /// Whether the pattern's letter classes split words by case: the window then knows only
+    /// the multi-byte letters whose case it tells ([`Masks::mb_upper`]).
+    const CASED: bool;
     /// How many bytes before a position can decide whether a piece starts there (beyond the
     /// runs a pattern fills through itself).
     const CONTEXT: usize;
@@ -45,7 +52,7 @@ impl<P: Window> WindowCursor<P> {
 
     #[inline(always)]
     fn load(&mut self, t: &[u8], w: usize) {
-        let m = classify(t, w, P::FOLD);
+        let m = classify(t, w, P::FOLD, P::CASED);
         let (starts, valid) = self.pattern.starts(&m, w == 0, t.len() - w <= 64);
         (self.w, self.starts, self.valid) = (w, starts, valid);
     }
@@ -117,11 +124,11 @@ impl<P: Window> Cursor for WindowCursor<P> {
 }
 
 /// The positions of `W`'s window `m` whose start-ness depends on bytes (in
-/// `i - W::CONTEXT ..= i + W::LOOKAHEAD`) that it cannot see: around non-ASCII bytes (whose
-/// class it does not know) and at its edges.
+/// `i - W::CONTEXT ..= i + W::LOOKAHEAD`) that it cannot see: around the multi-byte characters
+/// whose class it does not know, and at its edges.
 #[inline(always)]
 pub(crate) fn near_unknown<W: Window>(m: &Masks, at_text_start: bool, reaches_end: bool) -> u64 {
-    let na = m.non_ascii;
+    let na = m.unknown();
     let mut unknown = 0;
     for k in 1..=W::LOOKAHEAD {
         unknown |= na >> k;
@@ -281,7 +288,7 @@ mod tests {
         };
         // Multi-byte characters up to the end of the text, after a run of them with no space.
         agree("す。 新しい値を設定する場合はそれを入力し、 ");
-        for c in ["é", "中", "😀", "。", "\u{a0}", "٣", "ʰ"] {
+        for c in ["é", "中", "😀", "。", "\u{a0}", "٣", "ʰ", "’", "ж", "Ж", "×", "…", "\u{2028}"] {
             for k in 0..70 {
                 agree(&format!("{}{} x{}. y'd{}し、 ", "a".repeat(k), c.repeat(40), c.repeat(3), c.repeat(k % 5)));
             }
