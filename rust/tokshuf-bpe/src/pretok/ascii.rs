@@ -134,6 +134,22 @@ macro_rules! cased_sets {
     };
 }
 
+/// `out[k] |= $bits(set k)` for the sets of [`cased_sets`] or [`plain_sets`] as `$cased` says
+/// (`out` holds as many masks).
+macro_rules! or_sets {
+    ($cased:expr, $out:ident, $bits:ident, $eq:ident, $range:ident, $or:ident) => {
+        if $cased {
+            for (mask, set) in $out.iter_mut().zip(cased_sets!($eq, $range, $or)) {
+                *mask |= $bits(set);
+            }
+        } else {
+            for (mask, set) in $out.iter_mut().zip(plain_sets!($eq, $range, $or)) {
+                *mask |= $bits(set);
+            }
+        }
+    };
+}
+
 /// What the window knows of its multi-byte characters: `(mb_letter, mb_upper, mb_other,
 /// other3)` (see [`Masks`]); `mb_upper` only with `CASED`. A character that reaches past the
 /// window is left unknown (its last bytes are not there: the shifts bring in zeros).
@@ -191,15 +207,7 @@ unsafe fn byte_sets_avx2<const CASED: bool, const K: usize>(chunk: &[u8; 64]) ->
         };
         let or = |a: __m256i, b: __m256i| _mm256_or_si256(a, b);
         let bits = |x: __m256i| u64::from(_mm256_movemask_epi8(x) as u32) << (32 * k);
-        if CASED {
-            for (mask, set) in out.iter_mut().zip(cased_sets!(eq, range, or)) {
-                *mask |= bits(set);
-            }
-        } else {
-            for (mask, set) in out.iter_mut().zip(plain_sets!(eq, range, or)) {
-                *mask |= bits(set);
-            }
-        }
+        or_sets!(CASED, out, bits, eq, range, or);
     }
     out
 }
@@ -220,15 +228,7 @@ fn byte_sets_sse2<const CASED: bool, const K: usize>(chunk: &[u8; 64]) -> [u64; 
             };
             let or = |a: __m128i, b: __m128i| _mm_or_si128(a, b);
             let bits = |x: __m128i| u64::from(_mm_movemask_epi8(x) as u16) << (16 * k);
-            if CASED {
-                for (mask, set) in out.iter_mut().zip(cased_sets!(eq, range, or)) {
-                    *mask |= bits(set);
-                }
-            } else {
-                for (mask, set) in out.iter_mut().zip(plain_sets!(eq, range, or)) {
-                    *mask |= bits(set);
-                }
-            }
+            or_sets!(CASED, out, bits, eq, range, or);
         }
     }
     out
@@ -248,16 +248,8 @@ fn byte_sets_scalar<const CASED: bool, const K: usize>(chunk: &[u8; 64]) -> [u64
         let eq = |x: u8| b == x;
         let range = |lo: u8, n: u8| b.wrapping_sub(lo) < n;
         let or = |x: bool, y: bool| x | y;
-        let mut set = |k: usize, on: bool| out[k] |= u64::from(on) << i;
-        if CASED {
-            for (k, on) in cased_sets!(eq, range, or).into_iter().enumerate() {
-                set(k, on);
-            }
-        } else {
-            for (k, on) in plain_sets!(eq, range, or).into_iter().enumerate() {
-                set(k, on);
-            }
-        }
+        let bits = |on: bool| u64::from(on) << i;
+        or_sets!(CASED, out, bits, eq, range, or);
     }
     out
 }
